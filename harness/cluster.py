@@ -1,0 +1,184 @@
+"""Cluster and cloud description: node types with their accelerator shape, and node pools.
+
+A node type says what one machine looks like (CPUs, memory, GPUs, how the GPUs split into
+NVLink and NUMA domains, whether each GPU has a NIC on its PCIe switch, which MIG-like
+partition profiles it offers, its price). A pool is a node type in a zone and block with a
+rack layout, size bounds, committed (reserved) slots, pricing, a seeded provisioning delay,
+finite stock and whether the provider honours all-or-nothing requests.
+
+Node slots are fixed: pool p owns slots [offset_p, offset_p + max_size_p) of every state
+array, slot i of a pool sits in rack i // nodes_per_rack, and the first `committed` slots of
+a pool are the reserved ones. A static inventory is a cluster whose pools have
+min_size == max_size and autoscaling off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from harness.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class NodeType:
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    gpus: int = 0
+    gpu_model: str = ""
+    nvlink_domains: int = 1
+    numa_domains: int = 1
+    nic_per_gpu: bool = False
+    partition_profiles: tuple[str, ...] = ()
+
+    def gpu_domains(self, n_domains: int) -> np.ndarray:
+        """Domain index of each GPU when the GPUs split evenly into `n_domains` domains."""
+        if self.gpus == 0:
+            return np.zeros(0, np.int32)
+        return (np.arange(self.gpus) * n_domains // self.gpus).astype(np.int32)
+
+
+@dataclass(frozen=True)
+class BootDelay:
+    """Provisioning delay in seconds, uniform in [min_s, max_s], drawn from the pool's seeded stream."""
+
+    min_s: float = 300.0
+    max_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    node_type: str
+    zone: str = "zone-a"
+    block: str = "block-a"
+    nodes_per_rack: int = 8
+    min_size: int = 0
+    max_size: int = 0
+    committed: int = 0
+    price_on_demand: float = 0.0
+    price_spot: float | None = None
+    spot: bool = False
+    price_committed: float | None = None
+    boot_delay: BootDelay = field(default_factory=BootDelay)
+    stock: int | None = None
+    atomic: bool = False
+    priority: int = 0
+
+    @property
+    def price(self) -> float:
+        """Hourly price of a node beyond the committed slots."""
+        return float(self.price_spot) if self.spot else float(self.price_on_demand)
+
+    @property
+    def committed_price(self) -> float:
+        """Hourly price of a committed slot, billed whether a node runs in it or not."""
+        return float(self.price_committed if self.price_committed is not None else self.price_on_demand)
+
+
+def _need(cfg: dict, key: str, where: str):
+    if key not in cfg:
+        raise ConfigError(where, f"missing required key '{key}'")
+    return cfg[key]
+
+
+def _build(cls, cfg: dict, where: str):
+    known = set(cls.__dataclass_fields__)
+    unknown = sorted(set(cfg) - known)
+    if unknown:
+        raise ConfigError(where, f"unknown key '{unknown[0]}' (known: {', '.join(sorted(known))})")
+    try:
+        return cls(**cfg)
+    except TypeError as exc:
+        raise ConfigError(where, str(exc)) from None
+
+
+class Cluster:
+    """Validated node types and pools; the static part of the cluster (Hydra `_target_`)."""
+
+    def __init__(
+        self,
+        node_types: list[dict[str, Any]],
+        pools: list[dict[str, Any]],
+        partition_profiles: dict[str, int] | None = None,
+        autoscaling: bool = True,
+        name: str = "cluster",
+    ):
+        self.name = name
+        self.autoscaling = bool(autoscaling)
+        self.partition_profiles = {str(k): int(v) for k, v in (partition_profiles or {}).items()}
+        for prof, milli in self.partition_profiles.items():
+            if not 0 < milli <= 1000:
+                raise ConfigError(f"cluster.partition_profiles.{prof}", "milli must be in (0, 1000]")
+        self.node_types: list[NodeType] = []
+        for i, cfg in enumerate(node_types):
+            where = f"cluster.node_types[{i}]"
+            cfg = dict(cfg)
+            cfg["partition_profiles"] = tuple(cfg.get("partition_profiles", ()) or ())
+            nt = _build(NodeType, cfg, where)
+            for key in ("cpu_milli", "memory_mib"):
+                if getattr(nt, key) <= 0:
+                    raise ConfigError(f"{where}.{key}", "must be > 0")
+            if nt.gpus < 0 or nt.gpus > 64:
+                raise ConfigError(f"{where}.gpus", "must be in [0, 64]")
+            for key in ("nvlink_domains", "numa_domains"):
+                d = getattr(nt, key)
+                if d < 1 or (nt.gpus and nt.gpus % d):
+                    raise ConfigError(f"{where}.{key}", f"must be >= 1 and divide gpus ({nt.gpus})")
+            for prof in nt.partition_profiles:
+                if prof not in self.partition_profiles:
+                    raise ConfigError(f"{where}.partition_profiles", f"profile '{prof}' is not in cluster.partition_profiles")
+            if nt.gpus and not nt.gpu_model:
+                raise ConfigError(f"{where}.gpu_model", "a node type with GPUs needs a gpu_model")
+            self.node_types.append(nt)
+        names = [t.name for t in self.node_types]
+        if len(set(names)) != len(names):
+            raise ConfigError("cluster.node_types", "node type names must be unique")
+        self.pools: list[Pool] = []
+        for i, cfg in enumerate(pools):
+            where = f"cluster.pools[{i}]"
+            cfg = dict(cfg)
+            _need(cfg, "name", where)
+            if cfg.get("node_type") not in names:
+                raise ConfigError(f"{where}.node_type", f"unknown node type '{cfg.get('node_type')}' (known: {', '.join(names)})")
+            cfg["boot_delay"] = _build(BootDelay, dict(cfg.get("boot_delay") or {}), f"{where}.boot_delay")
+            pool = _build(Pool, cfg, where)
+            if not 0 <= pool.min_size <= pool.max_size:
+                raise ConfigError(where, "need 0 <= min_size <= max_size")
+            if not 0 <= pool.committed <= pool.max_size:
+                raise ConfigError(f"{where}.committed", "must be in [0, max_size]")
+            if pool.stock is not None and pool.stock < 0:
+                raise ConfigError(f"{where}.stock", "must be >= 0 or null (unlimited)")
+            if pool.nodes_per_rack < 1:
+                raise ConfigError(f"{where}.nodes_per_rack", "must be >= 1")
+            if not 0 <= pool.boot_delay.min_s <= pool.boot_delay.max_s:
+                raise ConfigError(f"{where}.boot_delay", "need 0 <= min_s <= max_s")
+            if pool.spot and pool.price_spot is None:
+                raise ConfigError(f"{where}.price_spot", "a spot pool needs price_spot")
+            self.pools.append(pool)
+        if not self.pools:
+            raise ConfigError("cluster.pools", "a cluster needs at least one pool")
+        if len({p.name for p in self.pools}) != len(self.pools):
+            raise ConfigError("cluster.pools", "pool names must be unique")
+        self.models = sorted({t.gpu_model for t in self.node_types if t.gpus})
+        if len(self.models) > 62:
+            raise ConfigError("cluster.node_types", "at most 62 distinct GPU models")
+        self.profiles = sorted(self.partition_profiles)
+
+    # ---- static per-slot layout ------------------------------------------------------
+    def type_index(self, name: str) -> int:
+        return [t.name for t in self.node_types].index(name)
+
+    def model_bit(self, model: str) -> int:
+        return 1 << self.models.index(model) if model in self.models else 0
+
+    @property
+    def n_slots(self) -> int:
+        return sum(p.max_size for p in self.pools)
+
+    @property
+    def max_gpus(self) -> int:
+        return max([t.gpus for t in self.node_types] + [1])

@@ -1,0 +1,65 @@
+"""GPU fragmentation as the FGD paper (ATC'23) defines it, vectorized over nodes and shapes.
+
+The target workload is the set of most frequent pod shapes covering 95% of pods, each with
+its popularity p_m. For node n and shape m, with G_n the idle GPU milli of n:
+F_n(m) = G_n if m needs no GPU, m's model is not allowed on n, n lacks the CPU, or n lacks
+`gpus` GPUs each with >= m's milli free; otherwise the idle milli on the GPUs whose free milli
+is below m's milli. F_n = sum_m p_m F_n(m); a node without GPUs contributes 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+COVERAGE = 0.95
+
+
+@dataclass(frozen=True)
+class TargetWorkload:
+    """Typical pod shapes (columns of arrays) and their renormalised popularity."""
+
+    cpu: np.ndarray  # int64 milli
+    gpus: np.ndarray  # int32
+    milli: np.ndarray  # int32 per GPU
+    model_mask: np.ndarray  # int64 allowed-model bits, 0 = any
+    popularity: np.ndarray  # float64, sums to 1
+
+    @classmethod
+    def from_pods(cls, cpu, gpus, milli, model_mask, coverage: float = COVERAGE) -> "TargetWorkload":
+        """Count shapes (cpu, milli, gpus, models), keep the most frequent until they cover
+        `coverage` of pods, and renormalise their popularity over the kept count."""
+        key = np.stack([np.asarray(cpu, np.int64), np.asarray(milli, np.int64),
+                        np.asarray(gpus, np.int64), np.asarray(model_mask, np.int64)], axis=1)
+        shapes, counts = np.unique(key, axis=0, return_counts=True)
+        order = np.lexsort((np.arange(len(counts)), -counts))  # count desc, then key order
+        shapes, counts = shapes[order], counts[order]
+        covered = np.cumsum(counts) / counts.sum()
+        keep = int(np.searchsorted(covered, coverage - 1e-12) + 1)
+        shapes, counts = shapes[:keep], counts[:keep]
+        return cls(cpu=shapes[:, 0], milli=shapes[:, 1].astype(np.int32), gpus=shapes[:, 2].astype(np.int32),
+                   model_mask=shapes[:, 3], popularity=counts / counts.sum())
+
+    def __len__(self) -> int:
+        return len(self.popularity)
+
+
+def node_fragmentation(gpu_free: np.ndarray, gpu_cap: np.ndarray, cpu_free: np.ndarray,
+                       model_bit: np.ndarray, target: TargetWorkload) -> np.ndarray:
+    """F_n in GPU milli for each row of `gpu_free` (nodes x GPUs; absent GPUs hold 0)."""
+    free = gpu_free.astype(np.int64)
+    idle = free.sum(axis=1)  # G_n
+    milli = target.milli.astype(np.int64)
+    if len(target) == 0:
+        return np.zeros(len(free))
+    # fit[n, m] = number of GPUs of n with free >= m's per-GPU milli
+    ge = free[:, None, :] >= milli[None, :, None]
+    fit = ge.sum(axis=2)
+    leftover = np.where(ge, 0, free[:, None, :]).sum(axis=2)
+    model_ok = (target.model_mask[None, :] == 0) | ((target.model_mask[None, :] & model_bit[:, None]) != 0)
+    can = ((target.gpus[None, :] > 0) & model_ok & (cpu_free[:, None] >= target.cpu[None, :])
+           & (fit >= target.gpus[None, :]))
+    per_shape = np.where(can, leftover, idle[:, None])
+    f = per_shape @ target.popularity
+    return np.where(gpu_cap > 0, f, 0.0)

@@ -1,0 +1,185 @@
+"""Cluster state as struct-of-arrays: one row per node slot, one column per GPU.
+
+Filters read only per-node summary arrays (free whole GPUs, largest free share, whole GPUs
+free in the best NVLink and NUMA domain, free CPU and memory), which `bind` and `release`
+keep up to date for the one node they touch. The node x GPU matrix is read only for the node
+being bound, so a scheduling decision costs O(nodes) vector work, not O(nodes x GPUs).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.cluster import Cluster
+
+ABSENT, BOOTING, READY = 0, 1, 2
+WHOLE = 1000  # milli of one GPU
+
+
+class ClusterState:
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+        n, g = cluster.n_slots, cluster.max_gpus
+        types = cluster.node_types
+        t_index = {t.name: i for i, t in enumerate(types)}
+        self.slot_pool = np.zeros(n, np.int32)
+        self.slot_type = np.zeros(n, np.int32)
+        self.slot_rack = np.zeros(n, np.int32)
+        self.slot_block = np.zeros(n, np.int32)
+        self.slot_committed = np.zeros(n, bool)
+        self.pool_offset = np.zeros(len(cluster.pools) + 1, np.int64)
+        blocks = sorted({p.block for p in cluster.pools})
+        rack_base = 0
+        for p, pool in enumerate(cluster.pools):
+            lo = int(self.pool_offset[p])
+            hi = lo + pool.max_size
+            self.pool_offset[p + 1] = hi
+            slots = np.arange(pool.max_size)
+            self.slot_pool[lo:hi] = p
+            self.slot_type[lo:hi] = t_index[pool.node_type]
+            self.slot_rack[lo:hi] = rack_base + slots // pool.nodes_per_rack
+            self.slot_block[lo:hi] = blocks.index(pool.block)
+            self.slot_committed[lo:hi] = slots < pool.committed
+            rack_base += -(-pool.max_size // pool.nodes_per_rack)
+        # static per-type shape
+        self.type_cpu = np.array([t.cpu_milli for t in types], np.int64)
+        self.type_mem = np.array([t.memory_mib for t in types], np.int64)
+        self.type_gpus = np.array([t.gpus for t in types], np.int32)
+        self.type_model_bit = np.array([cluster.model_bit(t.gpu_model) for t in types], np.int64)
+        self.type_nic = np.array([t.nic_per_gpu for t in types], bool)
+        self.type_profiles = np.array(
+            [sum(1 << cluster.profiles.index(p) for p in t.partition_profiles) for t in types], np.int64)
+        self.gpu_nvl = np.full((len(types), g), -1, np.int32)
+        self.gpu_numa = np.full((len(types), g), -1, np.int32)
+        for i, t in enumerate(types):
+            self.gpu_nvl[i, :t.gpus] = t.gpu_domains(t.nvlink_domains)
+            self.gpu_numa[i, :t.gpus] = t.gpu_domains(t.numa_domains)
+        # a pod claiming both NVLink and NUMA locality needs GPUs in their intersection
+        self.gpu_both = np.where(self.gpu_nvl >= 0, self.gpu_nvl * g + self.gpu_numa, -1)
+        # per-slot static capacity (broadcast of the type)
+        self.cpu_cap = self.type_cpu[self.slot_type]
+        self.mem_cap = self.type_mem[self.slot_type]
+        self.gpu_cap = self.type_gpus[self.slot_type]
+        self.model_bit = self.type_model_bit[self.slot_type]
+        self.nic_ok = self.type_nic[self.slot_type]
+        self.profile_bits = self.type_profiles[self.slot_type]
+        # dynamic state
+        self.status = np.zeros(n, np.int8)
+        self.requested_at = np.full(n, np.nan)
+        self.ready_at = np.full(n, np.nan)
+        self.cpu_free = np.zeros(n, np.int64)
+        self.mem_free = np.zeros(n, np.int64)
+        self.gpu_free = np.zeros((n, g), np.int32)
+        self.pods_on = np.zeros(n, np.int32)
+        # summaries kept incrementally
+        self.free_whole = np.zeros(n, np.int32)
+        self.max_share = np.zeros(n, np.int32)
+        self.nvl_whole = np.zeros(n, np.int32)
+        self.numa_whole = np.zeros(n, np.int32)
+        self.both_whole = np.zeros(n, np.int32)
+        self.gpu_used = np.zeros(n, np.int64)  # allocated GPU milli
+        self.version = 0  # bumps whenever capacity grows (node ready, pod released)
+
+    # ---- node lifecycle ----------------------------------------------------------------
+    @property
+    def n_slots(self) -> int:
+        return len(self.status)
+
+    def pool_slots(self, p: int) -> slice:
+        return slice(int(self.pool_offset[p]), int(self.pool_offset[p + 1]))
+
+    def add_node(self, n: int, now: float, ready: bool) -> None:
+        """A node is requested in slot n: booting, or ready at once (initial nodes)."""
+        assert self.status[n] == ABSENT
+        self.status[n] = READY if ready else BOOTING
+        self.requested_at[n] = now
+        self.ready_at[n] = now if ready else np.nan
+        self.cpu_free[n] = self.cpu_cap[n]
+        self.mem_free[n] = self.mem_cap[n]
+        self.gpu_free[n, :] = 0
+        self.gpu_free[n, :self.gpu_cap[n]] = WHOLE
+        self.gpu_used[n] = 0
+        self.pods_on[n] = 0
+        self._refresh(n)
+        if ready:
+            self.version += 1
+
+    def make_ready(self, n: int, now: float) -> None:
+        assert self.status[n] == BOOTING
+        self.status[n] = READY
+        self.ready_at[n] = now
+        self.version += 1
+
+    def remove_node(self, n: int) -> None:
+        assert self.pods_on[n] == 0, "a node is removed only when empty"
+        self.status[n] = ABSENT
+        self.requested_at[n] = np.nan
+        self.ready_at[n] = np.nan
+        self.cpu_free[n] = self.mem_free[n] = 0
+        self.gpu_free[n, :] = 0
+        self._refresh(n)
+
+    # ---- pods --------------------------------------------------------------------------
+    def bind(self, n: int, cpu: int, mem: int, gpu_idx: np.ndarray, milli: int) -> None:
+        self.cpu_free[n] -= cpu
+        self.mem_free[n] -= mem
+        if len(gpu_idx):
+            self.gpu_free[n, gpu_idx] -= milli
+            self.gpu_used[n] += milli * len(gpu_idx)
+        self.pods_on[n] += 1
+        assert self.cpu_free[n] >= 0 and self.mem_free[n] >= 0 and self.gpu_free[n].min() >= 0, "over-allocated"
+        self._refresh(n)
+
+    def release(self, n: int, cpu: int, mem: int, gpu_idx: np.ndarray, milli: int) -> None:
+        self.cpu_free[n] += cpu
+        self.mem_free[n] += mem
+        if len(gpu_idx):
+            self.gpu_free[n, gpu_idx] += milli
+            self.gpu_used[n] -= milli * len(gpu_idx)
+        self.pods_on[n] -= 1
+        self._refresh(n)
+        self.version += 1
+
+    def _refresh(self, n: int) -> None:
+        """Recompute the summaries of one node from its GPU row."""
+        k = self.gpu_cap[n]
+        if k == 0:
+            self.free_whole[n] = self.max_share[n] = self.nvl_whole[n] = self.numa_whole[n] = 0
+            self.both_whole[n] = 0
+            return
+        row = self.gpu_free[n, :k]
+        whole = row == WHOLE
+        t = self.slot_type[n]
+        self.free_whole[n] = whole.sum()
+        self.max_share[n] = row.max()
+        self.nvl_whole[n] = np.bincount(self.gpu_nvl[t, :k], weights=whole).max()
+        self.numa_whole[n] = np.bincount(self.gpu_numa[t, :k], weights=whole).max()
+        self.both_whole[n] = np.bincount(self.gpu_both[t, :k], weights=whole).max()
+
+    # ---- device choice within one node -------------------------------------------------
+    def pick_devices(self, n: int, gpus: int, milli: int, nvlink: bool, numa: bool) -> np.ndarray:
+        """GPUs a pod takes on node n: first whole free GPUs (in one domain if claimed),
+        or for a share the fitting GPU with the least free milli (lowest index on ties)."""
+        if gpus == 0:
+            return np.zeros(0, np.int64)
+        k = self.gpu_cap[n]
+        row = self.gpu_free[n, :k]
+        if milli < WHOLE:
+            fit = np.flatnonzero(row >= milli)
+            return fit[np.argmin(row[fit])][None]
+        whole = row == WHOLE
+        t = self.slot_type[n]
+        if nvlink or numa:
+            dom = (self.gpu_both if nvlink and numa else self.gpu_nvl if nvlink else self.gpu_numa)[t, :k]
+            counts = np.bincount(dom, weights=whole)
+            d = int(np.flatnonzero(counts >= gpus)[0])
+            whole = whole & (dom == d)
+        return np.flatnonzero(whole)[:gpus]
+
+    # ---- views -------------------------------------------------------------------------
+    @property
+    def ready(self) -> np.ndarray:
+        return self.status == READY
+
+    def billed_gpus(self) -> np.ndarray:
+        return np.where(self.status != ABSENT, self.gpu_cap, 0)

@@ -1,0 +1,252 @@
+"""The canonical workload trace: one row per pod, a typed Parquet schema, strict validation.
+
+Every importer writes this schema and every replay reads it, so a trace is validated once,
+here, and refused with the file, column, row and rule it breaks. Row numbers count data rows
+from 0 in file order.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from harness.errors import TraceError
+
+SCHEMA_VERSION = "1"
+
+#: Largest values accepted; anything above is a unit mistake, not a workload.
+MAX_TIME_S = 10 * 365 * 86400.0
+MAX_CPU_MILLI = 100_000_000
+MAX_MEMORY_MIB = 1 << 40
+MAX_GPUS_PER_POD = 64
+
+GANG_LOCALITY = ("none", "rack", "block")
+
+SCHEMA = pa.schema(
+    [
+        pa.field("pod_id", pa.string(), nullable=False),
+        pa.field("job_id", pa.string(), nullable=False),
+        pa.field("min_member", pa.int32(), nullable=False),
+        pa.field("submit_s", pa.float64(), nullable=False),
+        pa.field("duration_s", pa.float64(), nullable=True),
+        pa.field("cpu_milli", pa.int64(), nullable=False),
+        pa.field("memory_mib", pa.int64(), nullable=False),
+        pa.field("gpu_count", pa.int32(), nullable=False),
+        pa.field("gpu_milli", pa.int32(), nullable=False),
+        pa.field("gpu_partition", pa.string(), nullable=True),
+        pa.field("gpu_models", pa.list_(pa.string()), nullable=False),
+        pa.field("gpus_same_nvlink", pa.bool_(), nullable=False),
+        pa.field("gpus_same_numa", pa.bool_(), nullable=False),
+        pa.field("nic_per_gpu", pa.bool_(), nullable=False),
+        pa.field("gang_locality", pa.string(), nullable=False),
+        pa.field("priority", pa.int32(), nullable=False),
+        pa.field("queue", pa.string(), nullable=False),
+    ],
+    metadata={
+        "loopbench.schema_version": SCHEMA_VERSION,
+        "loopbench.doc": (
+            "one row per pod; times in seconds from time_origin; duration null = runs to the end; "
+            "gpu_milli = share of each GPU (1000 = whole), below 1000 only with gpu_count 1; "
+            "gpu_partition = MIG-like profile (then gpu_count 1, gpu_milli 0); "
+            "gpu_models empty = any model; a job whose min_member > 1 is a gang"
+        ),
+    },
+)
+
+#: Columns whose value must be the same for every member of a gang.
+GANG_AGREEMENT = ("min_member", "submit_s", "priority", "queue", "gang_locality")
+
+DEFAULTS = {
+    "duration_s": None,
+    "gpu_partition": None,
+    "gpu_models": [],
+    "gpus_same_nvlink": False,
+    "gpus_same_numa": False,
+    "nic_per_gpu": False,
+    "gang_locality": "none",
+    "priority": 0,
+    "queue": "default",
+    "min_member": 1,
+}
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    """Key-value metadata stored in the Parquet footer."""
+
+    source: str
+    licence: str
+    time_origin: str
+    description: str = ""
+
+    def to_metadata(self) -> dict[str, str]:
+        return {
+            "loopbench.schema_version": SCHEMA_VERSION,
+            "loopbench.source": self.source,
+            "loopbench.licence": self.licence,
+            "loopbench.time_origin": self.time_origin,
+            "loopbench.description": self.description,
+        }
+
+    @classmethod
+    def from_metadata(cls, md: dict[bytes, bytes] | None) -> "TraceMeta":
+        md = {k.decode(): v.decode() for k, v in (md or {}).items()}
+        return cls(
+            source=md.get("loopbench.source", "unknown"),
+            licence=md.get("loopbench.licence", "unknown"),
+            time_origin=md.get("loopbench.time_origin", "trace start"),
+            description=md.get("loopbench.description", ""),
+        )
+
+
+def table_from_columns(columns: dict, file: str = "<memory>") -> pa.Table:
+    """Build a canonical table from column lists, filling optional columns with defaults."""
+    n = len(columns["pod_id"])
+    data = {}
+    for field in SCHEMA:
+        if field.name in columns:
+            data[field.name] = columns[field.name]
+        elif field.name in DEFAULTS:
+            data[field.name] = [DEFAULTS[field.name]] * n
+        else:
+            raise TraceError(file, "required column is missing", column=field.name)
+    return pa.table(data, schema=SCHEMA)
+
+
+def write_trace(table: pa.Table, path: str | os.PathLike, meta: TraceMeta) -> Path:
+    """Validate and write a trace atomically (temp file + rename): no half-written trace."""
+    path = Path(path)
+    table = validate_table(table, str(path))
+    table = table.replace_schema_metadata({**(SCHEMA.metadata or {}), **{k.encode(): v.encode() for k, v in meta.to_metadata().items()}})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def read_trace(path: str | os.PathLike) -> tuple[pa.Table, TraceMeta]:
+    """Read and validate a canonical trace; refuse it with file, column, row and rule."""
+    file = str(path)
+    if not os.path.exists(file):
+        raise TraceError(file, "file does not exist")
+    try:
+        pf = pq.ParquetFile(file)
+        table = pf.read()
+    except Exception as exc:  # pyarrow raises several types for corrupt files
+        raise TraceError(file, f"not a readable Parquet file ({exc})") from None
+    meta = TraceMeta.from_metadata(table.schema.metadata)
+    version = (table.schema.metadata or {}).get(b"loopbench.schema_version", b"").decode()
+    if version and version != SCHEMA_VERSION:
+        raise TraceError(file, f"schema version {version} is not supported (this loopbench reads {SCHEMA_VERSION})")
+    return validate_table(table, file), meta
+
+
+def _first(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def _check(mask: np.ndarray, file: str, column: str, rule: str) -> None:
+    """Raise on the first row where `mask` (True = bad) holds."""
+    if mask.any():
+        raise TraceError(file, rule, column=column, row=_first(mask))
+
+
+def validate_table(table: pa.Table, file: str) -> pa.Table:
+    """Check columns, types and every value rule; return the table cast to SCHEMA."""
+    if table.num_rows == 0:
+        raise TraceError(file, "trace has no rows")
+    names = set(table.column_names)
+    for field in SCHEMA:
+        if field.name not in names:
+            raise TraceError(file, "required column is missing", column=field.name)
+    extra = sorted(names - set(SCHEMA.names))
+    if extra:
+        raise TraceError(file, f"unknown column (the schema has: {', '.join(SCHEMA.names)})", column=extra[0])
+    cols = []
+    for field in SCHEMA:
+        col = table.column(field.name)
+        try:
+            col = col.cast(field.type, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise TraceError(file, f"expected type {field.type}, got {col.type} ({exc})", column=field.name) from None
+        if not field.nullable and col.null_count:
+            _check(col.is_null().to_numpy(zero_copy_only=False), file, field.name, "value must not be null")
+        cols.append(col)
+    table = pa.Table.from_arrays(cols, schema=SCHEMA)
+    _check_values(table, file)
+    return table
+
+
+def _np(table: pa.Table, name: str, fill=None) -> np.ndarray:
+    col = table.column(name)
+    if fill is not None:
+        col = col.fill_null(fill)
+    return col.to_numpy(zero_copy_only=False)
+
+
+def _check_values(table: pa.Table, file: str) -> None:
+    submit = _np(table, "submit_s")
+    _check(~np.isfinite(submit) | (submit < 0) | (submit > MAX_TIME_S), file, "submit_s",
+           f"must be a finite number of seconds in [0, {MAX_TIME_S:.0f}]")
+    duration = _np(table, "duration_s", fill=0.0)
+    _check(~np.isfinite(duration) | (duration < 0) | (duration > MAX_TIME_S), file, "duration_s",
+           f"must be null (runs to the end) or finite seconds in [0, {MAX_TIME_S:.0f}]")
+    cpu = _np(table, "cpu_milli")
+    _check((cpu < 0) | (cpu > MAX_CPU_MILLI), file, "cpu_milli", f"must be in [0, {MAX_CPU_MILLI}]")
+    mem = _np(table, "memory_mib")
+    _check((mem < 0) | (mem > MAX_MEMORY_MIB), file, "memory_mib", f"must be in [0, {MAX_MEMORY_MIB}]")
+    gpus = _np(table, "gpu_count")
+    _check((gpus < 0) | (gpus > MAX_GPUS_PER_POD), file, "gpu_count", f"must be in [0, {MAX_GPUS_PER_POD}]")
+    milli = _np(table, "gpu_milli")
+    _check((milli < 0) | (milli > 1000), file, "gpu_milli", "must be in [0, 1000] (milli of one GPU)")
+    partitioned = table.column("gpu_partition").is_valid().to_numpy(zero_copy_only=False)
+    _check(partitioned & ((gpus != 1) | (milli != 0)), file, "gpu_partition",
+           "a partition profile needs gpu_count 1 and gpu_milli 0 (the profile sets the share)")
+    whole = ~partitioned
+    _check(whole & (gpus > 0) & (milli == 0), file, "gpu_milli", "must be > 0 when gpu_count > 0")
+    _check(whole & (gpus == 0) & (milli != 0), file, "gpu_milli", "must be 0 when gpu_count is 0")
+    _check((milli > 0) & (milli < 1000) & (gpus != 1), file, "gpu_milli",
+           "a fractional share (< 1000) is only allowed with gpu_count 1")
+    minm = _np(table, "min_member")
+    _check(minm < 1, file, "min_member", "must be >= 1")
+    loc = _np(table, "gang_locality")
+    _check(~np.isin(loc, GANG_LOCALITY), file, "gang_locality", f"must be one of {GANG_LOCALITY}")
+    pod_ids = table.column("pod_id")
+    if pa.compute.count_distinct(pod_ids).as_py() != table.num_rows:
+        ids = _np(table, "pod_id")
+        _, first_idx = np.unique(ids, return_index=True)
+        dup = np.ones(len(ids), bool)
+        dup[first_idx] = False
+        _check(dup, file, "pod_id", "pod ids must be unique (duplicate)")
+    _check_gangs(table, file)
+
+
+def _check_gangs(table: pa.Table, file: str) -> None:
+    """Members of one job agree on gang attributes, and a job has at least min_member pods."""
+    job = _np(table, "job_id")
+    _, job_idx, counts = np.unique(job, return_inverse=True, return_counts=True)
+    order = np.argsort(job_idx, kind="stable")
+    starts = np.r_[0, np.flatnonzero(np.diff(job_idx[order])) + 1]
+    for name in GANG_AGREEMENT:
+        values = _np(table, name)
+        first_of_job = values[order][starts]
+        expected = first_of_job[np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(order)]))]
+        bad_sorted = values[order] != expected
+        if bad_sorted.any():
+            row = int(order[np.flatnonzero(bad_sorted)[0]])
+            raise TraceError(file, f"members of job '{job[row]}' disagree on {name}", column=name, row=row)
+    minm = _np(table, "min_member")
+    short = minm > counts[job_idx]
+    _check(short, file, "min_member", "job has fewer pods than its min_member")

@@ -1,0 +1,142 @@
+"""A trace compiled against a cluster: struct-of-arrays pods and jobs the loops index by integer.
+
+Compiling resolves what only the cluster knows (GPU model names to bits, partition profiles
+to milli of one GPU), groups identical pod shapes into equivalence classes (one filter scan
+serves every pod of a class, as Cluster Autoscaler does), and marks the pods that no node
+type could ever hold, so no loop waits on them forever.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from harness.cluster import Cluster
+
+LOCALITY_CODE = {"none": 0, "rack": 1, "block": 2}
+
+
+@dataclass
+class Workload:
+    # per pod
+    pod_id: np.ndarray
+    job: np.ndarray  # int32 job index
+    submit: np.ndarray  # float64 s
+    duration: np.ndarray  # float64 s, inf = runs to the end
+    cpu: np.ndarray  # int64 milli
+    mem: np.ndarray  # int64 MiB
+    gpus: np.ndarray  # int32 GPUs touched
+    milli: np.ndarray  # int32 milli per GPU touched (1000 = whole device)
+    profile_bit: np.ndarray  # int64, bit of the partition profile, 0 = none
+    model_mask: np.ndarray  # int64 allowed-model bits, 0 = any model
+    nvlink: np.ndarray  # bool: all GPUs in one NVLink domain
+    numa: np.ndarray  # bool: all GPUs in one NUMA domain
+    nic: np.ndarray  # bool: a NIC paired with each GPU
+    priority: np.ndarray  # int32
+    shape: np.ndarray  # int32 equivalence class
+    never_fits: np.ndarray  # bool: no node type in the cluster can ever hold it
+    # per job
+    job_id: np.ndarray
+    job_pods: list  # list of int arrays, pod indices of each job
+    job_min_member: np.ndarray
+    job_submit: np.ndarray
+    job_priority: np.ndarray
+    job_locality: np.ndarray  # int8 LOCALITY_CODE
+    job_queue: np.ndarray
+
+    @property
+    def n_pods(self) -> int:
+        return len(self.pod_id)
+
+    @property
+    def n_jobs(self) -> int:
+        return len(self.job_id)
+
+    @property
+    def gpu_milli_total(self) -> np.ndarray:
+        """GPU milli each pod occupies in all (share x GPUs)."""
+        return self.gpus.astype(np.int64) * self.milli
+
+    def is_gang(self, j: int) -> bool:
+        return self.job_min_member[j] > 1
+
+
+def compile_workload(table: pa.Table, cluster: Cluster) -> Workload:
+    """Turn a validated canonical trace table into arrays indexed by pod and job number."""
+    col = lambda name: table.column(name).to_numpy(zero_copy_only=False)  # noqa: E731
+    n = table.num_rows
+    submit = col("submit_s").astype(np.float64)
+    duration = table.column("duration_s").fill_null(np.inf).to_numpy(zero_copy_only=False).astype(np.float64)
+    gpus = col("gpu_count").astype(np.int32)
+    milli = col("gpu_milli").astype(np.int32)
+    profile_names = table.column("gpu_partition").to_pylist()
+    profile_bit = np.zeros(n, np.int64)
+    never = np.zeros(n, bool)
+    for i, prof in enumerate(profile_names):  # compile step, once per pod: not a hot path
+        if prof is None:
+            continue
+        if prof in cluster.partition_profiles:
+            profile_bit[i] = 1 << cluster.profiles.index(prof)
+            milli[i] = cluster.partition_profiles[prof]
+        else:
+            never[i] = True
+    model_lists = table.column("gpu_models").to_pylist()
+    model_mask = np.zeros(n, np.int64)
+    for i, models in enumerate(model_lists):
+        if models:
+            bits = 0
+            for m in models:
+                bits |= cluster.model_bit(m)
+            model_mask[i] = bits
+            if bits == 0:
+                never[i] = True  # only models the cluster does not have
+    cpu = col("cpu_milli").astype(np.int64)
+    mem = col("memory_mib").astype(np.int64)
+    nvl = col("gpus_same_nvlink").astype(bool)
+    numa = col("gpus_same_numa").astype(bool)
+    nic = col("nic_per_gpu").astype(bool)
+    never |= ~_fits_some_type(cluster, cpu, mem, gpus, milli, profile_bit, model_mask, nvl, numa, nic)
+
+    key = np.stack([cpu, mem, gpus, milli, profile_bit, model_mask, nvl, numa, nic], axis=1)
+    _, shape = np.unique(key, axis=0, return_inverse=True)
+
+    job_ids, job = np.unique(col("job_id"), return_inverse=True)
+    order = np.argsort(job, kind="stable")
+    bounds = np.r_[0, np.flatnonzero(np.diff(job[order])) + 1, n]
+    job_pods = [order[bounds[j]:bounds[j + 1]] for j in range(len(job_ids))]
+    first = order[bounds[:-1]]
+    return Workload(
+        pod_id=col("pod_id"), job=job.astype(np.int32), submit=submit, duration=duration,
+        cpu=cpu, mem=mem, gpus=gpus, milli=milli, profile_bit=profile_bit, model_mask=model_mask,
+        nvlink=nvl, numa=numa, nic=nic, priority=col("priority").astype(np.int32),
+        shape=shape.astype(np.int32).ravel(), never_fits=never,
+        job_id=job_ids, job_pods=job_pods,
+        job_min_member=col("min_member")[first].astype(np.int32), job_submit=submit[first],
+        job_priority=col("priority")[first].astype(np.int32),
+        job_locality=np.array([LOCALITY_CODE[v] for v in col("gang_locality")[first]], np.int8),
+        job_queue=col("queue")[first],
+    )
+
+
+def type_fits(nt, cluster: Cluster, cpu, mem, gpus, milli, profile_bit, model_mask, nvl, numa, nic) -> np.ndarray:
+    """Mask of pods an empty node of type `nt` could hold (vectorized over pods)."""
+    per_nvl = nt.gpus // nt.nvlink_domains if nt.gpus else 0
+    per_numa = nt.gpus // nt.numa_domains if nt.gpus else 0
+    prof_bits = sum(1 << cluster.profiles.index(p) for p in nt.partition_profiles)
+    model_ok = (model_mask == 0) | ((model_mask & cluster.model_bit(nt.gpu_model)) != 0)
+    ok = (cpu <= nt.cpu_milli) & (mem <= nt.memory_mib)
+    gpu_ok = (gpus <= nt.gpus) & model_ok
+    gpu_ok &= ~nvl | (gpus <= per_nvl)
+    gpu_ok &= ~numa | (gpus <= per_numa)
+    gpu_ok &= ~nic | nt.nic_per_gpu
+    gpu_ok &= (profile_bit == 0) | ((profile_bit & prof_bits) != 0)
+    return ok & ((gpus == 0) | gpu_ok)
+
+
+def _fits_some_type(cluster, *pod_arrays) -> np.ndarray:
+    fits = np.zeros(len(pod_arrays[0]), bool)
+    for nt in cluster.node_types:
+        fits |= type_fits(nt, cluster, *pod_arrays)
+    return fits
