@@ -1,0 +1,1 @@
+"""Importers: public trace formats to the canonical Parquet trace (see `harness.trace`)."""
