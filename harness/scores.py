@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.fragmentation import COVERAGE, TargetWorkload, node_fragmentation
 from harness.state import ClusterState
 from harness.workload import Workload
 
@@ -51,3 +52,279 @@ class MostAllocated(ScorePlugin):
 
     def score(self, state, w, pod, nodes, rng):
         return 100.0 * (1.0 - _free_fractions(state, w, pod, nodes))
+
+
+# ---- the FGD paper's policies (ATC'23; semantics in shared/FGD.md) ----------------------
+# Scores are truncated to integers as the paper's scheduler does, because the truncation
+# creates the ties that its seeded node order then breaks.
+
+#: Largest openb node (CPU milli, GPU milli): the paper's normalisation constants.
+MAX_SPEC_CPU = 128_000
+MAX_SPEC_GPU = 8_000
+
+
+def _gpu_left(state: ClusterState, nodes: np.ndarray) -> np.ndarray:
+    """Idle GPU milli of each node, from per-node summaries (no device matrix)."""
+    return state.gpu_cap[nodes].astype(np.int64) * 1000 - state.gpu_used[nodes]
+
+
+def _is_share(w: Workload, pod: int) -> bool:
+    return bool(w.gpus[pod] == 1 and w.milli[pod] < 1000)
+
+
+class RandomScore(ScorePlugin):
+    """A uniformly random feasible node scores 100, all others 0; a share goes on a
+    uniformly random fitting GPU. The baseline every packing policy must beat."""
+
+    def __init__(self, weight: float = 1.0):
+        super().__init__(weight)
+        self._rng = np.random.default_rng(0)
+
+    def score(self, state, w, pod, nodes, rng):
+        self._rng = rng  # device choice draws from the scheduler's seeded stream too
+        out = np.zeros(len(nodes))
+        out[rng.integers(len(nodes))] = 100.0
+        return out
+
+    def pick_devices(self, state, w, pod, node):
+        if not _is_share(w, pod):
+            return super().pick_devices(state, w, pod, node)
+        fit = np.flatnonzero(state.gpu_free[node, :state.gpu_cap[node]] >= w.milli[pod])
+        return fit[self._rng.integers(len(fit))][None]
+
+
+class DotProd(ScorePlugin):
+    """Tetris-style alignment: the node with the least left in the pod's direction wins,
+    100 x (1 - <node left, pod request> / 2) over normalised [CPU, GPU milli]."""
+
+    def __init__(self, weight: float = 1.0, cpu_scale: float = MAX_SPEC_CPU, gpu_scale: float = MAX_SPEC_GPU):
+        super().__init__(weight)
+        self.cpu_scale, self.gpu_scale = float(cpu_scale), float(gpu_scale)
+
+    def score(self, state, w, pod, nodes, rng):
+        dot = (state.cpu_free[nodes] / self.cpu_scale * (w.cpu[pod] / self.cpu_scale)
+               + _gpu_left(state, nodes) / self.gpu_scale * (w.gpu_milli_total[pod] / self.gpu_scale))
+        return np.clip(np.floor(100.0 * (1.0 - dot / 2.0)), 0, 100)
+
+
+class GpuClustering(ScorePlugin):
+    """Keep GPU pods of one kind together: nodes are tagged by the kinds of GPU pods they hold
+    ("share-gpu" or "k-gpu"); only the pod's own kind scores 75 + b, its kind among others
+    50 + b, no GPU pods 25 + b, only other kinds b, with b = 25 x (8000 - GPU milli left) / 8000.
+    CPU-only pods score 0 everywhere.
+
+    Tags are recorded in `pick_devices`, which the scheduler calls for the node it binds to;
+    a node's tags are cleared once it holds no pods (a partial release keeps its tags).
+    """
+
+    def __init__(self, weight: float = 1.0, gpu_scale: int = MAX_SPEC_GPU):
+        super().__init__(weight)
+        self.gpu_scale = int(gpu_scale)
+        self._state = None
+        self._bits: dict[tuple[int, int], int] = {}
+
+    def _tags(self, state: ClusterState) -> np.ndarray:
+        if state is not self._state:
+            self._state, self._bits = state, {}
+            self._node_tags = np.zeros(state.n_slots, np.int64)
+        return self._node_tags
+
+    def _bit(self, w: Workload, pod: int) -> int:
+        kind = (0, 1) if _is_share(w, pod) else (int(w.gpus[pod]), 0)
+        if kind not in self._bits:
+            if len(self._bits) == 62:
+                raise ValueError("GpuClustering tracks at most 62 kinds of GPU pods")
+            self._bits[kind] = 1 << len(self._bits)
+        return self._bits[kind]
+
+    def score(self, state, w, pod, nodes, rng):
+        tags = self._tags(state)
+        if w.gpus[pod] == 0:
+            return np.zeros(len(nodes))
+        tags[nodes] = np.where(state.pods_on[nodes] == 0, 0, tags[nodes])
+        t, own = tags[nodes], self._bit(w, pod)
+        b = np.clip(25 * (self.gpu_scale - _gpu_left(state, nodes)) // self.gpu_scale, 0, 25)
+        base = np.where(t == own, 75, np.where((t & own) != 0, 50, np.where(t == 0, 25, 0)))
+        return (base + b).astype(np.float64)
+
+    def pick_devices(self, state, w, pod, node):
+        tags = self._tags(state)
+        if w.gpus[pod]:
+            tags[node] = (tags[node] if state.pods_on[node] else 0) | self._bit(w, pod)
+        return super().pick_devices(state, w, pod, node)
+
+
+class GpuPacking(ScorePlugin):
+    """Pack GPU pods onto GPUs already in use, then onto nodes already in use, idle nodes last.
+
+    Three tiers, packing onto GPUs in ascending order of milli left: only partly used GPUs
+    needed -> max(100 - sum(left x 100 // 1000) // 10, 50); fully free GPUs needed on a used
+    node -> max(50 - fully free GPUs taken, 33); an idle node -> 33 - its GPUs (smaller idle
+    nodes first). CPU-only pods score 0 everywhere.
+    """
+
+    def score(self, state, w, pod, nodes, rng):
+        k, milli = int(w.gpus[pod]), int(w.milli[pod])
+        if k == 0:
+            return np.zeros(len(nodes))
+        whole = state.free_whole[nodes]
+        idle = np.maximum(33 - whole, whole)
+        if milli >= 1000:  # only fully free GPUs fit
+            used = np.full(len(nodes), max(50 - k, 33))
+        else:
+            rows = state.gpu_free[nodes]
+            left = np.where(rows >= milli, rows, 1 << 30).min(axis=1)  # best-fitting GPU
+            used = np.where(left >= 1000, max(50 - 1, 33), np.maximum(100 - (left * 100 // 1000) // 10, 50))
+        return np.where(whole == state.gpu_cap[nodes], idle, used).astype(np.float64)
+
+
+class BestFit(ScorePlugin):
+    """The node left with the least CPU and GPU after placing the pod:
+    100 x (1 - [0.5 x CPU left / 128000 + 0.5 x GPU milli left / 8000]) after placement,
+    truncated, then min-max rescaled over the candidates (memory ignored)."""
+
+    def __init__(self, weight: float = 1.0, cpu_scale: float = MAX_SPEC_CPU, gpu_scale: float = MAX_SPEC_GPU):
+        super().__init__(weight)
+        self.cpu_scale, self.gpu_scale = float(cpu_scale), float(gpu_scale)
+
+    def score(self, state, w, pod, nodes, rng):
+        left = (0.5 * (state.cpu_free[nodes] - w.cpu[pod]) / self.cpu_scale
+                + 0.5 * (_gpu_left(state, nodes) - w.gpu_milli_total[pod]) / self.gpu_scale)
+        raw = np.trunc(100.0 * (1.0 - left)).astype(np.int64)
+        lo, hi = raw.min(initial=0), raw.max(initial=0)
+        if hi == lo:
+            return np.zeros(len(nodes))
+        return ((raw - lo) * 100 // (hi - lo)).astype(np.float64)
+
+
+class FGD(ScorePlugin):
+    """Fragmentation Gradient Descent: the placement that grows the node's expected
+    fragmentation F_n (see `harness.fragmentation`) the least wins,
+    score = trunc(100 x sigmoid((F_before - F_after) / 1000)).
+
+    A share tries every fitting GPU and takes the best one (the first index on ties); other
+    pods take whole free GPUs and CPU. F_n depends only on a node's state (type, free CPU,
+    multiset of free GPU milli), so states are interned as nodes change and each
+    (pod shape, state) score is computed once: a pod then costs a few array lookups over the
+    candidates plus the rare new states, not a fragmentation pass over every node.
+
+    The target workload is `target` when set (the packing runner sets it from the original
+    pod list), else the most frequent shapes of the replayed workload covering `coverage`.
+    """
+
+    def __init__(self, weight: float = 1.0, coverage: float = COVERAGE):
+        super().__init__(weight)
+        self.coverage = float(coverage)
+        self.target: TargetWorkload | None = None
+        self._state = self._w = self._target = None
+
+    # ---- interned node states ---------------------------------------------------------
+    def _sync(self, state: ClusterState, w: Workload) -> None:
+        if self._w is not w or self._state is not state or self._target is not self.target:
+            self._reset(state, w)
+        changed = np.flatnonzero((self._shadow_gpu != state.gpu_free).any(axis=1)
+                                 | (self._shadow_cpu != state.cpu_free))
+        if len(changed) == 0:
+            return
+        self._shadow_gpu[changed] = state.gpu_free[changed]
+        self._shadow_cpu[changed] = state.cpu_free[changed]
+        keys = np.column_stack([state.slot_type[changed], state.cpu_free[changed],
+                                np.sort(state.gpu_free[changed], axis=1)]).astype(np.int64)
+        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+        ids = np.array([self._ids.setdefault(k.tobytes(), len(self._ids)) for k in uniq])  # distinct new states only
+        new = ids >= self._n_states
+        if new.any():
+            self._add_states(uniq[new], ids[new])
+        self._node_state[changed] = ids[inv.ravel()]
+
+    def _reset(self, state: ClusterState, w: Workload) -> None:
+        self._state, self._w = state, w
+        if self.target is None:
+            self.target = TargetWorkload.from_pods(w.cpu, w.gpus, w.milli, w.model_mask, self.coverage)
+        self._target = self.target
+        shapes, cls = np.unique(np.stack([w.cpu, w.gpus, w.milli], axis=1), axis=0, return_inverse=True)
+        self._cls, self._cls_shape = cls.ravel(), shapes
+        self._shadow_gpu = np.full_like(state.gpu_free, -1)
+        self._shadow_cpu = np.full_like(state.cpu_free, -1)
+        self._node_state = np.full(state.n_slots, -1, np.int64)
+        self._ids: dict[bytes, int] = {}
+        self._n_states = 0
+        cap = 2 * state.n_slots
+        self._st_type = np.zeros(cap, np.int64)
+        self._st_cpu = np.zeros(cap, np.int64)
+        self._st_rows = np.zeros((cap, state.gpu_free.shape[1]), np.int64)
+        self._st_frag = np.zeros(cap)
+        self._cache = np.full((len(shapes), cap), np.nan)
+
+    def _add_states(self, keys: np.ndarray, ids: np.ndarray) -> None:
+        n = int(ids.max()) + 1
+        if n > len(self._st_type):
+            grow = max(n, 2 * len(self._st_type)) - len(self._st_type)
+            self._st_type = np.r_[self._st_type, np.zeros(grow, np.int64)]
+            self._st_cpu = np.r_[self._st_cpu, np.zeros(grow, np.int64)]
+            self._st_rows = np.vstack([self._st_rows, np.zeros((grow, self._st_rows.shape[1]), np.int64)])
+            self._st_frag = np.r_[self._st_frag, np.zeros(grow)]
+            self._cache = np.hstack([self._cache, np.full((len(self._cache), grow), np.nan)])
+        self._st_type[ids], self._st_cpu[ids], self._st_rows[ids] = keys[:, 0], keys[:, 1], keys[:, 2:]
+        self._st_frag[ids] = self._frag(ids, self._st_rows[ids], self._st_cpu[ids])
+        self._n_states = n
+
+    def _frag(self, sids: np.ndarray, rows: np.ndarray, cpu: np.ndarray) -> np.ndarray:
+        t = self._st_type[sids]
+        return node_fragmentation(rows, self._state.type_gpus[t], cpu, self._state.type_model_bit[t], self._target)
+
+    @staticmethod
+    def _to_score(f_before: np.ndarray, f_after: np.ndarray) -> np.ndarray:
+        # rounding the gradient keeps float noise from moving an exact 0 across a truncation step
+        d = np.round(f_before - f_after, 6)
+        return np.floor(100.0 / (1.0 + np.exp(-d / 1000.0)))
+
+    # ---- scoring ----------------------------------------------------------------------
+    def _compute(self, c: int, sids: np.ndarray) -> np.ndarray:
+        """Score of pod shape c on each interned state (all assumed feasible)."""
+        cpu_req, k, milli = (int(v) for v in self._cls_shape[c])
+        rows, cpu = self._st_rows[sids], self._st_cpu[sids] - cpu_req
+        before = self._st_frag[sids]
+        if k == 0 or milli >= 1000:
+            after = rows.copy()
+            if k:
+                after[:, -k:] = 0  # rows are sorted ascending: the fully free GPUs come last
+            return self._to_score(before, self._frag(sids, after, cpu))
+        # a share: try each distinct fitting free value (equal values give equal scores)
+        distinct = np.ones_like(rows, bool)
+        distinct[:, 1:] = rows[:, 1:] != rows[:, :-1]
+        si, gj = np.nonzero((rows >= milli) & distinct)
+        after = rows[si]
+        after[np.arange(len(si)), gj] -= milli
+        per_gpu = self._to_score(before[si], self._frag(sids[si], after, cpu[si]))
+        best = np.zeros(len(sids))
+        np.maximum.at(best, si, per_gpu)
+        return best
+
+    def score(self, state, w, pod, nodes, rng):
+        self._sync(state, w)
+        c = self._cls[pod]
+        sids = self._node_state[nodes]
+        vals = self._cache[c, sids]
+        miss = np.isnan(vals)
+        if miss.any():
+            todo = np.unique(sids[miss])
+            self._cache[c, todo] = self._compute(c, todo)
+            vals = self._cache[c, sids]
+        return vals
+
+    def pick_devices(self, state, w, pod, node):
+        """For a share, the fitting GPU whose use grows F_n the least (first index on ties)."""
+        if not _is_share(w, pod):
+            return super().pick_devices(state, w, pod, node)
+        self._sync(state, w)
+        milli = int(w.milli[pod])
+        row = state.gpu_free[node].astype(np.int64)
+        fit = np.flatnonzero(row[:state.gpu_cap[node]] >= milli)
+        after = np.repeat(row[None], len(fit), axis=0)
+        after[np.arange(len(fit)), fit] -= milli
+        n = np.full(len(fit), node)
+        f_after = node_fragmentation(after, state.gpu_cap[n], state.cpu_free[n] - w.cpu[pod],
+                                     state.model_bit[n], self._target)
+        scores = self._to_score(self._st_frag[self._node_state[node]], f_after)
+        return fit[np.argmax(scores)][None]
