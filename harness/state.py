@@ -8,6 +8,8 @@ being bound, so a scheduling decision costs O(nodes) vector work, not O(nodes x 
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from harness.cluster import Cluster
@@ -79,6 +81,7 @@ class ClusterState:
         self.both_whole = np.zeros(n, np.int32)
         self.gpu_used = np.zeros(n, np.int64)  # allocated GPU milli
         self.version = 0  # bumps whenever capacity grows (node ready, pod released)
+        self.layout_version = 0  # bumps whenever a node is added or removed
 
     # ---- node lifecycle ----------------------------------------------------------------
     @property
@@ -101,6 +104,7 @@ class ClusterState:
         self.gpu_used[n] = 0
         self.pods_on[n] = 0
         self._refresh(n)
+        self.layout_version += 1
         if ready:
             self.version += 1
 
@@ -118,6 +122,7 @@ class ClusterState:
         self.cpu_free[n] = self.mem_free[n] = 0
         self.gpu_free[n, :] = 0
         self._refresh(n)
+        self.layout_version += 1
 
     # ---- pods --------------------------------------------------------------------------
     def bind(self, n: int, cpu: int, mem: int, gpu_idx: np.ndarray, milli: int) -> None:
@@ -183,3 +188,13 @@ class ClusterState:
 
     def billed_gpus(self) -> np.ndarray:
         return np.where(self.status != ABSENT, self.gpu_cap, 0)
+
+    _DYNAMIC = ("status", "requested_at", "ready_at", "cpu_free", "mem_free", "gpu_free", "pods_on",
+                "free_whole", "max_share", "nvl_whole", "numa_whole", "both_whole", "gpu_used")
+
+    def copy(self) -> "ClusterState":
+        """A scratch copy for what-if packing (static arrays shared, dynamic ones copied)."""
+        twin = copy.copy(self)
+        for name in self._DYNAMIC:
+            setattr(twin, name, getattr(self, name).copy())
+        return twin

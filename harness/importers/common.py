@@ -125,17 +125,16 @@ def csv_batches(path: str | os.PathLike, columns: list[str], *, names: list[str]
     if not path.exists():
         raise TraceError(file, "file does not exist")
     header = names is None or _has_header(path, names[0])
-    if header:
+    if names is None:
         with open(path, "rb") as f:
             present = [c.strip().strip('"') for c in f.readline().decode("utf-8", "replace").rstrip("\r\n").split(",")]
         for c in columns:
             if c not in present:
                 raise TraceError(file, f"required column is missing (header has: {', '.join(present)})", column=c)
         read = pv.ReadOptions(use_threads=False, block_size=BLOCK_BYTES)
-        skip = 2  # physical line numbers are 1-based and include the header
-    else:
-        read = pv.ReadOptions(use_threads=False, block_size=BLOCK_BYTES, column_names=names)
-        skip = 1
+    else:  # the format's own names, robust to spacing in a header line
+        read = pv.ReadOptions(use_threads=False, block_size=BLOCK_BYTES, column_names=names, skip_rows=int(header))
+    skip = 1 + int(header)  # physical line numbers are 1-based and count the header
     bad_line: list[int | None] = []
 
     def on_invalid(row) -> str:
@@ -248,8 +247,10 @@ def too_many_gpus(count: np.ndarray) -> np.ndarray:
 TOO_MANY_GPUS = f"more than {MAX_GPUS_PER_POD} GPUs per pod"
 
 
-def expand_gangs(jobs: dict[str, np.ndarray | pa.Array], pods_per_job: np.ndarray) -> pa.Table:
-    """One row per job to one row per pod: each job becomes `pods_per_job` identical pods.
+def expand_gangs(jobs: dict[str, np.ndarray | pa.Array], pods_per_job: np.ndarray,
+                 pods: dict[str, np.ndarray] | None = None) -> pa.Table:
+    """One row per job to one row per pod: each job becomes `pods_per_job` pods, identical
+    except for the per-pod columns in `pods` (already one value per pod, in job order).
 
     Pods are named `<job_id>-<rank>`; every pod of a job carries min_member = its pod count,
     so a job of one pod is not a gang and a job of n pods is a gang of n.
@@ -265,6 +266,7 @@ def expand_gangs(jobs: dict[str, np.ndarray | pa.Array], pods_per_job: np.ndarra
         cols[name] = arr.take(take)
     cols["pod_id"] = pc.binary_join_element_wise(cols["job_id"], pa.array(rank).cast(pa.string()), "-")
     cols["min_member"] = pa.array(n[job_of_pod].astype(np.int32))
+    cols.update(pods or {})
     return canonical(cols, len(job_of_pod))
 
 

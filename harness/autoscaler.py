@@ -1,0 +1,302 @@
+"""A Cluster-Autoscaler-like autoscaler: its own cadence, its own view of a pod.
+
+Every `scan_interval_s` it looks at the pods the scheduler left pending, drops those that fit
+capacity that exists or is being provisioned (in its view), estimates per pool how many new
+nodes the rest need by first-fit bin-packing onto template nodes (in its view), picks one pool
+with an expander and asks the cloud. A pool whose request came back short is backed off.
+Scale-down removes nodes whose accelerator utilisation stayed under a threshold long enough.
+
+Its view of a pod is set by switches, all off by default as in typical deployments:
+  topology_aware     sees NVLink/NUMA/NIC claims (else counts GPUs as an integer);
+  sharing_aware      packs GPU shares and partitions per device (else rounds each up to a GPU);
+  gang_aware         sizes a gang's pods together, all or nothing (else pod by pod);
+  reservation_aware  prefers pools with free committed slots and prices them at 0;
+  provisioning_request  gangs become ProvisioningRequests: the whole gang's nodes are asked at
+                     once (all-or-nothing where the pool honours it) and booked for the gang
+                     for `booking_s`; the scheduler then places the pods by itself.
+Defaults follow Cluster Autoscaler's documented ones (scan 10 s, scale-down unneeded 10 min,
+utilisation threshold 0.5, delay after add 10 min, node group backoff 5 min, ProvisioningRequest
+booking 10 min).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from harness.errors import ConfigError
+from harness.filters import feasible
+from harness.sim import PENDING
+from harness.state import ABSENT, READY, ClusterState
+from harness.workload import Workload, type_fits
+
+EXPANDERS = ("random", "least-waste", "price", "priority")
+
+
+def view_of(w: Workload, topology_aware: bool, sharing_aware: bool) -> Workload:
+    """The workload as an autoscaler with these switches sees it."""
+    changes = {}
+    if not sharing_aware:
+        changes["milli"] = np.where(w.gpus > 0, 1000, 0).astype(np.int32)
+        changes["profile_bit"] = np.zeros_like(w.profile_bit)
+    if not topology_aware:
+        no = np.zeros(w.n_pods, bool)
+        changes.update(nvlink=no, numa=no, nic=no)
+    return replace(w, **changes) if changes else w
+
+
+class ScaleDown:
+    """Removes nodes that stayed under-utilised; shared by every loop."""
+
+    def __init__(self, utilization_threshold: float = 0.5, unneeded_time_s: float = 600.0,
+                 delay_after_add_s: float = 600.0):
+        self.threshold = float(utilization_threshold)
+        self.unneeded_time_s = float(unneeded_time_s)
+        self.delay_after_add_s = float(delay_after_add_s)
+
+    def attach(self, sim) -> None:
+        self.sim = sim
+        self.unneeded_since = np.full(sim.state.n_slots, np.nan)
+
+    def utilization(self) -> np.ndarray:
+        """Accelerator utilisation for GPU nodes, max(CPU, memory) for the others."""
+        st = self.sim.state
+        gpu = np.divide(st.gpu_used, st.gpu_cap * 1000.0, out=np.zeros(st.n_slots), where=st.gpu_cap > 0)
+        cpu = 1.0 - np.divide(st.cpu_free, st.cpu_cap, out=np.ones(st.n_slots), where=st.cpu_cap > 0)
+        mem = 1.0 - np.divide(st.mem_free, st.mem_cap, out=np.ones(st.n_slots), where=st.mem_cap > 0)
+        return np.where(st.gpu_cap > 0, gpu, np.maximum(cpu, mem))
+
+    def run(self, now: float, protect: np.ndarray) -> None:
+        sim, st = self.sim, self.sim.state
+        if not sim.cluster.autoscaling:
+            return
+        low = (st.status == READY) & (self.utilization() < self.threshold) & ~protect
+        self.unneeded_since[~low] = np.nan
+        self.unneeded_since[low & np.isnan(self.unneeded_since)] = now
+        if now - sim.last_scale_up < self.delay_after_add_s:
+            return
+        ripe = np.flatnonzero(low & (now - self.unneeded_since >= self.unneeded_time_s))
+        if len(ripe) == 0:
+            return
+        present = np.bincount(st.slot_pool[st.status != ABSENT], minlength=len(sim.cluster.pools))
+        min_size = np.array([p.min_size for p in sim.cluster.pools])
+        moved_one = False
+        for n in ripe[np.argsort(st.pods_on[ripe], kind="stable")]:  # empty nodes first
+            p = st.slot_pool[n]
+            if present[p] <= min_size[p]:
+                continue
+            if st.pods_on[n]:
+                if moved_one or not self._can_drain(int(n)):
+                    continue
+                moved_one = True  # at most one non-empty node per scan, as Cluster Autoscaler
+                for pod in sim.pods_on(int(n)):
+                    sim.unbind(pod)  # evicted: it restarts wherever the scheduler puts it
+            sim.remove_node(int(n))
+            self.unneeded_since[n] = np.nan
+            present[p] -= 1
+
+    def _can_drain(self, n: int) -> bool:
+        """Its pods are not gang members and each fits on another ready node."""
+        sim = self.sim
+        pods = sim.pods_on(n)
+        if any(sim.w.job_min_member[sim.w.job[p]] > 1 for p in pods):
+            return False
+        scratch = sim.state.copy()
+        usable = scratch.ready.copy()
+        usable[n] = False
+        for p in pods:
+            cand = np.flatnonzero(feasible(scratch, sim.w, p, usable))
+            if len(cand) == 0:
+                return False
+            m = int(cand[0])
+            gpu_idx = scratch.pick_devices(m, int(sim.w.gpus[p]), int(sim.w.milli[p]), bool(sim.w.nvlink[p]), bool(sim.w.numa[p]))
+            scratch.bind(m, int(sim.w.cpu[p]), int(sim.w.mem[p]), gpu_idx, int(sim.w.milli[p]))
+        return True
+
+
+class ClusterAutoscaler:
+    def __init__(self, scan_interval_s: float = 10.0, expander: str = "random",
+                 topology_aware: bool = False, sharing_aware: bool = False, gang_aware: bool = False,
+                 reservation_aware: bool = False, provisioning_request: bool = False,
+                 booking_s: float = 600.0, backoff_s: float = 300.0, scale_down: ScaleDown | None = None):
+        if expander not in EXPANDERS:
+            raise ConfigError("loop.autoscaler.expander", f"must be one of {EXPANDERS}, got '{expander}'")
+        self.scan_interval_s = float(scan_interval_s)
+        self.expander = expander
+        self.topology_aware, self.sharing_aware = bool(topology_aware), bool(sharing_aware)
+        self.gang_aware, self.reservation_aware = bool(gang_aware), bool(reservation_aware)
+        self.provisioning_request = bool(provisioning_request)
+        self.booking_s, self.backoff_s = float(booking_s), float(backoff_s)
+        self.scale_down = scale_down or ScaleDown()
+
+    def attach(self, sim, scheduler) -> None:
+        self.sim, self.scheduler = sim, scheduler
+        self.view = view_of(sim.w, self.topology_aware, self.sharing_aware)
+        self.backoff_until = np.full(len(sim.cluster.pools), -np.inf)
+        self.provreq_until = np.full(sim.w.n_jobs, -np.inf)
+        self.rng = np.random.default_rng([sim.seed, 3])
+        self.scale_down.attach(sim)
+        self.next_scan = 0.0
+
+    # ---- the scan --------------------------------------------------------------------------
+    def scan(self, now: float) -> None:
+        self.next_scan = now + self.scan_interval_s
+        if self.sim.cluster.autoscaling:
+            if self.provisioning_request:
+                self._provisioning_requests(now)
+            self._scale_up(now)
+        self.scale_down.run(now, protect=self.scheduler.booked_for >= 0)
+
+    def _pending_units(self, gangs: bool | None) -> list[np.ndarray]:
+        """Pending pods in queue order, grouped as the autoscaler reasons about them:
+        whole gangs if gang-aware, else pod by pod. gangs=True/False selects gang jobs only
+        or non-gang jobs only (for the ProvisioningRequest split), None takes all."""
+        sim, w = self.sim, self.sim.w
+        units = []
+        for _, _, j in sim.queue:
+            is_gang = w.job_min_member[j] > 1
+            if gangs is not None and is_gang != gangs:
+                continue
+            pods = sim.unbound_pods(j)
+            pods = pods[~w.never_fits[pods]]
+            if len(pods) == 0:
+                continue
+            if is_gang and (self.gang_aware or gangs):
+                units.append(pods)
+            else:
+                units.extend(pods[:, None])
+        return units
+
+    def _pack(self, scratch: ClusterState, unit: np.ndarray, usable: np.ndarray, open_pool: int | None = None) -> bool:
+        """First-fit the unit's pods into scratch (all or nothing), opening new nodes of
+        `open_pool` when nothing usable fits. Returns whether every pod found a place."""
+        w = self.view
+        done = []
+        for p in unit:
+            p = int(p)
+            cand = np.flatnonzero(feasible(scratch, w, p, usable))
+            if len(cand) == 0 and open_pool is not None:
+                sl = scratch.pool_slots(open_pool)
+                free = np.flatnonzero(scratch.status[sl] == ABSENT) + sl.start
+                room = self.sim.cluster.pools[open_pool].max_size - int((scratch.status[sl] != ABSENT).sum())
+                if len(free) and room > 0:
+                    scratch.add_node(int(free[0]), self.sim.now, ready=True)
+                    usable[free[0]] = True
+                    cand = np.flatnonzero(feasible(scratch, w, p, usable))
+            if len(cand) == 0:
+                for q, m, g in reversed(done):
+                    scratch.release(m, int(w.cpu[q]), int(w.mem[q]), g, int(w.milli[q]))
+                return False
+            m = int(cand[0])
+            g = scratch.pick_devices(m, int(w.gpus[p]), int(w.milli[p]), bool(w.nvlink[p]), bool(w.numa[p]))
+            scratch.bind(m, int(w.cpu[p]), int(w.mem[p]), g, int(w.milli[p]))
+            done.append((p, m, g))
+        return True
+
+    def _unplaced(self, units: list[np.ndarray], job_of_unit=None) -> list[np.ndarray]:
+        """Units that fit neither ready nor in-flight capacity (in the autoscaler's view)."""
+        sim = self.sim
+        scratch = sim.state.copy()
+        left = []
+        for unit in units:
+            j = int(sim.w.job[unit[0]])
+            usable = (scratch.status != ABSENT) & ((self.scheduler.booked_for == -1) | (self.scheduler.booked_for == j))
+            if not self._pack(scratch, unit, usable):
+                left.append(unit)
+        return left
+
+    def _estimate(self, p: int, units: list[np.ndarray]) -> tuple[int, int, float]:
+        """(new nodes, pods helped, least-waste score) if pool p alone took the units."""
+        sim = self.sim
+        nt = sim.cluster.node_types[sim.cluster.type_index(sim.cluster.pools[p].node_type)]
+        scratch = sim.state.copy()
+        sl = scratch.pool_slots(p)
+        before = set(np.flatnonzero(scratch.status[sl] == ABSENT) + sl.start)
+        usable = np.zeros(scratch.n_slots, bool)
+        helped = 0
+        w = self.view
+        for unit in units:
+            if not type_fits(nt, sim.cluster, w.cpu[unit], w.mem[unit], w.gpus[unit], w.milli[unit],
+                             w.profile_bit[unit], w.model_mask[unit], w.nvlink[unit], w.numa[unit], w.nic[unit]).all():
+                continue
+            if self._pack(scratch, unit, usable, open_pool=p):
+                helped += len(unit)
+        new = [n for n in before if scratch.status[n] != ABSENT]
+        if not new:
+            return 0, 0, np.inf
+        new = np.array(new)
+        waste = float(np.mean(scratch.cpu_free[new] / scratch.cpu_cap[new] + scratch.mem_free[new] / scratch.mem_cap[new]) / 2)
+        return len(new), helped, waste
+
+    def _expand(self, options: list[tuple[int, int, int, float]]) -> tuple[int, int]:
+        """Pick one (pool, node count) from options (pool, nodes, helped, waste)."""
+        sim = self.sim
+        if self.reservation_aware:
+            reserved = [o for o in options if sim.cloud.free_committed(o[0]) > 0]
+            options = reserved or options
+        if self.expander == "least-waste":
+            best = min(o[3] for o in options)
+            options = [o for o in options if o[3] <= best + 1e-12]
+        elif self.expander == "price":
+            def unit_price(o):
+                pool = sim.cluster.pools[o[0]]
+                committed = min(sim.cloud.free_committed(o[0]), o[1]) if self.reservation_aware else 0
+                return (o[1] - committed) * pool.price / o[2]
+            best = min(unit_price(o) for o in options)
+            options = [o for o in options if unit_price(o) <= best + 1e-12]
+        elif self.expander == "priority":
+            best = max(sim.cluster.pools[o[0]].priority for o in options)
+            options = [o for o in options if sim.cluster.pools[o[0]].priority == best]
+        pick = options[int(self.rng.integers(len(options)))] if len(options) > 1 else options[0]
+        return pick[0], pick[1]
+
+    def _candidate_pools(self, now: float) -> list[int]:
+        return [p for p in range(len(self.sim.cluster.pools)) if self.backoff_until[p] <= now]
+
+    def _scale_up(self, now: float) -> None:
+        units = self._pending_units(gangs=False if self.provisioning_request else None)
+        units = self._unplaced(units)
+        if not units:
+            return
+        options = []
+        for p in self._candidate_pools(now):
+            nodes, helped, waste = self._estimate(p, units)
+            if nodes:
+                options.append((p, nodes, helped, waste))
+        if not options:
+            return
+        p, count = self._expand(options)
+        granted = self.sim.provision(p, count, atomic=False)
+        if len(granted) < count:
+            self.backoff_until[p] = now + self.backoff_s
+
+    # ---- ProvisioningRequest: a gang's capacity asked at once and booked for it ---------------
+    def _provisioning_requests(self, now: float) -> None:
+        sim, w = self.sim, self.sim.w
+        for unit in self._unplaced(self._pending_units(gangs=True)):
+            j = int(w.job[unit[0]])
+            if self.provreq_until[j] > now:
+                continue
+            options = []
+            for p in self._candidate_pools(now):
+                nodes, helped, waste = self._estimate(p, [unit])
+                if nodes and helped == len(unit):
+                    options.append((p, nodes, helped, waste))
+            if not options:
+                continue
+            p, count = self._expand(options)
+            granted = sim.provision(p, count, atomic=True)
+            if len(granted) < count:
+                self.backoff_until[p] = now + self.backoff_s
+            if len(granted):
+                self.scheduler.booked_for[granted] = j
+                self.provreq_until[j] = now + self.booking_s
+                sim.at(now + self.booking_s, self._booking_expired, granted, j)
+
+    def _booking_expired(self, slots: np.ndarray, j: int) -> None:
+        booked = self.scheduler.booked_for
+        mine = slots[booked[slots] == j]
+        booked[mine] = -1
+        if len(mine):
+            self.sim.state.version += 1  # capacity opened to everyone: pending pods retry

@@ -1,0 +1,56 @@
+"""`loopbench compare`: one trace through every loop, printed side by side.
+
+Runs land in runs/compare/<timestamp>/<loop>/ (each a normal run directory), with the
+side-by-side table beside them as comparison.csv and comparison.md.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import polars as pl
+
+from harness.output import write_text
+from harness.replay import HEADLINE, Replay
+
+LOOPS = ("separate", "separate_provreq", "merged")
+
+
+def _loops_and_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
+    """`loops=a,b` picks the loops; every other argument is a Hydra override."""
+    loops, rest = list(LOOPS), []
+    for arg in argv:
+        if arg.startswith("loops="):
+            loops = [x for x in arg.split("=", 1)[1].split(",") if x]
+        else:
+            rest.append(arg)
+    return loops, rest
+
+
+def side_by_side(metrics: pl.DataFrame, columns: list[str] = HEADLINE) -> pl.DataFrame:
+    """Metrics as rows, loops as columns."""
+    cols = [c for c in columns if c in metrics.columns and c != "loop"]
+    table = metrics.select(["loop", *cols]).with_columns(pl.col(cols).cast(pl.Float64))
+    return table.unpivot(index="loop", variable_name="metric").pivot(on="loop", index="metric", values="value")
+
+
+def compare(argv: list[str], out_root: Path | None = None) -> pl.DataFrame:
+    from harness.cli import compose
+
+    loops, overrides = _loops_and_overrides(argv)
+    out_root = Path(out_root or Path("runs") / "compare" / time.strftime("%Y-%m-%d_%H-%M-%S"))
+    rows = []
+    for loop in loops:
+        cfg = compose("config", [*overrides, f"loop={loop}"])
+        rows.append(Replay().run(cfg, out_root / loop))
+    metrics = pl.concat(rows, how="diagonal_relaxed")
+    table = side_by_side(metrics)
+    write_text(table.write_csv(), out_root / "comparison.csv")
+    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, float_precision=2,
+                   tbl_formatting="MARKDOWN", tbl_hide_column_data_types=True, tbl_hide_dataframe_shape=True):
+        text = str(table)
+    write_text(text + "\n", out_root / "comparison.md")
+    print(text)
+    print(f"runs: {out_root}")
+    return table

@@ -1,0 +1,636 @@
+"""Seeded synthetic AI workload: a canonical trace with the four failure modes of MISSION.md.
+
+Four job classes, each with its own arrival process, durations, sizes, queues and priorities:
+
+- ``inference``: shared-GPU pods (one GPU, a share of 250/500 milli on L4 or any model, or a
+  MIG-like partition profile on H100), short-ish lives, a strong diurnal cycle. *Sharing*: an
+  autoscaler that rounds a share up to a whole device over-buys; shares fragment devices.
+- ``training``: single-node multi-GPU jobs (2/4/8 H100). Some claim GPUs in one NVLink domain
+  (4-GPU ones also in one NUMA domain; 8-GPU ones also a NIC per GPU), which the PCIe node
+  type cannot satisfy although it has enough GPUs. *Topology*.
+- ``gangs``: distributed jobs of 2-8 pods of 8 NVLink+NIC GPUs each, all-or-nothing
+  (``min_member`` = pod count), kept within one rack or one fabric block, lasting hours,
+  arriving in bursts. *Gangs*.
+- ``cpu``: a few CPU-only pods.
+
+Every class arrives as a Poisson process whose rate is modulated by a daily cycle and by
+random burst windows; the load dips at night well under the committed capacity of the
+default cluster. *Reserved capacity*.
+
+Generation is vectorized numpy (a million pods in a few seconds). Each class draws from its
+own random stream, derived from the seed and the class name, so the same seed gives a
+byte-identical table and changing one class's knobs leaves the other classes untouched.
+
+``n_jobs`` (optional) fixes the total number of jobs, split over the classes in proportion
+to their rates; offered load then grows with ``n_jobs / span_s`` (stretch ``span_s`` with
+``n_jobs`` to keep the load per node of a bigger cluster comparable).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from harness.errors import ConfigError, LoopbenchError
+from harness.trace import SCHEMA
+
+DAY_S = 86400.0
+#: Resolution of the piecewise-constant arrival intensity.
+BIN_S = 60.0
+#: Keep generated times readable (millisecond resolution) and stable across platforms.
+TIME_DECIMALS = 3
+
+
+# ---- knobs -----------------------------------------------------------------------------
+
+
+@dataclass
+class JobClass:
+    """Knobs every class has: arrivals, durations, tenants."""
+
+    #: mean jobs per hour (before the daily cycle and bursts); 0 disables the class
+    rate_per_h: float = 0.0
+    #: daily cycle: rate x (1 + amplitude * cos(2 pi (t/day - peak_hour/24)))
+    diurnal_amplitude: float = 0.0
+    peak_hour: float = 14.0
+    #: burst windows: Poisson count per day, exponential length, rate multiplied by burst_factor
+    bursts_per_day: float = 0.0
+    burst_len_s: float = 1800.0
+    burst_factor: float = 1.0
+    #: lognormal duration per job, clipped to [min_s, max_s]
+    duration_median_s: float = 1800.0
+    duration_sigma: float = 1.0
+    duration_min_s: float = 60.0
+    duration_max_s: float = DAY_S
+    #: tenants: name -> {weight, priority}
+    queues: dict = field(default_factory=lambda: {"default": {"weight": 1.0, "priority": 0}})
+
+
+@dataclass
+class InferenceClass(JobClass):
+    #: share of one GPU -> weight (for the non-partition pods)
+    share_milli: dict = field(default_factory=lambda: {250: 0.5, 500: 0.5})
+    #: models a share pod asks for; with probability p_any_model it accepts any model
+    share_models: list = field(default_factory=lambda: ["L4"])
+    p_any_model: float = 0.2
+    #: fraction of pods that ask for a MIG-like partition instead of a share
+    p_partition: float = 0.25
+    partitions: dict = field(default_factory=lambda: {"1g.10gb": 0.5, "2g.20gb": 0.3, "3g.40gb": 0.2})
+    partition_models: list = field(default_factory=lambda: ["H100"])
+    #: per-pod CPU and memory, uniform in [lo, hi] on a grid of step
+    cpu_milli: list = field(default_factory=lambda: [1000, 4000, 500])
+    memory_mib: list = field(default_factory=lambda: [4096, 16384, 1024])
+
+
+@dataclass
+class TrainingClass(JobClass):
+    #: GPUs per pod -> weight
+    gpu_counts: dict = field(default_factory=lambda: {2: 0.3, 4: 0.35, 8: 0.35})
+    #: GPUs per pod -> probability of a topology claim: GPUs in one NVLink domain, plus one
+    #: NUMA domain when gpus <= numa_max_gpus, plus a NIC per GPU when gpus >= nic_min_gpus
+    p_topology: dict = field(default_factory=lambda: {2: 0.2, 4: 0.4, 8: 0.6})
+    numa_max_gpus: int = 4
+    nic_min_gpus: int = 8
+    models: list = field(default_factory=lambda: ["H100"])
+    cpu_milli_per_gpu: int = 12000
+    memory_mib_per_gpu: int = 100000
+
+
+@dataclass
+class GangClass(JobClass):
+    gpus_per_pod: int = 8
+    #: locality -> weight, and members per gang uniform in [min_members, max_members[locality]]
+    locality: dict = field(default_factory=lambda: {"rack": 0.5, "block": 0.5})
+    min_members: int = 2
+    max_members: dict = field(default_factory=lambda: {"rack": 4, "block": 8, "none": 8})
+    nvlink: bool = True
+    nic_per_gpu: bool = True
+    models: list = field(default_factory=lambda: ["H100"])
+    cpu_milli_per_pod: int = 96000
+    memory_mib_per_pod: int = 800000
+
+
+@dataclass
+class CpuClass(JobClass):
+    cpu_milli: list = field(default_factory=lambda: [1000, 16000, 1000])
+    memory_mib: list = field(default_factory=lambda: [2048, 65536, 2048])
+
+
+CLASSES: dict[str, type[JobClass]] = {
+    "inference": InferenceClass,
+    "training": TrainingClass,
+    "gangs": GangClass,
+    "cpu": CpuClass,
+}
+#: Short job-id prefix per class.
+PREFIX = {"inference": "inf", "training": "trn", "gangs": "gang", "cpu": "cpu"}
+
+
+def _plain(value):
+    """OmegaConf containers -> plain Python (Hydra may pass DictConfig/ListConfig)."""
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+
+        if isinstance(value, (DictConfig, ListConfig)):
+            return OmegaConf.to_container(value, resolve=True)
+    except ImportError:  # pragma: no cover
+        pass
+    return value
+
+
+def _build_class(name: str, cfg: dict | None) -> JobClass:
+    cls = CLASSES[name]
+    cfg = dict(_plain(cfg) or {})
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(cfg) - known)
+    if unknown:
+        raise ConfigError(f"workload.{name}", f"unknown key '{unknown[0]}' (known: {', '.join(sorted(known))})")
+    obj = cls(**cfg)
+    where = f"workload.{name}"
+    if obj.rate_per_h < 0:
+        raise ConfigError(f"{where}.rate_per_h", "must be >= 0")
+    if not 0 <= obj.diurnal_amplitude <= 1:
+        raise ConfigError(f"{where}.diurnal_amplitude", "must be in [0, 1]")
+    if obj.burst_factor < 1 or obj.bursts_per_day < 0 or obj.burst_len_s <= 0:
+        raise ConfigError(where, "need burst_factor >= 1, bursts_per_day >= 0, burst_len_s > 0")
+    if not 0 < obj.duration_min_s <= obj.duration_median_s <= obj.duration_max_s:
+        raise ConfigError(where, "need 0 < duration_min_s <= duration_median_s <= duration_max_s")
+    if obj.duration_sigma < 0:
+        raise ConfigError(f"{where}.duration_sigma", "must be >= 0")
+    if not obj.queues:
+        raise ConfigError(f"{where}.queues", "needs at least one queue")
+    for q, spec in obj.queues.items():
+        if not isinstance(spec, dict) or set(spec) - {"weight", "priority"}:
+            raise ConfigError(f"{where}.queues.{q}", "must be {weight: float, priority: int}")
+    return obj
+
+
+def _choice_table(d: dict, where: str) -> tuple[list, np.ndarray]:
+    """dict value -> weight as (values, cumulative probabilities)."""
+    keys = list(d)
+    w = np.array([float(d[k]) for k in keys])
+    if len(keys) == 0 or (w < 0).any() or w.sum() <= 0:
+        raise ConfigError(where, "needs at least one positive weight")
+    return keys, np.cumsum(w / w.sum())
+
+
+def _choose(rng: np.random.Generator, cum: np.ndarray, n: int) -> np.ndarray:
+    """Indices drawn with the cumulative probabilities `cum` (vectorized inverse CDF)."""
+    return np.minimum(np.searchsorted(cum, rng.random(n), side="right"), len(cum) - 1)
+
+
+def _uniform_grid(rng: np.random.Generator, spec: list, n: int, where: str) -> np.ndarray:
+    lo, hi, step = (list(spec) + [1])[:3]
+    if not 0 <= lo <= hi or step <= 0:
+        raise ConfigError(where, "must be [lo, hi, step] with 0 <= lo <= hi and step > 0")
+    k = int((hi - lo) // step)
+    return (lo + step * rng.integers(0, k + 1, n)).astype(np.int64)
+
+
+# ---- the generator ---------------------------------------------------------------------
+
+
+@dataclass
+class _Part:
+    """Per-pod columns of one class, before ordering (numpy arrays)."""
+
+    cls: int
+    job: np.ndarray  # job index within the class
+    member: np.ndarray
+    min_member: np.ndarray
+    submit: np.ndarray
+    duration: np.ndarray
+    cpu: np.ndarray
+    mem: np.ndarray
+    gpus: np.ndarray
+    milli: np.ndarray
+    partition: np.ndarray  # index into the class's partition names, -1 = none
+    partition_names: list
+    model: np.ndarray  # index into the class's model names, -1 = any
+    model_names: list
+    nvlink: np.ndarray
+    numa: np.ndarray
+    nic: np.ndarray
+    locality: np.ndarray  # index into GANG_LOCALITY order ("none", "rack", "block")
+    queue: np.ndarray  # index into queue_names
+    queue_names: list
+    priority: np.ndarray
+
+
+LOCALITIES = ["none", "rack", "block"]
+
+
+class SyntheticWorkload:
+    """Seeded synthetic AI workload (Hydra `_target_`); `table(seed)` gives a canonical trace."""
+
+    def __init__(
+        self,
+        span_s: float = DAY_S,
+        n_jobs: int | None = None,
+        inference: dict | None = None,
+        training: dict | None = None,
+        gangs: dict | None = None,
+        cpu: dict | None = None,
+    ):
+        self.span_s = float(span_s)
+        if not self.span_s > 0:
+            raise ConfigError("workload.span_s", "must be > 0")
+        self.n_jobs = None if n_jobs is None else int(n_jobs)
+        if self.n_jobs is not None and self.n_jobs < 0:
+            raise ConfigError("workload.n_jobs", "must be >= 0 or null (counts drawn from the rates)")
+        given = {"inference": inference, "training": training, "gangs": gangs, "cpu": cpu}
+        self.classes: dict[str, JobClass] = {name: _build_class(name, given[name]) for name in CLASSES}
+        if self.n_jobs and sum(c.rate_per_h for c in self.classes.values()) <= 0:
+            raise ConfigError("workload", "n_jobs is set but every class has rate_per_h 0")
+
+    # ---- description -----------------------------------------------------------------
+    def params(self) -> dict[str, Any]:
+        return {
+            "span_s": self.span_s,
+            "n_jobs": self.n_jobs,
+            **{name: asdict(c) for name, c in self.classes.items()},
+        }
+
+    def describe(self, seed: int) -> str:
+        """The `source` string stored in the trace footer: every knob, so the trace is reproducible."""
+        return f"loopbench synthetic generator seed={int(seed)} " + json.dumps(
+            self.params(), sort_keys=True, separators=(",", ":"), default=str
+        )
+
+    # ---- arrivals ----------------------------------------------------------------------
+    def _class_counts(self, rng_by_class: dict[str, np.random.Generator], intensities: dict) -> dict[str, int]:
+        if self.n_jobs is None:
+            return {
+                name: int(rng_by_class[name].poisson((intensities[name] * self._bin_widths(len(intensities[name]))).sum()))
+                for name in self.classes
+            }
+        rates = np.array([c.rate_per_h for c in self.classes.values()], float)
+        exact = self.n_jobs * rates / rates.sum()
+        counts = np.floor(exact).astype(np.int64)
+        rest = self.n_jobs - int(counts.sum())
+        if rest:  # largest remainder, ties to the earlier class
+            order = np.argsort(-(exact - counts), kind="stable")
+            counts[order[:rest]] += 1
+        return {name: int(k) for name, k in zip(self.classes, counts)}
+
+    def _intensity(self, c: JobClass, rng: np.random.Generator) -> np.ndarray:
+        """Jobs per second in each BIN_S bin of [0, span_s): daily cycle x burst windows."""
+        n_bins = max(1, math.ceil(self.span_s / BIN_S))
+        t = (np.arange(n_bins) + 0.5) * BIN_S
+        lam = np.full(n_bins, c.rate_per_h / 3600.0)
+        if c.diurnal_amplitude:
+            lam *= 1.0 + c.diurnal_amplitude * np.cos(2 * np.pi * (t / DAY_S - c.peak_hour / 24.0))
+        n_bursts = int(rng.poisson(c.bursts_per_day * self.span_s / DAY_S)) if c.burst_factor > 1 else 0
+        if n_bursts:
+            start = rng.random(n_bursts) * self.span_s
+            end = start + rng.exponential(c.burst_len_s, n_bursts)
+            depth = np.zeros(n_bins + 1)
+            np.add.at(depth, np.minimum((start // BIN_S).astype(np.int64), n_bins), 1.0)
+            np.add.at(depth, np.minimum(np.ceil(end / BIN_S).astype(np.int64), n_bins), -1.0)
+            lam *= 1.0 + (c.burst_factor - 1.0) * np.cumsum(depth)[:n_bins]
+        return lam
+
+    def _bin_widths(self, n_bins: int) -> np.ndarray:
+        """Seconds of [0, span_s) each intensity bin covers (the last one may be partial)."""
+        return np.minimum(BIN_S, self.span_s - np.arange(n_bins) * BIN_S)
+
+    def _arrivals(self, lam: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        """n sorted arrival times in [0, span_s), distributed as the piecewise-constant `lam`,
+        in whole milliseconds."""
+        if n == 0:
+            return np.zeros(0)
+        width = self._bin_widths(len(lam))
+        cum = np.cumsum(lam * width)
+        if cum[-1] <= 0:
+            cum = np.cumsum(width)
+        b = np.minimum(np.searchsorted(cum, rng.random(n) * cum[-1], side="right"), len(lam) - 1)
+        ms = np.floor((b * BIN_S + rng.random(n) * width[b]) * 10**TIME_DECIMALS)
+        ms = np.minimum(ms, math.ceil(self.span_s * 10**TIME_DECIMALS) - 1)
+        return np.sort(ms / 10**TIME_DECIMALS)
+
+    @staticmethod
+    def _durations(c: JobClass, n: int, rng: np.random.Generator) -> np.ndarray:
+        d = c.duration_median_s * np.exp(c.duration_sigma * rng.standard_normal(n))
+        return np.round(np.clip(d, c.duration_min_s, c.duration_max_s), TIME_DECIMALS)
+
+    @staticmethod
+    def _tenants(c: JobClass, n: int, rng: np.random.Generator, where: str):
+        names, cum = _choice_table({q: s.get("weight", 1.0) for q, s in c.queues.items()}, f"{where}.queues")
+        q = _choose(rng, cum, n)
+        prio = np.array([int(c.queues[k].get("priority", 0)) for k in names], np.int32)[q]
+        return q, names, prio
+
+    # ---- classes -----------------------------------------------------------------------
+    def _inference(self, c: InferenceClass, n: int, rng, submit) -> _Part:
+        where = "workload.inference"
+        dur = self._durations(c, n, rng)
+        q, qnames, prio = self._tenants(c, n, rng, where)
+        part = rng.random(n) < c.p_partition
+        pnames, pcum = _choice_table(c.partitions, f"{where}.partitions") if c.p_partition > 0 else ([], None)
+        pidx = np.where(part, _choose(rng, pcum, n) if pcum is not None else 0, -1)
+        shares, scum = _choice_table(c.share_milli, f"{where}.share_milli")
+        share = np.array([int(s) for s in shares], np.int32)[_choose(rng, scum, n)]
+        if ((share <= 0) | (share > 1000)).any():
+            raise ConfigError(f"{where}.share_milli", "shares must be in (0, 1000]")
+        milli = np.where(part, 0, share).astype(np.int32)
+        models = list(dict.fromkeys(list(c.share_models) + list(c.partition_models)))
+        any_model = rng.random(n) < c.p_any_model
+        share_model = models.index(c.share_models[0]) if c.share_models else -1
+        part_model = models.index(c.partition_models[0]) if c.partition_models else -1
+        model = np.where(any_model, -1, np.where(part, part_model, share_model))
+        cpu = _uniform_grid(rng, c.cpu_milli, n, f"{where}.cpu_milli")
+        mem = _uniform_grid(rng, c.memory_mib, n, f"{where}.memory_mib")
+        false = np.zeros(n, bool)
+        return _Part(0, np.arange(n), np.zeros(n, np.int32), np.ones(n, np.int32), submit, dur, cpu, mem,
+                     np.ones(n, np.int32), milli, pidx, pnames, model, models, false, false, false,
+                     np.zeros(n, np.int8), q, qnames, prio)
+
+    def _training(self, c: TrainingClass, n: int, rng, submit) -> _Part:
+        where = "workload.training"
+        dur = self._durations(c, n, rng)
+        q, qnames, prio = self._tenants(c, n, rng, where)
+        counts, ccum = _choice_table(c.gpu_counts, f"{where}.gpu_counts")
+        counts_arr = np.array([int(k) for k in counts], np.int32)
+        pick = _choose(rng, ccum, n)
+        gpus = counts_arr[pick]
+        p_topo = np.array([float(c.p_topology.get(k, c.p_topology.get(str(k), 0.0))) for k in counts])
+        topo = rng.random(n) < p_topo[pick]
+        numa = topo & (gpus <= c.numa_max_gpus)
+        nic = topo & (gpus >= c.nic_min_gpus)
+        models = list(c.models)
+        model = np.full(n, 0 if models else -1)
+        return _Part(1, np.arange(n), np.zeros(n, np.int32), np.ones(n, np.int32), submit, dur,
+                     gpus.astype(np.int64) * c.cpu_milli_per_gpu, gpus.astype(np.int64) * c.memory_mib_per_gpu,
+                     gpus, np.full(n, 1000, np.int32), np.full(n, -1), [], model, models, topo, numa, nic,
+                     np.zeros(n, np.int8), q, qnames, prio)
+
+    def _gangs(self, c: GangClass, n: int, rng, submit) -> _Part:
+        where = "workload.gangs"
+        dur = self._durations(c, n, rng)
+        q, qnames, prio = self._tenants(c, n, rng, where)
+        locs, lcum = _choice_table(c.locality, f"{where}.locality")
+        for loc in locs:
+            if loc not in LOCALITIES:
+                raise ConfigError(f"{where}.locality", f"unknown locality '{loc}' (known: {', '.join(LOCALITIES)})")
+        loc_idx = _choose(rng, lcum, n)
+        hi = np.array([int(c.max_members.get(loc, c.min_members)) for loc in locs])[loc_idx]
+        if c.min_members < 1 or (hi < c.min_members).any():
+            raise ConfigError(f"{where}.max_members", "need 1 <= min_members <= max_members of every locality")
+        size = rng.integers(c.min_members, hi + 1).astype(np.int32)
+        loc_code = np.array([LOCALITIES.index(loc) for loc in locs], np.int8)[loc_idx]
+        job = np.repeat(np.arange(n), size)
+        starts = np.cumsum(size) - size
+        member = (np.arange(len(job)) - np.repeat(starts, size)).astype(np.int32)
+        m = len(job)
+        models = list(c.models)
+        ones = np.ones(m, bool)
+        return _Part(2, job, member, size[job], submit[job], dur[job],
+                     np.full(m, c.cpu_milli_per_pod, np.int64), np.full(m, c.memory_mib_per_pod, np.int64),
+                     np.full(m, c.gpus_per_pod, np.int32), np.full(m, 1000, np.int32), np.full(m, -1), [],
+                     np.full(m, 0 if models else -1), models, ones & c.nvlink, ~ones, ones & c.nic_per_gpu,
+                     loc_code[job], q[job], qnames, prio[job])
+
+    def _cpu(self, c: CpuClass, n: int, rng, submit) -> _Part:
+        where = "workload.cpu"
+        dur = self._durations(c, n, rng)
+        q, qnames, prio = self._tenants(c, n, rng, where)
+        cpu = _uniform_grid(rng, c.cpu_milli, n, f"{where}.cpu_milli")
+        mem = _uniform_grid(rng, c.memory_mib, n, f"{where}.memory_mib")
+        zeros = np.zeros(n, np.int32)
+        false = np.zeros(n, bool)
+        return _Part(3, np.arange(n), zeros, np.ones(n, np.int32), submit, dur, cpu, mem, zeros, zeros,
+                     np.full(n, -1), [], np.full(n, -1), [], false, false, false, np.zeros(n, np.int8),
+                     q, qnames, prio)
+
+    # ---- the table ---------------------------------------------------------------------
+    def table(self, seed: int = 0) -> pa.Table:
+        """The canonical trace for `seed`: same seed and knobs -> byte-identical table."""
+        seed = int(seed)
+        rngs = {
+            name: np.random.default_rng(np.random.SeedSequence([seed & 0xFFFFFFFF, seed >> 32, zlib.crc32(name.encode())]))
+            for name in self.classes
+        }
+        lams = {name: self._intensity(c, rngs[name]) for name, c in self.classes.items()}
+        counts = self._class_counts(rngs, lams)
+        makers = {"inference": self._inference, "training": self._training, "gangs": self._gangs, "cpu": self._cpu}
+        parts = []
+        for name, c in self.classes.items():
+            n = counts[name]
+            submit = self._arrivals(lams[name], n, rngs[name])
+            parts.append(makers[name](c, n, rngs[name], submit))
+        return _assemble(parts, list(self.classes))
+
+
+def _take_strings(names: list, idx: np.ndarray) -> pa.Array:
+    """Strings names[idx], null where idx < 0 (vectorized)."""
+    dictionary = pa.array([str(s) for s in names] or [""], pa.string())
+    return pc.take(dictionary, pa.array(idx, pa.int32(), mask=idx < 0))
+
+
+def _ids(prefix: pa.Array, number: np.ndarray, width: int) -> pa.Array:
+    digits = pc.utf8_lpad(pa.array(number, pa.int64()).cast(pa.string()), width=width, padding="0")
+    return pc.binary_join_element_wise(prefix, digits, "")
+
+
+def _assemble(parts: list[_Part], class_names: list[str]) -> pa.Table:
+    """Concatenate the classes, order pods by (submit, class, job, member), number jobs in
+    submission order, and build the Arrow columns without a Python loop over pods."""
+    cat = lambda attr: np.concatenate([getattr(p, attr) for p in parts])  # noqa: E731
+    cls = np.concatenate([np.full(len(p.job), p.cls, np.int8) for p in parts])
+    job, member, submit = cat("job"), cat("member"), cat("submit")
+    order = np.lexsort((member, job, cls, submit))
+    n = len(order)
+    cls, job, member, submit = cls[order], job[order], member[order], submit[order]
+    # global job number in submission order (first pod of each (class, job) pair)
+    key = cls.astype(np.int64) << 40 | job.astype(np.int64)
+    new_job = np.r_[True, key[1:] != key[:-1]] if n else np.zeros(0, bool)
+    job_no = np.cumsum(new_job) - 1
+    n_jobs = int(new_job.sum())
+    width = max(6, len(str(max(n_jobs - 1, 0))))
+    prefixes = pa.array([PREFIX[c] + "-" for c in class_names], pa.string())
+    job_ids = _ids(pc.take(prefixes, pa.array(cls.astype(np.int32))), job_no, width)
+    pod_ids = pc.binary_join_element_wise(job_ids, pc.utf8_lpad(pa.array(member.astype(np.int64)).cast(pa.string()), width=2, padding="0"), "-")
+
+    def merged_strings(idx_attr: str, names_attr: str) -> pa.Array:
+        """One dictionary over all classes' names; per-pod index shifted into it."""
+        names, idxs = [], []
+        for p in parts:
+            local = getattr(p, idx_attr)
+            offset = len(names)
+            names.extend(getattr(p, names_attr))
+            idxs.append(np.where(local < 0, -1, local + offset))
+        return _take_strings(names, np.concatenate(idxs)[order]) if n else pa.array([], pa.string())
+
+    model = merged_strings("model", "model_names")
+    has_model = model.is_valid().to_numpy(zero_copy_only=False)
+    offsets = np.r_[0, np.cumsum(has_model)].astype(np.int32)
+    gpu_models = pa.ListArray.from_arrays(pa.array(offsets), model.filter(pa.array(has_model)))
+    queue = merged_strings("queue", "queue_names")
+    loc = _take_strings(LOCALITIES, cat("locality").astype(np.int64)[order])
+
+    def arr(attr, dtype):
+        return pa.array(cat(attr)[order].astype(dtype))
+
+    columns = {
+        "pod_id": pod_ids,
+        "job_id": job_ids,
+        "min_member": arr("min_member", np.int32),
+        "submit_s": pa.array(submit.astype(np.float64)),
+        "duration_s": arr("duration", np.float64),
+        "cpu_milli": arr("cpu", np.int64),
+        "memory_mib": arr("mem", np.int64),
+        "gpu_count": arr("gpus", np.int32),
+        "gpu_milli": arr("milli", np.int32),
+        "gpu_partition": merged_strings("partition", "partition_names"),
+        "gpu_models": gpu_models,
+        "gpus_same_nvlink": arr("nvlink", bool),
+        "gpus_same_numa": arr("numa", bool),
+        "nic_per_gpu": arr("nic", bool),
+        "gang_locality": loc,
+        "priority": arr("priority", np.int32),
+        "queue": queue,
+    }
+    return pa.Table.from_arrays([columns[f.name].cast(f.type) for f in SCHEMA], schema=SCHEMA)
+
+
+# ---- checks and summary ----------------------------------------------------------------
+
+
+def gpu_hours(table: pa.Table, partition_milli: dict[str, int] | None = None, horizon_s: float | None = None) -> float:
+    """GPU-hours requested: GPUs x share x duration (partitions at their profile's share;
+    unknown durations run to `horizon_s`, or count 0 without one)."""
+    gpus = table.column("gpu_count").to_numpy().astype(np.float64)
+    milli = table.column("gpu_milli").to_numpy().astype(np.float64)
+    prof = table.column("gpu_partition")
+    if prof.null_count < len(prof):
+        pm = partition_milli or {}
+        names = pc.unique(prof.drop_null()).to_pylist()
+        lookup = pa.array(names, pa.string())
+        idx = pc.index_in(prof, value_set=lookup).to_numpy(zero_copy_only=False)
+        values = np.array([float(pm.get(nm, 0)) for nm in names] + [0.0])
+        idx = np.where(np.isnan(idx.astype(float)), len(names), idx).astype(np.int64)
+        milli = np.where(prof.is_valid().to_numpy(zero_copy_only=False), values[idx], milli)
+    dur = table.column("duration_s")
+    submit = table.column("submit_s").to_numpy()
+    if horizon_s is None:
+        d = dur.fill_null(0.0).to_numpy()
+    else:
+        d = dur.fill_null(np.inf).to_numpy()
+        d = np.minimum(d, np.maximum(horizon_s - submit, 0.0))
+    return float((gpus * milli / 1000.0 * d).sum() / 3600.0)
+
+
+def gang_misfits(table: pa.Table, cluster, compiled=None) -> list[str]:
+    """Gangs that no pool layout of `cluster` could ever hold at once (by locality and size).
+
+    A rack-local gang needs a rack of one pool with enough fitting nodes; a block-local gang
+    the pools of one block; an unconstrained one all fitting pools. Per-pod fit is
+    `harness.workload.compile_workload(...).never_fits`; pass that compiled workload as
+    `compiled` to avoid compiling twice.
+    """
+    from harness.workload import compile_workload, type_fits
+
+    wl = compiled if compiled is not None else compile_workload(table, cluster)
+    problems = []
+    gang_jobs = np.flatnonzero(wl.job_min_member > 1)
+    if not len(gang_jobs):
+        return problems
+    first = np.array([wl.job_pods[j][0] for j in gang_jobs])
+    arrays = (wl.cpu[first], wl.mem[first], wl.gpus[first], wl.milli[first], wl.profile_bit[first],
+              wl.model_mask[first], wl.nvlink[first], wl.numa[first], wl.nic[first])
+    fits_type = {nt.name: type_fits(nt, cluster, *arrays) for nt in cluster.node_types}
+    rack_cap = np.zeros(len(gang_jobs), np.int64)
+    block_caps: dict[str, np.ndarray] = {}
+    total = np.zeros(len(gang_jobs), np.int64)
+    for pool in cluster.pools:
+        size = pool.max_size if pool.stock is None else max(pool.min_size, min(pool.max_size, pool.stock))
+        ok = fits_type[pool.node_type]
+        rack_cap = np.maximum(rack_cap, np.where(ok, min(pool.nodes_per_rack, size), 0))
+        block_caps.setdefault(pool.block, np.zeros(len(gang_jobs), np.int64))
+        block_caps[pool.block] += np.where(ok, size, 0)
+        total += np.where(ok, size, 0)
+    block_cap = np.max(np.stack(list(block_caps.values())), axis=0)
+    need = wl.job_min_member[gang_jobs]
+    cap = np.select([wl.job_locality[gang_jobs] == 1, wl.job_locality[gang_jobs] == 2], [rack_cap, block_cap], total)
+    # one pod per node is the conservative bound for the whole-node pods gangs use here
+    for j, c_, nd in zip(gang_jobs[need > cap], cap[need > cap], need[need > cap]):
+        problems.append(f"gang {wl.job_id[j]}: {nd} members but at most {c_} fitting nodes in one locality domain")
+    return problems
+
+
+def summary(table: pa.Table, partition_milli: dict[str, int] | None = None) -> dict[str, Any]:
+    job = table.column("job_id")
+    minm = table.column("min_member").to_numpy()
+    gang_pods = minm > 1
+    gangs = len(pc.unique(job.filter(pa.array(gang_pods)))) if gang_pods.any() else 0
+    return {
+        "pods": table.num_rows,
+        "jobs": len(pc.unique(job)),
+        "gangs": gangs,
+        "gpu_hours": gpu_hours(table, partition_milli),
+        "span_h": float(pc.max(table.column("submit_s")).as_py() or 0.0) / 3600.0,
+    }
+
+
+def _instantiate(node):
+    """Hydra instantiate, re-raising our own config errors unwrapped (one clear CLI line)."""
+    from hydra.utils import instantiate
+
+    try:
+        return instantiate(node, _convert_="all")
+    except Exception as exc:
+        cause = exc.__cause__
+        if isinstance(cause, LoopbenchError):
+            raise cause from None
+        raise
+
+
+def generate_task(cfg) -> None:
+    """`loopbench generate`: instantiate the workload, check it against the cluster, write it."""
+    import time
+
+    from hydra.utils import to_absolute_path
+
+    from harness.trace import TraceMeta, write_trace
+    from harness.workload import compile_workload
+
+    t0 = time.perf_counter()
+    workload = _instantiate(cfg.workload)
+    seed = int(cfg.seed)
+    table = workload.table(seed)
+    cluster = _instantiate(cfg.cluster) if cfg.get("cluster") is not None else None
+    if cluster is not None and cfg.get("check_fits", True):
+        compiled = compile_workload(table, cluster)
+        never = compiled.never_fits
+        if never.any():
+            row = int(np.flatnonzero(never)[0])
+            raise ConfigError(
+                "workload",
+                f"{int(never.sum())} generated pods fit no node type of cluster '{cluster.name}' "
+                f"(first: row {row}, pod {table.column('pod_id')[row].as_py()}); "
+                "adjust the workload knobs or pick another cluster (check_fits=false to skip)",
+            )
+        bad = gang_misfits(table, cluster, compiled)
+        if bad:
+            raise ConfigError("workload.gangs", f"{len(bad)} gangs cannot fit the cluster's racks/blocks, e.g. {bad[0]}")
+    out = to_absolute_path(str(cfg.out))
+    meta = TraceMeta(
+        source=workload.describe(seed),
+        licence="CC0-1.0",
+        time_origin="trace start",
+        description="synthetic AI workload: shared-GPU inference, single-node training, multi-node gangs, CPU pods",
+    )
+    write_trace(table, out, meta)
+    s = summary(table, cluster.partition_profiles if cluster is not None else None)
+    print(
+        f"wrote {out}: {s['pods']:,} pods, {s['jobs']:,} jobs, {s['gangs']:,} gangs, "
+        f"{s['gpu_hours']:,.0f} GPU-hours requested over {s['span_h']:.1f} h of arrivals "
+        f"(seed {seed}, {time.perf_counter() - t0:.1f} s)"
+    )

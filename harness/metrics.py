@@ -1,0 +1,225 @@
+"""Metrics as exact integrals of piecewise-constant state, and their summary with polars.
+
+Billed accelerators at any instant = GPUs of every node that exists (requested, booting or
+ready, until removed) + GPUs of committed slots that hold no node. They split exactly into
+  used        GPU milli bound to pods of started jobs on ready nodes,
+  booting     all GPUs of nodes requested but not ready,
+  unallocated free GPU milli on ready nodes,
+  gang_wait   GPU milli on ready nodes held by pods whose job has not started,
+  committed   GPUs of committed slots with no node in them,
+so idle = billed - used = booting + unallocated + gang_wait + committed (fractions count as
+fractions). Fragmentation is the FGD measure over ready nodes (`harness.fragmentation`).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import numpy as np
+import polars as pl
+
+from harness.state import ABSENT, BOOTING, READY
+
+MILLI_HOUR = 1000.0 * 3600.0
+
+
+class PendingReason(IntEnum):
+    """Why a pod is not running, as decided at its last scheduling attempt."""
+
+    SHORTAGE = 0  # no node, ready or booting, has room for it
+    TOPOLOGY = 1  # a ready node has room if its topology claims were ignored
+    FRAGMENTATION = 2  # a ready node has the free GPU milli in total, but split across devices
+    GANG_WAIT = 3  # bound, waiting for the rest of its gang
+    BOOTING = 4  # a booting node has room for it (or it is planned onto one)
+
+
+REASON_NAMES = [r.name.lower() for r in PendingReason]
+
+
+class Accounting:
+    """Integrates billed/used/idle accelerator time, cost, fragmentation and pending time."""
+
+    def __init__(self, sim, timeline_interval_s: float):
+        self.sim = sim
+        st, cluster = sim.state, sim.cluster
+        self.slot_price = np.array([cluster.pools[p].price for p in st.slot_pool])
+        self.committed_cost_rate = sum(p.committed * p.committed_price for p in cluster.pools)
+        self.gpu_milli_cap = st.gpu_cap.astype(np.int64) * 1000
+        self.last = 0.0
+        self.reason = sim.pod_reason
+        self.reason_count = np.zeros(len(PendingReason), np.int64)
+        self.totals = {k: 0.0 for k in (
+            "billed", "used", "booting", "unallocated", "gang_wait", "committed",
+            "frag_ratio_time", "frag_ratio_weight", "frag_amount_time", "frag_amount_weight",
+            "cost")}
+        self.pending_s = np.zeros(len(PendingReason))
+        self.interval = float(timeline_interval_s)
+        self.next_sample = 0.0
+        self.samples: list[tuple] = []
+
+    def set_reason(self, p: int, reason: int) -> None:
+        old = self.reason[p]
+        if old >= 0:
+            self.reason_count[old] -= 1
+        self.reason[p] = reason
+        if reason >= 0:
+            self.reason_count[reason] += 1
+
+    def rates(self) -> dict[str, float]:
+        """Instantaneous rates (GPU milli, USD/h) of the current state."""
+        st, sim = self.sim.state, self.sim
+        ready = st.status == READY
+        cap = self.gpu_milli_cap
+        ready_cap = float(cap[ready].sum())
+        alloc = float(st.gpu_used[ready].sum())
+        held = float(sim.held[ready].sum())
+        booting = float(cap[st.status == BOOTING].sum())
+        committed = float(cap[(st.status == ABSENT) & st.slot_committed].sum())
+        present = st.status != ABSENT
+        frag = float(sim.frag[ready].sum())
+        return {
+            "billed": ready_cap + booting + committed,
+            "used": alloc - held,
+            "booting": booting,
+            "unallocated": ready_cap - alloc,
+            "gang_wait": held,
+            "committed": committed,
+            "ready_cap": ready_cap,
+            "frag": frag,
+            "cost_rate": float(self.slot_price[present & ~st.slot_committed].sum()) + self.committed_cost_rate,
+            "nodes_ready": int(ready.sum()),
+            "nodes_booting": int((st.status == BOOTING).sum()),
+        }
+
+    def advance(self, t: float) -> None:
+        """Integrate the current (constant) state from the last instant up to t."""
+        if t <= self.last:
+            return
+        r = self.rates()
+        while self.next_sample <= t and self.next_sample <= self.sim.horizon:
+            self._sample(self.next_sample, r)
+            self.next_sample += self.interval
+        dt = t - self.last
+        tot = self.totals
+        for k in ("billed", "used", "booting", "unallocated", "gang_wait", "committed"):
+            tot[k] += r[k] * dt
+        idle_ready = r["ready_cap"] - (r["used"] + r["gang_wait"])
+        if idle_ready > 0:
+            tot["frag_ratio_time"] += r["frag"] / idle_ready * dt
+            tot["frag_ratio_weight"] += dt
+        if r["ready_cap"] > 0:
+            tot["frag_amount_time"] += r["frag"] / r["ready_cap"] * dt
+            tot["frag_amount_weight"] += dt
+        tot["cost"] += r["cost_rate"] * dt / 3600.0
+        self.pending_s += self.reason_count * dt
+        self.last = t
+
+    def _sample(self, t: float, r: dict) -> None:
+        idle_ready = r["ready_cap"] - (r["used"] + r["gang_wait"])
+        self.samples.append((
+            t, r["billed"] / 1000, r["used"] / 1000, r["booting"] / 1000, r["unallocated"] / 1000,
+            r["gang_wait"] / 1000, r["committed"] / 1000,
+            r["frag"] / idle_ready if idle_ready > 0 else 0.0,
+            r["frag"] / r["ready_cap"] if r["ready_cap"] > 0 else 0.0,
+            r["nodes_ready"], r["nodes_booting"], *[int(c) for c in self.reason_count],
+            r["cost_rate"],
+        ))
+
+    def timeline(self) -> pl.DataFrame:
+        cols = ["t_s", "billed_gpus", "used_gpus", "booting_gpus", "unallocated_gpus", "gang_wait_gpus",
+                "committed_idle_gpus", "frag_ratio", "frag_amount", "nodes_ready", "nodes_booting",
+                *[f"pending_{n}" for n in REASON_NAMES], "cost_rate_usd_h"]
+        return pl.DataFrame(self.samples, schema=cols, orient="row")
+
+
+def _quantiles(values: np.ndarray) -> dict[str, float]:
+    if len(values) == 0:
+        return {f"gang_latency_{k}_s": float("nan") for k in ("p50", "p90", "p95", "p99", "max")}
+    s = pl.Series(values)
+    return {
+        "gang_latency_p50_s": s.quantile(0.5, "linear"),
+        "gang_latency_p90_s": s.quantile(0.9, "linear"),
+        "gang_latency_p95_s": s.quantile(0.95, "linear"),
+        "gang_latency_p99_s": s.quantile(0.99, "linear"),
+        "gang_latency_max_s": float(s.max()),
+    }
+
+
+def jobs_frame(sim) -> pl.DataFrame:
+    w = sim.w
+    status = sim.pod_status
+    df = pl.DataFrame({
+        "job_id": w.job_id,
+        "pods": np.array([len(p) for p in w.job_pods], np.int32),
+        "min_member": w.job_min_member,
+        "is_gang": w.job_min_member > 1,
+        "priority": w.job_priority,
+        "queue": w.job_queue,
+        "submit_s": w.job_submit,
+        "start_s": sim.job_started,
+        "finish_s": sim.job_finished,
+        "refused": np.array([bool((status[p] == 5).any()) for p in w.job_pods]),
+    }, nan_to_null=True)
+    return df.with_columns(
+        (pl.col("start_s") - pl.col("submit_s")).alias("start_latency_s"),
+        (pl.col("finish_s") - pl.col("submit_s")).alias("completion_s"),
+    )
+
+
+def nodes_frame(sim) -> pl.DataFrame:
+    cluster, st = sim.cluster, sim.state
+    recs = sim.nodes
+    pool = np.array([r.pool for r in recs], np.int32)
+    slot = np.array([r.slot for r in recs], np.int64)
+    return pl.DataFrame({
+        "instance": np.arange(len(recs)),
+        "slot": slot,
+        "pool": [cluster.pools[p].name for p in pool],
+        "node_type": [cluster.pools[p].node_type for p in pool],
+        "rack": st.slot_rack[slot] if len(recs) else np.zeros(0, np.int32),
+        "committed_slot": st.slot_committed[slot] if len(recs) else np.zeros(0, bool),
+        "gpus": st.gpu_cap[slot] if len(recs) else np.zeros(0, np.int32),
+        "requested_s": np.array([r.requested_at for r in recs]),
+        "ready_s": np.array([r.ready_at for r in recs]),
+        "removed_s": np.array([r.removed_at for r in recs]),
+        "used": np.array([r.used for r in recs], bool),
+    }, nan_to_null=True)
+
+
+def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl.DataFrame:
+    """The one-row metrics table of a run."""
+    tot = sim.acct.totals
+    status = sim.pod_status
+    gangs = jobs.filter(pl.col("is_gang") & ~pl.col("refused"))
+    started = gangs.filter(pl.col("start_s").is_not_null())
+    done = jobs.filter(pl.col("finish_s").is_not_null())
+    idle = {k: tot[k] / MILLI_HOUR for k in ("booting", "unallocated", "gang_wait", "committed")}
+    row = {
+        **extra,
+        "pods": sim.w.n_pods,
+        "jobs": sim.w.n_jobs,
+        "gangs": gangs.height,
+        "horizon_s": sim.horizon,
+        "billed_accel_hours": tot["billed"] / MILLI_HOUR,
+        "used_accel_hours": tot["used"] / MILLI_HOUR,
+        "idle_accel_hours": (tot["billed"] - tot["used"]) / MILLI_HOUR,
+        **{f"idle_accel_hours_{k}": v for k, v in idle.items()},
+        "accel_utilization": tot["used"] / tot["billed"] if tot["billed"] else float("nan"),
+        "frag_ratio": tot["frag_ratio_time"] / tot["frag_ratio_weight"] if tot["frag_ratio_weight"] else 0.0,
+        "frag_amount": tot["frag_amount_time"] / tot["frag_amount_weight"] if tot["frag_amount_weight"] else 0.0,
+        **_quantiles(started["start_latency_s"].to_numpy()),
+        "gangs_never_started": gangs.height - started.height,
+        "cost_usd": tot["cost"],
+        **{f"pending_s_{n}": float(v) for n, v in zip(REASON_NAMES, sim.acct.pending_s)},
+        "nodes_provisioned": nodes.height,
+        "nodes_never_used": int((~nodes["used"]).sum()),
+        "job_completion_p50_s": done["completion_s"].median() if done.height else float("nan"),
+        "job_completion_mean_s": done["completion_s"].mean() if done.height else float("nan"),
+        "pods_done": int((status == 4).sum()),
+        "pods_running": int((status == 3).sum()),
+        "pods_bound_waiting": int((status == 2).sum()),
+        "pods_pending": int((status == 1).sum()),
+        "pods_refused": int((status == 5).sum()),
+        "pods_not_arrived": int((status == 0).sum()),
+    }
+    return pl.DataFrame([row])

@@ -1,0 +1,203 @@
+"""A kube-scheduler-like scheduler: queue, vectorized filter, weighted score, bind, gang modes.
+
+It only ever places pods on nodes that exist and are ready. Queue order is priority, then
+arrival. A job that found no room is retried only when the cluster's capacity changes (a node
+becomes ready or a pod releases resources), and within one cycle a pod shape that found no
+node is not scanned again (equivalence classes).
+
+Gang modes:
+  none          members bind one by one as they fit and hold their devices while waiting;
+  coscheduling  members are reserved as they fit and wait up to `gang_timeout_s` for the
+                rest, then all are released (the scheduler-plugins Coscheduling default: 60 s);
+  atomic        the whole gang is placed in one cycle or nothing is.
+Gang locality claims (one rack / one block) restrict all members to one group of nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from harness.filters import feasible
+from harness.metrics import PendingReason
+from harness.scores import ScorePlugin
+from harness.sim import BOUND, PENDING
+from harness.state import BOOTING, WHOLE
+from harness.workload import LOCALITY_CODE
+
+GANG_MODES = ("none", "coscheduling", "atomic")
+
+
+class Scheduler:
+    def __init__(self, policy: ScorePlugin, gang_mode: str = "coscheduling", gang_timeout_s: float = 60.0):
+        if gang_mode not in GANG_MODES:
+            from harness.errors import ConfigError
+
+            raise ConfigError("loop.scheduler.gang_mode", f"must be one of {GANG_MODES}, got '{gang_mode}'")
+        self.policy = policy
+        self.gang_mode = gang_mode
+        self.gang_timeout_s = float(gang_timeout_s)
+
+    def attach(self, sim) -> None:
+        self.sim = sim
+        w = sim.w
+        self.tried_at = np.full(w.n_jobs, -1, np.int64)  # capacity version of the last failure
+        self.timeout_armed = np.zeros(w.n_jobs, bool)
+        self.seen = (-1, -1)
+        no = np.zeros(w.n_pods, bool)
+        self.w_no_claims = replace(w, nvlink=no, numa=no, nic=no)
+        #: node -> job it is booked for (ProvisioningRequest), -1 = free for all
+        self.booked_for = np.full(sim.state.n_slots, -1, np.int64)
+
+    # ---- the cycle ---------------------------------------------------------------------
+    def cycle(self, now: float) -> None:
+        """Try every queued job whose situation changed since its last failure."""
+        sim = self.sim
+        key = (sim.state.version, sim.arrived_version)
+        if key == self.seen:
+            return
+        failed_shapes: set[int] = set()
+        for _, _, j in list(sim.queue):
+            if self.tried_at[j] == sim.state.version:
+                continue
+            if self.gang_mode == "atomic" and sim.w.job_min_member[j] > 1:
+                placed = self._place_atomic(j, failed_shapes)
+            else:
+                placed = self._place_incremental(j, failed_shapes)
+            if not placed:
+                self.tried_at[j] = sim.state.version
+        self.seen = (sim.state.version, sim.arrived_version)
+
+    def usable(self, j: int) -> np.ndarray:
+        return self.sim.state.ready & ((self.booked_for == -1) | (self.booked_for == j))
+
+    def choose(self, p: int, mask: np.ndarray) -> int:
+        """Best node by the policy's score among `mask`; ties by the seeded node order."""
+        cand = np.flatnonzero(mask)
+        if len(cand) == 0:
+            return -1
+        if len(cand) > 1:
+            s = self.policy.score(self.sim.state, self.sim.w, p, cand, self.sim.rng)
+            cand = cand[s >= s.max()]
+        return int(cand[np.argmin(self.sim.node_rank[cand])])
+
+    def groups_of(self, j: int) -> np.ndarray | None:
+        loc = self.sim.w.job_locality[j]
+        if loc == LOCALITY_CODE["rack"]:
+            return self.sim.state.slot_rack
+        if loc == LOCALITY_CODE["block"]:
+            return self.sim.state.slot_block
+        return None
+
+    # ---- atomic: all unbound members in one cycle, or none ------------------------------
+    def _place_atomic(self, j: int, failed_shapes: set[int]) -> bool:
+        sim = self.sim
+        pods = sim.unbound_pods(j)
+        shapes = sim.w.shape[pods]
+        if any(int(s) in failed_shapes for s in shapes):
+            for p in pods:
+                self._mark_failed(int(p), self.usable(j))
+            return False
+        usable = self.usable(j)
+        groups = self.groups_of(j)
+        if groups is None:
+            plan = self.try_place(pods, usable)
+        else:
+            plan = None
+            first = feasible(sim.state, sim.w, int(pods[0]), usable)
+            for g in np.unique(groups[first]):
+                plan = self.try_place(pods, usable & (groups == g))
+                if plan is not None:
+                    break
+        if plan is None:
+            if len(pods) == 1:
+                failed_shapes.add(int(shapes[0]))
+            for p in pods:
+                self._mark_failed(int(p), usable)
+            return False
+        for p, n, gpu_idx in plan:
+            sim.bind(p, n, gpu_idx)
+        return True
+
+    def try_place(self, pods: np.ndarray, usable: np.ndarray) -> list | None:
+        """Place pods one by one on the real state as a trial, then undo it.
+        Returns [(pod, node, gpus)] if every pod found a node, else None."""
+        st, w = self.sim.state, self.sim.w
+        version = st.version
+        plan = []
+        ok = True
+        for p in pods:
+            p = int(p)
+            n = self.choose(p, feasible(st, w, p, usable))
+            if n < 0:
+                ok = False
+                break
+            gpu_idx = self.policy.pick_devices(st, w, p, n)
+            st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+            plan.append((p, n, gpu_idx))
+        for p, n, gpu_idx in reversed(plan):
+            st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+        st.version = version
+        return plan if ok else None
+
+    # ---- none / coscheduling: members bind as they fit ----------------------------------
+    def _place_incremental(self, j: int, failed_shapes: set[int]) -> bool:
+        sim = self.sim
+        st, w = sim.state, sim.w
+        usable = self.usable(j)
+        groups = self.groups_of(j)
+        all_placed = True
+        for p in sim.unbound_pods(j):
+            p = int(p)
+            mask = usable
+            if groups is not None:
+                members = w.job_pods[j]
+                bound_nodes = sim.pod_node[members][sim.pod_node[members] >= 0]
+                if len(bound_nodes):
+                    mask = mask & (groups == groups[bound_nodes[0]])
+            n = -1 if int(w.shape[p]) in failed_shapes and groups is None else self.choose(p, feasible(st, w, p, mask))
+            if n < 0:
+                self._mark_failed(p, usable)
+                all_placed = False
+                continue
+            sim.bind(p, n, self.policy.pick_devices(st, w, p, n))
+        if self.gang_mode == "coscheduling" and np.isnan(sim.job_started[j]) and not self.timeout_armed[j]:
+            if (sim.pod_status[w.job_pods[j]] == BOUND).any():
+                self.timeout_armed[j] = True
+                sim.at(sim.now + self.gang_timeout_s, self._gang_timeout, j)
+        return all_placed
+
+    def _gang_timeout(self, j: int) -> None:
+        """Coscheduling Permit timed out: release every reserved member of the gang."""
+        sim = self.sim
+        self.timeout_armed[j] = False
+        if not np.isnan(sim.job_started[j]):
+            return
+        pods = sim.w.job_pods[j]
+        for p in pods[sim.pod_status[pods] == BOUND]:
+            sim.unbind(int(p))
+        self.tried_at[j] = sim.state.version  # back off until capacity changes again
+
+    # ---- why a pod is still pending ---------------------------------------------------
+    def _mark_failed(self, p: int, usable: np.ndarray) -> None:
+        sim = self.sim
+        if sim.pod_status[p] != PENDING:
+            return
+        sim.acct.set_reason(p, self.classify(p, usable))
+
+    def classify(self, p: int, usable: np.ndarray) -> PendingReason:
+        st, w = self.sim.state, self.sim.w
+        if feasible(st, w, p, st.status == BOOTING).any():
+            return PendingReason.BOOTING
+        if (w.nvlink[p] or w.numa[p] or w.nic[p]) and feasible(st, self.w_no_claims, p, usable).any():
+            return PendingReason.TOPOLOGY
+        if w.gpus[p]:
+            need = int(w.gpus[p]) * int(w.milli[p])
+            total_free = st.gpu_cap.astype(np.int64) * WHOLE - st.gpu_used
+            roomy = usable & (st.cpu_free >= w.cpu[p]) & (st.mem_free >= w.mem[p]) & (total_free >= need)
+            if w.model_mask[p]:
+                roomy &= (st.model_bit & w.model_mask[p]) != 0
+            if roomy.any():
+                return PendingReason.FRAGMENTATION
+        return PendingReason.SHORTAGE

@@ -1,0 +1,290 @@
+"""The discrete-event core: pods, jobs, nodes and time, shared by every loop.
+
+The simulation owns the truth (cluster state, pod and job status, the event heap, billing
+and accounting); loops only decide. Between events the state is constant, so every metric
+is the exact integral of piecewise-constant rates (see `harness.metrics.Accounting`).
+
+At one instant the order is: events due (pod ends, nodes ready, timeouts), then arrivals,
+then the loop's step (scheduler cycle, and the autoscaler or planner on its own cadence).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from bisect import insort
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.cloud import Cloud
+from harness.cluster import Cluster
+from harness.fragmentation import TargetWorkload, node_fragmentation
+from harness.metrics import Accounting, PendingReason
+from harness.state import ABSENT, BOOTING, READY, ClusterState
+from harness.workload import Workload
+
+# pod status
+NOT_ARRIVED, PENDING, BOUND, RUNNING, DONE, REFUSED = range(6)
+POD_STATUS = ("not_arrived", "pending", "bound", "running", "done", "refused")
+
+
+@dataclass
+class NodeRecord:
+    """One node instance's life, for the per-node output."""
+
+    slot: int
+    pool: int
+    requested_at: float
+    ready_at: float = float("nan")
+    removed_at: float = float("nan")
+    used: bool = False  # ran a pod of a started job at some point
+
+
+class Simulation:
+    def __init__(self, workload: Workload, cluster: Cluster, seed: int, horizon_s: float,
+                 timeline_interval_s: float = 60.0, target: TargetWorkload | None = None):
+        self.w = workload
+        self.cluster = cluster
+        self.seed = int(seed)
+        self.horizon = float(horizon_s)
+        self.now = 0.0
+        self.state = ClusterState(cluster)
+        self.cloud = Cloud(cluster, self.state, self.seed)
+        rng = np.random.default_rng([self.seed, 1])
+        self.rng = np.random.default_rng([self.seed, 2])
+        #: tie-break order among equally scored nodes, random per seed (as the FGD simulator)
+        self.node_rank = rng.permutation(self.state.n_slots)
+        w = workload
+        self.pod_status = np.full(w.n_pods, NOT_ARRIVED, np.int8)
+        self.pod_node = np.full(w.n_pods, -1, np.int32)
+        self.pod_gpus: list[np.ndarray | None] = [None] * w.n_pods
+        self.pod_start = np.full(w.n_pods, np.nan)
+        self.pod_end = np.full(w.n_pods, np.nan)
+        self.pod_epoch = np.zeros(w.n_pods, np.int32)
+        self.pod_reason = np.full(w.n_pods, -1, np.int8)
+        self.job_ready_bound = np.zeros(w.n_jobs, np.int32)  # bound pods on ready nodes
+        self.job_started = np.full(w.n_jobs, np.nan)
+        self.job_done = np.zeros(w.n_jobs, np.int32)
+        self.job_finished = np.full(w.n_jobs, np.nan)
+        self.queue: list[tuple[int, float, int]] = []  # (-priority, submit, job), sorted
+        self.in_queue = np.zeros(w.n_jobs, bool)
+        self.arrival_order = np.lexsort((np.arange(w.n_jobs), w.job_submit))
+        self.next_arrival = 0
+        self.arrived_version = 0  # bumps when jobs arrive or re-enter the queue
+        self.node_pods: list[set[int]] = [set() for _ in range(self.state.n_slots)]
+        self.held = np.zeros(self.state.n_slots, np.int64)  # GPU milli held by unstarted jobs
+        self.frag = np.zeros(self.state.n_slots)
+        self.node_instance = np.full(self.state.n_slots, -1, np.int64)
+        self.nodes: list[NodeRecord] = []
+        self.last_scale_up = -np.inf
+        self._heap: list = []
+        self._seq = itertools.count()
+        gpus_all = w.gpus.astype(np.int64)
+        self.target = target or TargetWorkload.from_pods(w.cpu, gpus_all, w.milli, w.model_mask)
+        self.acct = Accounting(self, timeline_interval_s)
+        for p, pool in enumerate(cluster.pools):
+            if pool.min_size:
+                for n in self.cloud.free_slots(p)[:pool.min_size]:
+                    self._add_node(int(n), ready=True)
+
+    # ---- events ------------------------------------------------------------------------
+    def at(self, time: float, fn, *args) -> None:
+        """Schedule fn(*args) at `time` (events at one instant run in scheduling order)."""
+        heapq.heappush(self._heap, (float(time), next(self._seq), fn, args))
+
+    def next_event_time(self) -> float:
+        t = self._heap[0][0] if self._heap else np.inf
+        if self.next_arrival < len(self.arrival_order):
+            t = min(t, self.w.job_submit[self.arrival_order[self.next_arrival]])
+        return t
+
+    def advance_to(self, t: float) -> None:
+        """Integrate metrics up to t, then run the events and arrivals due at t."""
+        self.acct.advance(t)
+        self.now = t
+        while self._heap and self._heap[0][0] <= t:
+            _, _, fn, args = heapq.heappop(self._heap)
+            fn(*args)
+        order, w = self.arrival_order, self.w
+        while self.next_arrival < len(order) and w.job_submit[order[self.next_arrival]] <= t:
+            self._arrive(int(order[self.next_arrival]))
+            self.next_arrival += 1
+
+    # ---- jobs and pods -----------------------------------------------------------------
+    def _arrive(self, j: int) -> None:
+        pods = self.w.job_pods[j]
+        if self.w.never_fits[pods].any():
+            self.pod_status[pods] = REFUSED  # no node type can ever hold it: refused, not waited on
+            return
+        self.pod_status[pods] = PENDING
+        for p in pods:
+            self.acct.set_reason(int(p), PendingReason.SHORTAGE)
+        self._enqueue(j)
+
+    def _enqueue(self, j: int) -> None:
+        if not self.in_queue[j]:
+            insort(self.queue, (-int(self.w.job_priority[j]), float(self.w.job_submit[j]), j))
+            self.in_queue[j] = True
+            self.arrived_version += 1
+
+    def dequeue(self, j: int) -> None:
+        if self.in_queue[j]:
+            self.queue.remove((-int(self.w.job_priority[j]), float(self.w.job_submit[j]), j))
+            self.in_queue[j] = False
+
+    def unbound_pods(self, j: int) -> np.ndarray:
+        pods = self.w.job_pods[j]
+        return pods[self.pod_status[pods] == PENDING]
+
+    def pending_pods(self) -> np.ndarray:
+        return np.flatnonzero(self.pod_status == PENDING)
+
+    def bind(self, p: int, n: int, gpu_idx: np.ndarray) -> None:
+        """Bind pod p to node n (ready, or booting for a planned placement) on these GPUs."""
+        w, st = self.w, self.state
+        j = int(w.job[p])
+        st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+        self.pod_node[p] = n
+        self.pod_gpus[p] = gpu_idx
+        self.pod_status[p] = BOUND
+        self.node_pods[n].add(p)
+        self.acct.set_reason(p, PendingReason.BOOTING)
+        if np.isnan(self.job_started[j]):
+            self.held[n] += int(w.milli[p]) * len(gpu_idx)
+        if st.status[n] == READY:
+            self._bound_on_ready(p)
+        self._refrag(n)
+        if len(self.unbound_pods(j)) == 0:
+            self.dequeue(j)
+
+    def _bound_on_ready(self, p: int) -> None:
+        """A bound pod's node is ready: it runs if its job started, else the gang may start."""
+        j = int(self.w.job[p])
+        self.job_ready_bound[j] += 1
+        if not np.isnan(self.job_started[j]):
+            self._run(p)
+        elif self.job_ready_bound[j] >= self.w.job_min_member[j]:
+            self.start_job(j)
+        else:
+            self.acct.set_reason(p, PendingReason.GANG_WAIT)
+
+    def unbind(self, p: int) -> None:
+        """Release a bound or running pod back to pending (gang timeout, rollback, eviction)."""
+        w, st = self.w, self.state
+        j, n = int(w.job[p]), int(self.pod_node[p])
+        gpu_idx = self.pod_gpus[p]
+        if np.isnan(self.job_started[j]):
+            self.held[n] -= int(w.milli[p]) * len(gpu_idx)
+        if st.status[n] == READY:
+            self.job_ready_bound[j] -= 1
+        st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+        self.node_pods[n].discard(p)
+        self._refrag(n)
+        self.pod_node[p] = -1
+        self.pod_gpus[p] = None
+        self.pod_status[p] = PENDING
+        self.pod_epoch[p] += 1
+        self.pod_start[p] = np.nan
+        self.acct.set_reason(p, PendingReason.SHORTAGE)
+        self._enqueue(j)
+
+    def start_job(self, j: int) -> None:
+        """min_member pods are bound on ready nodes: the job starts, its duration runs from now."""
+        self.job_started[j] = self.now
+        pods = self.w.job_pods[j]
+        for p in pods[self.pod_status[pods] == BOUND]:
+            n = int(self.pod_node[p])
+            self.held[n] -= int(self.w.milli[p]) * len(self.pod_gpus[p])
+            self._run(int(p))
+
+    def _run(self, p: int) -> None:
+        n = int(self.pod_node[p])
+        if self.state.status[n] != READY:
+            return  # planned on a booting node: runs when the node is ready
+        self.pod_status[p] = RUNNING
+        self.pod_start[p] = self.now
+        self.acct.set_reason(p, -1)
+        self.nodes[self.node_instance[n]].used = True
+        if np.isfinite(self.w.duration[p]):
+            self.at(self.now + self.w.duration[p], self._finish, p, int(self.pod_epoch[p]))
+
+    def _finish(self, p: int, epoch: int) -> None:
+        if epoch != self.pod_epoch[p] or self.pod_status[p] != RUNNING:
+            return
+        w, n, j = self.w, int(self.pod_node[p]), int(self.w.job[p])
+        self.state.release(n, int(w.cpu[p]), int(w.mem[p]), self.pod_gpus[p], int(w.milli[p]))
+        self.node_pods[n].discard(p)
+        self._refrag(n)
+        self.pod_status[p] = DONE
+        self.pod_end[p] = self.now
+        self.job_done[j] += 1
+        if self.job_done[j] == len(w.job_pods[j]):
+            self.job_finished[j] = self.now
+
+    # ---- nodes -------------------------------------------------------------------------
+    def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None) -> np.ndarray:
+        """Ask the cloud for nodes of pool p; granted nodes boot. Returns the granted slots."""
+        slots, delays = self.cloud.request(p, count, atomic, slots)
+        for n, d in zip(slots, delays):
+            self._add_node(int(n), ready=False)
+            self.at(self.now + d, self._node_ready, int(n), self.node_instance[n])
+        if len(slots):
+            self.last_scale_up = self.now
+        return slots
+
+    def _add_node(self, n: int, ready: bool) -> None:
+        self.state.add_node(n, self.now, ready)
+        self.node_instance[n] = len(self.nodes)
+        self.nodes.append(NodeRecord(slot=n, pool=int(self.state.slot_pool[n]), requested_at=self.now,
+                                     ready_at=self.now if ready else np.nan))
+        self.held[n] = 0
+        self._refrag(n)
+
+    def _node_ready(self, n: int, instance: int) -> None:
+        if self.node_instance[n] != instance or self.state.status[n] != BOOTING:
+            return
+        self.state.make_ready(n, self.now)
+        self.nodes[instance].ready_at = self.now
+        self._refrag(n)
+        for p in sorted(self.node_pods[n]):  # pods planned onto this node while it booted
+            if self.pod_status[p] == BOUND:
+                self._bound_on_ready(int(p))
+
+    def remove_node(self, n: int) -> None:
+        self.state.remove_node(n)
+        self.nodes[self.node_instance[n]].removed_at = self.now
+        self.node_instance[n] = -1
+        self.held[n] = 0
+        self.frag[n] = 0.0
+
+    def pods_on(self, n: int) -> list[int]:
+        return sorted(self.node_pods[n])
+
+    def _refrag(self, n: int) -> None:
+        st = self.state
+        if st.status[n] != READY:
+            self.frag[n] = 0.0
+            return
+        self.frag[n] = node_fragmentation(st.gpu_free[n:n + 1], st.gpu_cap[n:n + 1], st.cpu_free[n:n + 1],
+                                          st.model_bit[n:n + 1], self.target)[0]
+
+    # ---- the run -----------------------------------------------------------------------
+    def run(self, loop, progress=None) -> None:
+        """Replay until the horizon: events, arrivals, then the loop's step at each instant."""
+        loop.attach(self)
+        self.advance_to(0.0)
+        loop.step(self, 0.0)
+        while True:
+            t = min(self.next_event_time(), loop.next_wakeup(self.now))
+            if t > self.horizon or not np.isfinite(t):
+                break
+            self.advance_to(t)
+            loop.step(self, t)
+            if progress is not None:
+                progress(t)
+        self.acct.advance(self.horizon)
+        self.now = self.horizon
+        for rec in self.nodes:
+            if np.isnan(rec.removed_at):
+                rec.removed_at = self.horizon
