@@ -1,0 +1,280 @@
+"""The seeded synthetic workload generator (harness/generate.py, conf/workload/)."""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from hydra.utils import instantiate
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.cli import compose
+from harness.errors import ConfigError
+from harness.generate import SyntheticWorkload, gang_misfits, generate_task, summary
+from harness.trace import SCHEMA, read_trace, validate_table
+from harness.workload import compile_workload
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return compose("generate", [])
+
+
+@pytest.fixture(scope="module")
+def workload(cfg) -> SyntheticWorkload:
+    return instantiate(cfg.workload, _convert_="all")
+
+
+@pytest.fixture(scope="module")
+def cluster(cfg):
+    return instantiate(cfg.cluster, _convert_="all")
+
+
+@pytest.fixture(scope="module")
+def table(workload) -> pa.Table:
+    return workload.table(0)
+
+
+def _np(table, name):
+    return table.column(name).to_numpy(zero_copy_only=False)
+
+
+def _cls(table) -> np.ndarray:
+    return np.array([j.split("-")[0] for j in table.column("job_id").to_pylist()])
+
+
+def _ipc_bytes(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue()
+
+
+# ---- determinism -----------------------------------------------------------------------
+
+
+def test_same_seed_byte_identical(workload, table):
+    again = workload.table(0)
+    assert again.equals(table)
+    assert _ipc_bytes(again) == _ipc_bytes(table)
+    # a fresh instance from the same config too
+    assert _ipc_bytes(SyntheticWorkload(**workload.params()).table(0)) == _ipc_bytes(table)
+
+
+def test_different_seed_differs(workload, table):
+    other = workload.table(1)
+    assert not other.equals(table)
+
+
+def test_class_streams_independent(workload, table):
+    """Changing one class's knobs leaves the other classes' pods untouched."""
+    params = workload.params()
+    params["gangs"] = {**params["gangs"], "rate_per_h": 2.0, "duration_median_s": 20000}
+    changed = SyntheticWorkload(**params).table(0)
+    keep = ["submit_s", "duration_s", "cpu_milli", "memory_mib", "gpu_count", "gpu_milli", "queue"]
+    for cls in ("inf", "trn", "cpu"):
+        a = table.filter(pa.array(_cls(table) == cls)).select(keep)
+        b = changed.filter(pa.array(_cls(changed) == cls)).select(keep)
+        assert a.equals(b), cls
+
+
+# ---- schema and fit --------------------------------------------------------------------
+
+
+def test_schema_valid(table):
+    assert table.schema.equals(SCHEMA, check_metadata=False)
+    validate_table(table, "<generated>")
+    assert table.num_rows == len(set(table.column("pod_id").to_pylist()))
+    submit = _np(table, "submit_s")
+    assert (np.diff(submit) >= 0).all(), "rows are in submission order"
+
+
+def test_default_trace_size(table):
+    s = summary(table)
+    assert 2000 <= s["pods"] <= 6000
+    assert 20 <= s["span_h"] <= 26
+    assert s["gangs"] >= 8
+
+
+def test_every_pod_and_gang_fits_default_cluster(table, cluster):
+    wl = compile_workload(table, cluster)
+    assert not wl.never_fits.any()
+    assert gang_misfits(table, cluster) == []
+
+
+# ---- the mix ---------------------------------------------------------------------------
+
+
+def test_class_mix(table, cluster):
+    cls = _cls(table)
+    n = len(cls)
+    share = {c: (cls == c).sum() / n for c in ("inf", "trn", "gang", "cpu")}
+    assert 0.75 < share["inf"] < 0.97
+    assert 0.01 < share["trn"] < 0.10
+    assert 0.005 < share["gang"] < 0.10
+    assert 0.005 < share["cpu"] < 0.10
+
+    gpus, milli = _np(table, "gpu_count"), _np(table, "gpu_milli")
+    part = table.column("gpu_partition").is_valid().to_numpy(zero_copy_only=False)
+    models = table.column("gpu_models").to_pylist()
+    nvl, numa, nic = _np(table, "gpus_same_nvlink"), _np(table, "gpus_same_numa"), _np(table, "nic_per_gpu")
+    minm, loc = _np(table, "min_member"), _np(table, "gang_locality")
+
+    inf = cls == "inf"
+    assert (gpus[inf] == 1).all()
+    assert set(milli[inf & ~part]) == {250, 500}
+    assert (milli[inf & part] == 0).all() and part[inf].mean() > 0.1
+    assert set(table.column("gpu_partition").drop_null().to_pylist()) <= set(cluster.partition_profiles)
+    inf_models = {tuple(m) for m, i in zip(models, inf) if i}
+    assert inf_models == {("L4",), ("H100",), ()}
+    assert not (nvl | numa | nic)[inf].any() and (minm[inf] == 1).all()
+
+    trn = cls == "trn"
+    assert set(gpus[trn]) == {2, 4, 8} and (milli[trn] == 1000).all()
+    assert all(models[i] == ["H100"] for i in np.flatnonzero(trn))
+    assert nvl[trn].any() and (~nvl[trn]).any(), "some training claims topology, some none"
+    assert (nic[trn] <= (gpus[trn] == 8)).all() and (nic[trn] & (gpus[trn] == 8)).any()
+    assert (minm[trn] == 1).all()
+
+    gang = cls == "gang"
+    assert (gpus[gang] == 8).all() and nvl[gang].all() and nic[gang].all()
+    assert set(loc[gang]) == {"rack", "block"} and (minm[gang] > 1).all()
+    assert (loc[~gang] == "none").all() and (minm[~gang] == 1).all()
+
+    cpu = cls == "cpu"
+    assert (gpus[cpu] == 0).all() and (milli[cpu] == 0).all() and not part[cpu].any()
+
+    # priorities and queues per class
+    prio, queue = _np(table, "priority"), _np(table, "queue")
+    assert set(queue[inf]) == {"serving-prod", "serving-batch"}
+    assert prio[inf].min() > prio[cpu].max()
+
+
+def test_failure_modes_present(table, cluster):
+    """Topology claims a PCIe node cannot meet although it has enough GPUs; shares."""
+    pcie = next(t for t in cluster.node_types if t.name == "h100-pcie8")
+    gpus = _np(table, "gpu_count")
+    nvl, nic = _np(table, "gpus_same_nvlink"), _np(table, "nic_per_gpu")
+    topo_only = (gpus <= pcie.gpus) & ((nvl & (gpus > pcie.gpus // pcie.nvlink_domains)) | nic)
+    assert topo_only.sum() > 20
+    milli = _np(table, "gpu_milli")
+    assert ((milli > 0) & (milli < 1000)).sum() > 1000
+
+
+def test_gangs_consistent(table):
+    job = _np(table, "job_id")
+    minm = _np(table, "min_member")
+    gang_rows = np.flatnonzero(minm > 1)
+    _, inv, counts = np.unique(job[gang_rows], return_inverse=True, return_counts=True)
+    assert (counts[inv] == minm[gang_rows]).all(), "min_member = pod count"
+    assert counts.min() >= 2 and counts.max() <= 8
+    for name in ("submit_s", "duration_s", "priority", "queue", "gang_locality", "cpu_milli"):
+        v = _np(table, name)[gang_rows]
+        first = {}
+        for k, x in zip(inv, v):
+            assert first.setdefault(k, x) == x, name
+    loc = _np(table, "gang_locality")[gang_rows]
+    assert counts[inv][loc == "rack"].max() <= 4, "rack gangs fit a 4-node rack"
+    # pod ids are job id + member number
+    pods = table.column("pod_id").to_pylist()
+    assert all(pods[i].startswith(job[i] + "-") for i in gang_rows)
+
+
+# ---- knobs -----------------------------------------------------------------------------
+
+
+def test_n_jobs_is_exact(workload):
+    params = {**workload.params(), "n_jobs": 1234}
+    t = SyntheticWorkload(**params).table(5)
+    assert len(pc.unique(t.column("job_id"))) == 1234
+    validate_table(t, "<n_jobs>")
+
+
+def test_disabled_classes(workload):
+    params = workload.params()
+    for c in ("inference", "training", "gangs"):
+        params[c] = {**params[c], "rate_per_h": 0}
+    t = SyntheticWorkload(**params).table(0)
+    assert set(_cls(t)) == {"cpu"}
+
+
+def test_unknown_knob_is_refused():
+    with pytest.raises(ConfigError, match="unknown key 'bogus'"):
+        SyntheticWorkload(gangs={"bogus": 1})
+    with pytest.raises(ConfigError, match="duration"):
+        SyntheticWorkload(training={"duration_min_s": 10, "duration_median_s": 5})
+
+
+def test_gang_misfit_detected(workload, cluster):
+    params = workload.params()
+    params["gangs"] = {**params["gangs"], "locality": {"rack": 1.0}, "max_members": {"rack": 8}}
+    t = SyntheticWorkload(**params).table(0)
+    assert gang_misfits(t, cluster)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**40),
+    n_jobs=st.one_of(st.none(), st.integers(1, 400)),
+    span_s=st.floats(60, 7 * 86400),
+)
+def test_any_seed_valid(seed, n_jobs, span_s):
+    w = SyntheticWorkload(span_s=span_s, n_jobs=n_jobs, inference={"rate_per_h": 20}, gangs={"rate_per_h": 2},
+                          training={"rate_per_h": 3}, cpu={"rate_per_h": 1})
+    if n_jobs is None and span_s < 3600:
+        return  # may legitimately draw zero jobs
+    t = w.table(seed)
+    validate_table(t, "<hypothesis>")
+    assert _np(t, "submit_s").max() < span_s
+    if n_jobs is not None:
+        assert len(pc.unique(t.column("job_id"))) == n_jobs
+
+
+def test_speed_200k_pods(workload):
+    params = {**workload.params(), "n_jobs": 200_000, "span_s": 30 * 86400}
+    w = SyntheticWorkload(**params)
+    t0 = time.perf_counter()
+    t = w.table(0)
+    elapsed = time.perf_counter() - t0
+    assert t.num_rows >= 200_000
+    assert elapsed < 3.0, f"{elapsed:.2f} s for {t.num_rows} pods"
+
+
+# ---- the command and the bundled trace ------------------------------------------------
+
+
+def test_generate_task_writes_trace(tmp_path, capsys):
+    out = tmp_path / "g.parquet"
+    cfg = compose("generate", [f"out={out}", "seed=3"])
+    generate_task(cfg)
+    table, meta = read_trace(out)
+    assert meta.source.startswith("loopbench synthetic generator seed=3 ")
+    assert meta.licence == "CC0-1.0" and meta.time_origin == "trace start"
+    line = capsys.readouterr().out.strip()
+    assert "pods" in line and "gangs" in line and "GPU-hours" in line and "\n" not in line
+    assert table.equals(instantiate(cfg.workload, _convert_="all").table(3))
+
+
+def test_generate_task_refuses_misfits(tmp_path):
+    cfg = compose("generate", [f"out={tmp_path / 'x.parquet'}", "workload.training.cpu_milli_per_gpu=40000"])
+    with pytest.raises(ConfigError, match="fit no node type"):
+        generate_task(cfg)
+    assert not (tmp_path / "x.parquet").exists()
+
+
+def test_bundled_default_trace_is_current(table):
+    """traces/default.parquet is exactly what `loopbench generate` makes with the defaults."""
+    path = ROOT / "traces" / "default.parquet"
+    bundled, meta = read_trace(path)
+    assert bundled.equals(table), "regenerate it: loopbench generate (from the project root)"
+    assert meta.source.startswith("loopbench synthetic generator seed=0 ")
+    assert pq.ParquetFile(path).metadata.num_rows == table.num_rows
