@@ -205,13 +205,14 @@ def require(values: np.ndarray, bad: np.ndarray, file: str, column: str, row0: i
         raise TraceError(file, f"{rule} (got {values[i]!r})", column=column, row=row0 + i)
 
 
-def epoch_seconds(col: pa.Array, file: str, column: str, row0: int, tz: str | None = None) -> np.ndarray:
+def epoch_seconds(col: pa.Array, file: str, column: str, row0: int, tz: str | None = None,
+                  ambiguous: str = "earliest") -> np.ndarray:
     """Datetimes to float64 UTC epoch seconds, NaN for nulls.
 
     `tz=None` expects an explicit offset (`2023-03-01 00:18:22+08:00`, `T` also accepted);
     otherwise the text is local time in `tz` (`YYYY-MM-DD HH:MM:SS`). In a daylight-saving
     fall-back hour the earlier instant is taken, and a time in the spring-forward gap is
-    moved to the last instant before it.
+    moved to the last instant before it (`ambiguous="latest"` takes the later instant).
     """
     col = pc.utf8_trim_whitespace(col)
     col = pc.replace_substring_regex(col, r"^(\d{4}-\d\d-\d\d)T", r"\1 ")
@@ -223,7 +224,7 @@ def epoch_seconds(col: pa.Array, file: str, column: str, row0: int, tz: str | No
         want = "YYYY-MM-DD HH:MM:SS" + ("+HH:MM" if tz is None else f" ({tz} local time)")
         raise TraceError(file, f"not a datetime {want}: {col[i].as_py()!r}", column=column, row=row0 + i)
     if tz is not None:
-        ts = pc.assume_timezone(ts, tz, ambiguous="earliest", nonexistent="earliest")
+        ts = pc.assume_timezone(ts, tz, ambiguous=ambiguous, nonexistent="earliest")
     return pc.cast(pc.cast(ts, pa.int64()), pa.float64()).to_numpy(zero_copy_only=False)
 
 
