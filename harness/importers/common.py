@@ -406,7 +406,8 @@ def job_rows_to_pods(tally: Tally, file: str, row0: int, *, job_id: pa.Array, su
                      duration: np.ndarray, nodes: np.ndarray, gpus_per_pod: np.ndarray,
                      cpu_per_pod: np.ndarray, mem_per_pod_mib: np.ndarray | None = None,
                      queue: pa.Array | None = None, priority: np.ndarray | None = None,
-                     gpu_models: pa.Array | None = None, nodes_column: str = "node_num") -> pa.Table | None:
+                     gpu_models: pa.Array | None = None, nodes_column: str = "node_num",
+                     submit_column: str = "submit_time") -> pa.Table | None:
     """The shared mapping of job tables (Helios, Acme, spot): a job on `nodes` machines is a
     gang of `nodes` identical pods, each with the given per-pod GPUs and cores.
 
@@ -416,11 +417,18 @@ def job_rows_to_pods(tally: Tally, file: str, row0: int, *, job_id: pa.Array, su
     become 0, memory missing from the trace is `MEM_PER_CPU_MIB` per core.
     """
     tally.rows_read += len(submit)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):  # dropped rows may hold inf/NaN
+        return _job_rows_to_pods(tally, file, row0, job_id, submit, duration, nodes, gpus_per_pod, cpu_per_pod,
+                                 mem_per_pod_mib, queue, priority, gpu_models, nodes_column, submit_column)
+
+
+def _job_rows_to_pods(tally, file, row0, job_id, submit, duration, nodes, gpus_per_pod, cpu_per_pod,
+                      mem_per_pod_mib, queue, priority, gpu_models, nodes_column, submit_column):
     whole = np.isnan(nodes) | (nodes == np.floor(nodes))
     require(nodes, ~whole, file, nodes_column, row0, "must be a whole number of machines")
     keep = np.ones(len(submit), bool)
-    keep = tally.drop(keep, np.isnan(submit), "no submit time")
-    keep = tally.drop(keep, np.isnan(nodes) | (nodes < 1), "node count missing or < 1")
+    keep = tally.drop(keep, np.isnan(submit), f"no {submit_column}")
+    keep = tally.drop(keep, np.isnan(nodes) | (nodes < 1), f"{nodes_column} missing or < 1")
     keep = tally.drop(keep, duration < 0, "negative duration")
     keep = tally.drop(keep, duration == 0, "zero duration (never ran)")
     count, milli = gpu_shape(gpus_per_pod)

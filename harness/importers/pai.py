@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.errors import TraceError
+from harness.trace import TraceMeta
 from harness.importers.common import ImportResult, Tally, concat, csv_batches, float_np, job_rows_to_pods, \
     model_lists, read_csv, rebase, require, static_cluster
 
@@ -97,13 +98,16 @@ def read_pai(paths: list[str | os.PathLike]) -> ImportResult:
             tally, file, row0,
             job_id=pc.binary_join_element_wise(job, pc.utf8_trim_whitespace(b.column("task_name")), "/"),
             submit=start, duration=end - start, nodes=float_np(b.column("inst_num"), file, "inst_num", row0),
-            nodes_column="inst_num", gpus_per_pod=gpus, cpu_per_pod=cpu,
+            nodes_column="inst_num", submit_column="start_time (never started)", gpus_per_pod=gpus, cpu_per_pod=cpu,
             mem_per_pod_mib=float_np(b.column("plan_mem"), file, "plan_mem", row0) * 1024, queue=queue,
             gpu_models=model_lists(pc.if_else(has_gpu, b.column("gpu_type"), pa.scalar(None, pa.string())), ANY_MODEL))
         if table is not None:
             tables.append(table)
-    table, meta = rebase(concat(tables, file), f"Alibaba PAI GPU v2020 {path.name}", LICENCE,
-                         "one pod per task instance; see harness/importers/pai.py")
+    table = concat(tables, file)
+    origin = pc.min(table.column("submit_s")).as_py()
+    table, meta = rebase(table, f"Alibaba PAI GPU v2020 {path.name}", LICENCE,
+                         "one pod per task instance; see harness/importers/pai.py", origin_s=origin)
+    meta = TraceMeta(meta.source, meta.licence, f"{origin:.0f} s on the trace's shifted clock", meta.description)
     return tally.result(table, meta, "tasks")
 
 

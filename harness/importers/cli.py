@@ -1,0 +1,249 @@
+"""`loopbench import`: a public trace (and its node list) to a canonical trace (and cluster YAML).
+
+    loopbench import FORMAT SOURCE... -o TRACE.parquet [--nodes NODELIST]
+                     [--cluster-out CLUSTER.yaml] [--autoscaled]
+                     [--window START:END] [--compress F] [--scale F] [--remap OLD=NEW]...
+                     [--inflate RATIO [--inflate-cluster CLUSTER.yaml]] [--seed N]
+                     [--transforms STEPS.yaml]
+
+Every source row is accounted for in the summary: read, kept, dropped by reason, adjusted.
+Transforms run in the order of the flags above (window, compress, scale, remap, inflate),
+then the steps of `--transforms` (a Hydra `_target_` list or `harness.transforms.Pipeline`).
+A node list becomes a cluster YAML that a replay can use (`cluster=...`): the static
+inventory, or with `--autoscaled` one derived from it (see
+`harness.importers.common.autoscaled_cluster`). Outputs are written atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import yaml
+
+from harness import transforms as tf
+from harness.cluster import Cluster
+from harness.errors import ConfigError, LoopbenchError, TraceError
+from harness.importers.common import ImportResult, autoscaled_cluster, boot_delay, node_price
+from harness.output import write_text
+from harness.trace import TraceMeta, write_trace
+
+
+def _openb_pods(paths: list[str]) -> ImportResult:
+    from harness.importers.openb import read_openb_pods
+
+    table = read_openb_pods(paths[0])
+    meta = TraceMeta(source=f"Alibaba openb v2023 {Path(paths[0]).name}", licence="Alibaba clusterdata terms (research use)",
+                     time_origin="first pod creation (seconds as published)",
+                     description="one independent pod per row; see harness/importers/openb.py")
+    return ImportResult(table, meta, "pods", table.num_rows)
+
+
+def _openb_nodes(path: str) -> dict:
+    from harness.importers.openb import read_openb_nodes
+
+    cluster = read_openb_nodes(path)
+    types = {t["name"]: t for t in cluster["node_types"]}
+    for pool in cluster["pools"]:  # price and boot the pools like every other node list
+        t = types[pool["node_type"]]
+        pool.setdefault("price_on_demand", node_price(t.get("gpu_model", ""), t.get("gpus", 0), t["cpu_milli"], t["memory_mib"]))
+        pool.setdefault("boot_delay", boot_delay(t.get("gpus", 0)))
+    return {"_target_": "harness.cluster.Cluster", **cluster}
+
+
+def _single(read: Callable[[str], ImportResult]) -> Callable[[list[str]], ImportResult]:
+    return lambda paths: read(paths[0])
+
+
+@dataclass(frozen=True)
+class Format:
+    read: Callable[[list[str]], ImportResult]
+    nodes: Callable[[str], dict] | None
+    many: bool  # accepts several source files
+    sources: str  # what SOURCE is, for --help
+
+
+def _formats() -> dict[str, Format]:
+    from harness.importers import acme, alibaba_spot, dlrm, helios, pai, philly
+
+    return {
+        "openb": Format(_openb_pods, _openb_nodes, False, "openb_pod_list_*.csv; nodes: openb_node_list_*.csv"),
+        "pai": Format(pai.read_pai, pai.read_pai_machines, True,
+                      "pai_task_table.csv [pai_job_table.csv]; nodes: pai_machine_spec.csv"),
+        "philly": Format(philly.read_philly, philly.read_philly_machines, True,
+                         "cluster_job_log [more parts]; nodes: cluster_machine_list"),
+        "helios": Format(_single(helios.read_helios), None, False, "cluster_log.csv"),
+        "acme": Format(_single(acme.read_acme), None, False, "trace_seren.csv or trace_kalos.csv"),
+        "alibaba_spot": Format(_single(alibaba_spot.read_spot_jobs), alibaba_spot.read_spot_nodes, False,
+                               "job_info_df.csv; nodes: node_info_df.csv"),
+        "dlrm": Format(_single(dlrm.read_dlrm), None, False, "disaggregated_DLRM_trace.csv"),
+    }
+
+
+def _parser(formats: dict[str, Format]) -> argparse.ArgumentParser:
+    epilog = "formats:\n" + "\n".join(f"  {name:13s} {f.sources}" for name, f in formats.items())
+    p = argparse.ArgumentParser(prog="loopbench import", description=__doc__.split("\n")[0], epilog=epilog,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("format", choices=sorted(formats))
+    p.add_argument("sources", nargs="*", metavar="SOURCE")
+    p.add_argument("-o", "--output", metavar="TRACE.parquet", help="canonical trace to write")
+    p.add_argument("--nodes", metavar="NODELIST", help="the format's node list, to write a cluster YAML")
+    p.add_argument("--cluster-out", metavar="CLUSTER.yaml", help="default: TRACE.cluster.yaml beside -o")
+    p.add_argument("--autoscaled", action="store_true", help="write an autoscaled cluster derived from the node list")
+    p.add_argument("--window", metavar="START:END", help="keep jobs submitted in [START, END) seconds "
+                   "(suffix s/m/h/d; either side may be empty), shifted to start at 0")
+    p.add_argument("--compress", type=float, metavar="F", help="divide submit times by F")
+    p.add_argument("--compress-durations", action="store_true", help="with --compress, divide durations too")
+    p.add_argument("--scale", type=float, metavar="F", help="F times the jobs (sample below 1, replicate above)")
+    p.add_argument("--remap", action="append", default=[], metavar="OLD=NEW", help="rename a GPU model (repeatable)")
+    p.add_argument("--inflate", type=float, metavar="RATIO", help="append jobs drawn with replacement until "
+                   "requested GPUs reach RATIO x the cluster's GPUs (the FGD paper's method)")
+    p.add_argument("--inflate-cluster", metavar="CLUSTER.yaml", help="cluster for --inflate (default: the --nodes one)")
+    p.add_argument("--seed", type=int, default=0, help="seed of --scale and --inflate (default 0)")
+    p.add_argument("--transforms", metavar="STEPS.yaml", help="more transforms, as a Hydra-instantiable list")
+    return p
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _seconds(text: str, flag: str) -> float | None:
+    text = text.strip()
+    if not text:
+        return None
+    unit = _UNITS.get(text[-1], None)
+    try:
+        return float(text[:-1]) * unit if unit else float(text)
+    except ValueError:
+        raise ConfigError(flag, f"not a time: {text!r} (seconds, or a number with s/m/h/d)") from None
+
+
+def _steps(args, cluster: dict | None) -> list:
+    steps = []
+    if args.window:
+        if ":" not in args.window:
+            raise ConfigError("--window", f"expected START:END, got {args.window!r}")
+        start, end = (_seconds(s, "--window") for s in args.window.split(":", 1))
+        steps.append(tf.Window(start or 0.0, end))
+    if args.compress is not None:
+        steps.append(tf.Compress(args.compress, args.compress_durations))
+    if args.scale is not None:
+        steps.append(tf.Scale(args.scale, args.seed))
+    if args.remap:
+        pairs = [r.split("=", 1) for r in args.remap]
+        bad = [r for r, pr in zip(args.remap, pairs) if len(pr) != 2 or not pr[0] or not pr[1]]
+        if bad:
+            raise ConfigError("--remap", f"expected OLD=NEW, got {bad[0]!r}")
+        steps.append(tf.RemapModels(dict(pairs)))
+    if args.inflate is not None:
+        target = args.inflate_cluster or cluster
+        if target is None:
+            raise ConfigError("--inflate", "needs a cluster: --nodes NODELIST or --inflate-cluster CLUSTER.yaml")
+        steps.append(tf.Inflate(args.inflate, target, args.seed))
+    if args.transforms:
+        from hydra.utils import instantiate
+        from omegaconf import OmegaConf
+
+        extra = instantiate(OmegaConf.load(args.transforms))
+        steps.extend(extra if isinstance(extra, list) else [extra])
+    return steps
+
+
+def _value(v) -> str:
+    """A step parameter for the summary; a cluster is shown by its name."""
+    if isinstance(v, Cluster):
+        return v.name
+    if isinstance(v, dict) and "node_types" in v:
+        return str(v.get("name", "cluster"))
+    return str(v)
+
+
+def _describe(step) -> str:
+    return f"{type(step).__name__}({', '.join(f'{k}={_value(v)}' for k, v in vars(step).items())})"
+
+
+def _jobs(table: pa.Table) -> int:
+    return pa.compute.count_distinct(table.column("job_id")).as_py()
+
+
+def _summary(fmt: str, sources: list[str], r: ImportResult) -> list[str]:
+    lines = [f"loopbench import {fmt}: {', '.join(sources)}",
+             f"  rows read     {r.rows_read:>12,} {r.unit}",
+             f"  rows kept     {r.rows_kept:>12,} {r.unit} -> {r.table.num_rows:,} pods, {_jobs(r.table):,} jobs"]
+    dropped = sum(r.dropped.values())
+    lines.append(f"  rows dropped  {dropped:>12,}")
+    lines += [f"    {n:>12,}  {reason}" for reason, n in r.dropped.most_common()]
+    if r.notes:
+        lines.append("  adjusted (kept):")
+        lines += [f"    {n:>12,}  {reason}" for reason, n in r.notes.most_common()]
+    return lines
+
+
+def _cluster_yaml(config: dict, fmt: str, nodes: str, autoscaled: bool) -> str:
+    Cluster(**{k: v for k, v in config.items() if k != "_target_"})  # refuse a config a replay could not load
+    kind = ("autoscaled cluster derived from the inventory (pools from 0 to the inventory's count; "
+            "prices and boot delays: harness/importers/common.py)" if autoscaled else
+            "static inventory (fixed-size pools, autoscaling off)")
+    head = f"# Generated by `loopbench import {fmt} --nodes {nodes}`: {kind}.\n"
+    return head + yaml.safe_dump(config, sort_keys=False, default_flow_style=None, width=110)
+
+
+def run(argv: list[str]) -> int:
+    formats = _formats()
+    args = _parser(formats).parse_args(argv)
+    fmt = formats[args.format]
+    if not args.sources and not args.nodes:
+        raise ConfigError("loopbench import", "give SOURCE files, --nodes NODELIST, or both")
+    if args.sources and not args.output:
+        raise ConfigError("-o", "where to write the trace: -o TRACE.parquet")
+    if len(args.sources) > 1 and not fmt.many:
+        raise ConfigError("SOURCE", f"format {args.format} reads one file ({fmt.sources})")
+    if args.nodes and fmt.nodes is None:
+        raise ConfigError("--nodes", f"format {args.format} publishes no node list")
+    cluster = None
+    if args.nodes:
+        cluster = fmt.nodes(args.nodes)
+        if args.autoscaled:
+            cluster = autoscaled_cluster(cluster)
+        out = args.cluster_out or (str(Path(args.output).with_suffix("")) + ".cluster.yaml" if args.output else None)
+        if out is None:
+            raise ConfigError("--cluster-out", "where to write the cluster: --cluster-out CLUSTER.yaml")
+        write_text(_cluster_yaml(cluster, args.format, args.nodes, args.autoscaled), Path(out))
+        n_nodes = sum(p["max_size"] for p in cluster["pools"])
+        print(f"loopbench import {args.format}: {args.nodes} -> {out} "
+              f"({len(cluster['pools'])} pools, up to {n_nodes:,} nodes, autoscaling {'on' if args.autoscaled else 'off'})")
+    steps = _steps(args, cluster)
+    if not args.sources:
+        if steps:
+            raise ConfigError("transforms", "transforms need SOURCE files to transform")
+        return 0
+    result = fmt.read(args.sources)
+    lines = _summary(args.format, args.sources, result)
+    table = result.table
+    for step in steps:
+        before = table.num_rows
+        table = step(table)
+        lines.append(f"  {_describe(step)}: {before:,} -> {table.num_rows:,} pods")
+    meta = result.meta
+    if steps:
+        meta = TraceMeta(meta.source, meta.licence, meta.time_origin,
+                         f"{meta.description}; transforms: {'; '.join(_describe(s) for s in steps)}")
+    if table.num_rows == 0:
+        raise TraceError(args.output, "no pods left to write after the transforms")
+    write_trace(table, args.output, meta)
+    lines.append(f"  wrote {args.output}: {table.num_rows:,} pods, {_jobs(table):,} jobs")
+    print("\n".join(lines))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `loopbench import`; a bad input is one clear line and exit code 1."""
+    try:
+        return run(list(sys.argv[1:] if argv is None else argv))
+    except LoopbenchError as exc:
+        print(f"loopbench import: error: {exc}", file=sys.stderr)
+        return 1
