@@ -146,7 +146,10 @@ class ClusterAutoscaler:
             if self.provisioning_request:
                 self._provisioning_requests(now)
             self._scale_up(now)
-        self.scale_down.run(now, protect=self.scheduler.booked_for >= 0)
+        protect = self.scheduler.booked_for >= 0
+        if self.reservation_aware:
+            protect = protect | self.sim.state.slot_committed  # removing it would save nothing
+        self.scale_down.run(now, protect=protect)
 
     def _pending_units(self, gangs: bool | None) -> list[np.ndarray]:
         """Pending pods in queue order, grouped as the autoscaler reasons about them:

@@ -21,7 +21,7 @@ from harness.autoscaler import ScaleDown
 from harness.filters import feasible
 from harness.scheduler import Scheduler
 from harness.scores import ScorePlugin
-from harness.state import ABSENT, BOOTING
+from harness.state import BOOTING
 from harness.workload import LOCALITY_CODE
 
 
@@ -51,7 +51,8 @@ class MergedLoop:
         for _, _, j in list(sim.queue):  # 2. in-flight and provisionable capacity
             if self.planned_at[j] != sim.state.layout_version and not self._provision_for(j):
                 self.planned_at[j] = sim.state.layout_version
-        self.scale_down.run(now, protect=sim.held > 0)
+        # never remove a node a plan counts on, nor a committed one (removing it saves nothing)
+        self.scale_down.run(now, protect=(sim.held > 0) | sim.state.slot_committed)
         self.placer.cycle(now)
 
     # ---- planning over provisionable capacity ---------------------------------------

@@ -30,6 +30,7 @@ class _AtomicPath:
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:
+            os.chmod(self.tmp, 0o644)  # mkstemp makes 0600; results are meant to be shared
             os.replace(self.tmp, self.path)
         elif self.tmp.exists():
             self.tmp.unlink()

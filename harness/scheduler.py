@@ -44,7 +44,7 @@ class Scheduler:
         w = sim.w
         self.tried_at = np.full(w.n_jobs, -1, np.int64)  # capacity version of the last failure
         self.timeout_armed = np.zeros(w.n_jobs, bool)
-        self.seen = (-1, -1)
+        self.seen = (-1, -1, -1)
         no = np.zeros(w.n_pods, bool)
         self.w_no_claims = replace(w, nvlink=no, numa=no, nic=no)
         #: node -> job it is booked for (ProvisioningRequest), -1 = free for all
@@ -54,12 +54,16 @@ class Scheduler:
     def cycle(self, now: float) -> None:
         """Try every queued job whose situation changed since its last failure."""
         sim = self.sim
-        key = (sim.state.version, sim.arrived_version)
+        key = (sim.state.version, sim.arrived_version, sim.state.layout_version)
         if key == self.seen:
             return
+        relabel = key[2] != self.seen[2]  # nodes came or went: pending reasons may change
         failed_shapes: set[int] = set()
         for _, _, j in list(sim.queue):
             if self.tried_at[j] == sim.state.version:
+                if relabel:
+                    for p in sim.unbound_pods(j):
+                        self._mark_failed(int(p), self.usable(j))
                 continue
             if self.gang_mode == "atomic" and sim.w.job_min_member[j] > 1:
                 placed = self._place_atomic(j, failed_shapes)
@@ -67,7 +71,7 @@ class Scheduler:
                 placed = self._place_incremental(j, failed_shapes)
             if not placed:
                 self.tried_at[j] = sim.state.version
-        self.seen = (sim.state.version, sim.arrived_version)
+        self.seen = (sim.state.version, sim.arrived_version, sim.state.layout_version)
 
     def usable(self, j: int) -> np.ndarray:
         return self.sim.state.ready & ((self.booked_for == -1) | (self.booked_for == j))
@@ -190,6 +194,9 @@ class Scheduler:
         st, w = self.sim.state, self.sim.w
         if feasible(st, w, p, st.status == BOOTING).any():
             return PendingReason.BOOTING
+        if feasible(st, w, p, usable).any():  # it fits alone: its gang or gang locality failed
+            j = int(w.job[p])
+            return PendingReason.TOPOLOGY if w.job_locality[j] else PendingReason.GANG_WAIT
         if (w.nvlink[p] or w.numa[p] or w.nic[p]) and feasible(st, self.w_no_claims, p, usable).any():
             return PendingReason.TOPOLOGY
         if w.gpus[p]:

@@ -8,7 +8,6 @@ from 0 in file order.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.errors import TraceError
+from harness.output import atomic_path
 
 SCHEMA_VERSION = "1"
 
@@ -124,15 +124,8 @@ def write_trace(table: pa.Table, path: str | os.PathLike, meta: TraceMeta) -> Pa
     path = Path(path)
     table = validate_table(table, str(path))
     table = table.replace_schema_metadata({**(SCHEMA.metadata or {}), **{k.encode(): v.encode() for k, v in meta.to_metadata().items()}})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression="zstd")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return path
 
 

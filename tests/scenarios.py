@@ -1,0 +1,58 @@
+"""Tiny hand-built clusters and traces for golden tests, built in code so each test reads whole."""
+
+from __future__ import annotations
+
+from harness.autoscaler import ClusterAutoscaler, ScaleDown
+from harness.cluster import Cluster
+from harness.merged import MergedLoop
+from harness.metrics import jobs_frame, nodes_frame, summary_row
+from harness.scheduler import Scheduler
+from harness.scores import LeastAllocated
+from harness.separate import SeparateLoops
+from harness.sim import Simulation
+from harness.trace import table_from_columns, validate_table
+from harness.workload import compile_workload
+
+GPU8 = dict(cpu_milli=64000, memory_mib=512000, gpus=8, gpu_model="H100")
+
+
+def node_type(name: str, **kw) -> dict:
+    return {"name": name, **GPU8, **kw}
+
+
+def pool(name: str, node_type: str, boot_s: float = 300.0, **kw) -> dict:
+    return {"name": name, "node_type": node_type, "max_size": 4, "boot_delay": {"min_s": boot_s, "max_s": boot_s}, **kw}
+
+
+def cluster(node_types: list[dict], pools: list[dict], autoscaling: bool = True) -> Cluster:
+    return Cluster(node_types=node_types, pools=pools, autoscaling=autoscaling, name="golden")
+
+
+def trace(pods: list[dict]):
+    """One dict per pod; pod_id/job_id default to p<i>/j<i>, resources to one whole GPU."""
+    cols: dict[str, list] = {}
+    keys = {"cpu_milli": 1000, "memory_mib": 1024, "gpu_count": 1, "gpu_milli": 1000, "submit_s": 0.0,
+            "duration_s": 3600.0}
+    for i, pod in enumerate(pods):
+        row = {"pod_id": f"p{i}", "job_id": f"j{i}", **keys, **pod}
+        for k, v in row.items():
+            cols.setdefault(k, []).append(v)
+    return validate_table(table_from_columns(cols), "<golden>")
+
+
+def separate(gang_mode: str = "coscheduling", policy=None, **autoscaler) -> SeparateLoops:
+    autoscaler.setdefault("expander", "price")
+    return SeparateLoops(Scheduler(policy or LeastAllocated(), gang_mode=gang_mode),
+                         ClusterAutoscaler(scale_down=ScaleDown(), **autoscaler))
+
+
+def merged(policy=None) -> MergedLoop:
+    return MergedLoop(policy or LeastAllocated())
+
+
+def run(table, cl: Cluster, loop, horizon_s: float, seed: int = 0):
+    """Replay and return (metrics row as dict, simulation)."""
+    sim = Simulation(compile_workload(table, cl), cl, seed=seed, horizon_s=horizon_s)
+    sim.run(loop)
+    row = summary_row(sim, jobs_frame(sim), nodes_frame(sim), {"loop": getattr(loop, "name", "?")})
+    return row.to_dicts()[0], sim

@@ -1,0 +1,190 @@
+"""Golden scenarios: one per failure mode of MISSION "The problem it models".
+
+Every expected number below is computed by hand from the conventions in docs/model.md:
+the autoscaler scans at t = 0, 10, 20, ... (scale-up, then scale-down); a node requested at t
+is billed from t, boots for the pool's delay, is removed at the first scan at which it has
+been under 0.5 accelerator utilisation for 600 s and 600 s have passed since the last
+scale-up. GPU-hours are GPU-seconds / 3600.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.scores import MostAllocated
+from tests import scenarios as sc
+
+H = 3600.0
+approx = pytest.approx
+
+
+def idle(row: dict) -> tuple[float, float, float, float, float]:
+    return (row["idle_accel_hours"], row["idle_accel_hours_booting"], row["idle_accel_hours_unallocated"],
+            row["idle_accel_hours_gang_wait"], row["idle_accel_hours_committed"])
+
+
+# ---- (a) topology: the integer-counting autoscaler adds a wrong-shape node -------------------
+def topology_setup():
+    cl = sc.cluster(
+        [sc.node_type("nvl8", nvlink_domains=1, nic_per_gpu=True), sc.node_type("pcie8", nvlink_domains=4)],
+        [sc.pool("nvl", "nvl8", price_on_demand=10.0), sc.pool("pcie", "pcie8", price_on_demand=6.0)])
+    table = sc.trace([{"gpu_count": 8, "gpus_same_nvlink": True}])
+    return cl, table
+
+
+def test_topology_blind_autoscaler_churns_wrong_shape_nodes():
+    cl, table = topology_setup()
+    row, sim = sc.run(table, cl, sc.separate(), horizon_s=2 * H)
+    # The price expander buys the cheaper PCIe node; the scheduler refuses it (NVLink claim),
+    # the autoscaler sees the pod "fit" it and adds nothing; the idle node is removed at
+    # ready + 600 s, and the pod pending again triggers the same purchase 10 s later:
+    # requests at 0, 910, 1820, ..., 6370 (8 nodes), each booting 300 s, ready 600 s
+    # (the last one 530 s until the horizon).
+    booting = 8 * 8 * 300
+    ready = 8 * (7 * 600 + 530)
+    assert idle(row) == approx(((booting + ready) / H, booting / H, ready / H, 0.0, 0.0))
+    assert row["nodes_provisioned"] == 8 and row["nodes_never_used"] == 8
+    assert row["pods_pending"] == 1
+    assert row["cost_usd"] == approx(6.0 * (8 * 300 + 7 * 600 + 530) / H)
+    # Pending 7200 s in all: 300 s with only the wrong node booting (shortage), then topology
+    # while a wrong node is ready, shortage again in the 10 s gaps and boots (8 x 10 + 7 x 300).
+    assert row["pending_s_topology"] == approx(7 * 600 + 530)
+    assert row["pending_s_shortage"] == approx(7200 - (7 * 600 + 530))
+
+
+@pytest.mark.parametrize("loop", ["merged", "topology_aware"])
+def test_topology_merged_and_aware_provision_the_right_shape(loop):
+    cl, table = topology_setup()
+    lp = sc.merged() if loop == "merged" else sc.separate(topology_aware=True)
+    row, _ = sc.run(table, cl, lp, horizon_s=2 * H)
+    # One NVLink node: booting 0-300, runs the pod 300-3900, removed at 4500.
+    assert idle(row) == approx((8 * 900 / H, 8 * 300 / H, 8 * 600 / H, 0.0, 0.0))
+    assert row["used_accel_hours"] == approx(8.0)
+    assert row["cost_usd"] == approx(10.0 * 4500 / H)
+    assert row["nodes_provisioned"] == 1 and row["pods_done"] == 1
+
+
+# ---- (b) committed capacity idles while the separate loop buys on-demand -------------------
+def reservation_setup():
+    cl = sc.cluster([sc.node_type("gpu8")], [
+        sc.pool("reserved", "gpu8", committed=2, price_on_demand=10.0, price_committed=6.0),
+        sc.pool("ondemand", "gpu8", price_on_demand=8.0)])
+    return cl, sc.trace([{"gpu_count": 8}])
+
+
+def test_reservation_blind_autoscaler_buys_on_demand():
+    cl, table = reservation_setup()
+    row, _ = sc.run(table, cl, sc.separate(), horizon_s=2 * H)
+    # On-demand node: booting 0-300, pod 300-3900, removed 4500. Both committed slots
+    # (8 GPUs each) idle for the whole 2 h.
+    committed = 2 * 8 * 2 * H
+    assert idle(row) == approx(((committed + 8 * 900) / H, 8 * 300 / H, 8 * 600 / H, 0.0, committed / H))
+    assert row["cost_usd"] == approx(2 * 6.0 * 2 + 8.0 * 4500 / H)
+
+
+@pytest.mark.parametrize("loop", ["merged", "reservation_aware"])
+def test_reservation_merged_and_aware_use_committed_slots(loop):
+    cl, table = reservation_setup()
+    lp = sc.merged() if loop == "merged" else sc.separate(reservation_aware=True)
+    row, _ = sc.run(table, cl, lp, horizon_s=2 * H)
+    # The node fills committed slot 1: booting 0-300, pod 300-3900, then kept (removing a
+    # committed node saves nothing) and idle until the horizon; slot 2 idle all along.
+    # Only the commitment is paid.
+    committed = 8 * 2 * H
+    unallocated = 8 * (7200 - 300 - 3600)
+    assert idle(row) == approx(((committed + 8 * 300 + unallocated) / H, 8 * 300 / H, unallocated / H, 0.0,
+                                committed / H))
+    assert row["cost_usd"] == approx(2 * 6.0 * 2)
+
+
+# ---- (c) sharing: rounding shares up to whole devices over-buys ---------------------------
+def sharing_setup():
+    cl = sc.cluster([{"name": "l4x4", "cpu_milli": 48000, "memory_mib": 192000, "gpus": 4, "gpu_model": "L4"}],
+                    [sc.pool("l4", "l4x4", boot_s=120.0, price_on_demand=4.0)])
+    return cl, sc.trace([{"gpu_milli": 250} for _ in range(8)])
+
+
+def test_sharing_blind_autoscaler_overbuys():
+    cl, table = sharing_setup()
+    row, _ = sc.run(table, cl, sc.separate(policy=MostAllocated()), horizon_s=2 * H)
+    # Eight 250-milli pods seen as eight whole GPUs: two 4-GPU nodes. Bin-packing puts all
+    # pods on one node (2 GPUs used, 120-3720; node removed at 4320); the other is removed at
+    # 120 + 600 = 720.
+    booting = 2 * 4 * 120
+    unallocated = (4 * 4200 - 2 * 3600) + 4 * 600
+    assert idle(row) == approx(((booting + unallocated) / H, booting / H, unallocated / H, 0.0, 0.0))
+    assert row["nodes_provisioned"] == 2 and row["nodes_never_used"] == 1
+    assert row["cost_usd"] == approx(4.0 * (2 * 120 + 4200 + 600) / H)
+
+
+@pytest.mark.parametrize("loop", ["merged", "sharing_aware"])
+def test_sharing_merged_and_aware_buy_one_node(loop):
+    cl, table = sharing_setup()
+    lp = sc.merged(policy=MostAllocated()) if loop == "merged" else sc.separate(policy=MostAllocated(), sharing_aware=True)
+    row, _ = sc.run(table, cl, lp, horizon_s=2 * H)
+    booting = 4 * 120
+    unallocated = 4 * 4200 - 2 * 3600
+    assert idle(row) == approx(((booting + unallocated) / H, booting / H, unallocated / H, 0.0, 0.0))
+    assert row["nodes_provisioned"] == 1 and row["used_accel_hours"] == approx(2.0)
+
+
+# ---- (d) gangs: per-pod scale-up against a pool that runs out -------------------------------
+def gang_setup(a_atomic: bool):
+    cl = sc.cluster([sc.node_type("gpu8")], [
+        sc.pool("a", "gpu8", block="block-a", stock=3, atomic=a_atomic, price_on_demand=8.0),
+        sc.pool("b", "gpu8", block="block-b", stock=4, price_on_demand=10.0)])
+    table = sc.trace([{"job_id": "g", "min_member": 4, "gpu_count": 8, "gang_locality": "block"} for _ in range(4)])
+    return cl, table
+
+
+def test_gang_blind_autoscaler_burns_partial_capacity():
+    cl, table = gang_setup(a_atomic=False)
+    row, _ = sc.run(table, cl, sc.separate(gang_mode="none"), horizon_s=2 * H)
+    # t=0: pool a (cheaper) asked for 4 nodes yields 3 (stock), backed off 300 s; t=10: pool b
+    # gives the 4th pod a node in another block. Three members bind in block a at 300 and
+    # hold 24 GPUs until the horizon; the 4th can never join them. The block-b node churns:
+    # requested at 10, 930, 1850, ..., 6450 (every 920 s: ready +300, removed +900, pool a
+    # retried and out of stock at +910), the last one ready 450 s before the horizon.
+    booting = 3 * 8 * 300 + 8 * 8 * 300
+    unallocated = 8 * (7 * 600 + 450)
+    gang_wait = 24 * (7200 - 300)
+    assert idle(row) == approx(((booting + unallocated + gang_wait) / H, booting / H, unallocated / H,
+                                gang_wait / H, 0.0))
+    assert row["gangs_never_started"] == 1
+    assert row["nodes_provisioned"] == 11 and row["nodes_never_used"] == 11
+
+
+def test_gang_provisioning_request_fixes_it_on_an_atomic_pool():
+    cl, table = gang_setup(a_atomic=True)
+    row, _ = sc.run(table, cl, sc.separate(gang_mode="none", provisioning_request=True), horizon_s=2 * H)
+    # t=0: the whole gang asked of pool a, all or nothing: refused, a backed off. t=10: pool b
+    # grants 4 nodes, booked for the gang; ready at 310, the gang runs 310-3910; removed 4510.
+    assert idle(row) == approx((32 * 900 / H, 32 * 300 / H, 32 * 600 / H, 0.0, 0.0))
+    assert row["gang_latency_p50_s"] == approx(310.0) and row["gang_latency_max_s"] == approx(310.0)
+    assert row["gangs_never_started"] == 0
+
+
+def test_gang_provisioning_request_on_a_best_effort_pool_still_burns():
+    cl, table = gang_setup(a_atomic=False)
+    row, _ = sc.run(table, cl, sc.separate(gang_mode="none", provisioning_request=True), horizon_s=2 * H)
+    # Pool a hands out 3 of 4 nodes (booked 10 min): three members hold 24 GPUs from 300 to
+    # the horizon. At 600 the booking ends and the request for the 4th pod goes to pool a
+    # (out of stock, backed off), at 610 to pool b: a block-b node booked until 1210, removed
+    # at 1810; the cycle repeats every 1220 s: b nodes at 610, 1830, ..., 6710 (the last ready
+    # 190 s before the horizon).
+    assert row["gangs_never_started"] == 1
+    booting = 3 * 8 * 300 + 6 * 8 * 300
+    unallocated = 8 * (5 * 900 + 190)
+    gang_wait = 24 * (7200 - 300)
+    assert idle(row) == approx(((booting + unallocated + gang_wait) / H, booting / H, unallocated / H,
+                                gang_wait / H, 0.0))
+
+
+def test_gang_merged_plans_the_whole_gang_in_one_pool():
+    cl, table = gang_setup(a_atomic=False)
+    row, _ = sc.run(table, cl, sc.merged(), horizon_s=2 * H)
+    # Pool a cannot supply 4 nodes in its block, so the plan takes pool b: 4 nodes booting
+    # 0-300, the gang runs 300-3900, nodes removed at 4500.
+    assert idle(row) == approx((32 * 900 / H, 32 * 300 / H, 32 * 600 / H, 0.0, 0.0))
+    assert row["gang_latency_p50_s"] == approx(300.0)
+    assert row["gangs_never_started"] == 0 and row["nodes_provisioned"] == 4
