@@ -96,26 +96,26 @@ class OpenbPacking:
             total = int(cum[-1])
         return np.concatenate([order, *draws])
 
-    def simulate(self, policy: ScorePlugin, seed: int) -> tuple[pl.DataFrame, dict]:
-        """Steps 4-5: schedule each pod once, record the curve after every pod."""
-        started = time.perf_counter()
-        order_ss, node_ss, policy_ss = np.random.SeedSequence(seed).spawn(3)
-        seq = self.sequence(np.random.default_rng(order_ss))
-        policy_rng = np.random.default_rng(policy_ss)
+    def node_rank(self, rng: np.random.Generator) -> np.ndarray:
+        """The paper's tie-break: a seeded random order over the node list, per slot."""
+        rank = np.empty(len(self.slot_of_row), np.int64)
+        rank[self.slot_of_row] = rng.permutation(len(self.slot_of_row))
+        return rank
+
+    def pack(self, policy: ScorePlugin, seq: np.ndarray, rank: np.ndarray,
+             rng: np.random.Generator) -> tuple[dict, ClusterState]:
+        """Steps 4-5: try each pod of `seq` once on the best-scoring feasible node (ties to the
+        lowest `rank`), nothing departs; record node, allocation and F after every pod.
+        F is kept per node and only the bound node's F_n is recomputed."""
         if isinstance(policy, FGD):
             policy.target = self.target  # the runner's target workload, from the original list
         w, state = self.workload, ClusterState(self.cluster)
         for n in range(state.n_slots):
             state.add_node(n, 0.0, ready=True)
-        # the paper's tie-break: a seeded random order over the node list
-        rank = np.empty(state.n_slots, np.int64)
-        rank[self.slot_of_row] = np.random.default_rng(node_ss).permutation(len(self.slot_of_row))
         frag = node_fragmentation(state.gpu_free, state.gpu_cap, state.cpu_free, state.model_bit, self.target)
         frag_total = float(frag.sum())
-
         m = len(seq)
         node_of = np.full(m, -1, np.int32)
-        arrived = np.cumsum(w.gpu_milli_total[seq])
         allocated = np.zeros(m, np.int64)
         frag_curve = np.zeros(m)
         alloc = 0
@@ -123,20 +123,33 @@ class OpenbPacking:
             if not w.never_fits[pod]:
                 cand = np.flatnonzero(feasible(state, w, pod))
                 if len(cand):
-                    s = policy.score(state, w, pod, cand, policy_rng)
+                    s = policy.score(state, w, pod, cand, rng)
                     top = cand[s == s.max()]
                     node = int(top[np.argmin(rank[top])]) if len(top) > 1 else int(top[0])
                     gpu_idx = policy.pick_devices(state, w, pod, node)
                     state.bind(node, int(w.cpu[pod]), int(w.mem[pod]), gpu_idx, int(w.milli[pod]))
                     alloc += int(w.gpu_milli_total[pod])
-                    f = node_fragmentation(state.gpu_free[node:node + 1], state.gpu_cap[node:node + 1],
-                                           state.cpu_free[node:node + 1], state.model_bit[node:node + 1],
-                                           self.target)[0]
+                    one = slice(node, node + 1)
+                    f = node_fragmentation(state.gpu_free[one], state.gpu_cap[one], state.cpu_free[one],
+                                           state.model_bit[one], self.target)[0]
                     frag_total += f - frag[node]
                     frag[node] = f
                     node_of[i] = node
             allocated[i] = alloc
             frag_curve[i] = frag_total
+        arrays = {"node": node_of, "arrived": np.cumsum(w.gpu_milli_total[seq]), "allocated": allocated,
+                  "frag": frag_curve}
+        return arrays, state
+
+    def simulate(self, policy: ScorePlugin, seed: int) -> tuple[pl.DataFrame, dict]:
+        """One seeded run: the curve (one row per pod tried) and the metrics row."""
+        started = time.perf_counter()
+        order_ss, node_ss, policy_ss = np.random.SeedSequence(seed).spawn(3)
+        seq = self.sequence(np.random.default_rng(order_ss))
+        rank = self.node_rank(np.random.default_rng(node_ss))
+        arrays, _ = self.pack(policy, seq, rank, np.random.default_rng(policy_ss))
+        node_of, arrived, allocated, frag_curve = (arrays[k] for k in ("node", "arrived", "allocated", "frag"))
+        m, w = len(seq), self.workload
         wall = time.perf_counter() - started
 
         cap = float(self.capacity)
@@ -173,17 +186,21 @@ class OpenbPacking:
         }
         return curve, metrics
 
-    def run(self, cfg, out_dir: Path) -> dict:
+    def run(self, cfg, out_dir: Path) -> pl.DataFrame:
         """One run of the Hydra config `cfg` (its `policy` and `seed`) into `out_dir`:
-        curve.parquet, then metrics.parquet last (the run's completion marker)."""
+        curve.parquet, config.yaml, then metrics.parquet last (the run's completion marker).
+        Returns the one-row metrics table, as every runner does."""
         from hydra.utils import instantiate
+        from omegaconf import OmegaConf
 
         policy = instantiate(cfg.policy)
         curve, metrics = self.simulate(policy, int(cfg.seed))
         out_dir = Path(out_dir)
         write_parquet(curve, out_dir / "curve.parquet")
-        write_parquet(pl.DataFrame([metrics]), out_dir / "metrics.parquet")
-        return metrics
+        write_text(OmegaConf.to_yaml(cfg), out_dir / "config.yaml")
+        table = pl.DataFrame([metrics])
+        write_parquet(table, out_dir / "metrics.parquet")
+        return table
 
 
 # ---- report over a sweep -----------------------------------------------------------------

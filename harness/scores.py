@@ -113,19 +113,20 @@ class GpuClustering(ScorePlugin):
     50 + b, no GPU pods 25 + b, only other kinds b, with b = 25 x (8000 - GPU milli left) / 8000.
     CPU-only pods score 0 everywhere.
 
-    Tags are recorded in `pick_devices`, which the scheduler calls for the node it binds to;
-    a node's tags are cleared once it holds no pods (a partial release keeps its tags).
+    Tags are recorded in `pick_devices`, which the scheduler calls for the node it binds to
+    (also on scratch copies of the same cluster, whose plans are bound later); a node's tags
+    are cleared once it holds no pods (a partial release keeps its tags).
     """
 
     def __init__(self, weight: float = 1.0, gpu_scale: int = MAX_SPEC_GPU):
         super().__init__(weight)
         self.gpu_scale = int(gpu_scale)
-        self._state = None
+        self._cluster = None
         self._bits: dict[tuple[int, int], int] = {}
 
     def _tags(self, state: ClusterState) -> np.ndarray:
-        if state is not self._state:
-            self._state, self._bits = state, {}
+        if state.cluster is not self._cluster:
+            self._cluster, self._bits = state.cluster, {}
             self._node_tags = np.zeros(state.n_slots, np.int64)
         return self._node_tags
 
@@ -191,9 +192,9 @@ class BestFit(ScorePlugin):
         left = (0.5 * (state.cpu_free[nodes] - w.cpu[pod]) / self.cpu_scale
                 + 0.5 * (_gpu_left(state, nodes) - w.gpu_milli_total[pod]) / self.gpu_scale)
         raw = np.trunc(100.0 * (1.0 - left)).astype(np.int64)
-        lo, hi = raw.min(initial=0), raw.max(initial=0)
-        if hi == lo:
+        if len(raw) == 0 or raw.min() == raw.max():
             return np.zeros(len(nodes))
+        lo, hi = raw.min(), raw.max()
         return ((raw - lo) * 100 // (hi - lo)).astype(np.float64)
 
 
@@ -216,12 +217,16 @@ class FGD(ScorePlugin):
         super().__init__(weight)
         self.coverage = float(coverage)
         self.target: TargetWorkload | None = None
-        self._state = self._w = self._target = None
+        self._state = self._cluster = self._w = self._target = None
 
     # ---- interned node states ---------------------------------------------------------
     def _sync(self, state: ClusterState, w: Workload) -> None:
-        if self._w is not w or self._state is not state or self._target is not self.target:
+        """Re-intern the nodes whose free CPU or GPUs changed since the last call. Interned
+        states and cached scores depend only on node contents, so they stay valid across
+        scratch copies of the state (what-if planning) of the same cluster."""
+        if self._w is not w or self._cluster is not state.cluster or self._target is not self.target:
             self._reset(state, w)
+        self._state = state
         changed = np.flatnonzero((self._shadow_gpu != state.gpu_free).any(axis=1)
                                  | (self._shadow_cpu != state.cpu_free))
         if len(changed) == 0:
@@ -238,7 +243,7 @@ class FGD(ScorePlugin):
         self._node_state[changed] = ids[inv.ravel()]
 
     def _reset(self, state: ClusterState, w: Workload) -> None:
-        self._state, self._w = state, w
+        self._state, self._cluster, self._w = state, state.cluster, w
         if self.target is None:
             self.target = TargetWorkload.from_pods(w.cpu, w.gpus, w.milli, w.model_mask, self.coverage)
         self._target = self.target

@@ -1,0 +1,238 @@
+"""The FGD paper's six score plugins (harness/scores.py) on hand-built nodes, numbers by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.cluster import Cluster
+from harness.fragmentation import TargetWorkload, node_fragmentation
+from harness.scores import FGD, BestFit, DotProd, GpuClustering, GpuPacking, RandomScore
+from harness.state import ClusterState
+from harness.trace import table_from_columns
+from harness.workload import compile_workload
+
+TYPES = {"g8": (128000, 8), "g2": (64000, 2)}
+
+
+def make_state(nodes: list[tuple[str, int, list[int]]]) -> ClusterState:
+    """One slot per (type, cpu_free, per-GPU free milli), in order; usage made by real binds."""
+    cluster = Cluster(
+        node_types=[{"name": t, "cpu_milli": c, "memory_mib": 1 << 20, "gpus": g, "gpu_model": "A"}
+                    for t, (c, g) in TYPES.items()],
+        pools=[{"name": f"p{i}", "node_type": t, "min_size": 1, "max_size": 1} for i, (t, _, _) in enumerate(nodes)],
+        autoscaling=False)
+    state = ClusterState(cluster)
+    for n, (t, cpu_free, free) in enumerate(nodes):
+        state.add_node(n, 0.0, ready=True)
+        if cpu_free < TYPES[t][0]:
+            state.bind(n, TYPES[t][0] - cpu_free, 0, np.zeros(0, np.int64), 0)
+        for g, f in enumerate(free):
+            if f < 1000:
+                state.bind(n, 0, 0, np.array([g]), 1000 - f)
+    return state
+
+
+def make_pods(state: ClusterState, pods: list[tuple[int, int, int]]):
+    """Workload of (cpu milli, GPUs, milli per GPU) pods."""
+    n = len(pods)
+    table = table_from_columns({
+        "pod_id": [f"p{i}" for i in range(n)], "job_id": [f"p{i}" for i in range(n)],
+        "submit_s": [0.0] * n, "cpu_milli": [p[0] for p in pods], "memory_mib": [0] * n,
+        "gpu_count": [p[1] for p in pods], "gpu_milli": [p[2] for p in pods]})
+    return compile_workload(table, state.cluster)
+
+
+def scores(plugin, state, w, pod, rng=None):
+    nodes = np.arange(state.n_slots)
+    return plugin.score(state, w, pod, nodes, rng or np.random.default_rng(0)).tolist()
+
+
+def test_dotprod():
+    # pod [32000/128000, 1000/8000] = [0.25, 0.125]
+    # n0 left [0.5, 1.0]: dot 0.25 -> 100 x (1 - 0.125) = 87.5 -> 87
+    # n1 left [1.0, 0.25]: dot 0.28125 -> 85.9 -> 85
+    state = make_state([("g8", 64000, [1000] * 8), ("g8", 128000, [1000, 1000] + [0] * 6)])
+    w = make_pods(state, [(32000, 1, 1000)])
+    assert scores(DotProd(), state, w, 0) == [87, 85]
+
+
+def test_best_fit_rescales_over_candidates():
+    # raw = trunc(100 x (1 - [0.5 (cpu left - 32000)/128000 + 0.5 (gpu left - 1000)/8000])):
+    # n0 43 (43.75), n1 56 (56.25), n2 100; rescaled (raw - 43) x 100 // 57: 0, 22, 100
+    state = make_state([("g8", 64000, [1000] * 8), ("g8", 128000, [1000, 1000] + [0] * 6),
+                        ("g8", 32000, [1000] + [0] * 7)])
+    w = make_pods(state, [(32000, 1, 1000)])
+    assert scores(BestFit(), state, w, 0) == [0, 22, 100]
+    assert BestFit().score(state, w, 0, np.array([1]), None).tolist() == [0]  # one candidate: no spread
+
+
+def test_gpu_packing_tiers():
+    state = make_state([("g8", 128000, [1000] * 8),            # idle 8-GPU node: 33 - 8
+                        ("g2", 64000, [1000, 1000]),            # idle 2-GPU node: 33 - 2
+                        ("g8", 128000, [1000] * 7 + [400]),     # best-fitting GPU for 300: 400 left
+                        ("g8", 128000, [1000] * 6 + [0, 700])])  # best-fitting GPU for 300: 700 left
+    w = make_pods(state, [(1000, 1, 300), (1000, 1, 1000), (1000, 2, 1000), (1000, 0, 0), (1000, 1, 500)])
+    assert scores(GpuPacking(), state, w, 0) == [25, 31, 96, 93]  # 100 - (400 x 100 // 1000) // 10 = 96
+    assert scores(GpuPacking(), state, w, 1) == [25, 31, 49, 49]  # a fully free GPU on a used node: 50 - 1
+    assert scores(GpuPacking(), state, w, 2) == [25, 31, 48, 48]
+    assert scores(GpuPacking(), state, w, 3) == [0, 0, 0, 0]
+    assert scores(GpuPacking(), state, w, 4) == [25, 31, 49, 93]  # 400 < 500: needs a fully free GPU
+
+
+def test_gpu_clustering_tags():
+    state = make_state([("g8", 128000, [1000] * 8)] * 4)
+    w = make_pods(state, [(1000, 1, 500), (1000, 1, 1000), (1000, 1, 300), (1000, 0, 0)])
+    plugin = GpuClustering()
+    for pod, node in ((0, 1), (1, 2), (0, 3), (1, 3)):  # n1: share; n2: 1-gpu; n3: both
+        gpu = plugin.pick_devices(state, w, pod, node)
+        state.bind(node, int(w.cpu[pod]), 0, gpu, int(w.milli[pod]))
+    # b = 25 x (8000 - left) // 8000: n0 0, n1 1 (7500 left), n2 3 (7000), n3 4 (6500)
+    assert scores(plugin, state, w, 2) == [25 + 0, 75 + 1, 0 + 3, 50 + 4]
+    assert scores(plugin, state, w, 1) == [25 + 0, 0 + 1, 75 + 3, 50 + 4]
+    assert scores(plugin, state, w, 3) == [0, 0, 0, 0]
+
+
+def test_gpu_clustering_forgets_tags_of_emptied_nodes():
+    state = make_state([("g8", 128000, [1000] * 8)])
+    w = make_pods(state, [(1000, 1, 500), (1000, 1, 1000)])
+    plugin = GpuClustering()
+    gpu = plugin.pick_devices(state, w, 0, 0)
+    state.bind(0, 1000, 0, gpu, 500)
+    assert scores(plugin, state, w, 1) == [0 + 1]  # only another kind
+    state.release(0, 1000, 0, gpu, 500)
+    assert scores(plugin, state, w, 1) == [25]  # empty again: no tags
+
+
+def test_random_picks_one_feasible_node_and_a_fitting_gpu():
+    state = make_state([("g8", 128000, [1000, 200, 600, 0, 700, 1000, 100, 300])] * 3)
+    w = make_pods(state, [(1000, 1, 500)])
+    plugin, rng = RandomScore(), np.random.default_rng(7)
+    chosen_nodes, chosen_gpus = set(), set()
+    for _ in range(200):
+        s = np.array(scores(plugin, state, w, 0, rng))
+        assert sorted(s.tolist()) == [0, 0, 100]
+        chosen_nodes.add(int(np.argmax(s)))
+        chosen_gpus |= set(plugin.pick_devices(state, w, 0, 0).tolist())
+    assert chosen_nodes == {0, 1, 2}
+    assert chosen_gpus == {0, 2, 4, 5}  # exactly the GPUs with >= 500 free
+
+
+# ---- FGD ----------------------------------------------------------------------------------
+# target: a share of 500 (p 0.5) and one whole GPU (p 0.5), 1000 CPU each, any model
+TARGET = TargetWorkload(cpu=np.array([1000, 1000]), gpus=np.array([1, 1], np.int32),
+                        milli=np.array([500, 1000], np.int32), model_mask=np.array([0, 0]),
+                        popularity=np.array([0.5, 0.5]))
+
+
+def sig(x: float) -> int:
+    return math.floor(100 / (1 + math.exp(-x / 1000)))
+
+
+def fgd_world():
+    # n0 free [1000, 1000], F = 0; n1 free [1000, 600], F = 0.5 x 600 (whole GPU: 600 left over) = 300
+    # n2 like n0 but only 1500 CPU free
+    state = make_state([("g2", 64000, [1000, 1000]), ("g2", 64000, [1000, 600]), ("g2", 1500, [1000, 1000])])
+    w = make_pods(state, [(1000, 1, 400), (1000, 1, 1000), (1000, 0, 0)])
+    plugin = FGD()
+    plugin.target = TARGET
+    return state, w, plugin
+
+
+def test_fgd_share_takes_best_gpu():
+    state, w, plugin = fgd_world()
+    # share 400: n0 either GPU -> [600, 1000]: F 300 -> sig(-300) = 42
+    #   n1 GPU0 -> [600, 600]: whole lacks GPU -> 0.5 x 1200 = 600 -> sig(-300) = 42
+    #   n1 GPU1 -> [1000, 200]: 0.5 x 200 + 0.5 x 200 = 200 -> sig(+100) = 52  (best)
+    #   n2 -> [600, 1000] with 500 CPU left: every shape lacks CPU -> F = G = 1600 -> sig(-1600)
+    assert scores(plugin, state, w, 0) == [sig(-300), sig(100), sig(-1600)] == [42, 52, 16]
+    assert plugin.pick_devices(state, w, 0, 1).tolist() == [1]
+    assert plugin.pick_devices(state, w, 0, 0).tolist() == [0]  # equal scores: first index
+
+
+def test_fgd_whole_and_cpu_only_pods():
+    state, w, plugin = fgd_world()
+    # whole GPU: n0 -> [1000, 0]: F 0 -> 50; n1 -> [0, 600]: whole lacks GPU -> 0.5 x 600 = 300 -> 50
+    assert scores(plugin, state, w, 1) == [50, 50, sig(-1000)]
+    # CPU-only 1000: n2 keeps 500 CPU -> every shape lacks CPU -> F 2000 -> sig(-2000) = 11
+    assert scores(plugin, state, w, 2) == [50, 50, sig(-2000)] == [50, 50, 11]
+
+
+def test_fgd_follows_binds_and_scratch_copies():
+    state, w, plugin = fgd_world()
+    assert scores(plugin, state, w, 0)[1] == 52
+    state.bind(1, 1000, 0, np.array([1]), 400)  # n1 now [1000, 200], F 200
+    # share 400 on n1: GPU0 -> [600, 200]: no whole -> 0.5 x 800 + 0.5 x 200... computed afresh:
+    fresh = FGD()
+    fresh.target = TARGET
+    assert scores(plugin, state, w, 0) == scores(fresh, state, w, 0)
+    scratch = state.copy()
+    scratch.bind(0, 1000, 0, np.array([0]), 1000)
+    assert scores(plugin, scratch, w, 0) == scores(fresh, scratch, w, 0)
+    assert scores(plugin, state, w, 0) == scores(fresh, state, w, 0)
+
+
+def brute_force_fgd(state, w, pod, target):
+    """Reference: loop over nodes and GPUs, one fragmentation call per placement."""
+    out = []
+    for n in range(state.n_slots):
+        row, cap = state.gpu_free[n].astype(np.int64), state.gpu_cap[n]
+        one = lambda r, cpu: node_fragmentation(r[None], np.array([cap]), np.array([cpu]),  # noqa: E731
+                                                np.array([state.model_bit[n]]), target)[0]
+        before, cpu = one(row, state.cpu_free[n]), state.cpu_free[n] - w.cpu[pod]
+        if w.gpus[pod] == 1 and w.milli[pod] < 1000:
+            best = 0
+            for g in range(cap):
+                if row[g] >= w.milli[pod]:
+                    after = row.copy()
+                    after[g] -= w.milli[pod]
+                    best = max(best, sig(before - one(after, cpu)))
+            out.append(best)
+        else:
+            after = row.copy()
+            after[np.flatnonzero(row == 1000)[:w.gpus[pod]]] = 0
+            out.append(sig(before - one(after, cpu)))
+    return out
+
+
+free_milli = st.sampled_from([0, 100, 250, 400, 500, 600, 750, 1000])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([8000, 30000, 64000]), st.lists(free_milli, min_size=2, max_size=2)),
+                min_size=1, max_size=6),
+       st.sampled_from([(1000, 1, 250), (1000, 1, 500), (2000, 1, 1000), (1000, 2, 1000), (4000, 0, 0)]))
+def test_fgd_matches_brute_force(nodes, pod):
+    state = make_state([("g2", cpu, free) for cpu, free in nodes])
+    w = make_pods(state, [pod])
+    plugin = FGD()
+    plugin.target = TARGET
+    from harness.filters import feasible
+
+    cand = np.flatnonzero(feasible(state, w, 0))
+    got = plugin.score(state, w, 0, cand, None).tolist()
+    assert got == [brute_force_fgd(state, w, 0, TARGET)[n] for n in cand]
+
+
+def test_scores_are_integers_in_range():
+    state = make_state([("g8", 128000, [1000] * 8), ("g8", 9000, [1000, 300, 0, 0, 1000, 0, 0, 0]),
+                        ("g2", 64000, [500, 1000])])
+    w = make_pods(state, [(8000, 1, 300), (8000, 1, 1000), (8000, 0, 0)])
+    for plugin in (RandomScore(), DotProd(), GpuClustering(), GpuPacking(), BestFit(), FGD()):
+        for pod in range(3):
+            s = np.array(scores(plugin, state, w, pod))
+            assert ((s >= 0) & (s <= 100) & (s == np.floor(s))).all(), (type(plugin).__name__, pod, s)
+
+
+@pytest.mark.parametrize("name", ["random", "dotprod", "gpu_clustering", "gpu_packing", "best_fit", "fgd"])
+def test_policy_configs_instantiate(name):
+    from hydra.utils import instantiate
+
+    from harness.cli import compose
+
+    plugin = instantiate(compose("config", [f"policy={name}"]).policy)
+    assert plugin.weight == 1.0
