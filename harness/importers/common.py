@@ -145,19 +145,26 @@ def csv_batches(path: str | os.PathLike, columns: list[str], *, names: list[str]
     convert = pv.ConvertOptions(column_types={c: pa.string() for c in columns}, include_columns=columns,
                                 strings_can_be_null=True, null_values=NULLS, quoted_strings_can_be_null=True)
     bar = progress_bar(path, desc or path.name)
+
+    def located(exc: pa.ArrowInvalid) -> TraceError:
+        row = bad_line[0] - skip if bad_line and bad_line[0] is not None else None
+        msg = re.sub(r"^CSV parse error: (Row #\d+: )?", "", str(exc).splitlines()[0])
+        return TraceError(file, f"malformed CSV line ({msg})", row=row)
+
     first = 0
     try:
         with open(path, "rb", buffering=0) as raw:
-            reader = pv.open_csv(_Counting(raw, bar), read_options=read, parse_options=parse, convert_options=convert)
+            try:  # the reader parses its first block when opened
+                reader = pv.open_csv(_Counting(raw, bar), read_options=read, parse_options=parse, convert_options=convert)
+            except pa.ArrowInvalid as exc:
+                raise located(exc) from None
             while True:
                 try:
                     batch = reader.read_next_batch()
                 except StopIteration:
                     break
                 except pa.ArrowInvalid as exc:
-                    row = bad_line[0] - skip if bad_line and bad_line[0] is not None else None
-                    msg = re.sub(r"^CSV parse error: (Row #\d+: )?", "", str(exc).splitlines()[0])
-                    raise TraceError(file, f"malformed CSV line ({msg})", row=row) from None
+                    raise located(exc) from None
                 yield first, batch
                 first += batch.num_rows
     finally:
