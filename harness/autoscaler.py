@@ -138,6 +138,13 @@ class ClusterAutoscaler:
         self.rng = np.random.default_rng([sim.seed, 3])
         self.scale_down.attach(sim)
         self.next_scan = 0.0
+        self.idle_key = None  # situation in which the last scale-up found nothing to do
+        self.provreq_idle_key = None
+        w = self.view
+        self.fits_pool = np.stack([  # pools x pods: could an empty node of the pool hold it?
+            type_fits(sim.cluster.node_types[sim.cluster.type_index(pool.node_type)], sim.cluster, w.cpu, w.mem,
+                      w.gpus, w.milli, w.profile_bit, w.model_mask, w.nvlink, w.numa, w.nic)
+            for pool in sim.cluster.pools])
 
     # ---- the scan --------------------------------------------------------------------------
     def scan(self, now: float) -> None:
@@ -197,33 +204,35 @@ class ClusterAutoscaler:
             done.append((p, m, g))
         return True
 
-    def _unplaced(self, units: list[np.ndarray], job_of_unit=None) -> list[np.ndarray]:
+    def _unplaced(self, units: list[np.ndarray]) -> list[np.ndarray]:
         """Units that fit neither ready nor in-flight capacity (in the autoscaler's view)."""
         sim = self.sim
         scratch = sim.state.copy()
         left = []
+        failed_shapes: set[int] = set()  # scratch only fills up: a shape that failed fails again
+        present = scratch.status != ABSENT
         for unit in units:
+            if len(unit) == 1 and int(self.view.shape[unit[0]]) in failed_shapes:
+                left.append(unit)
+                continue
             j = int(sim.w.job[unit[0]])
-            usable = (scratch.status != ABSENT) & ((self.scheduler.booked_for == -1) | (self.scheduler.booked_for == j))
+            usable = present & ((self.scheduler.booked_for == -1) | (self.scheduler.booked_for == j))
             if not self._pack(scratch, unit, usable):
                 left.append(unit)
+                if len(unit) == 1:
+                    failed_shapes.add(int(self.view.shape[unit[0]]))
         return left
 
     def _estimate(self, p: int, units: list[np.ndarray]) -> tuple[int, int, float]:
         """(new nodes, pods helped, least-waste score) if pool p alone took the units."""
         sim = self.sim
-        nt = sim.cluster.node_types[sim.cluster.type_index(sim.cluster.pools[p].node_type)]
         scratch = sim.state.copy()
         sl = scratch.pool_slots(p)
         before = set(np.flatnonzero(scratch.status[sl] == ABSENT) + sl.start)
         usable = np.zeros(scratch.n_slots, bool)
         helped = 0
-        w = self.view
         for unit in units:
-            if not type_fits(nt, sim.cluster, w.cpu[unit], w.mem[unit], w.gpus[unit], w.milli[unit],
-                             w.profile_bit[unit], w.model_mask[unit], w.nvlink[unit], w.numa[unit], w.nic[unit]).all():
-                continue
-            if self._pack(scratch, unit, usable, open_pool=p):
+            if self.fits_pool[p, unit].all() and self._pack(scratch, unit, usable, open_pool=p):
                 helped += len(unit)
         new = [n for n in before if scratch.status[n] != ABSENT]
         if not new:
@@ -258,9 +267,14 @@ class ClusterAutoscaler:
         return [p for p in range(len(self.sim.cluster.pools)) if self.backoff_until[p] <= now]
 
     def _scale_up(self, now: float) -> None:
+        sim = self.sim
+        key = (sim.state.mutations, sim.arrived_version, tuple(self.backoff_until <= now))
+        if key == self.idle_key:
+            return  # nothing changed since a scan that found nothing to add
         units = self._pending_units(gangs=False if self.provisioning_request else None)
         units = self._unplaced(units)
         if not units:
+            self.idle_key = key
             return
         options = []
         for p in self._candidate_pools(now):
@@ -268,6 +282,7 @@ class ClusterAutoscaler:
             if nodes:
                 options.append((p, nodes, helped, waste))
         if not options:
+            self.idle_key = key
             return
         p, count = self._expand(options)
         granted = self.sim.provision(p, count, atomic=False)
@@ -277,6 +292,11 @@ class ClusterAutoscaler:
     # ---- ProvisioningRequest: a gang's capacity asked at once and booked for it ---------------
     def _provisioning_requests(self, now: float) -> None:
         sim, w = self.sim, self.sim.w
+        key = (sim.state.mutations, sim.arrived_version, tuple(self.backoff_until <= now),
+               int((self.provreq_until > now).sum()))
+        if key == self.provreq_idle_key:
+            return  # nothing changed since a pass that asked for nothing
+        self.provreq_idle_key = key
         for unit in self._unplaced(self._pending_units(gangs=True)):
             j = int(w.job[unit[0]])
             if self.provreq_until[j] > now:
@@ -290,6 +310,7 @@ class ClusterAutoscaler:
                 continue
             p, count = self._expand(options)
             granted = sim.provision(p, count, atomic=True)
+            self.provreq_idle_key = None
             if len(granted) < count:
                 self.backoff_until[p] = now + self.backoff_s
             if len(granted):

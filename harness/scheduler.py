@@ -44,6 +44,7 @@ class Scheduler:
         w = sim.w
         self.tried_at = np.full(w.n_jobs, -1, np.int64)  # capacity version of the last failure
         self.timeout_armed = np.zeros(w.n_jobs, bool)
+        self.reasons: dict | None = None
         self.seen = (-1, -1, -1)
         no = np.zeros(w.n_pods, bool)
         self.w_no_claims = replace(w, nvlink=no, numa=no, nic=no)
@@ -59,6 +60,7 @@ class Scheduler:
             return
         relabel = key[2] != self.seen[2]  # nodes came or went: pending reasons may change
         failed_shapes: set[int] = set()
+        self.reasons = {} if (self.booked_for < 0).all() else None  # per-cycle cache by shape
         for _, _, j in list(sim.queue):
             if self.tried_at[j] == sim.state.version:
                 if relabel:
@@ -188,7 +190,14 @@ class Scheduler:
         sim = self.sim
         if sim.pod_status[p] != PENDING:
             return
-        sim.acct.set_reason(p, self.classify(p, usable))
+        if self.reasons is None:
+            reason = self.classify(p, usable)
+        else:
+            key = (int(sim.w.shape[p]), int(sim.w.job_locality[sim.w.job[p]]), sim.w.job_min_member[sim.w.job[p]] > 1)
+            reason = self.reasons.get(key)
+            if reason is None:
+                reason = self.reasons[key] = self.classify(p, usable)
+        sim.acct.set_reason(p, reason)
 
     def classify(self, p: int, usable: np.ndarray) -> PendingReason:
         st, w = self.sim.state, self.sim.w

@@ -82,6 +82,7 @@ class ClusterState:
         self.gpu_used = np.zeros(n, np.int64)  # allocated GPU milli
         self.version = 0  # bumps whenever capacity grows (node ready, pod released)
         self.layout_version = 0  # bumps whenever a node is added or removed
+        self.mutations = 0  # bumps on every change of any node (cache key for what-if scans)
 
     # ---- node lifecycle ----------------------------------------------------------------
     @property
@@ -113,6 +114,7 @@ class ClusterState:
         self.status[n] = READY
         self.ready_at[n] = now
         self.version += 1
+        self.mutations += 1
 
     def remove_node(self, n: int) -> None:
         assert self.pods_on[n] == 0, "a node is removed only when empty"
@@ -147,6 +149,7 @@ class ClusterState:
 
     def _refresh(self, n: int) -> None:
         """Recompute the summaries of one node from its GPU row."""
+        self.mutations += 1
         k = self.gpu_cap[n]
         if k == 0:
             self.free_whole[n] = self.max_share[n] = self.nvl_whole[n] = self.numa_whole[n] = 0
