@@ -284,3 +284,19 @@ def test_shared_dlrm_trace(tmp_path, capsys):
     assert table.num_rows == r.rows_kept == 23871 - sum(r.dropped.values())
     assert r.dropped.keys() <= {"zero duration (never ran)", "negative duration"}
     assert set(table.column("gpu_count").to_pylist()) == {0, 1}
+
+
+@pytest.mark.shared_traces
+@shared
+def test_shared_openb_with_fgd_inflation(tmp_path, capsys):
+    base = SHARED / "alibaba-gpu-v2023"
+    out = tmp_path / "openb.parquet"
+    assert main(["openb", str(base / "openb_pod_list_default.csv"), "-o", str(out), "--autoscaled",
+                 "--nodes", str(base / "openb_node_list_gpu_node.csv"), "--inflate", "1.3", "--seed", "42"]) == 0
+    table, _ = read_trace(out)
+    from harness.transforms import gpu_milli_requested
+
+    requested = gpu_milli_requested(table).sum()
+    assert 1.3 * 6212 * 1000 - 8000 < requested <= 1.3 * 6212 * 1000
+    cluster = load_cluster(yaml.safe_load((tmp_path / "openb.cluster.yaml").read_text()))
+    assert cluster.autoscaling and cluster.n_slots == 1213

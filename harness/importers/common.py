@@ -36,7 +36,7 @@ NULLS = ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"]
 MEM_PER_CPU_MIB = 4096
 #: Inputs at least this large show a progress bar.
 PROGRESS_BYTES = 32 << 20
-BLOCK_BYTES = 8 << 20
+BLOCK_BYTES = 2 << 20  # small blocks keep the peak near the output size
 
 
 @dataclass
@@ -332,7 +332,7 @@ def rebase(table: pa.Table, source: str, licence: str, description: str,
 def concat(tables: list[pa.Table], file: str) -> pa.Table:
     if not tables:
         raise TraceError(file, "no rows left to import")
-    return pa.concat_tables(tables).combine_chunks()
+    return pa.concat_tables(tables)
 
 
 # ---- node lists to cluster configs ------------------------------------------------------
