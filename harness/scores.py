@@ -235,12 +235,12 @@ class FGD(ScorePlugin):
         self._shadow_cpu[changed] = state.cpu_free[changed]
         keys = np.column_stack([state.slot_type[changed], state.cpu_free[changed],
                                 np.sort(state.gpu_free[changed], axis=1)]).astype(np.int64)
-        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-        ids = np.array([self._ids.setdefault(k.tobytes(), len(self._ids)) for k in uniq])  # distinct new states only
-        new = ids >= self._n_states
-        if new.any():
-            self._add_states(uniq[new], ids[new])
-        self._node_state[changed] = ids[inv.ravel()]
+        # one dict probe per changed node (one per bind), not per node of the cluster
+        ids = np.array([self._ids.setdefault(k.tobytes(), len(self._ids)) for k in keys])
+        new, first = np.unique(ids[ids >= self._n_states], return_index=True)
+        if len(new):
+            self._add_states(keys[ids >= self._n_states][first], new)
+        self._node_state[changed] = ids
 
     def _reset(self, state: ClusterState, w: Workload) -> None:
         self._state, self._cluster, self._w = state, state.cluster, w
