@@ -217,14 +217,14 @@ class FGD(ScorePlugin):
         super().__init__(weight)
         self.coverage = float(coverage)
         self.target: TargetWorkload | None = None
-        self._state = self._cluster = self._w = self._target = None
+        self._state = self._cluster = self._w = self._given = self._target = None
 
     # ---- interned node states ---------------------------------------------------------
     def _sync(self, state: ClusterState, w: Workload) -> None:
         """Re-intern the nodes whose free CPU or GPUs changed since the last call. Interned
         states and cached scores depend only on node contents, so they stay valid across
         scratch copies of the state (what-if planning) of the same cluster."""
-        if self._w is not w or self._cluster is not state.cluster or self._target is not self.target:
+        if self._w is not w or self._cluster is not state.cluster or self._given is not self.target:
             self._reset(state, w)
         self._state = state
         changed = np.flatnonzero((self._shadow_gpu != state.gpu_free).any(axis=1)
@@ -243,10 +243,9 @@ class FGD(ScorePlugin):
         self._node_state[changed] = ids
 
     def _reset(self, state: ClusterState, w: Workload) -> None:
-        self._state, self._cluster, self._w = state, state.cluster, w
-        if self.target is None:
-            self.target = TargetWorkload.from_pods(w.cpu, w.gpus, w.milli, w.model_mask, self.coverage)
-        self._target = self.target
+        self._state, self._cluster, self._w, self._given = state, state.cluster, w, self.target
+        self._target = self.target if self.target is not None else TargetWorkload.from_pods(
+            w.cpu, w.gpus, w.milli, w.model_mask, self.coverage)
         shapes, cls = np.unique(np.stack([w.cpu, w.gpus, w.milli], axis=1), axis=0, return_inverse=True)
         self._cls, self._cls_shape = cls.ravel(), shapes
         self._shadow_gpu = np.full_like(state.gpu_free, -1)

@@ -236,3 +236,14 @@ def test_policy_configs_instantiate(name):
 
     plugin = instantiate(compose("config", [f"policy={name}"]).policy)
     assert plugin.weight == 1.0
+
+
+def test_fgd_default_target_follows_the_workload():
+    state = make_state([("g2", 64000, [1000, 600])])
+    plugin = FGD()
+    w1 = make_pods(state, [(1000, 1, 1000)] * 3 + [(1000, 1, 400)])
+    plugin.score(state, w1, 3, np.array([0]), None)
+    assert plugin._target.milli.tolist() == [1000, 400]
+    w2 = make_pods(state, [(2000, 1, 300)])
+    plugin.score(state, w2, 0, np.array([0]), None)
+    assert plugin._target.milli.tolist() == [300] and plugin.target is None
