@@ -62,7 +62,7 @@ def value_at(arrived_pct: np.ndarray, values: np.ndarray, pct: int) -> float:
 class OpenbPacking:
     """Runner of one packing run: one policy, one seed, one openb pod list on one node list."""
 
-    def __init__(self, pods_csv: str, nodes_csv: str, target_ratio: float = 1.3, coverage: float = COVERAGE):
+    def __init__(self, pods_csv: str | Path, nodes_csv: str | Path, target_ratio: float = 1.3, coverage: float = COVERAGE):
         self.pods_csv, self.nodes_csv = _resolve(pods_csv), _resolve(nodes_csv)
         self.target_ratio, self.coverage = float(target_ratio), float(coverage)
         table = read_openb_pods(self.pods_csv)
@@ -71,10 +71,10 @@ class OpenbPacking:
         self.slot_of_row = openb_node_slots(self.nodes_csv)
         self.workload: Workload = compile_workload(table, self.cluster)
         w = self.workload
-        # typical shapes from the original list (shape key: CPU, share, GPUs, allowed models)
+        # typical shapes from the original list; the key holds the allowed models as a set, so
+        # gpu_spec strings that only repeat a model (V100M32|V100M32) are one shape
         self.target = TargetWorkload.from_pods(w.cpu, w.gpus, w.milli, w.model_mask, self.coverage)
-        self.capacity = int(sum(t.gpus * p.max_size for p in self.cluster.pools
-                                for t in self.cluster.node_types if t.name == p.node_type)) * 1000
+        self.capacity = 1000 * int(ClusterState(self.cluster).gpu_cap.sum())
 
     # ---- the procedure ---------------------------------------------------------------
     def sequence(self, rng: np.random.Generator) -> np.ndarray:
