@@ -9,7 +9,6 @@ import numpy as np
 import polars as pl
 import pytest
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
 
 from harness.cli import compose
 from harness.errors import LoopbenchError
