@@ -10,7 +10,7 @@ from harness.scheduler import Scheduler
 from harness.scores import LeastAllocated
 from harness.separate import SeparateLoops
 from harness.sim import Simulation
-from harness.trace import table_from_columns, validate_table
+from harness.trace import DEFAULTS, table_from_columns, validate_table
 from harness.workload import compile_workload
 
 GPU8 = dict(cpu_milli=64000, memory_mib=512000, gpus=8, gpu_model="H100")
@@ -30,13 +30,11 @@ def cluster(node_types: list[dict], pools: list[dict], autoscaling: bool = True)
 
 def trace(pods: list[dict]):
     """One dict per pod; pod_id/job_id default to p<i>/j<i>, resources to one whole GPU."""
-    cols: dict[str, list] = {}
     keys = {"cpu_milli": 1000, "memory_mib": 1024, "gpu_count": 1, "gpu_milli": 1000, "submit_s": 0.0,
             "duration_s": 3600.0}
-    for i, pod in enumerate(pods):
-        row = {"pod_id": f"p{i}", "job_id": f"j{i}", **keys, **pod}
-        for k, v in row.items():
-            cols.setdefault(k, []).append(v)
+    rows = [{"pod_id": f"p{i}", "job_id": f"j{i}", **keys, **pod} for i, pod in enumerate(pods)]
+    names = {k for row in rows for k in row}
+    cols = {k: [row.get(k, DEFAULTS.get(k)) for row in rows] for k in names}
     return validate_table(table_from_columns(cols), "<golden>")
 
 
