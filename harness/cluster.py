@@ -14,6 +14,8 @@ min_size == max_size and autoscaling off.
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,11 +87,29 @@ def _need(cfg: dict, key: str, where: str):
     return cfg[key]
 
 
+#: Largest pool accepted; anything above is a unit mistake, and would not fit in memory.
+MAX_POOL_NODES = 1_000_000
+
+_TYPES = {"int": (numbers.Integral,), "float": (numbers.Real,), "str": (str,), "bool": (bool, np.bool_)}
+
+
+def _mapping(value, where: str) -> dict:
+    if not isinstance(value, Mapping):
+        raise ConfigError(where, f"expected a mapping of keys to values, got {value!r}")
+    return dict(value)
+
+
 def _build(cls, cfg: dict, where: str):
     known = set(cls.__dataclass_fields__)
     unknown = sorted(set(cfg) - known)
     if unknown:
         raise ConfigError(where, f"unknown key '{unknown[0]}' (known: {', '.join(sorted(known))})")
+    for key, value in cfg.items():  # wrong types are refused by key, not met later as a TypeError
+        kind, _, optional = str(cls.__dataclass_fields__[key].type).partition(" | ")
+        ok = _TYPES.get(kind)
+        if ok and not (value is None and optional) and (not isinstance(value, ok) or
+                                                         (kind != "bool" and isinstance(value, (bool, np.bool_)))):
+            raise ConfigError(f"{where}.{key}", f"expected {kind}{' or null' if optional else ''}, got {value!r}")
     try:
         return cls(**cfg)
     except TypeError as exc:
@@ -109,15 +129,22 @@ class Cluster:
     ):
         self.name = name
         self.autoscaling = bool(autoscaling)
-        self.partition_profiles = {str(k): int(v) for k, v in (partition_profiles or {}).items()}
-        for prof, milli in self.partition_profiles.items():
-            if not 0 < milli <= 1000:
+        self.partition_profiles = {}
+        for prof, milli in _mapping(partition_profiles or {}, "cluster.partition_profiles").items():
+            if not isinstance(milli, numbers.Integral) or isinstance(milli, bool) or not 0 < milli <= 1000:
                 raise ConfigError(f"cluster.partition_profiles.{prof}", "milli must be in (0, 1000]")
+            self.partition_profiles[str(prof)] = int(milli)
+        for key, value in (("node_types", node_types), ("pools", pools)):
+            if isinstance(value, str) or not isinstance(value, Sequence):
+                raise ConfigError(f"cluster.{key}", f"expected a list, got {value!r}")
         self.node_types: list[NodeType] = []
         for i, cfg in enumerate(node_types):
             where = f"cluster.node_types[{i}]"
-            cfg = dict(cfg)
-            cfg["partition_profiles"] = tuple(cfg.get("partition_profiles", ()) or ())
+            cfg = _mapping(cfg, where)
+            profiles = cfg.get("partition_profiles", ()) or ()
+            if isinstance(profiles, str) or not isinstance(profiles, Sequence):
+                raise ConfigError(f"{where}.partition_profiles", f"expected a list of profile names, got {profiles!r}")
+            cfg["partition_profiles"] = tuple(profiles)
             nt = _build(NodeType, cfg, where)
             for key in ("cpu_milli", "memory_mib"):
                 if getattr(nt, key) <= 0:
@@ -140,14 +167,20 @@ class Cluster:
         self.pools: list[Pool] = []
         for i, cfg in enumerate(pools):
             where = f"cluster.pools[{i}]"
-            cfg = dict(cfg)
+            cfg = _mapping(cfg, where)
             _need(cfg, "name", where)
             if cfg.get("node_type") not in names:
                 raise ConfigError(f"{where}.node_type", f"unknown node type '{cfg.get('node_type')}' (known: {', '.join(names)})")
-            cfg["boot_delay"] = _build(BootDelay, dict(cfg.get("boot_delay") or {}), f"{where}.boot_delay")
+            cfg["boot_delay"] = _build(BootDelay, _mapping(cfg.get("boot_delay") or {}, f"{where}.boot_delay"),
+                                       f"{where}.boot_delay")
             pool = _build(Pool, cfg, where)
             if not 0 <= pool.min_size <= pool.max_size:
                 raise ConfigError(where, "need 0 <= min_size <= max_size")
+            if pool.max_size > MAX_POOL_NODES:
+                raise ConfigError(f"{where}.max_size", f"must be at most {MAX_POOL_NODES:,}")
+            for key in ("price_on_demand", "price_spot", "price_committed"):
+                if (getattr(pool, key) or 0) < 0:
+                    raise ConfigError(f"{where}.{key}", "a price must be >= 0")
             if not 0 <= pool.committed <= pool.max_size:
                 raise ConfigError(f"{where}.committed", "must be in [0, max_size]")
             if pool.stock is not None and pool.stock < 0:

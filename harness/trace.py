@@ -161,6 +161,9 @@ def validate_table(table: pa.Table, file: str) -> pa.Table:
     if table.num_rows == 0:
         raise TraceError(file, "trace has no rows")
     names = set(table.column_names)
+    if len(names) != table.num_columns:
+        dup = next(n for n in table.column_names if table.column_names.count(n) > 1)
+        raise TraceError(file, "column appears more than once", column=dup)
     for field in SCHEMA:
         if field.name not in names:
             raise TraceError(file, "required column is missing", column=field.name)
