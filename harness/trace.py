@@ -138,12 +138,17 @@ def read_trace(path: str | os.PathLike) -> tuple[pa.Table, TraceMeta]:
         pf = pq.ParquetFile(file)
         table = pf.read()
     except Exception as exc:  # pyarrow raises several types for corrupt files
-        raise TraceError(file, f"not a readable Parquet file ({exc})") from None
+        raise TraceError(file, f"not a readable Parquet file ({_one_line(exc)})") from None
     meta = TraceMeta.from_metadata(table.schema.metadata)
     version = (table.schema.metadata or {}).get(b"loopbench.schema_version", b"").decode()
     if version and version != SCHEMA_VERSION:
         raise TraceError(file, f"schema version {version} is not supported (this loopbench reads {SCHEMA_VERSION})")
     return validate_table(table, file), meta
+
+
+def _one_line(exc: Exception) -> str:
+    """pyarrow's messages span lines; an error is reported as one line."""
+    return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
 
 
 def _first(mask: np.ndarray) -> int:
@@ -176,7 +181,8 @@ def validate_table(table: pa.Table, file: str) -> pa.Table:
         try:
             col = col.cast(field.type, safe=True)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise TraceError(file, f"expected type {field.type}, got {col.type} ({exc})", column=field.name) from None
+            raise TraceError(file, f"expected type {field.type}, got {col.type} ({_one_line(exc)})",
+                             column=field.name) from None
         if not field.nullable and col.null_count:
             _check(col.is_null().to_numpy(zero_copy_only=False), file, field.name, "value must not be null")
         cols.append(col)

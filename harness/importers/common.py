@@ -225,7 +225,11 @@ def epoch_seconds(col: pa.Array, file: str, column: str, row0: int, tz: str | No
     col = pc.replace_substring_regex(col, r"^(\d{4}-\d\d-\d\d)T", r"\1 ")
     fmt = "%Y-%m-%d %H:%M:%S" + ("%z" if tz is None else "")
     ts = pc.strptime(col, format=fmt, unit="s", error_is_null=True)
-    bad = pc.and_(col.is_valid(), ts.is_null())
+    # strptime rolls impossible dates over (April 31 -> May 1): the date must print back as written
+    date = pc.utf8_slice_codeunits(col, 0, 10)
+    same = pc.equal(pc.strftime(pc.strptime(date, format="%Y-%m-%d", unit="s", error_is_null=True),
+                                format="%Y-%m-%d"), date)
+    bad = pc.and_(col.is_valid(), pc.invert(pc.fill_null(pc.and_(ts.is_valid(), same), False)))
     if pc.any(bad).as_py():
         i = _first_bad(bad)
         want = "YYYY-MM-DD HH:MM:SS" + ("+HH:MM" if tz is None else f" ({tz} local time)")
