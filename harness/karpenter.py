@@ -1,0 +1,426 @@
+"""A Karpenter-like autoscaler: batched provisioning of the cheapest compatible offering, and
+consolidation that deletes or replaces nodes whenever that is cheaper.
+
+It plugs into `harness.separate.SeparateLoops` in place of the Cluster-Autoscaler-like one: the
+scheduler still places every pod; this only adds and removes nodes. Pools are Karpenter's
+offerings (a node type in a zone/block, on-demand or committed); all pools form one NodePool.
+
+Provisioning. A pending pod (an arrival, an eviction, a released gang member) opens a batch
+window that closes after `batch_idle_s` (1 s) without another, or `batch_max_s` (10 s) after it
+opened; pods still pending re-trigger it every `requeue_s` (10 s, the pod controller's requeue).
+At the close every pending pod is packed, sorted by size (CPU, then memory, then GPUs, largest
+first, as Karpenter's queue), one by one: onto the first ready node with room, else an in-flight
+(booting) node, else a node claim opened earlier in this batch, else a new claim. A claim holds
+every node type its pods fit together, so the set narrows as pods join; it launches the cheapest
+offering of those types that can still supply a node, a free committed slot costing 0. Nodes the
+packing counted on for pending pods are nominated for 2 x `batch_max_s` and not disrupted meanwhile.
+
+Consolidation (`WhenEmptyOrUnderutilized`), every `poll_s` (10 s), over ready nodes whose pods
+have not changed for `consolidate_after_s` (0 s, the v1 default) and may all be evicted (a gang
+member may not: it is treated as protected by a PodDisruptionBudget), at most ceil(10%) of the
+nodes disrupted at once, one action per poll, in Karpenter's order:
+  1. empty nodes are deleted;
+  2. multi-node: the longest prefix (2 or more) of the candidates, fewest pods first (at most
+     `max_candidates`), whose pods fit the other nodes plus at most one new node cheaper than
+     the whole prefix;
+  3. single-node: the first candidate whose pods fit the other nodes (deleted), or those plus
+     one new node cheaper than it (replaced).
+A replacement is launched first; the nodes it replaces are tainted (no new pods) and deleted,
+their pods evicted to restart elsewhere, the instant it is ready. Removing a committed node
+saves nothing, so only empty ones are deleted. `WhenEmpty` stops after step 1.
+
+Its view of a pod: Karpenter counts resources, so by default it ignores DRA-style topology
+claims (NVLink, NUMA, NIC) and rounds a GPU share up to a whole device; `topology_aware` and
+`sharing_aware` turn each on (the view of `harness.autoscaler.view_of`). No gang awareness: pod
+by pod. Defaults are Karpenter's documented ones (settings BATCH_IDLE_DURATION,
+BATCH_MAX_DURATION; NodePool disruption defaults).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from harness.autoscaler import view_of
+from harness.errors import ConfigError
+from harness.filters import feasible
+from harness.state import ABSENT, BOOTING, READY, WHOLE, ClusterState
+from harness.workload import Workload
+
+POLICIES = ("WhenEmpty", "WhenEmptyOrUnderutilized")
+TAINT = -2  # `scheduler.booked_for` of a node being disrupted: usable by no job
+
+
+class WhatIf:
+    """Karpenter's scheduling simulation on a scratch state. A pod goes to the first node of the
+    first tier (masks of existing nodes) with room, else to the first claim still holding it,
+    else opens a claim. A claim is one shadow node per node type (in a spare slot of a pool of
+    that type); a pod joining it drops the shadows it does not fit."""
+
+    def __init__(self, state: ClusterState, view: Workload, tiers: list[np.ndarray], spare: np.ndarray):
+        self.st, self.w, self.tiers = state, view, tiers
+        self.spare = spare.copy()
+        self.claim_of = np.full(state.n_slots, -1, np.int64)
+        self.n_claims = 0
+        self.first_tier: dict[int, int] = {}  # shape -> tiers it already failed (tiers only fill up)
+        self.hopeless: set[int] = set()  # shapes that fit nowhere, not even a new claim
+
+    def _bind(self, n: int, p: int) -> None:
+        w = self.w
+        g = self.st.pick_devices(n, int(w.gpus[p]), int(w.milli[p]), bool(w.nvlink[p]), bool(w.numa[p]))
+        self.st.bind(n, int(w.cpu[p]), int(w.mem[p]), g, int(w.milli[p]))
+
+    def place(self, p: int, max_claims: float = np.inf) -> int:
+        """Existing node (>= 0), claim c (-2 - c), or -1 if the pod found no place."""
+        st, w, shape = self.st, self.w, int(self.w.shape[p])
+        if shape in self.hopeless:
+            return -1
+        for i in range(self.first_tier.get(shape, 0), len(self.tiers)):
+            cand = np.flatnonzero(feasible(st, w, p, self.tiers[i]))
+            if len(cand):
+                self._bind(int(cand[0]), p)
+                return int(cand[0])
+            self.first_tier[shape] = i + 1
+        shadows = self.claim_of >= 0
+        if shadows.any():
+            fit = feasible(st, w, p, shadows)
+            if fit.any():
+                c = int(self.claim_of[fit].min())
+                mine = self.claim_of == c
+                self.claim_of[mine & ~fit] = -1  # types that cannot also hold this pod
+                for n in np.flatnonzero(mine & fit):
+                    self._bind(int(n), p)
+                return -2 - c
+        if self.n_claims >= max_claims:
+            return -1
+        idx = np.flatnonzero(self.spare)
+        _, first = np.unique(st.slot_type[idx], return_index=True)
+        new = idx[first]  # one spare slot per node type
+        for n in new:
+            st.add_node(int(n), 0.0, ready=True)
+        mask = np.zeros(st.n_slots, bool)
+        mask[new] = True
+        fit = feasible(st, w, p, mask)[new]
+        for n in new[~fit]:
+            st.remove_node(int(n))
+        if not fit.any():
+            self.hopeless.add(shape)
+            return -1
+        kept = new[fit]
+        self.spare[kept] = False
+        self.claim_of[kept] = self.n_claims
+        for n in kept:
+            self._bind(int(n), p)
+        self.n_claims += 1
+        return -1 - self.n_claims
+
+    def claim_types(self, c: int) -> np.ndarray:
+        return np.unique(self.st.slot_type[self.claim_of == c])
+
+
+class KarpenterAutoscaler:
+    def __init__(self, batch_idle_s: float = 1.0, batch_max_s: float = 10.0, requeue_s: float = 10.0,
+                 poll_s: float = 10.0, consolidation_policy: str = "WhenEmptyOrUnderutilized",
+                 consolidate_after_s: float = 0.0, budget_nodes: float = 0.1, max_candidates: int = 100,
+                 topology_aware: bool = False, sharing_aware: bool = False):
+        if consolidation_policy not in POLICIES:
+            raise ConfigError("loop.autoscaler.consolidation_policy",
+                              f"must be one of {POLICIES}, got '{consolidation_policy}'")
+        if not 0.0 <= float(budget_nodes) <= 1.0:
+            raise ConfigError("loop.autoscaler.budget_nodes", f"a fraction of nodes in [0, 1], got {budget_nodes}")
+        self.batch_idle_s, self.batch_max_s, self.requeue_s = float(batch_idle_s), float(batch_max_s), float(requeue_s)
+        self.poll_s = float(poll_s)
+        self.underutilized = consolidation_policy == "WhenEmptyOrUnderutilized"
+        self.consolidate_after_s = float(consolidate_after_s)
+        self.budget_nodes = float(budget_nodes)
+        self.max_candidates = int(max_candidates)
+        self.topology_aware, self.sharing_aware = bool(topology_aware), bool(sharing_aware)
+        self.nomination_s = 2 * self.batch_max_s  # Karpenter's nomination window
+
+    def attach(self, sim, scheduler) -> None:
+        self.sim, self.scheduler = sim, scheduler
+        self.view = view_of(sim.w, self.topology_aware, self.sharing_aware)
+        cl, st = sim.cluster, sim.state
+        self.pool_type = np.array([cl.type_index(p.node_type) for p in cl.pools], np.int64)
+        self.pool_price = np.array([p.price for p in cl.pools], np.float64)
+        self.min_size = np.array([p.min_size for p in cl.pools], np.int64)
+        self.node_price = np.where(st.slot_committed, 0.0, self.pool_price[st.slot_pool])
+        self.nominated_until = np.full(st.n_slots, -np.inf)
+        self.nominated = np.zeros(0, np.int64)
+        self.last_change = np.zeros(st.n_slots)
+        self.seen = None  # per-node (pods, cpu, GPU milli, status) at the last poll
+        self.window_start: float | None = None
+        self.last_trigger = -np.inf
+        self.seen_version = -1
+        self.next_poll = 0.0
+        self.command: tuple[int, int, np.ndarray] | None = None  # replacement slot, its instance, replaced
+        self.idle_key = None  # situation in which the last batch launched nothing
+        self.consolidation_idle_key = None  # ... and the last poll found no action
+
+    # ---- cadence: the loop reads next_scan at every instant, so pending pods are seen at once --
+    @property
+    def next_scan(self) -> float:
+        self._observe(self.sim.now)
+        t = self.next_poll
+        if self.window_start is not None:
+            t = min(t, self._window_close())
+        elif self.sim.queue:
+            t = min(t, self.last_trigger + self.requeue_s)
+        if self.command is not None and self.sim.state.status[self.command[0]] == READY:
+            t = self.sim.now  # the replacement is ready: disrupt now
+        return t
+
+    def _observe(self, now: float) -> None:
+        """A new pending pod, or pods still pending a requeue period later, trigger the batcher."""
+        sim = self.sim
+        if sim.queue and (sim.arrived_version != self.seen_version or now >= self.last_trigger + self.requeue_s):
+            if self.window_start is None:
+                self.window_start = now
+            self.last_trigger = now
+        self.seen_version = sim.arrived_version
+
+    def _window_close(self) -> float:
+        return min(self.window_start + self.batch_max_s, self.last_trigger + self.batch_idle_s)
+
+    def scan(self, now: float) -> None:
+        self._observe(now)
+        if self.window_start is not None and now >= self._window_close():
+            self.window_start = None
+            self._provision(now)
+        if self.command is not None:
+            self._finish_command()
+        if now >= self.next_poll:
+            self.next_poll = now + self.poll_s
+            self._consolidate(now)
+
+    # ---- shared helpers ------------------------------------------------------------------
+    def _order(self, pods: np.ndarray) -> np.ndarray:
+        """Largest first: CPU, then memory, then GPUs (stable, so queue order breaks ties)."""
+        w = self.view
+        gpu = w.gpus[pods].astype(np.int64) * w.milli[pods]
+        return np.lexsort((-gpu, -w.mem[pods], -w.cpu[pods]))
+
+    def _pending(self) -> np.ndarray:
+        pods = [self.sim.unbound_pods(j) for _, _, j in self.sim.queue]
+        return np.concatenate(pods) if pods else np.zeros(0, np.int64)
+
+    def _spare(self) -> np.ndarray:
+        """Absent slots a claim may use: as many per pool as the pool can still supply."""
+        cloud = self.sim.cloud
+        spare = np.zeros(self.sim.state.n_slots, bool)
+        for p in range(len(self.pool_type)):
+            spare[cloud.free_slots(p)[:cloud.available(p)]] = True
+        return spare
+
+    def _supply(self) -> tuple[np.ndarray, np.ndarray]:
+        cloud, n = self.sim.cloud, len(self.pool_type)
+        return (np.array([cloud.available(p) for p in range(n)], np.int64),
+                np.array([cloud.free_committed(p) for p in range(n)], np.int64))
+
+    def _offering(self, types: np.ndarray, remaining: np.ndarray, committed: np.ndarray,
+                  below: float = np.inf) -> int:
+        """Cheapest pool of these node types that can still supply a node (committed slot = 0),
+        priced under `below`; -1 if none."""
+        price = np.where(committed > 0, 0.0, self.pool_price)
+        ok = np.isin(self.pool_type, types) & (remaining > 0) & (price < below)
+        if not ok.any():
+            return -1
+        idx = np.flatnonzero(ok)
+        return int(idx[np.argmin(price[idx])])
+
+    # ---- provisioning --------------------------------------------------------------------
+    def _provision(self, now: float) -> None:
+        sim, st = self.sim, self.sim.state
+        key = (st.mutations, sim.arrived_version)
+        if key == self.idle_key:  # same situation as a batch that launched nothing
+            self.nominated_until[self.nominated] = now + self.nomination_s
+            return
+        pods = self._pending()
+        if not len(pods):
+            return
+        pods = pods[self._order(pods)]
+        usable = self.scheduler.booked_for == -1
+        sim_ = WhatIf(st.copy(), self.view, [(st.status == READY) & usable, (st.status == BOOTING) & usable],
+                      self._spare())
+        where = np.array([sim_.place(int(p)) for p in pods])
+        remaining, committed = self._supply()
+        launched = []
+        for c in range(sim_.n_claims):
+            pool = self._offering(sim_.claim_types(c), remaining, committed)
+            if pool < 0:
+                continue
+            launched.extend(sim.provision(pool, 1, atomic=False))
+            remaining[pool] -= 1
+            committed[pool] -= 1
+        self.nominated = np.unique(np.r_[where[where >= 0], np.asarray(launched, np.int64)]).astype(np.int64)
+        self.nominated_until[self.nominated] = now + self.nomination_s
+        self.idle_key = None if launched else key
+
+    # ---- consolidation -------------------------------------------------------------------
+    def _consolidate(self, now: float) -> None:
+        st = self.sim.state
+        snap = (st.pods_on.copy(), st.cpu_free.copy(), st.gpu_used.copy(), st.status.copy())
+        if self.seen is not None:
+            changed = np.zeros(st.n_slots, bool)
+            for old, new in zip(self.seen, snap):
+                changed |= old != new
+            self.last_change[changed] = now
+        self.seen = snap
+        if self.command is not None:
+            return  # one disruption at a time: wait for the replacement
+        ready = st.status == READY
+        budget = math.ceil(self.budget_nodes * int(ready.sum())) - int((ready & (self.scheduler.booked_for == TAINT)).sum())
+        if budget <= 0:
+            return
+        cands = self._candidates(now)
+        if not len(cands):
+            return
+        key = (st.mutations, cands.tobytes(), budget)
+        if key == self.consolidation_idle_key:
+            return
+        empty = cands[st.pods_on[cands] == 0]
+        if len(empty):
+            self._delete(empty[:budget])
+            return
+        if self.underutilized:
+            busy = cands[self.node_price[cands] > 0]  # removing a committed node saves nothing
+            pending = self._pending()
+            if self._multi(busy[:min(budget, self.max_candidates)], pending) or self._single(busy, pending):
+                return
+        self.consolidation_idle_key = key
+
+    def _candidates(self, now: float) -> np.ndarray:
+        """Disruptable nodes, fewest pods first (then least used, then slot): ready, not tainted
+        or nominated, quiet for consolidate_after_s, no gang member on them, pools kept at
+        min_size; at most max_candidates non-empty ones."""
+        sim, st, w = self.sim, self.sim.state, self.sim.w
+        ok = ((st.status == READY) & (self.scheduler.booked_for == -1) & (self.nominated_until <= now)
+              & (now - self.last_change >= self.consolidate_after_s))
+        idx = np.flatnonzero(ok)
+        if not len(idx):
+            return idx
+        util = np.divide(st.gpu_used[idx], st.gpu_cap[idx] * float(WHOLE), out=np.zeros(len(idx)),
+                         where=st.gpu_cap[idx] > 0)
+        idx = idx[np.lexsort((idx, util, st.pods_on[idx]))]
+        present = np.bincount(st.slot_pool[st.status != ABSENT], minlength=len(self.min_size))
+        room = present - self.min_size
+        out, busy = [], 0
+        for n in idx:  # shortlist only
+            p = st.slot_pool[n]
+            if room[p] <= 0:
+                continue
+            if st.pods_on[n]:
+                pods = np.fromiter(sim.node_pods[n], np.int64)
+                if (w.job_min_member[w.job[pods]] > 1).any():
+                    continue
+                if busy == self.max_candidates:
+                    break
+                busy += 1
+            room[p] -= 1
+            out.append(n)
+        return np.array(out, np.int64)
+
+    def _option(self, cands: np.ndarray, pending: np.ndarray) -> tuple[bool, int]:
+        """Can the candidates' pods go to the other nodes plus at most one new node cheaper than
+        them? As Karpenter, pending pods are packed with them (largest first) and take their
+        share; a candidate's pod may not count on a node still booting. Returns (possible,
+        replacement pool or -1)."""
+        sim, st, w = self.sim, self.sim.state, self.sim.w
+        scratch = st.copy()
+        moved = []
+        for n in cands:
+            for p in sim.node_pods[n]:
+                scratch.release(int(n), int(w.cpu[p]), int(w.mem[p]), sim.pod_gpus[p], int(w.milli[p]))
+                moved.append(p)
+        keep = self.scheduler.booked_for == -1
+        keep[cands] = False
+        sim_ = WhatIf(scratch, self.view, [keep & (st.status == READY), keep & (st.status == BOOTING)],
+                      self._spare())
+        pods = np.r_[pending, np.array(moved, np.int64)]
+        mine = np.r_[np.zeros(len(pending), bool), np.ones(len(moved), bool)]
+        for i in self._order(pods):
+            n = sim_.place(int(pods[i]), max_claims=1)
+            if mine[i] and (n == -1 or (n >= 0 and st.status[n] == BOOTING)):
+                return False, -1
+        if sim_.n_claims == 0:
+            return True, -1
+        remaining, committed = self._supply()
+        pool = self._offering(sim_.claim_types(0), remaining, committed, below=float(self.node_price[cands].sum()))
+        return pool >= 0, pool
+
+    def _multi(self, cands: np.ndarray, pending: np.ndarray) -> bool:
+        """Karpenter's heuristic: binary search for the longest consolidatable prefix."""
+        if len(cands) < 2:
+            return False
+        lo, hi, best = 1, len(cands) - 1, None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            ok, pool = self._option(cands[:mid + 1], pending)
+            if ok:
+                best, lo = (cands[:mid + 1], pool), mid + 1
+            else:
+                hi = mid - 1
+        if best is None:
+            return False
+        self._execute(*best)
+        return True
+
+    def _single(self, cands: np.ndarray, pending: np.ndarray) -> bool:
+        for i in np.flatnonzero(self._may_move(cands)) if len(cands) else ():
+            ok, pool = self._option(cands[i:i + 1], pending)
+            if ok:
+                self._execute(cands[i:i + 1], pool)
+                return True
+        return False
+
+    def _may_move(self, cands: np.ndarray) -> np.ndarray:
+        """Cheap necessary condition per candidate (totals, in the view): its pods' CPU, memory
+        and GPUs fit the free capacity of the other nodes, alone or with one cheaper offering."""
+        sim, st, w = self.sim, self.sim.state, self.view
+        keep = (st.status != ABSENT) & (self.scheduler.booked_for == -1)
+        whole = not self.sharing_aware
+        gfree = st.free_whole if whole else (st.gpu_cap.astype(np.int64) * WHOLE - st.gpu_used) / WHOLE
+        free = np.stack([st.cpu_free, st.mem_free, gfree]).astype(np.float64)
+        total = free[:, keep].sum(axis=1)
+        need = np.zeros((3, len(cands)))
+        for i, n in enumerate(cands):
+            pods = np.fromiter(sim.node_pods[n], np.int64)
+            g = w.gpus[pods] if whole else w.gpus[pods] * w.milli[pods] / WHOLE
+            need[:, i] = w.cpu[pods].sum(), w.mem[pods].sum(), g.sum()
+        elsewhere = total[:, None] - free[:, cands]
+        ok = (need <= elsewhere).all(axis=0)
+        remaining, committed = self._supply()
+        price = np.where(committed > 0, 0.0, self.pool_price)
+        t = self.pool_type
+        cap = np.stack([st.type_cpu[t], st.type_mem[t], st.type_gpus[t]]).astype(np.float64)  # 3 x pools
+        cheaper = (price[None, :] < self.node_price[cands][:, None]) & (remaining > 0)[None, :]
+        fits = (need.T[:, :, None] <= elsewhere.T[:, :, None] + cap[None, :, :]).all(axis=1)
+        return ok | (cheaper & fits).any(axis=1)
+
+    def _execute(self, cands: np.ndarray, pool: int) -> None:
+        if pool < 0:
+            self._delete(cands)
+            return
+        slots = self.sim.provision(pool, 1, atomic=False)
+        if len(slots):
+            self.scheduler.booked_for[cands] = TAINT
+            self.command = (int(slots[0]), int(self.sim.node_instance[slots[0]]), cands)
+
+    def _finish_command(self) -> None:
+        slot, instance, cands = self.command
+        if self.sim.node_instance[slot] != instance:  # the replacement is gone: call it off
+            self.scheduler.booked_for[cands] = -1
+            self.command = None
+        elif self.sim.state.status[slot] == READY:
+            self.command = None
+            self._delete(cands)
+
+    def _delete(self, nodes: np.ndarray) -> None:
+        """Drain (evicted pods restart wherever the scheduler puts them) and delete."""
+        sim = self.sim
+        for n in nodes:
+            for pod in sim.pods_on(int(n)):
+                sim.unbind(pod)
+            sim.remove_node(int(n))
+            self.scheduler.booked_for[n] = -1
