@@ -5,6 +5,8 @@
     loopbench generate [overrides]        synthetic AI workload -> canonical trace
     loopbench import FORMAT SRC... -o T   public trace -> canonical trace (+ cluster config)
     loopbench packing-report SWEEP... -o results/openb_packing
+    loopbench report RUN_OR_SWEEP... -o results/NAME   tables, plots and report.html of replay runs
+    loopbench results [NAME...] [--check]  regenerate the canonical experiments' results/
 """
 
 from __future__ import annotations
@@ -80,6 +82,14 @@ def main(argv: list[str] | None = None) -> int:
             from harness.packing import report_main
 
             return report_main(rest)
+        elif command == "report":
+            from harness.report import main as report
+
+            return report(rest)
+        elif command == "results":
+            from harness.results import main as results
+
+            return results(rest)
         else:
             print(f"loopbench: unknown command '{command}'\n{USAGE}", file=sys.stderr)
             return 2

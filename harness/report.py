@@ -1,0 +1,611 @@
+"""`loopbench report RUN_OR_SWEEP_DIR... -o OUTDIR`: published tables and plots of replay runs.
+
+Every directory holding a `metrics.parquet` below the given paths is a finished run (single
+runs, Hydra multirun sweeps, `loopbench compare` folders alike); others are unfinished and
+ignored. Runs are grouped into *variants* (the loop's `name`, disambiguated by whatever else
+differs between runs: loop knobs, trace, cluster, policy) and aggregated over seeds with
+polars. Outputs, all deterministic (no wall times, no dates, fixed ordering), so that a
+regeneration can be compared byte for byte:
+
+- `summary.md` / `summary.csv`: per variant and metric, mean, std, min and max over seeds;
+- `ablation.csv` (and a table in both documents): each variant against the separate loops with
+  every autoscaler switch off, paired by seed, i.e. what turning a capability on saved;
+- `runs.csv`: every run's metrics row (one line per run);
+- `report.html`: the tables and the plots in one self-contained page (PNG data URIs, no
+  network), and the same plots as PNG files for `summary.md`.
+
+Seeds are shown as mean [min, max]: where the ranges of two variants overlap, or a saving's
+[min, max] straddles 0, the difference is not consistent across seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import io
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from omegaconf import OmegaConf
+
+from harness.errors import LoopbenchError
+from harness.metrics import REASON_NAMES
+from harness.output import COMPLETE_MARKER, atomic_path, write_text
+
+IDLE_CAUSES = ["booting", "unallocated", "gang_wait", "committed"]
+#: The autoscaler switches of the separate loops, in ablation order, with the capability each adds.
+SWITCHES = {"topology_aware": "topology", "gang_aware": "gang", "sharing_aware": "sharing",
+            "reservation_aware": "reservation", "provisioning_request": "ProvisioningRequest"}
+SEPARATE, MERGED = "harness.separate.SeparateLoops", "harness.merged.MergedLoop"
+#: Run metadata that tells variants apart when it differs between runs.
+CONTEXT = ["trace", "cluster", "policy"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    column: str
+    label: str
+    digits: int  # decimals shown in the documents (the CSVs keep 4)
+
+
+METRICS = [
+    Metric("idle_accel_hours", "idle accel h", 0),
+    *[Metric(f"idle_accel_hours_{c}", f"idle h: {c.replace('_', ' ')}", 0) for c in IDLE_CAUSES],
+    Metric("billed_accel_hours", "billed accel h", 0),
+    Metric("used_accel_hours", "used accel h", 0),
+    Metric("accel_utilization", "accel utilisation", 3),
+    Metric("frag_ratio", "frag ratio", 3),
+    Metric("frag_amount", "frag amount", 3),
+    Metric("gang_latency_p50_s", "gang start p50 s", 0),
+    Metric("gang_latency_p90_s", "gang start p90 s", 0),
+    Metric("gang_latency_p99_s", "gang start p99 s", 0),
+    Metric("gang_latency_max_s", "gang start max s", 0),
+    Metric("gangs_never_started", "gangs never started", 1),
+    Metric("cost_usd", "cost USD", 0),
+    *[Metric(f"pending_s_{r}", f"pending pod-h: {r.replace('_', ' ')}", 1) for r in REASON_NAMES],
+    Metric("nodes_provisioned", "nodes provisioned", 1),
+    Metric("nodes_never_used", "nodes never used", 1),
+    Metric("job_completion_p50_s", "job completion p50 s", 0),
+]
+BY_COLUMN = {m.column: m for m in METRICS}
+HEADLINE = ["idle_accel_hours", "accel_utilization", "frag_ratio", "gang_latency_p50_s", "gang_latency_p99_s",
+            "gangs_never_started", "cost_usd", "nodes_provisioned", "nodes_never_used"]
+ABLATION = ["idle_accel_hours", "gang_latency_p50_s", "gang_latency_p99_s", "cost_usd"]
+#: Columns of a run's metrics that are not results (they change from one machine or run to the next).
+UNSTABLE = ["wall_s"]
+
+
+# ---- finding and labelling runs ----------------------------------------------------------
+
+def find_runs(paths: list[str | Path]) -> list[Path]:
+    """Every directory holding metrics.parquet below `paths` (unfinished runs have none)."""
+    found: set[Path] = set()
+    for p in map(Path, paths):
+        if not p.exists():
+            raise LoopbenchError(f"{p}: no such file or directory")
+        found |= {m.parent.resolve() for m in p.rglob(COMPLETE_MARKER)}
+    if not found:
+        raise LoopbenchError(f"no finished run (a directory holding {COMPLETE_MARKER}) under {', '.join(map(str, paths))}")
+    return sorted(found)
+
+
+def _flat(node, prefix: str = "") -> dict[str, object]:
+    if isinstance(node, dict):
+        out = {}
+        for k, v in node.items():
+            out.update(_flat(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: node}
+
+
+def _loop_config(run: Path) -> dict[str, object]:
+    """The run's `loop` config, flattened to dotted keys (empty if config.yaml is missing)."""
+    path = run / "config.yaml"
+    if not path.exists():
+        return {}
+    cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    return _flat(cfg.get("loop") or {})
+
+
+def _scalar(v) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+@dataclass
+class Variant:
+    label: str
+    loop: str
+    target: str
+    switches: tuple[str, ...]  # autoscaler switches on (separate loops)
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.target == SEPARATE and not self.switches
+
+    @property
+    def capability(self) -> str:
+        if self.target == MERGED:
+            return "merged loop (all capabilities, one decision)"
+        if self.target != SEPARATE:
+            return self.target
+        if not self.switches:
+            return "separate loops, every switch off (baseline)"
+        return "+ " + " + ".join(SWITCHES[s] for s in self.switches)
+
+    def order(self) -> tuple:
+        kind = {SEPARATE: 0, MERGED: 2}.get(self.target, 1)
+        first = min((list(SWITCHES).index(s) for s in self.switches), default=-1)
+        return kind, len(self.switches), first, self.label
+
+
+def label_runs(runs: list[Path], metrics: pl.DataFrame) -> tuple[pl.DataFrame, list[Variant]]:
+    """Add a `variant` column: the loop name, plus the loop knobs and CONTEXT columns that
+    differ between runs sharing that name (so a sweep over one knob is not pooled)."""
+    if "loop" not in metrics.columns:
+        raise LoopbenchError(f"{runs[0]}: its metrics have no 'loop' column; not replay runs "
+                             "(openb packing runs: loopbench packing-report)")
+    configs = [_loop_config(r) for r in runs]
+    context = [c for c in CONTEXT if c in metrics.columns and metrics[c].n_unique() > 1]
+    loops = metrics["loop"].to_list()
+    labels, variants = [], {}
+    for i, (loop, cfg) in enumerate(zip(loops, configs)):
+        same = [configs[j] for j in range(len(runs)) if loops[j] == loop]
+        keys = sorted(k for k in set().union(*same) if len({_scalar(c.get(k)) for c in same}) > 1)
+        extra = [f"{k}={_scalar(cfg.get(k))}" for k in keys] + [f"{c}={metrics[c][i]}" for c in context]
+        label = loop + (f" [{', '.join(extra)}]" if extra else "")
+        labels.append(label)
+        if label not in variants:
+            target = str(cfg.get("_target_", ""))
+            on = tuple(s for s in SWITCHES if cfg.get(f"autoscaler.{s}") is True) if target == SEPARATE else ()
+            variants[label] = Variant(label, loop, target, on)
+    ordered = sorted(variants.values(), key=Variant.order)
+    return metrics.with_columns(variant=pl.Series(labels)), ordered
+
+
+# ---- aggregation ---------------------------------------------------------------------------
+
+def summarize(metrics: pl.DataFrame, variants: list[Variant]) -> pl.DataFrame:
+    """Long table: variant, metric, seeds, mean, std, min, max (over seeds)."""
+    cols = [m.column for m in METRICS if m.column in metrics.columns]
+    long = (metrics.select("variant", "seed", *cols).with_columns(pl.col(cols).cast(pl.Float64))
+            .unpivot(index=["variant", "seed"], variable_name="metric")
+            .filter(pl.col("value").is_not_nan()))
+    v = pl.col("value")
+    out = long.group_by("variant", "metric").agg(
+        pl.col("seed").n_unique().alias("seeds"), v.mean().alias("mean"), v.std().alias("std"),
+        v.min().alias("min"), v.max().alias("max"))
+    return _ordered(out, variants, cols)
+
+
+def ablation(metrics: pl.DataFrame, variants: list[Variant]) -> pl.DataFrame | None:
+    """Every variant against the all-off separate baseline, paired by seed: saved = baseline -
+    variant (positive = better), as mean [min, max] over the seeds both have. None without a
+    single baseline."""
+    base = [v for v in variants if v.is_baseline]
+    if len(base) != 1:
+        return None
+    cols = [c for c in ABLATION if c in metrics.columns]
+    runs = metrics.select("variant", "seed", *cols).with_columns(pl.col(cols).cast(pl.Float64))
+    b = runs.filter(pl.col("variant") == base[0].label).drop("variant")
+    joined = runs.join(b, on="seed", suffix="_base")
+    long = pl.concat([
+        joined.select("variant", "seed", pl.lit(c).alias("metric"), pl.col(c).alias("value"),
+                      (pl.col(f"{c}_base") - pl.col(c)).alias("saved")) for c in cols])
+    long = long.filter(pl.col("value").is_not_nan() & pl.col("saved").is_not_nan())
+    out = long.group_by("variant", "metric").agg(
+        pl.col("seed").n_unique().alias("seeds"), pl.col("value").mean().alias("value_mean"),
+        pl.col("saved").mean().alias("saved_mean"), pl.col("saved").min().alias("saved_min"),
+        pl.col("saved").max().alias("saved_max"),
+        (pl.col("saved") > 0).sum().cast(pl.Int64).alias("seeds_better"))
+    cap = {v.label: v.capability for v in variants}
+    out = out.with_columns(capability=pl.col("variant").replace_strict(cap))
+    return _ordered(out, variants, cols).select("variant", "capability", pl.exclude("variant", "capability"))
+
+
+def _ordered(df: pl.DataFrame, variants: list[Variant], metrics: list[str]) -> pl.DataFrame:
+    vi = {v.label: i for i, v in enumerate(variants)}
+    mi = {m: i for i, m in enumerate(metrics)}
+    return (df.with_columns(_v=pl.col("variant").replace_strict(vi, return_dtype=pl.Int64),
+                            _m=pl.col("metric").replace_strict(mi, return_dtype=pl.Int64))
+            .sort("_v", "_m").drop("_v", "_m"))
+
+
+# ---- documents -----------------------------------------------------------------------------
+
+@dataclass
+class Table:
+    id: str
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    note: str = ""
+    text_cols: int = 1  # leading columns of text (left-aligned); the rest are numbers
+
+
+@dataclass
+class Figure:
+    id: str
+    title: str
+    png: bytes
+    note: str = ""
+
+
+@dataclass
+class Report:
+    title: str
+    intro: list[str]
+    tables: list[Table] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+
+
+def _num(x: float | None, digits: int) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:,.{digits}f}"
+
+
+def _spread(mean, lo, hi, digits: int) -> str:
+    """mean [min, max]; the bracket is dropped when every seed gave the same value."""
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "–"
+    if _num(lo, digits) == _num(hi, digits):
+        return _num(mean, digits)
+    return f"{_num(mean, digits)} [{_num(lo, digits)}, {_num(hi, digits)}]"
+
+
+def _cells(summary: pl.DataFrame, variants: list[Variant], columns: list[str], scale: dict[str, float]) -> list[list[str]]:
+    by = {(r["variant"], r["metric"]): r for r in summary.iter_rows(named=True)}
+    rows = []
+    for v in variants:
+        row = [v.label, str(max((by[(v.label, c)]["seeds"] for c in columns if (v.label, c) in by), default=0))]
+        for c in columns:
+            r, k, d = by.get((v.label, c)), scale.get(c, 1.0), BY_COLUMN[c].digits
+            row.append(_spread(r["mean"] * k, r["min"] * k, r["max"] * k, d) if r else "–")
+        rows.append(row)
+    return rows
+
+
+def tables(summary: pl.DataFrame, abl: pl.DataFrame | None, variants: list[Variant], present: set[str]) -> list[Table]:
+    def have(cols):
+        return [c for c in cols if c in present]
+
+    out = [Table("variants", "Variants", ["variant", "loop", "capability"],
+                 [[v.label, v.loop, v.capability] for v in variants], text_cols=3)]
+    head = have(HEADLINE)
+    out.append(Table("headline", "Headline (mean [min, max] over seeds)", ["variant", "seeds", *[BY_COLUMN[c].label for c in head]],
+                     _cells(summary, variants, head, {})))
+    idle = have(["idle_accel_hours", *[f"idle_accel_hours_{c}" for c in IDLE_CAUSES]])
+    out.append(Table("idle", "Idle accelerator hours by cause", ["variant", "seeds", *[BY_COLUMN[c].label for c in idle]],
+                     _cells(summary, variants, idle, {}),
+                     "idle = billed - used = booting + unallocated + gang wait + committed (docs/model.md)."))
+    pend = have([f"pending_s_{r}" for r in REASON_NAMES])
+    out.append(Table("pending", "Pending pod-hours by reason", ["variant", "seeds", *[BY_COLUMN[c].label for c in pend]],
+                     _cells(summary, variants, pend, {c: 1 / 3600 for c in pend}),
+                     "Seconds pods spent pending, integrated by the reason of their last scheduling attempt, in hours."))
+    rest = have(["billed_accel_hours", "used_accel_hours", "frag_amount", "gang_latency_p90_s", "gang_latency_max_s",
+                 "job_completion_p50_s"])
+    out.append(Table("more", "More metrics", ["variant", "seeds", *[BY_COLUMN[c].label for c in rest]],
+                     _cells(summary, variants, rest, {})))
+    if abl is not None and abl.height:
+        cols = [c for c in ABLATION if c in abl["metric"].to_list()]
+        by = {(r["variant"], r["metric"]): r for r in abl.iter_rows(named=True)}
+        header = ["variant", "capability"]
+        for c in cols:
+            header += [BY_COLUMN[c].label, "saved"]
+        rows = []
+        for v in variants:
+            row = [v.label, v.capability]
+            for c in cols:
+                r, d = by.get((v.label, c)), BY_COLUMN[c].digits
+                if r is None:
+                    row += ["–", "–"]
+                    continue
+                saved = "" if v.is_baseline else (
+                    f"{_spread(r['saved_mean'], r['saved_min'], r['saved_max'], d)} ({r['seeds_better']}/{r['seeds']})")
+                row += [_num(r["value_mean"], d), saved or "baseline"]
+            rows.append(row)
+        out.append(Table("ablation", "Ablation: what each capability saved vs the all-off separate loops", header, rows,
+                         "saved = baseline - variant on the same seed (positive = better), mean [min, max] over seeds; "
+                         "(k/n) = seeds on which it was better. A [min, max] that straddles 0 is not a consistent "
+                         "difference.", text_cols=2))
+    return out
+
+
+def _md_cell(s: str) -> str:
+    return s.replace("|", "\\|")
+
+
+def markdown(rep: Report, pngs: dict[str, str]) -> str:
+    lines = [f"# {rep.title}", "", *rep.intro, ""]
+    for t in rep.tables:
+        lines += [f"## {t.title}", ""]
+        if t.note:
+            lines += [t.note, ""]
+        lines += ["| " + " | ".join(map(_md_cell, t.header)) + " |",
+                  "|" + "|".join(["---"] * t.text_cols + ["---:"] * (len(t.header) - t.text_cols)) + "|"]
+        lines += ["| " + " | ".join(map(_md_cell, r)) + " |" for r in t.rows]
+        lines.append("")
+    if rep.figures:
+        lines += ["## Plots", "", "The same plots, self-contained: [report.html](report.html).", ""]
+    for f in rep.figures:
+        lines += [f"### {f.title}", ""]
+        if f.note:
+            lines += [f.note, ""]
+        lines += [f"![{f.title}]({pngs[f.id]})", ""]
+    return "\n".join(lines)
+
+
+CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px}
+th{background:#f3f3f3}td{text-align:right;font-variant-numeric:tabular-nums}td.t{text-align:left}
+figure{margin:1em 0 2em}img{max-width:100%;border:1px solid #eee}.note{color:#555;font-size:13px}"""
+#: Once loaded, marks on <body> how many images decoded and were laid out, and how many tables
+#: have rows on screen, for the headless-browser check (tests/test_report.py).
+SCRIPT = """window.addEventListener('load',function(){
+function shown(e){var r=e.getBoundingClientRect();return r.width>0&&r.height>0;}
+var im=Array.prototype.slice.call(document.images),tb=Array.prototype.slice.call(document.querySelectorAll('table'));
+var ok=im.filter(function(i){return i.complete&&i.naturalWidth>0&&shown(i);}).length;
+var rows=tb.filter(function(t){return t.tBodies[0].rows.length>0&&shown(t);}).length;
+document.body.setAttribute('data-images-decoded',ok+'/'+im.length);
+document.body.setAttribute('data-tables-shown',rows+'/'+tb.length);});"""
+
+
+def html_page(rep: Report) -> str:
+    e = html.escape
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{e(rep.title)}</title>",
+             f"<style>{CSS}</style></head><body>", f"<h1>{e(rep.title)}</h1>"]
+    parts += [f"<p>{e(p)}</p>" for p in rep.intro]
+    for t in rep.tables:
+        parts.append(f'<h2>{e(t.title)}</h2>')
+        if t.note:
+            parts.append(f'<p class="note">{e(t.note)}</p>')
+        parts.append(f'<table id="table-{t.id}"><thead><tr>' + "".join(f"<th>{e(h)}</th>" for h in t.header)
+                     + "</tr></thead><tbody>")
+        parts += ["<tr>" + "".join(f'<td{" class=t" if i < t.text_cols else ""}>{e(c)}</td>' for i, c in enumerate(r))
+                  + "</tr>" for r in t.rows]
+        parts.append("</tbody></table>")
+    if rep.figures:
+        parts.append("<h2>Plots</h2>")
+    for f in rep.figures:
+        data = base64.b64encode(f.png).decode("ascii")
+        parts.append(f'<figure id="figure-{f.id}"><h3>{e(f.title)}</h3>'
+                     + (f'<p class="note">{e(f.note)}</p>' if f.note else "")
+                     + f'<img alt="{e(f.title)}" src="data:image/png;base64,{data}"></figure>')
+    parts += [f"<script>{SCRIPT}</script>", "</body></html>", ""]
+    return "\n".join(parts)
+
+
+# ---- plots ---------------------------------------------------------------------------------
+
+def _png(fig) -> bytes:
+    """The figure as a 64-colour palette PNG: a third of the size of matplotlib's RGBA output,
+    which matters as results/ is committed; no metadata (no version, no date)."""
+    from PIL import Image  # a dependency of matplotlib
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80, metadata={"Software": None})
+    image = Image.open(io.BytesIO(buf.getvalue())).convert("RGB").quantize(64, method=Image.Quantize.MEDIANCUT)
+    out = io.BytesIO()
+    image.save(out, format="PNG", optimize=True)
+    return out.getvalue()
+
+
+def _figure(width: float, height: float):
+    from matplotlib.figure import Figure as MplFigure  # Agg canvas: no display, no pyplot state
+
+    return MplFigure(figsize=(width, height), layout="constrained")
+
+
+def _colors(n: int) -> list:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]
+
+
+def _stacked(summary: pl.DataFrame, variants: list[Variant], parts: list[tuple[str, str]], total: str | None,
+             ylabel: str, scale: float = 1.0) -> bytes:
+    by = {(r["variant"], r["metric"]): r for r in summary.iter_rows(named=True)}
+    names = [v.label for v in variants]
+    fig = _figure(max(6.0, 0.9 * len(names) + 2), 4.2)
+    ax = fig.subplots()
+    x = np.arange(len(names))
+    bottom = np.zeros(len(names))
+    for (col, label), color in zip(parts, _colors(len(parts))):
+        h = np.array([by[(n, col)]["mean"] * scale if (n, col) in by else 0.0 for n in names])
+        ax.bar(x, h, bottom=bottom, label=label, color=color)
+        bottom += h
+    if total:
+        rows = [by.get((n, total)) for n in names]
+        mean = np.array([r["mean"] * scale if r else np.nan for r in rows])
+        err = np.array([[mean[i] - r["min"] * scale, r["max"] * scale - mean[i]] if r else [0, 0]
+                        for i, r in enumerate(rows)]).T
+        ax.errorbar(x, mean, yerr=err, fmt="none", ecolor="black", capsize=4, lw=1, label="total: min-max over seeds")
+    ax.set_xticks(x, names, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def plot_cost(summary: pl.DataFrame, variants: list[Variant]) -> bytes:
+    return _stacked(summary, variants, [("cost_usd", "cost (mean over seeds)")], "cost_usd", "cost (USD)")
+
+
+def plot_gang_cdf(jobs: pl.DataFrame, variants: list[Variant]) -> bytes | None:
+    """CDF of gang start latency over the gangs of all seeds; never-started gangs are in the
+    denominator, so a curve that stops below 1 shows them."""
+    gangs = jobs.filter(pl.col("is_gang") & ~pl.col("refused"))
+    if gangs.height == 0:
+        return None
+    fig = _figure(8, 4.5)
+    ax = fig.subplots()
+    for v, color in zip(variants, _colors(len(variants))):
+        lat = gangs.filter(pl.col("variant") == v.label)["start_latency_s"]
+        if lat.len() == 0:
+            continue
+        started = np.sort(lat.drop_nulls().to_numpy())
+        y = np.arange(1, len(started) + 1) / lat.len()
+        ax.step(np.concatenate([[0.0], started]), np.concatenate([[0.0], y]), where="post", color=color,
+                label=f"{v.label} ({lat.null_count()} never started)" if lat.null_count() else v.label)
+    ax.set_xscale("symlog", linthresh=60)
+    ax.set_xlabel("gang start latency (s, log scale above 60 s)")
+    ax.set_ylabel("fraction of gangs started")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    return _png(fig)
+
+
+BIN_S = 300  # timeline plots average the per-minute samples over 5-minute bins (smaller PNGs, same shape)
+
+
+def _seed_mean(timeline: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
+    """Mean over seeds and over each BIN_S bin, per variant."""
+    return (timeline.with_columns(t_s=(pl.col("t_s") // BIN_S) * BIN_S)
+            .group_by("variant", "t_s").agg(pl.col(cols).mean()).sort("variant", "t_s"))
+
+
+def plot_fragmentation(timeline: pl.DataFrame, variants: list[Variant]) -> bytes:
+    tl = _seed_mean(timeline, ["frag_ratio", "frag_amount"])
+    fig = _figure(12, 4.2)
+    axes = fig.subplots(1, 2, sharex=True)
+    for v, color in zip(variants, _colors(len(variants))):
+        d = tl.filter(pl.col("variant") == v.label)
+        hours = d["t_s"].to_numpy() / 3600
+        for ax, col in zip(axes, ("frag_ratio", "frag_amount")):
+            # one-hour rolling mean: the samples jump with every bind
+            ax.plot(hours, d[col].rolling_mean(3600 // BIN_S, min_samples=1).to_numpy(), color=color, lw=1,
+                    label=v.label)
+    axes[0].set_ylabel("fragmentation ratio (F / idle GPU milli)")
+    axes[1].set_ylabel("fragmentation amount (F / GPU milli of ready nodes)")
+    for ax in axes:
+        ax.set_xlabel("time (h)")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    return _png(fig)
+
+
+def plot_billed_used(timeline: pl.DataFrame, variants: list[Variant]) -> bytes:
+    tl = _seed_mean(timeline, ["billed_gpus", "used_gpus"])
+    ncols = min(4, len(variants))
+    nrows = math.ceil(len(variants) / ncols)
+    fig = _figure(3.2 * ncols, 2.4 * nrows + 0.4)
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)).ravel()
+    for ax, v in zip(axes, variants):
+        d = tl.filter(pl.col("variant") == v.label)
+        hours = d["t_s"].to_numpy() / 3600
+        ax.fill_between(hours, d["used_gpus"].to_numpy(), color="tab:green", alpha=0.5, lw=0, label="used")
+        ax.plot(hours, d["billed_gpus"].to_numpy(), color="tab:red", lw=1, label="billed")
+        ax.set_title(v.label, fontsize=8)
+        ax.grid(alpha=0.3)
+    for ax in axes[len(variants):]:
+        ax.set_visible(False)
+    axes[0].legend(fontsize=7)
+    fig.supxlabel("time (h)", fontsize=9)
+    fig.supylabel("accelerators (mean over seeds)", fontsize=9)
+    return _png(fig)
+
+
+def figures(summary: pl.DataFrame, jobs: pl.DataFrame, timeline: pl.DataFrame, variants: list[Variant]) -> list[Figure]:
+    out = [Figure("idle", "Idle accelerator hours by cause",
+                  _stacked(summary, variants, [(f"idle_accel_hours_{c}", c.replace("_", " ")) for c in IDLE_CAUSES],
+                           "idle_accel_hours", "idle accelerator hours"),
+                  "Stacked: mean over seeds of each cause; whiskers: min and max of the total over seeds.")]
+    cdf = plot_gang_cdf(jobs, variants)
+    if cdf is not None:
+        out.append(Figure("gang-cdf", "Gang start latency CDF", cdf,
+                          "All gangs of all seeds pooled; gangs never started keep a curve below 1."))
+    out += [
+        Figure("fragmentation", "Fragmentation over time", plot_fragmentation(timeline, variants),
+               "FGD fragmentation of ready nodes, mean over seeds, one-hour rolling mean."),
+        Figure("billed-used", "Billed vs used accelerators over time", plot_billed_used(timeline, variants),
+               "The gap between the red line and the green area is idle accelerators."),
+        Figure("cost", "Cost", plot_cost(summary, variants), "Bars: mean over seeds; whiskers: min and max."),
+        Figure("pending", "Pending pod-hours by reason",
+               _stacked(summary, variants, [(f"pending_s_{r}", r.replace("_", " ")) for r in REASON_NAMES], None,
+                        "pending pod-hours", 1 / 3600),
+               "Mean over seeds, stacked by the reason of each pod's last scheduling attempt."),
+    ]
+    return out
+
+
+# ---- the command -----------------------------------------------------------------------------
+
+def _read_all(runs: list[Path], labels: pl.Series, name: str, columns: list[str] | None = None) -> pl.DataFrame:
+    frames = [pl.read_parquet(r / name, columns=columns).with_columns(variant=pl.lit(v))
+              for r, v in zip(runs, labels) if (r / name).exists()]
+    return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+
+
+def _write_csv(df: pl.DataFrame, path: Path) -> None:
+    write_text(df.write_csv(float_precision=4), path)
+
+
+def _intro(metrics: pl.DataFrame, variants: list[Variant], runs: list[Path]) -> list[str]:
+    seeds = sorted(metrics["seed"].unique().to_list())
+    facts = [f"{len(runs)} runs: {len(variants)} variants x seeds {', '.join(map(str, seeds))}."]
+    for c, what in (("trace", "trace"), ("cluster", "cluster"), ("policy", "scheduler score policy")):
+        if c in metrics.columns:
+            facts.append(f"{what}: {', '.join(sorted(map(str, metrics[c].unique().to_list())))}.")
+    for c, what in (("pods", "pods"), ("gangs", "gangs")):
+        if c in metrics.columns:
+            facts.append(f"{what}: {', '.join(f'{x:,}' for x in sorted(metrics[c].unique().to_list()))}.")
+    if "horizon_s" in metrics.columns:
+        facts.append(f"horizon: {', '.join(f'{x / 3600:,.1f} h' for x in sorted(metrics['horizon_s'].unique().to_list()))}.")
+    return [" ".join(facts),
+            "Values are mean [min, max] over seeds; a bracket is left out when every seed gave the same "
+            "value. Metric definitions: docs/model.md."]
+
+
+def build(paths: list[str | Path], out: Path, title: str | None = None, notes: list[str] = ()) -> Report:
+    """Aggregate the runs below `paths` and write the report files into `out`."""
+    runs = find_runs(paths)
+    metrics = pl.concat([pl.read_parquet(r / COMPLETE_MARKER) for r in runs], how="diagonal_relaxed")
+    metrics, variants = label_runs(runs, metrics)
+    if "seed" not in metrics.columns:
+        raise LoopbenchError(f"{runs[0]}: its metrics have no 'seed' column")
+    labels = metrics["variant"]
+    order = {v.label: i for i, v in enumerate(variants)}
+    runs_table = (metrics.drop([c for c in UNSTABLE if c in metrics.columns])
+                  .with_columns(_o=pl.col("variant").replace_strict(order, return_dtype=pl.Int64))
+                  .sort("_o", "seed").drop("_o").select("variant", pl.exclude("variant")))
+    summary = summarize(metrics, variants)
+    abl = ablation(metrics, variants)
+    jobs = _read_all(runs, labels, "jobs.parquet", ["is_gang", "refused", "start_latency_s"])
+    timeline = _read_all(runs, labels, "timeline.parquet")
+    rep = Report(title or out.name, [*notes, *_intro(metrics, variants, runs)])
+    rep.tables = tables(summary, abl, variants, set(metrics.columns))
+    if jobs.height and timeline.height:
+        rep.figures = figures(summary, jobs, timeline, variants)
+    pngs = {}
+    for f in rep.figures:
+        pngs[f.id] = f"{f.id}.png"
+        with atomic_path(out / pngs[f.id]) as tmp:
+            tmp.write_bytes(f.png)
+    _write_csv(summary, out / "summary.csv")
+    _write_csv(runs_table, out / "runs.csv")
+    if abl is not None:
+        _write_csv(abl, out / "ablation.csv")
+    write_text(markdown(rep, pngs), out / "summary.md")
+    write_text(html_page(rep), out / "report.html")
+    return rep
+
+
+def main(argv: list[str]) -> int:
+    """`loopbench report RUN_OR_SWEEP_DIR... -o OUTDIR [--title T] [--note TEXT]...`"""
+    ap = argparse.ArgumentParser(prog="loopbench report",
+                                 description="Tables, plots and an HTML page from replay runs (single runs or sweeps).")
+    ap.add_argument("dirs", nargs="+", metavar="RUN_OR_SWEEP_DIR")
+    ap.add_argument("-o", "--out", required=True, metavar="OUTDIR")
+    ap.add_argument("--title", help="page title (default: the OUTDIR name)")
+    ap.add_argument("--note", action="append", default=[], help="a paragraph to print under the title (repeatable)")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    rep = build(args.dirs, out, args.title, args.note)
+    print(f"{len(rep.tables)} tables, {len(rep.figures)} plots -> {out / 'summary.md'}, {out / 'report.html'}")
+    return 0

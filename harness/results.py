@@ -1,0 +1,227 @@
+"""`loopbench results [NAME...] [--check]`: regenerate the published results/ from scratch.
+
+Each canonical experiment (conf/experiment/NAME.yaml) is run as what a user would type: a
+Hydra multirun `loopbench replay -m experiment=NAME` (its sweep is the config's
+`hydra.sweeper.params`; openb_packing's is given below), split over `--jobs` processes along
+its longest sweep axis, into runs/results/NAME/ (not committed); then its report goes to
+results/NAME/: `loopbench report` for the replay experiments, `loopbench packing-report` for
+openb_packing. `--check` regenerates into a temporary folder and compares with the committed
+files: tables byte for byte, report.html with the image bytes masked (PNG encoding differs
+between matplotlib builds), so a committed table that no longer matches the code is caught.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.cluster import Cluster
+from harness.errors import ConfigError, LoopbenchError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _resolve(path) -> Path:
+    """A relative path is taken from the working directory, else from the repository root."""
+    p = Path(path)
+    return p if p.is_absolute() or p.exists() else ROOT / p
+
+
+def openb_cluster(nodes_csv: str, autoscaled: bool = True) -> Cluster:
+    """The cluster of an openb node list, exactly as `loopbench import openb --nodes NODES
+    [--autoscaled]` writes it, built at run time so the node list is read in place (Hydra
+    `_target_` of conf/experiment/openb_autoscaled.yaml)."""
+    from harness.importers.cli import _openb_nodes
+    from harness.importers.common import autoscaled_cluster
+
+    path = _resolve(nodes_csv)
+    if not path.exists():
+        raise ConfigError("cluster.nodes_csv", f"{path}: no such file (the shared openb traces)")
+    cfg = _openb_nodes(str(path))
+    if autoscaled:
+        cfg = autoscaled_cluster(cfg)
+    return Cluster(**{k: v for k, v in cfg.items() if k != "_target_"})
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    title: str
+    notes: list[str]
+    report: str = "replay"  # replay: harness.report; packing: harness.packing.report_main
+    sweep: list[str] = field(default_factory=list)  # overrides beyond the config's sweeper params
+
+
+EXPERIMENTS = [
+    Experiment("loops_synthetic", "Loops on the bundled synthetic trace", [
+        "The bundled synthetic AI workload (traces/default.parquet: shared-GPU inference, topology-claiming "
+        "training, rack/block-local gangs, CPU jobs) on the default autoscaled cluster, through every loop and "
+        "every ablation step (conf/experiment/loops_synthetic.yaml). A seed changes the cluster's random streams "
+        "(boot delays, the random expander, node tie-break order), not the trace.",
+        "Regenerate: loopbench results loops_synthetic."]),
+    Experiment("openb_packing", "openb packing (FGD, ATC'23)", [], report="packing",
+               sweep=["policy=random,dotprod,gpu_clustering,gpu_packing,best_fit,fgd", "seed=range(42,52)"]),
+    Experiment("openb_autoscaled", "openb pod list on an autoscaled cluster of its node models", [
+        "The openb default pod list (Alibaba GPU v2023) against an autoscaled cluster with one pool per node model "
+        "of openb_node_list_gpu_node.csv, 0 to that model's count (conf/experiment/openb_autoscaled.yaml).",
+        "By its own timestamps the trace barely loads a cluster (8,152 pods over 149 days, about 60-110 GPUs busy "
+        "at once against the inventory's 6,212), so it is windowed to its busy part (from day 112: 8,130 pods) and "
+        "its arrivals are compressed 40x, durations kept: the 38 busy days arrive in 22 h and about 430 GPUs are "
+        "busy on average, up to ~880. openb has no gangs, topology claims or committed capacity, so of the "
+        "autoscaler's switches only sharing matters.",
+        "Regenerate: loopbench results openb_autoscaled."]),
+]
+BY_NAME = {e.name: e for e in EXPERIMENTS}
+
+
+def _hydra_config(name: str, overrides: list[str]):
+    from hydra import compose, initialize_config_dir
+
+    from harness.cli import conf_dir
+
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        return compose("config", [f"experiment={name}", *overrides], return_hydra_config=True)
+
+
+def shards(params: dict[str, str], jobs: int) -> list[list[str]]:
+    """The sweep `params` (key -> Hydra sweep value) cut into at most `jobs` sweeps along the
+    key with the most values, its values dealt round robin."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    values = {k: list(parser.parse_override(f"{k}={v}").sweep_string_iterator())
+              if parser.parse_override(f"{k}={v}").is_sweep_override() else [str(v)] for k, v in params.items()}
+    if not values:
+        return [[]]
+    axis = max(values, key=lambda k: len(values[k]))
+    n = max(1, min(jobs, len(values[axis])))
+    return [[f"{k}={','.join(values[axis][i::n]) if k == axis else v}" for k, v in params.items()] for i in range(n)]
+
+
+def prepare(exp: Experiment, cfg) -> None:
+    """Make what the experiment's config reads: the trace its `import_args` import (run from
+    the repository root, as the sweep is)."""
+    argv = [str(a) for a in cfg.get("import_args") or []]
+    if not argv:
+        return
+    missing = [a for a in argv if a.endswith(".csv") and not (ROOT / a).exists()]
+    if missing:
+        raise LoopbenchError(f"{exp.name}: {ROOT / missing[0]}: no such file (the public traces are read in "
+                             "place from ../shared/traces beside the repository)")
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "import", *argv], cwd=ROOT,
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise LoopbenchError(f"{exp.name}: loopbench import {' '.join(argv)}: {done.stderr.strip()}")
+
+
+def sweep(exp: Experiment, runs: Path, jobs: int) -> None:
+    """The experiment's Hydra multirun, as `jobs` concurrent `loopbench replay -m` processes."""
+    cfg = _hydra_config(exp.name, [])
+    prepare(exp, cfg)
+    params = {str(k): str(v) for k, v in (cfg.hydra.sweeper.params or {}).items()}
+    for o in exp.sweep:
+        k, v = o.split("=", 1)
+        params[k] = v
+    if runs.exists():
+        shutil.rmtree(runs)
+    procs = []
+    for i, part in enumerate(shards(params, jobs)):
+        log = runs / f"shard-{i}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "harness.cli", "replay", "-m", f"experiment={exp.name}", *part,
+               f"hydra.sweep.dir={runs / f'shard-{i}'}"]
+        with log.open("w") as fh:
+            procs.append((subprocess.Popen(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT), log, cmd))
+    failed = [(log, cmd) for p, log, cmd in procs if p.wait() != 0]
+    if failed:
+        log, cmd = failed[0]
+        tail = "\n".join(log.read_text().splitlines()[-15:])
+        raise LoopbenchError(f"{exp.name}: sweep failed: {' '.join(cmd)}\n{tail}")
+
+
+def report(exp: Experiment, runs: Path, out: Path) -> None:
+    if out.exists():
+        shutil.rmtree(out)
+    if exp.report == "packing":
+        from harness.packing import report_main
+
+        report_main([str(runs), "-o", str(out)])
+    else:
+        from harness.report import build
+
+        build([runs], out, exp.title, exp.notes)
+
+
+def regenerate(exp: Experiment, out_root: Path, runs_root: Path, jobs: int) -> Path:
+    started = time.perf_counter()
+    runs, out = runs_root / exp.name, out_root / exp.name
+    sweep(exp, runs, jobs)
+    report(exp, runs, out)
+    print(f"{exp.name}: {out} ({time.perf_counter() - started:.0f} s)", flush=True)
+    return out
+
+
+_DATA_URI = re.compile(rb"data:image/png;base64,[A-Za-z0-9+/=]+")
+
+
+def differences(committed: Path, fresh: Path) -> list[str]:
+    """Files that differ between two results folders: tables byte for byte, report.html with
+    its embedded images masked, PNG files only present and valid."""
+    diffs = []
+    names = sorted({p.name for p in committed.iterdir()} | {p.name for p in fresh.iterdir()})
+    for name in names:
+        a, b = committed / name, fresh / name
+        if not a.exists() or not b.exists():
+            diffs.append(f"{name}: only in {'the regeneration' if b.exists() else 'the committed results'}")
+        elif name.endswith(".png"):
+            if not b.read_bytes().startswith(b"\x89PNG"):
+                diffs.append(f"{name}: not a PNG")
+        elif name.endswith(".html"):
+            if _DATA_URI.sub(b"data:", a.read_bytes()) != _DATA_URI.sub(b"data:", b.read_bytes()):
+                diffs.append(f"{name}: differs (images masked)")
+        elif a.read_bytes() != b.read_bytes():
+            diffs.append(f"{name}: differs")
+    return diffs
+
+
+def check(exp: Experiment, out_root: Path, jobs: int) -> list[str]:
+    """Regenerate `exp` into a temporary folder; the differences from the committed results."""
+    committed = out_root / exp.name
+    if not committed.exists():
+        return [f"{committed}: no committed results"]
+    with tempfile.TemporaryDirectory(prefix=f"loopbench-{exp.name}-") as tmp:
+        fresh = regenerate(exp, Path(tmp) / "results", Path(tmp) / "runs", jobs)
+        return differences(committed, fresh)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="loopbench results", description=__doc__.split("\n")[0])
+    ap.add_argument("names", nargs="*", metavar="NAME", help=f"experiments (default: all of {', '.join(BY_NAME)})")
+    ap.add_argument("--out", default=str(ROOT / "results"), help="results folder (default: the repository's results/)")
+    ap.add_argument("--runs", default=str(ROOT / "runs" / "results"), help="where the runs go (default: runs/results)")
+    ap.add_argument("--jobs", type=int, default=2, help="concurrent replay processes (default 2)")
+    ap.add_argument("--check", action="store_true", help="regenerate into a temporary folder and compare")
+    args = ap.parse_args(argv)
+    unknown = [n for n in args.names if n not in BY_NAME]
+    if unknown:
+        raise ConfigError("NAME", f"unknown experiment '{unknown[0]}' (known: {', '.join(BY_NAME)})")
+    chosen = [BY_NAME[n] for n in args.names] or EXPERIMENTS
+    out_root = Path(args.out)
+    if not args.check:
+        for exp in chosen:
+            regenerate(exp, out_root, Path(args.runs), args.jobs)
+        return 0
+    bad = 0
+    for exp in chosen:
+        diffs = check(exp, out_root, args.jobs)
+        print(f"{exp.name}: {'matches the committed results' if not diffs else 'DIFFERS: ' + '; '.join(diffs)}")
+        bad += bool(diffs)
+    return 1 if bad else 0
