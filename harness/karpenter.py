@@ -414,6 +414,7 @@ class KarpenterAutoscaler:
             self.command = None
         elif self.sim.state.status[slot] == READY:
             self.command = None
+            self.nominated_until[slot] = self.sim.now + self.nomination_s  # for the evicted pods
             self._delete(cands)
 
     def _delete(self, nodes: np.ndarray) -> None:

@@ -1,0 +1,197 @@
+"""Golden scenarios for the Karpenter-like autoscaler (harness/karpenter.py), computed by hand.
+
+Conventions (docs/model.md plus the module docstring): a pending pod opens a batch window that
+closes 1 s after the last new pending pod (10 s at most); pods still pending re-trigger it 10 s
+after the last trigger. Consolidation polls at t = 0, 10, 20, ...; it deletes empty nodes (at most
+ceil(10%) of the ready nodes per poll), else replaces or deletes under-used ones. Every pool
+here boots in exactly 300 s. GPU-hours are GPU-seconds / 3600.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.errors import ConfigError
+from harness.karpenter import KarpenterAutoscaler
+from harness.scheduler import Scheduler
+from harness.scores import LeastAllocated
+from harness.separate import SeparateLoops
+from tests import scenarios as sc
+
+H = 3600.0
+approx = pytest.approx
+
+
+def karpenter(**kw) -> SeparateLoops:
+    return SeparateLoops(Scheduler(LeastAllocated()), KarpenterAutoscaler(**kw), name="separate_karpenter")
+
+
+def idle(row: dict) -> tuple[float, float, float, float, float]:
+    return (row["idle_accel_hours"], row["idle_accel_hours_booting"], row["idle_accel_hours_unallocated"],
+            row["idle_accel_hours_gang_wait"], row["idle_accel_hours_committed"])
+
+
+def launched(sim) -> list[tuple[str, float, float]]:
+    """(pool, requested, removed) of every node instance, in request order."""
+    return [(sim.cluster.pools[r.pool].name, r.requested_at, r.removed_at) for r in sim.nodes]
+
+
+# ---- packing: batch window, narrowing claim, cheapest compatible offering --------------------
+def test_batch_packs_into_the_cheapest_compatible_type():
+    cl = sc.cluster([sc.node_type("t2", gpus=2), sc.node_type("t4", gpus=4), sc.node_type("t8", gpus=8)],
+                    [sc.pool("p2", "t2", price_on_demand=3.0), sc.pool("p4", "t4", price_on_demand=7.0),
+                     sc.pool("p8a", "t8", price_on_demand=12.0), sc.pool("p8b", "t8", price_on_demand=10.0)])
+    table = sc.trace([{"gpu_count": 2, "cpu_milli": 2000}, {"gpu_count": 1}, {"gpu_count": 1, "submit_s": 0.5},
+                      {"gpu_count": 2, "cpu_milli": 2000, "submit_s": 5.0}])
+    row, sim = sc.run(table, cl, karpenter(), horizon_s=2 * H)
+    # Window: opened at 0, extended by C at 0.5, closes at 1.5. Sorted A(2 GPUs), B, C: A opens a
+    # claim {t2, t4, t8}; B makes 3 GPUs -> {t4, t8}; C makes 4 -> {t4, t8}: the cheapest
+    # offering is p4 ($7 < $10 < $12). D at 5 closes a window at 6: all pending pods are packed
+    # again, largest first: A and D onto the in-flight t4 (4 GPUs), B opens {t2, t4, t8}, C
+    # joins (2 GPUs): p2 at $3.
+    assert [(p, t) for p, t, _ in launched(sim)] == [("p4", 1.5), ("p2", 6.0)]
+    # t4 ready 301.5: A, B, C run to 3901.5; t2 ready 306: D runs to 3906. Both empty by the
+    # poll at 3910; the budget (10% of 2 ready nodes, rounded up) deletes one per poll, lowest
+    # slot first: t2 at 3910, t4 at 3920.
+    assert [r for _, _, r in launched(sim)] == [3920.0, 3910.0]
+    booting = 4 * 300 + 2 * 300
+    unallocated = 4 * (3920 - 3901.5) + 2 * (3910 - 3906)
+    assert idle(row) == approx(((booting + unallocated) / H, booting / H, unallocated / H, 0.0, 0.0))
+    assert row["used_accel_hours"] == approx((4 * 3600 + 2 * 3600) / H)
+    assert row["cost_usd"] == approx((7.0 * (3920 - 1.5) + 3.0 * (3910 - 6)) / H)
+    assert row["pods_done"] == 4
+
+
+# ---- reservations: committed offerings first, while free slots remain ---------------------------
+def test_committed_offerings_preferred_while_free():
+    cl = sc.cluster([sc.node_type("gpu8")], [
+        sc.pool("reserved", "gpu8", committed=2, price_on_demand=10.0, price_committed=6.0),
+        sc.pool("ondemand", "gpu8", price_on_demand=8.0)])
+    table = sc.trace([{"gpu_count": 8} for _ in range(3)])
+    row, sim = sc.run(table, cl, karpenter(), horizon_s=2 * H)
+    # Batch at 1: three claims {gpu8}. The two free committed slots cost 0, so two nodes go
+    # there; the third is on-demand: $8 beats the reserved pool's $10 beyond its commitment.
+    # Ready 301, pods run to 3901; empty nodes deleted one per poll (budget 1 of 3, then of 2,
+    # then of 1): reserved slot 0 at 3910, slot 1 at 3920, the on-demand node at 3930.
+    assert launched(sim) == [("reserved", 1.0, 3910.0), ("reserved", 1.0, 3920.0), ("ondemand", 1.0, 3930.0)]
+    committed = 8 * ((1 + 7200 - 3910) + (1 + 7200 - 3920))  # committed slots without a node
+    booting = 3 * 8 * 300
+    unallocated = 8 * (9 + 19 + 29)
+    assert idle(row) == approx(((committed + booting + unallocated) / H, booting / H, unallocated / H, 0.0,
+                                committed / H))
+    assert row["cost_usd"] == approx(2 * 6.0 * 2 + 8.0 * (3930 - 1) / H)
+
+
+# ---- consolidation: two under-used nodes replaced by one cheaper node ---------------------------
+def consolidation_setup():
+    cl = sc.cluster([sc.node_type("gpu8"), sc.node_type("gpu4", gpus=4)],
+                    [sc.pool("big", "gpu8", price_on_demand=10.0), sc.pool("small", "gpu4", price_on_demand=3.0)])
+    big = {"gpu_count": 6, "cpu_milli": 6000, "duration_s": 1000.0}
+    table = sc.trace([big, big, {"gpu_count": 2, "cpu_milli": 2000}, {"gpu_count": 2, "cpu_milli": 2000}])
+    return cl, table
+
+
+def test_consolidation_replaces_two_underused_nodes_by_one_cheaper():
+    cl, table = consolidation_setup()
+    # A budget of every node lets multi-node consolidation take both (the default 10% of 2
+    # nodes allows one at a time: next test).
+    row, sim = sc.run(table, cl, karpenter(budget_nodes=1.0), horizon_s=2 * H)
+    # Batch at 1, sorted X1, X2 (6 GPUs), Y1, Y2 (2): X1 opens {gpu8}, X2 cannot join (12 > 8)
+    # and opens another, Y1 fills the first, Y2 the second: two gpu8 nodes, ready 301, each
+    # running an X (6 GPUs, to 1301) and a Y (2 GPUs). At the poll at 1310 both hold one Y:
+    # together they fit one new claim {gpu8, gpu4}; gpu4 at $3 < 2 x $10, so it is launched
+    # and both gpu8 nodes tainted. It is ready at 1610: both deleted, the Ys evicted, restart
+    # on it and run 1610-5210; the empty gpu4 is deleted at the poll at 5210.
+    assert launched(sim) == [("big", 1.0, 1610.0), ("big", 1.0, 1610.0), ("small", 1310.0, 5210.0)]
+    booting = 2 * 8 * 300 + 4 * 300
+    unallocated = 2 * 6 * (1610 - 1301)
+    assert idle(row) == approx(((booting + unallocated) / H, booting / H, unallocated / H, 0.0, 0.0))
+    assert row["used_accel_hours"] == approx((2 * 6 * 1000 + 2 * 2 * 1309 + 4 * 3600) / H)
+    assert row["cost_usd"] == approx((10.0 * 2 * 1609 + 3.0 * 3900) / H)
+    assert sorted(sim.pod_end[2:]) == [5210.0, 5210.0]
+
+
+def test_consolidation_with_the_default_budget_goes_one_node_at_a_time():
+    cl, table = consolidation_setup()
+    row, sim = sc.run(table, cl, karpenter(), horizon_s=2 * H)
+    # Same start. At 1310 the budget is ceil(10% x 2) = 1: single-node consolidation deletes
+    # the lower slot (its Y fits the 6 free GPUs of the other); that Y restarts there at 1310.
+    # At 1320 the last gpu8 holds both Ys: one new gpu4 ($3 < $10) replaces it, launched at
+    # 1320, ready 1620, when the gpu8 is deleted; the Ys run 1620-5220.
+    assert launched(sim) == [("big", 1.0, 1310.0), ("big", 1.0, 1620.0), ("small", 1320.0, 5220.0)]
+    booting = 2 * 8 * 300 + 4 * 300
+    unallocated = 6 * 9 + (6 * 9 + 4 * (1620 - 1310))
+    assert idle(row) == approx(((booting + unallocated) / H, booting / H, unallocated / H, 0.0, 0.0))
+    assert row["cost_usd"] == approx((10.0 * (1309 + 1619) + 3.0 * 3900) / H)
+
+
+def test_gang_members_are_not_evicted():
+    cl, table = consolidation_setup()
+    # Same workload, but the two Ys form one gang: consolidation may not evict them (as a
+    # PodDisruptionBudget would forbid), so both gpu8 nodes stay until the Ys end at 3901.
+    table = table.set_column(table.schema.get_field_index("job_id"), "job_id",
+                             [["x1", "x2", "y", "y"]])
+    table = table.set_column(table.schema.get_field_index("min_member"), "min_member", [[1, 1, 2, 2]])
+    row, sim = sc.run(table, cl, karpenter(budget_nodes=1.0), horizon_s=2 * H)
+    assert [p for p, _, _ in launched(sim)] == ["big", "big"]
+    assert sorted(r for _, _, r in launched(sim)) == [3910.0, 3910.0]
+
+
+# ---- topology: a blind Karpenter strands a cheaper PCIe node; awareness fixes it ----------------
+def topology_setup():
+    cl = sc.cluster(
+        [sc.node_type("nvl8", nvlink_domains=1, nic_per_gpu=True), sc.node_type("pcie8", nvlink_domains=4)],
+        [sc.pool("nvl", "nvl8", price_on_demand=10.0), sc.pool("pcie", "pcie8", price_on_demand=6.0)])
+    return cl, sc.trace([{"gpu_count": 8, "gpus_same_nvlink": True}])
+
+
+def test_topology_blind_karpenter_strands_a_node():
+    cl, table = topology_setup()
+    row, sim = sc.run(table, cl, karpenter(), horizon_s=2 * H)
+    # Blind to the NVLink claim, the claim holds {nvl8, pcie8}: the PCIe node ($6) is launched
+    # at 1, ready at 301; the scheduler refuses it. Every re-triggered batch (windows closing
+    # at 11, 21, ...) packs the pod onto that node again, which nominates it for 20 s, so
+    # consolidation never removes it: it idles until the horizon, the pod pending all along.
+    assert launched(sim) == [("pcie", 1.0, 2 * H)]
+    booting, unallocated = 8 * 300, 8 * (7200 - 301)
+    assert idle(row) == approx(((booting + unallocated) / H, booting / H, unallocated / H, 0.0, 0.0))
+    assert row["cost_usd"] == approx(6.0 * (7200 - 1) / H)
+    assert row["pods_pending"] == 1 and row["nodes_never_used"] == 1
+    assert row["pending_s_topology"] == approx(7200 - 301)
+
+
+def test_topology_aware_karpenter_launches_the_nvlink_node():
+    cl, table = topology_setup()
+    row, sim = sc.run(table, cl, karpenter(topology_aware=True), horizon_s=2 * H)
+    # The claim holds {nvl8} only: launched at 1, ready 301, pod runs 301-3901, the empty node
+    # is deleted at the poll at 3910.
+    assert launched(sim) == [("nvl", 1.0, 3910.0)]
+    assert idle(row) == approx((8 * (300 + 9) / H, 8 * 300 / H, 8 * 9 / H, 0.0, 0.0))
+    assert row["used_accel_hours"] == approx(8.0)
+    assert row["cost_usd"] == approx(10.0 * 3909 / H)
+
+
+# ---- configuration ------------------------------------------------------------------------------
+def test_when_empty_policy_keeps_underused_nodes():
+    cl, table = consolidation_setup()
+    row, sim = sc.run(table, cl, karpenter(consolidation_policy="WhenEmpty"), horizon_s=2 * H)
+    # No replacement: the gpu8 nodes keep their Ys until 3901 and are deleted when empty,
+    # one per poll.
+    assert launched(sim) == [("big", 1.0, 3910.0), ("big", 1.0, 3920.0)]
+
+
+@pytest.mark.parametrize("kw", [{"consolidation_policy": "Always"}, {"budget_nodes": 1.5}])
+def test_bad_settings_are_refused(kw):
+    with pytest.raises(ConfigError):
+        KarpenterAutoscaler(**kw)
+
+
+def test_loop_config_composes():
+    from hydra.utils import instantiate
+
+    from harness.cli import compose
+
+    cfg = compose("config", ["loop=separate_karpenter"])
+    loop = instantiate(cfg.loop, _convert_="all")
+    assert loop.name == "separate_karpenter" and isinstance(loop.autoscaler, KarpenterAutoscaler)
+    assert (loop.autoscaler.batch_idle_s, loop.autoscaler.batch_max_s, loop.autoscaler.budget_nodes) == (1.0, 10.0, 0.1)
