@@ -5,29 +5,33 @@ It plugs into `harness.separate.SeparateLoops` in place of the Cluster-Autoscale
 scheduler still places every pod; this only adds and removes nodes. Pools are Karpenter's
 offerings (a node type in a zone/block, on-demand or committed); all pools form one NodePool.
 
-Provisioning. A pending pod (an arrival, an eviction, a released gang member) opens a batch
-window that closes after `batch_idle_s` (1 s) without another, or `batch_max_s` (10 s) after it
-opened; pods still pending re-trigger it every `requeue_s` (10 s, the pod controller's requeue).
-At the close every pending pod is packed, sorted by size (CPU, then memory, then GPUs, largest
-first, as Karpenter's queue), one by one: onto the first ready node with room, else an in-flight
-(booting) node, else a node claim opened earlier in this batch, else a new claim. A claim holds
-every node type its pods fit together, so the set narrows as pods join; it launches the cheapest
-offering of those types that can still supply a node, a free committed slot costing 0. Nodes the
-packing counted on for pending pods are nominated for 2 x `batch_max_s` and not disrupted meanwhile.
+Provisioning. A pending pod (a job queued or re-queued while pods are pending: an arrival, an
+eviction, a released gang member) opens a batch window that closes after `batch_idle_s` (1 s)
+without another, or `batch_max_s` (10 s) after it opened; pods still pending re-trigger it every
+`requeue_s` (10 s, the pod controller's requeue). At the close every pending pod is packed,
+sorted by size (CPU, then memory, then GPUs, largest first, as Karpenter's queue), one by one:
+onto the first ready node with room, else an in-flight (booting) node, else a node claim opened
+earlier in this batch, else a new claim. A claim holds every node type its pods fit together, so
+the set narrows as pods join; it launches the cheapest offering of those types that can still
+supply a node, a free committed slot costing 0. Nodes the packing counted on for pending pods
+are nominated for 2 x `batch_max_s` and not disrupted meanwhile.
 
 Consolidation (`WhenEmptyOrUnderutilized`), every `poll_s` (10 s), over ready nodes whose pods
-have not changed for `consolidate_after_s` (0 s, the v1 default) and may all be evicted (a gang
-member may not: it is treated as protected by a PodDisruptionBudget), at most ceil(10%) of the
-nodes disrupted at once, one action per poll, in Karpenter's order:
+have not changed for `consolidate_after_s` (0 s, the v1 default; a change counts from the poll
+that sees it) and may all be evicted (a gang member may not, as if a PodDisruptionBudget
+protected it), at most ceil(10%) of the ready nodes disrupted at once, one action per poll, in
+Karpenter's order:
   1. empty nodes are deleted;
   2. multi-node: the longest prefix (2 or more) of the candidates, fewest pods first (at most
      `max_candidates`), whose pods fit the other nodes plus at most one new node cheaper than
      the whole prefix;
   3. single-node: the first candidate whose pods fit the other nodes (deleted), or those plus
      one new node cheaper than it (replaced).
-A replacement is launched first; the nodes it replaces are tainted (no new pods) and deleted,
-their pods evicted to restart elsewhere, the instant it is ready. Removing a committed node
-saves nothing, so only empty ones are deleted. `WhenEmpty` stops after step 1.
+As Karpenter, the what-if packs the pending pods together with the moved ones, and a moved pod
+may not count on a node still booting. A replacement is launched first; the nodes it replaces
+are tainted (no new pods) and deleted, their pods evicted to restart elsewhere, the instant it is
+ready. Removing a committed node saves nothing, so only empty ones are deleted. `WhenEmpty` stops
+after step 1.
 
 Its view of a pod: Karpenter counts resources, so by default it ignores DRA-style topology
 claims (NVLink, NUMA, NIC) and rounds a GPU share up to a whole device; `topology_aware` and
