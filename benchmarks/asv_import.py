@@ -14,7 +14,7 @@ ROWS = 200_000
 class ImportHelios:
     timeout = 300
     number = 1
-    repeat = (1, 5, 20.0)
+    repeat = (3, 5, 20.0)
     warmup_time = 0.0
 
     def setup_cache(self):

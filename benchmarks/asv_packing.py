@@ -16,7 +16,7 @@ class Packing:
     param_names = ["policy"]
     timeout = 600
     number = 1
-    repeat = (1, 5, 20.0)
+    repeat = (3, 5, 20.0)
     warmup_time = 0.0
 
     def setup(self, policy):

@@ -11,9 +11,10 @@ class Replay:
     param_names = ["loop"]
     timeout = 600
     # one replay is seconds long: time single calls, each on a freshly built simulation
-    # (asv re-runs setup before every sample), no warm-up calls
+    # (asv re-runs setup before every sample), no warm-up calls; at least 3 samples in each
+    # of asv's 2 rounds, or `asv compare` cannot call a change significant
     number = 1
-    repeat = (1, 3, 20.0)
+    repeat = (3, 5, 30.0)
     warmup_time = 0.0
 
     def setup(self, loop):
