@@ -34,6 +34,10 @@ from harness.trace import MAX_GPUS_PER_POD, SCHEMA, TraceMeta
 
 NULLS = ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"]
 MEM_PER_CPU_MIB = 4096
+#: More machines than this in one job is a unit mistake (the largest public jobs use a few thousand).
+MAX_PODS_PER_JOB = 100_000
+#: Submit times further than this from 1970 (about 3000 years) are not times.
+MAX_EPOCH_S = 1e11
 #: Inputs at least this large show a progress bar.
 PROGRESS_BYTES = 32 << 20
 BLOCK_BYTES = 2 << 20  # small blocks keep the peak near the output size
@@ -158,6 +162,8 @@ def csv_batches(path: str | os.PathLike, columns: list[str], *, names: list[str]
                 reader = pv.open_csv(_Counting(raw, bar), read_options=read, parse_options=parse, convert_options=convert)
             except pa.ArrowInvalid as exc:
                 raise located(exc) from None
+            except pa.ArrowKeyError as exc:  # the header line as the CSV parser reads it lacks a column
+                raise TraceError(file, f"header line not readable as CSV ({exc})") from None
             while True:
                 try:
                     batch = reader.read_next_batch()
@@ -247,7 +253,7 @@ def gpu_shape(gpus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     g = np.nan_to_num(np.asarray(gpus, np.float64), nan=0.0)
     share = (g > 0) & (g < 1)
-    count = np.where(share, 1, np.ceil(g - 1e-9)).clip(0).astype(np.int64)
+    count = np.where(share, 1, np.ceil(g - 1e-9)).clip(0, MAX_GPUS_PER_POD + 1).astype(np.int64)  # no overflow
     milli = np.where(share, np.clip(np.rint(g * 1000), 1, 999), np.where(count > 0, 1000, 0)).astype(np.int32)
     return count, milli
 
@@ -422,7 +428,7 @@ def job_rows_to_pods(tally: Tally, file: str, row0: int, *, job_id: pa.Array, su
     """The shared mapping of job tables (Helios, Acme, spot): a job on `nodes` machines is a
     gang of `nodes` identical pods, each with the given per-pod GPUs and cores.
 
-    Drops (counted): no submit time, node count missing or < 1, negative or zero duration
+    Drops (counted): no submit time, node count missing, < 1 or above MAX_PODS_PER_JOB, negative or zero duration
     (a job that never ran holds nothing), more GPUs per pod than the schema allows.
     Adjustments (counted): a missing duration runs to the end of the replay, missing cores
     become 0, memory missing from the trace is `MEM_PER_CPU_MIB` per core.
@@ -437,9 +443,12 @@ def _job_rows_to_pods(tally, file, row0, job_id, submit, duration, nodes, gpus_p
                       mem_per_pod_mib, queue, priority, gpu_models, nodes_column, submit_column):
     whole = np.isnan(nodes) | (nodes == np.floor(nodes))
     require(nodes, ~whole, file, nodes_column, row0, "must be a whole number of machines")
+    require(submit, np.abs(submit) > MAX_EPOCH_S, file, submit_column.split(" ")[0], row0,
+            f"must be a time within {MAX_EPOCH_S:.0e} s of the epoch")
     keep = np.ones(len(submit), bool)
     keep = tally.drop(keep, np.isnan(submit), f"no {submit_column}")
     keep = tally.drop(keep, np.isnan(nodes) | (nodes < 1), f"{nodes_column} missing or < 1")
+    keep = tally.drop(keep, nodes > MAX_PODS_PER_JOB, f"{nodes_column} above {MAX_PODS_PER_JOB:,}")
     keep = tally.drop(keep, duration < 0, "negative duration")
     keep = tally.drop(keep, duration == 0, "zero duration (never ran)")
     count, milli = gpu_shape(gpus_per_pod)

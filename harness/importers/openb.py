@@ -32,8 +32,11 @@ def _read_text_csv(path, required: tuple[str, ...]) -> pa.Table:
     file = str(path)
     if not os.path.exists(file):
         raise TraceError(file, "file does not exist")
-    with open(file, newline="") as fh:
-        header = next(csv.reader(fh), None)
+    try:
+        with open(file, newline="", encoding="utf-8") as fh:
+            header = next(csv.reader(fh), None)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise TraceError(file, f"not a readable CSV header ({exc})") from None
     if not header:
         raise TraceError(file, "empty file (expected a header line)")
     header = [h.strip() for h in header]
@@ -51,12 +54,15 @@ def _read_text_csv(path, required: tuple[str, ...]) -> pa.Table:
                                                  strings_can_be_null=False),
         )
     except pa.ArrowInvalid as exc:
-        with open(file, newline="") as fh:
-            rows = csv.reader(fh)
-            next(rows)
-            for i, row in enumerate(rows):
-                if len(row) != len(header):
-                    raise TraceError(file, f"expected {len(header)} fields, got {len(row)}", row=i) from None
+        try:
+            with open(file, newline="", encoding="utf-8", errors="replace") as fh:
+                rows = csv.reader(fh)
+                next(rows)
+                for i, row in enumerate(rows):
+                    if len(row) != len(header):
+                        raise TraceError(file, f"expected {len(header)} fields, got {len(row)}", row=i) from None
+        except csv.Error as inner:
+            raise TraceError(file, f"not a readable CSV file ({inner})") from None
         raise TraceError(file, f"not a readable CSV file ({exc})") from None
 
 
@@ -69,6 +75,8 @@ def _ints(table: pa.Table, name: str, file: str, lo: int, hi: int) -> np.ndarray
     col = table.column(name)
     _check(~pc.match_substring_regex(col, _INT).to_numpy(zero_copy_only=False), file, name,
            "must be a non-negative integer")
+    _check(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(col)), 18).to_numpy(zero_copy_only=False), file, name,
+           f"must be in [{lo}, {hi}]")  # more digits would overflow int64
     values = pc.cast(pc.utf8_trim_whitespace(col), pa.int64()).to_numpy()
     _check((values < lo) | (values > hi), file, name, f"must be in [{lo}, {hi}]")
     return values

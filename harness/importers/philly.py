@@ -104,6 +104,8 @@ def iter_json_array(path: str | os.PathLike) -> Iterator[tuple[int, object]]:
                     raise TraceError(file, f"malformed JSON (expected ',' or ']' after job, got {c!r})", row=index)
                 pos += 1
                 next_char()
+        except UnicodeDecodeError as exc:
+            raise TraceError(file, f"not UTF-8 text ({exc.reason} at byte {exc.start} of a chunk)", row=index) from None
         finally:
             bar.close()
 
