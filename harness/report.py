@@ -41,6 +41,7 @@ IDLE_CAUSES = ["booting", "unallocated", "gang_wait", "committed"]
 SWITCHES = {"topology_aware": "topology", "gang_aware": "gang", "sharing_aware": "sharing",
             "reservation_aware": "reservation", "provisioning_request": "ProvisioningRequest"}
 SEPARATE, MERGED = "harness.separate.SeparateLoops", "harness.merged.MergedLoop"
+CLUSTER_AUTOSCALER = "harness.autoscaler.ClusterAutoscaler"
 #: Run metadata that tells variants apart when it differs between runs.
 CONTEXT = ["trace", "cluster", "policy"]
 
@@ -119,25 +120,31 @@ def _scalar(v) -> str:
 class Variant:
     label: str
     loop: str
-    target: str
-    switches: tuple[str, ...]  # autoscaler switches on (separate loops)
+    target: str  # the loop's _target_
+    autoscaler: str  # the separate loops' autoscaler _target_
+    switches: tuple[str, ...]  # autoscaler switches on
+
+    @property
+    def is_ca(self) -> bool:
+        """Separate loops with the Cluster-Autoscaler-like autoscaler (the ablation's family)."""
+        return self.target == SEPARATE and self.autoscaler == CLUSTER_AUTOSCALER
 
     @property
     def is_baseline(self) -> bool:
-        return self.target == SEPARATE and not self.switches
+        return self.is_ca and not self.switches
 
     @property
     def capability(self) -> str:
         if self.target == MERGED:
             return "merged loop (all capabilities, one decision)"
-        if self.target != SEPARATE:
-            return self.target
-        if not self.switches:
-            return "separate loops, every switch off (baseline)"
-        return "+ " + " + ".join(SWITCHES[s] for s in self.switches)
+        on = " + ".join(SWITCHES[s] for s in self.switches)
+        if not self.is_ca:
+            what = (self.autoscaler or self.target).rsplit(".", 1)[-1]
+            return f"separate loops with {what}" + (f" + {on}" if on else "") if self.target == SEPARATE else what
+        return f"+ {on}" if on else "separate loops, every switch off (baseline)"
 
     def order(self) -> tuple:
-        kind = {SEPARATE: 0, MERGED: 2}.get(self.target, 1)
+        kind = 0 if self.is_ca else 2 if self.target == MERGED else 1
         first = min((list(SWITCHES).index(s) for s in self.switches), default=-1)
         return kind, len(self.switches), first, self.label
 
@@ -159,9 +166,8 @@ def label_runs(runs: list[Path], metrics: pl.DataFrame) -> tuple[pl.DataFrame, l
         label = loop + (f" [{', '.join(extra)}]" if extra else "")
         labels.append(label)
         if label not in variants:
-            target = str(cfg.get("_target_", ""))
-            on = tuple(s for s in SWITCHES if cfg.get(f"autoscaler.{s}") is True) if target == SEPARATE else ()
-            variants[label] = Variant(label, loop, target, on)
+            on = tuple(s for s in SWITCHES if cfg.get(f"autoscaler.{s}") is True)
+            variants[label] = Variant(label, loop, str(cfg.get("_target_", "")), str(cfg.get("autoscaler._target_", "")), on)
     ordered = sorted(variants.values(), key=Variant.order)
     return metrics.with_columns(variant=pl.Series(labels)), ordered
 
@@ -579,7 +585,7 @@ def build(paths: list[str | Path], out: Path, title: str | None = None, notes: l
     jobs = _read_all(runs, labels, "jobs.parquet", ["is_gang", "refused", "start_latency_s"])
     timeline = _read_all(runs, labels, "timeline.parquet")
     rep = Report(title or out.name, [*notes, *_intro(metrics, variants, runs)])
-    rep.tables = tables(summary, abl, variants, set(metrics.columns))
+    rep.tables = tables(summary, abl, variants, set(summary["metric"]))  # metrics with a value
     if jobs.height and timeline.height:
         rep.figures = figures(summary, jobs, timeline, variants)
     pngs = {}

@@ -1,0 +1,250 @@
+"""`loopbench report` and `loopbench results`: golden aggregation over hand-made run
+directories, deterministic outputs, the report rendered in headless Chromium, and the
+committed results/ checked against a fresh regeneration."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from harness import report, results
+from harness.cli import main as cli_main
+from harness.errors import LoopbenchError
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+SHARED = ROOT.parent / "shared" / "traces" / "alibaba-gpu-v2023"
+IN_CI = os.environ.get("CI") == "true"
+
+SEPARATE = {"_target_": "harness.separate.SeparateLoops",
+            "autoscaler": {"_target_": "harness.autoscaler.ClusterAutoscaler", "topology_aware": False,
+                           "gang_aware": False, "sharing_aware": False, "reservation_aware": False,
+                           "provisioning_request": False}}
+
+
+def loop_cfg(name: str, **switches) -> dict:
+    if name == "merged":
+        return {"_target_": "harness.merged.MergedLoop", "name": name}
+    cfg = {**SEPARATE, "name": name, "autoscaler": {**SEPARATE["autoscaler"], **switches}}
+    return cfg
+
+
+def make_run(d: Path, loop: dict, seed: int, idle: float, cost: float, p50: float, *, finished: bool = True) -> Path:
+    """A run directory as Replay writes it, with chosen numbers (idle split 1:3 booting/unallocated)."""
+    d.mkdir(parents=True)
+    (d / "config.yaml").write_text(yaml.safe_dump({"seed": seed, "loop": loop}))
+    pl.DataFrame({"is_gang": [True, True, False], "refused": [False, False, False],
+                  "start_latency_s": [p50 - 10, None, 5.0]}).write_parquet(d / "jobs.parquet")
+    pl.DataFrame({"t_s": [0.0, 60.0, 120.0], "billed_gpus": [8.0, 8.0, 16.0], "used_gpus": [0.0, 4.0, 8.0],
+                  "frag_ratio": [0.0, 0.5, 0.25], "frag_amount": [0.0, 0.1, 0.2]}).write_parquet(d / "timeline.parquet")
+    if finished:
+        pl.DataFrame([{"loop": loop["name"], "seed": seed, "trace": "t.parquet", "cluster": "c", "policy": "LeastAllocated",
+                       "wall_s": 1.234 + seed, "gangs": 2, "idle_accel_hours": idle,
+                       "idle_accel_hours_booting": idle / 4, "idle_accel_hours_unallocated": 3 * idle / 4,
+                       "idle_accel_hours_gang_wait": 0.0, "idle_accel_hours_committed": 0.0,
+                       "gang_latency_p50_s": p50, "gang_latency_p99_s": 2 * p50, "cost_usd": cost,
+                       "pending_s_shortage": 3600.0, "pending_s_booting": 7200.0 * seed}]
+                     ).write_parquet(d / "metrics.parquet")
+    return d
+
+
+@pytest.fixture
+def runs(tmp_path) -> Path:
+    """A Hydra-like sweep: baseline, +topology, merged at seeds 0 and 1, plus an unfinished run."""
+    root = tmp_path / "sweep"
+    numbers = {  # (idle, cost, gang p50) per seed
+        ("separate", 0): (10.0, 100.0, 600.0), ("separate", 1): (14.0, 120.0, 800.0),
+        ("separate_topology", 0): (7.0, 110.0, 500.0), ("separate_topology", 1): (13.0, 100.0, 900.0),
+        ("merged", 0): (4.0, 60.0, 100.0), ("merged", 1): (6.0, 80.0, 200.0),
+    }
+    for i, ((name, seed), (idle, cost, p50)) in enumerate(numbers.items()):
+        cfg = loop_cfg(name, topology_aware=True) if name == "separate_topology" else loop_cfg(name)
+        make_run(root / f"shard-{seed}" / str(i), cfg, seed, idle, cost, p50)
+    make_run(root / "shard-1" / "99", loop_cfg("separate"), 7, 1e6, 1e6, 1.0, finished=False)
+    return root
+
+
+def by(df: pl.DataFrame, **keys) -> dict:
+    rows = df.filter(*[pl.col(k) == v for k, v in keys.items()]).to_dicts()
+    assert len(rows) == 1, (keys, rows)
+    return rows[0]
+
+
+def test_aggregates_seeds_and_ablation_by_hand(runs, tmp_path):
+    out = tmp_path / "out"
+    assert cli_main(["report", str(runs), "-o", str(out), "--title", "golden"]) == 0
+    summary = pl.read_csv(out / "summary.csv")
+    # baseline idle over seeds 0, 1 = 10, 14 (the unfinished run's 1e6 is ignored)
+    assert by(summary, variant="separate", metric="idle_accel_hours") == {
+        "variant": "separate", "metric": "idle_accel_hours", "seeds": 2, "mean": 12.0, "std": 2.8284, "min": 10.0,
+        "max": 14.0}
+    assert by(summary, variant="merged", metric="pending_s_booting")["max"] == 7200.0
+    abl = pl.read_csv(out / "ablation.csv")
+    # +topology saved 10-7 = 3 on seed 0 and 14-13 = 1 on seed 1
+    topo = by(abl, variant="separate_topology", metric="idle_accel_hours")
+    assert (topo["capability"], topo["saved_mean"], topo["saved_min"], topo["saved_max"], topo["seeds_better"]) == (
+        "+ topology", 2.0, 1.0, 3.0, 2)
+    # cost: 100-110 = -10, 120-100 = +20: mean 5, not consistent (1 of 2 seeds better)
+    cost = by(abl, variant="separate_topology", metric="cost_usd")
+    assert (cost["saved_mean"], cost["saved_min"], cost["saved_max"], cost["seeds_better"]) == (5.0, -10.0, 20.0, 1)
+    assert by(abl, variant="merged", metric="gang_latency_p50_s")["saved_mean"] == 550.0
+    md = (out / "summary.md").read_text()
+    assert "| separate | 2 | 12 [10, 14] |" in md
+    assert "| separate_topology | + topology | 10 | 2 [1, 3] (2/2) |" in md
+    assert "5 [-10, 20] (1/2)" in md
+    # pending hours: shortage 3600 s = 1.0 h on every seed, so no bracket
+    assert "| merged | 2 | 1.0 | 1.0 [0.0, 2.0] |" in md
+    runs_csv = pl.read_csv(out / "runs.csv")
+    assert runs_csv["variant"].to_list() == ["separate", "separate", "separate_topology", "separate_topology",
+                                             "merged", "merged"]
+    assert "wall_s" not in runs_csv.columns  # not a result: it changes from run to run
+
+
+def test_outputs_are_deterministic_and_self_contained(runs, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    rep = report.build([runs], a, "same title")
+    report.build([runs / "shard-1", runs / "shard-0"], b, "same title")  # order of inputs does not matter
+    assert sorted(p.name for p in a.iterdir()) == sorted(p.name for p in b.iterdir())
+    for f in a.iterdir():
+        assert f.read_bytes() == (b / f.name).read_bytes(), f.name
+    page = (a / "report.html").read_text()
+    assert not re.search(r"""(src|href)=["']?(https?:|//)""", page)  # nothing fetched from a network
+    assert page.count("<img ") == len(rep.figures) == len(re.findall(r'src="data:image/png;base64,', page))
+    assert {f.id for f in rep.figures} == {"idle", "gang-cdf", "fragmentation", "billed-used", "cost", "pending"}
+    for t in rep.tables:
+        assert f'id="table-{t.id}"' in page
+    assert results.differences(a, b) == []
+
+
+def test_variants_that_share_a_loop_name_are_told_apart(tmp_path):
+    make_run(tmp_path / "r" / "0", loop_cfg("separate"), 0, 10.0, 1.0, 1.0)
+    make_run(tmp_path / "r" / "1", loop_cfg("separate", gang_aware=True), 0, 8.0, 1.0, 1.0)
+    make_run(tmp_path / "r" / "2", loop_cfg("separate_karpenter") | {
+        "autoscaler": {"_target_": "harness.karpenter.KarpenterAutoscaler"}}, 0, 5.0, 1.0, 1.0)
+    report.build([tmp_path / "r"], tmp_path / "out")
+    abl = pl.read_csv(tmp_path / "out" / "ablation.csv").filter(pl.col("metric") == "idle_accel_hours")
+    assert abl.select("variant", "capability", "saved_mean").rows() == [
+        ("separate [autoscaler.gang_aware=false]", "separate loops, every switch off (baseline)", 0.0),
+        ("separate [autoscaler.gang_aware=true]", "+ gang", 2.0),
+        ("separate_karpenter", "separate loops with KarpenterAutoscaler", 5.0),
+    ]
+
+
+def test_clear_errors(tmp_path, capsys):
+    (tmp_path / "empty" / "unfinished").mkdir(parents=True)
+    with pytest.raises(LoopbenchError, match="no finished run"):
+        report.find_runs([tmp_path / "empty"])
+    packing = tmp_path / "packing" / "0"
+    packing.mkdir(parents=True)
+    pl.DataFrame([{"policy": "FGD", "seed": 42}]).write_parquet(packing / "metrics.parquet")
+    assert cli_main(["report", str(tmp_path / "packing"), "-o", str(tmp_path / "o")]) == 1
+    assert "packing-report" in capsys.readouterr().err
+    assert cli_main(["report", str(tmp_path / "nowhere"), "-o", str(tmp_path / "o")]) == 1
+    assert cli_main(["results", "no_such_experiment"]) == 1
+
+
+def test_sweeps_are_cut_along_their_longest_axis():
+    assert results.shards({"loop": "a,b,c", "seed": "range(0,5)"}, 2) == [
+        ["loop=a,b,c", "seed=0,2,4"], ["loop=a,b,c", "seed=1,3"]]
+    assert results.shards({"loop": "a,b"}, 4) == [["loop=a"], ["loop=b"]]
+    assert results.shards({"seed": "3"}, 2) == [["seed=3"]]
+
+
+def test_differences_mask_images_only(runs, tmp_path):
+    a = tmp_path / "a"
+    report.build([runs], a)
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    page = (b / "report.html").read_text()
+    (b / "report.html").write_text(re.sub(r"base64,[A-Za-z0-9+/=]{8}", "base64,AAAAAAAA", page, count=1))
+    assert results.differences(a, b) == []
+    (b / "summary.csv").write_text((b / "summary.csv").read_text().replace("12.0", "12.5", 1))
+    (b / "idle.png").unlink()
+    assert results.differences(a, b) == ["idle.png: only in the committed results", "summary.csv: differs"]
+
+
+# ---- the report in a real browser ----------------------------------------------------------
+
+def chromium() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if exe is None:
+        message = "chromium is not installed (Debian: apt-get install chromium; .ci/run installs it)"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    return exe
+
+
+def render(page: Path, tmp_path: Path) -> str:
+    """The DOM of `page` after load, as headless Chromium builds it (no network, no profile)."""
+    profile = tmp_path / f"profile-{page.parent.name}"
+    cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={profile}", "--virtual-time-budget=10000", "--dump-dom", page.resolve().as_uri()]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def check_rendered(page: Path, tmp_path: Path, figures: set[str], tables: set[str]) -> None:
+    dom = render(page, tmp_path)
+    n_img, n_tab = page.read_text().count("<img "), page.read_text().count("<table ")
+    assert n_img == len(figures) and n_tab == len(tables)
+    assert f'data-images-decoded="{n_img}/{n_img}"' in dom, "an image did not decode or has no size"
+    assert f'data-tables-shown="{n_tab}/{n_tab}"' in dom, "a table has no rows on screen"
+    for f in figures:
+        assert f'id="figure-{f}"' in dom
+    for t in tables:
+        assert f'id="table-{t}"' in dom
+
+
+def test_report_renders_in_chromium(runs, tmp_path):
+    rep = report.build([runs], tmp_path / "out")
+    check_rendered(tmp_path / "out" / "report.html", tmp_path, {f.id for f in rep.figures}, {t.id for t in rep.tables})
+
+
+ALL_TABLES = {"variants", "headline", "idle", "pending", "more", "ablation"}
+ALL_PLOTS = {"idle", "gang-cdf", "fragmentation", "billed-used", "cost", "pending"}
+
+
+@pytest.mark.parametrize("name, figures", [
+    ("loops_synthetic", ALL_PLOTS),
+    ("openb_autoscaled", ALL_PLOTS - {"gang-cdf"}),  # openb has no gangs
+])
+def test_committed_reports_render_in_chromium(name, figures, tmp_path):
+    page = RESULTS / name / "report.html"
+    assert page.exists(), f"{page}: run `loopbench results {name}`"
+    check_rendered(page, tmp_path, figures, ALL_TABLES)
+
+
+# ---- the committed results against a regeneration --------------------------------------------
+
+def test_committed_openb_autoscaled_equals_a_fresh_regeneration():
+    """The whole experiment, regenerated (15 replays on 2 processes, about a minute)."""
+    if not SHARED.exists():
+        if IN_CI:
+            pytest.fail(f"{SHARED} is missing")
+        pytest.skip(f"{SHARED} is absent (public traces, read in place)")
+    assert results.check(results.BY_NAME["openb_autoscaled"], RESULTS, jobs=2) == []
+
+
+@pytest.mark.parametrize("loop", ["separate", "merged"])
+def test_committed_loops_synthetic_rows_are_current(loop, tmp_path):
+    """Two of loops_synthetic's runs, replayed again, give the committed rows of runs.csv."""
+    from harness.cli import compose
+    from harness.replay import Replay
+
+    cfg = compose("config", ["experiment=loops_synthetic", f"loop={loop}", "seed=0"])
+    Replay().run(cfg, tmp_path / "runs" / loop, progress=False)
+    report.build([tmp_path / "runs"], tmp_path / "out")
+    fresh = (tmp_path / "out" / "runs.csv").read_text().splitlines()
+    committed = (RESULTS / "loops_synthetic" / "runs.csv").read_text().splitlines()
+    assert fresh[0] == committed[0]
+    assert fresh[1] in committed[1:], "results/loops_synthetic is stale: run `loopbench results loops_synthetic`"
