@@ -1,0 +1,111 @@
+"""A replay, and a sweep, killed mid-way (SIGINT, SIGKILL) never leave output that looks
+complete (a run directory is complete iff metrics.parquet exists, see harness/output.py), and
+rerunning them gives the metrics of an uninterrupted run."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+
+from harness.cli import compose
+from harness.output import COMPLETE_MARKER, is_complete
+from harness.replay import Replay
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {"LOOPBENCH_CONF": str(ROOT / "conf"), "PATH": "/usr/bin:/bin"}
+#: a trace whose merged-loop replay takes a couple of seconds, so a kill lands mid-run
+N_JOBS = 3000
+
+
+def cli(*args: str, cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=cwd, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen) -> str:
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    return err
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("interrupt") / "t.parquet"
+    finish(cli("generate", f"workload.n_jobs={N_JOBS}", f"out={out}", cwd=ROOT))
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(trace, tmp_path_factory) -> dict[int, pl.DataFrame]:
+    """Metrics of uninterrupted runs, per seed (in-process: the same code path as the CLI task)."""
+    refs = {}
+    for seed in (0, 1):
+        cfg = compose("config", [f"trace.path={trace}", "loop=merged", f"seed={seed}"])
+        refs[seed] = Replay().run(cfg, tmp_path_factory.mktemp(f"ref{seed}"), progress=False)
+    return refs
+
+
+def same_metrics(run_dir: Path, ref: pl.DataFrame) -> None:
+    """Equal metrics; floats to 1e-12 relative, as numpy's SIMD sums may differ in the last bit
+    between processes whose arrays sit at different alignments (the reference runs in pytest)."""
+    got = pl.read_parquet(run_dir / COMPLETE_MARKER).drop("wall_s").to_dicts()[0]
+    want = ref.drop("wall_s").to_dicts()[0]
+    text = {k for k, v in want.items() if isinstance(v, str)}
+    assert {k: got[k] for k in text} == {k: want[k] for k in text}
+    assert {k: v for k, v in got.items() if k not in text} == pytest.approx(
+        {k: v for k, v in want.items() if k not in text}, rel=1e-12, abs=0, nan_ok=True)
+
+
+def assert_not_looking_complete(run_dir: Path) -> None:
+    assert not is_complete(run_dir), f"{run_dir} looks complete after the kill"
+    for p in run_dir.glob("*.parquet"):  # whatever was written is whole (atomic writes)
+        pq.read_metadata(p)
+
+
+def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, f"exited before {path} appeared: {proc.communicate()[1]}"
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def kill_mid_run(proc: subprocess.Popen, started: Path, sig: signal.Signals) -> None:
+    """Wait until the run has started (Hydra wrote its config), give it a moment, signal it."""
+    wait_for(started, proc)
+    time.sleep(0.4)
+    if proc.poll() is not None:
+        pytest.fail("the run finished before it could be interrupted: use a bigger trace")
+    proc.send_signal(sig)
+    proc.communicate(timeout=120)
+    assert proc.returncode != 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_killed_replay_looks_unfinished_and_reruns_identically(sig, trace, reference, tmp_path):
+    run = tmp_path / "run"
+    args = ("replay", f"trace.path={trace}", "loop=merged", "seed=0", f"hydra.run.dir={run}")
+    kill_mid_run(cli(*args, cwd=tmp_path), run / ".hydra" / "config.yaml", sig)
+    assert_not_looking_complete(run)
+    finish(cli(*args, cwd=tmp_path))  # rerun into the same directory
+    assert is_complete(run)
+    same_metrics(run, reference[0])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_killed_sweep_keeps_finished_runs_and_reruns_identically(sig, trace, reference, tmp_path):
+    sweep = tmp_path / "sweep"
+    args = ("replay", "-m", f"trace.path={trace}", "loop=merged", "seed=0,1", f"hydra.sweep.dir={sweep}")
+    kill_mid_run(cli(*args, cwd=tmp_path), sweep / "1" / ".hydra" / "config.yaml", sig)
+    same_metrics(sweep / "0", reference[0])  # the run that finished before the kill is whole
+    assert_not_looking_complete(sweep / "1")
+    finish(cli(*args, cwd=tmp_path))
+    for seed in (0, 1):
+        same_metrics(sweep / str(seed), reference[seed])
