@@ -51,6 +51,7 @@ class Metric:
     column: str
     label: str
     digits: int  # decimals shown in the documents (the CSVs keep 4)
+    count: bool = False  # a whole number per run: min and max are shown without decimals
 
 
 METRICS = [
@@ -65,11 +66,11 @@ METRICS = [
     Metric("gang_latency_p90_s", "gang start p90 s", 0),
     Metric("gang_latency_p99_s", "gang start p99 s", 0),
     Metric("gang_latency_max_s", "gang start max s", 0),
-    Metric("gangs_never_started", "gangs never started", 1),
+    Metric("gangs_never_started", "gangs never started", 1, True),
     Metric("cost_usd", "cost USD", 0),
     *[Metric(f"pending_s_{r}", f"pending pod-h: {r.replace('_', ' ')}", 1) for r in REASON_NAMES],
-    Metric("nodes_provisioned", "nodes provisioned", 1),
-    Metric("nodes_never_used", "nodes never used", 1),
+    Metric("nodes_provisioned", "nodes provisioned", 1, True),
+    Metric("nodes_never_used", "nodes never used", 1, True),
     Metric("job_completion_p50_s", "job completion p50 s", 0),
 ]
 BY_COLUMN = {m.column: m for m in METRICS}
@@ -254,13 +255,14 @@ def _num(x: float | None, digits: int) -> str:
     return f"{x:,.{digits}f}"
 
 
-def _spread(mean, lo, hi, digits: int) -> str:
+def _spread(mean, lo, hi, digits: int, count: bool = False) -> str:
     """mean [min, max]; the bracket is dropped when every seed gave the same value."""
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "–"
-    if _num(lo, digits) == _num(hi, digits):
-        return _num(mean, digits)
-    return f"{_num(mean, digits)} [{_num(lo, digits)}, {_num(hi, digits)}]"
+    ends = 0 if count else digits
+    if _num(lo, ends) == _num(hi, ends):
+        return _num(lo, ends) if count else _num(mean, digits)
+    return f"{_num(mean, digits)} [{_num(lo, ends)}, {_num(hi, ends)}]"
 
 
 def _cells(summary: pl.DataFrame, variants: list[Variant], columns: list[str], scale: dict[str, float]) -> list[list[str]]:
@@ -269,8 +271,8 @@ def _cells(summary: pl.DataFrame, variants: list[Variant], columns: list[str], s
     for v in variants:
         row = [v.label, str(max((by[(v.label, c)]["seeds"] for c in columns if (v.label, c) in by), default=0))]
         for c in columns:
-            r, k, d = by.get((v.label, c)), scale.get(c, 1.0), BY_COLUMN[c].digits
-            row.append(_spread(r["mean"] * k, r["min"] * k, r["max"] * k, d) if r else "–")
+            r, k, m = by.get((v.label, c)), scale.get(c, 1.0), BY_COLUMN[c]
+            row.append(_spread(r["mean"] * k, r["min"] * k, r["max"] * k, m.digits, m.count) if r else "–")
         rows.append(row)
     return rows
 
@@ -326,7 +328,9 @@ def _md_cell(s: str) -> str:
 
 
 def markdown(rep: Report, pngs: dict[str, str]) -> str:
-    lines = [f"# {rep.title}", "", *rep.intro, ""]
+    lines = [f"# {rep.title}", ""]
+    for p in rep.intro:
+        lines += [p, ""]
     for t in rep.tables:
         lines += [f"## {t.title}", ""]
         if t.note:
