@@ -58,6 +58,8 @@ class ScaleDown:
     def attach(self, sim) -> None:
         self.sim = sim
         self.unneeded_since = np.full(sim.state.n_slots, np.nan)
+        self.seen = None
+        self.low = np.zeros(0, np.int64)
 
     def utilization(self) -> np.ndarray:
         """Accelerator utilisation for GPU nodes, max(CPU, memory) for the others."""
@@ -71,12 +73,16 @@ class ScaleDown:
         sim, st = self.sim, self.sim.state
         if not sim.cluster.autoscaling:
             return
-        low = (st.status == READY) & (self.utilization() < self.threshold) & ~protect
-        self.unneeded_since[~low] = np.nan
-        self.unneeded_since[low & np.isnan(self.unneeded_since)] = now
-        if now - sim.last_scale_up < self.delay_after_add_s:
+        key = (st.mutations, protect.tobytes())
+        if key != self.seen:  # utilisation only changes with the state: O(nodes) only then
+            self.seen = key
+            low = (st.status == READY) & (self.utilization() < self.threshold) & ~protect
+            self.unneeded_since[~low] = np.nan
+            self.unneeded_since[low & np.isnan(self.unneeded_since)] = now
+            self.low = np.flatnonzero(low)
+        if now - sim.last_scale_up < self.delay_after_add_s or len(self.low) == 0:
             return
-        ripe = np.flatnonzero(low & (now - self.unneeded_since >= self.unneeded_time_s))
+        ripe = self.low[now - self.unneeded_since[self.low] >= self.unneeded_time_s]
         if len(ripe) == 0:
             return
         present = np.bincount(st.slot_pool[st.status != ABSENT], minlength=len(sim.cluster.pools))
@@ -137,7 +143,9 @@ class ClusterAutoscaler:
         self.provreq_until = np.full(sim.w.n_jobs, -np.inf)
         self.rng = np.random.default_rng([sim.seed, 3])
         self.scale_down.attach(sim)
-        self.next_scan = 0.0
+        self.grid_next = 0.0
+        self.scanned_mutations = -1
+        self.booked_slots = 0
         self.idle_key = None  # situation in which the last scale-up found nothing to do
         self.provreq_idle_key = None
         w = self.view
@@ -147,8 +155,19 @@ class ClusterAutoscaler:
             for pool in sim.cluster.pools])
 
     # ---- the scan --------------------------------------------------------------------------
+    @property
+    def next_scan(self) -> float:
+        """The next scan on the grid 0, s, 2s, ...; none while there is nothing to do (no
+        pending pod, no node on its way to scale-down, no booking, no change since the last
+        scan), so an idle cluster costs no steps. An event wakes it at the next grid point."""
+        sim = self.sim
+        if (not sim.queue and len(self.scale_down.low) == 0 and self.booked_slots == 0
+                and sim.state.mutations == self.scanned_mutations):
+            return np.inf
+        return max(self.grid_next, np.ceil(sim.now / self.scan_interval_s - 1e-9) * self.scan_interval_s)
+
     def scan(self, now: float) -> None:
-        self.next_scan = now + self.scan_interval_s
+        self.grid_next = (np.floor(now / self.scan_interval_s + 1e-9) + 1) * self.scan_interval_s
         if self.sim.cluster.autoscaling:
             if self.provisioning_request:
                 self._provisioning_requests(now)
@@ -157,6 +176,7 @@ class ClusterAutoscaler:
         if self.reservation_aware:
             protect = protect | self.sim.state.slot_committed  # removing it would save nothing
         self.scale_down.run(now, protect=protect)
+        self.scanned_mutations = self.sim.state.mutations
 
     def _pending_units(self, gangs: bool | None) -> list[np.ndarray]:
         """Pending pods in queue order, grouped as the autoscaler reasons about them:
@@ -178,25 +198,28 @@ class ClusterAutoscaler:
                 units.extend(pods[:, None])
         return units
 
-    def _pack(self, scratch: ClusterState, unit: np.ndarray, usable: np.ndarray, open_pool: int | None = None) -> bool:
-        """First-fit the unit's pods into scratch (all or nothing), opening new nodes of
-        `open_pool` when nothing usable fits. Returns whether every pod found a place."""
+    def _pack(self, scratch: ClusterState, unit: np.ndarray, usable: np.ndarray,
+              openable: list[int] | None = None) -> bool:
+        """First-fit the unit's pods into scratch, all or nothing, opening nodes from the
+        `openable` slots when nothing usable fits. Returns whether every pod found a place."""
         w = self.view
-        done = []
+        done, opened = [], []
         for p in unit:
             p = int(p)
             cand = np.flatnonzero(feasible(scratch, w, p, usable))
-            if len(cand) == 0 and open_pool is not None:
-                sl = scratch.pool_slots(open_pool)
-                free = np.flatnonzero(scratch.status[sl] == ABSENT) + sl.start
-                room = self.sim.cluster.pools[open_pool].max_size - int((scratch.status[sl] != ABSENT).sum())
-                if len(free) and room > 0:
-                    scratch.add_node(int(free[0]), self.sim.now, ready=True)
-                    usable[free[0]] = True
-                    cand = np.flatnonzero(feasible(scratch, w, p, usable))
+            if len(cand) == 0 and openable:
+                n = openable.pop(0)
+                scratch.add_node(n, self.sim.now, ready=True)
+                usable[n] = True
+                opened.append(n)
+                cand = np.flatnonzero(feasible(scratch, w, p, usable))
             if len(cand) == 0:
                 for q, m, g in reversed(done):
                     scratch.release(m, int(w.cpu[q]), int(w.mem[q]), g, int(w.milli[q]))
+                for n in reversed(opened):
+                    scratch.remove_node(n)
+                    usable[n] = False
+                    openable.insert(0, n)
                 return False
             m = int(cand[0])
             g = scratch.pick_devices(m, int(w.gpus[p]), int(w.milli[p]), bool(w.nvlink[p]), bool(w.numa[p]))
@@ -205,39 +228,41 @@ class ClusterAutoscaler:
         return True
 
     def _unplaced(self, units: list[np.ndarray]) -> list[np.ndarray]:
-        """Units that fit neither ready nor in-flight capacity (in the autoscaler's view)."""
+        """Units that fit neither ready nor in-flight capacity (in the autoscaler's view),
+        packed first-fit on a scratch state of the nodes that exist."""
         sim = self.sim
-        scratch = sim.state.copy()
+        present = np.flatnonzero(sim.state.status != ABSENT)
+        scratch = sim.state.subset(present)
+        booked = self.scheduler.booked_for[present]
+        free = booked == -1
         left = []
         failed_shapes: set[int] = set()  # scratch only fills up: a shape that failed fails again
-        present = scratch.status != ABSENT
         for unit in units:
             if len(unit) == 1 and int(self.view.shape[unit[0]]) in failed_shapes:
                 left.append(unit)
                 continue
             j = int(sim.w.job[unit[0]])
-            usable = present & ((self.scheduler.booked_for == -1) | (self.scheduler.booked_for == j))
-            if not self._pack(scratch, unit, usable):
+            if not self._pack(scratch, unit, free | (booked == j)):
                 left.append(unit)
                 if len(unit) == 1:
                     failed_shapes.add(int(self.view.shape[unit[0]]))
         return left
 
     def _estimate(self, p: int, units: list[np.ndarray]) -> tuple[int, int, float]:
-        """(new nodes, pods helped, least-waste score) if pool p alone took the units."""
+        """(new nodes, pods helped, least-waste score) if pool p alone took the units, by
+        first-fit onto empty template nodes of the pool (up to its max_size)."""
         sim = self.sim
-        scratch = sim.state.copy()
-        sl = scratch.pool_slots(p)
-        before = set(np.flatnonzero(scratch.status[sl] == ABSENT) + sl.start)
-        usable = np.zeros(scratch.n_slots, bool)
+        slots = sim.cloud.free_slots(p)[:sum(len(u) for u in units)]
+        scratch = sim.state.subset(slots)
+        usable = np.zeros(len(slots), bool)
+        openable = list(range(len(slots)))
         helped = 0
         for unit in units:
-            if self.fits_pool[p, unit].all() and self._pack(scratch, unit, usable, open_pool=p):
+            if self.fits_pool[p, unit].all() and self._pack(scratch, unit, usable, openable):
                 helped += len(unit)
-        new = [n for n in before if scratch.status[n] != ABSENT]
-        if not new:
+        new = np.flatnonzero(usable)
+        if len(new) == 0:
             return 0, 0, np.inf
-        new = np.array(new)
         waste = float(np.mean(scratch.cpu_free[new] / scratch.cpu_cap[new] + scratch.mem_free[new] / scratch.mem_cap[new]) / 2)
         return len(new), helped, waste
 
@@ -315,6 +340,7 @@ class ClusterAutoscaler:
                 self.backoff_until[p] = now + self.backoff_s
             if len(granted):
                 self.scheduler.booked_for[granted] = j
+                self.booked_slots += len(granted)
                 self.provreq_until[j] = now + self.booking_s
                 sim.at(now + self.booking_s, self._booking_expired, granted, j)
 
@@ -322,5 +348,7 @@ class ClusterAutoscaler:
         booked = self.scheduler.booked_for
         mine = slots[booked[slots] == j]
         booked[mine] = -1
-        if len(mine):
-            self.sim.state.version += 1  # capacity opened to everyone: pending pods retry
+        self.booked_slots -= len(mine)
+        if len(mine):  # capacity opened to everyone: pending pods retry
+            self.sim.state.version += 1
+            self.sim.state.grown.extend(int(n) for n in mine)

@@ -38,21 +38,29 @@ class MergedLoop:
         self.placer.attach(sim)
         self.scale_down.attach(sim)
         self.next_scan = 0.0
+        self.scanned_mutations = -1
         self.planned_at = np.full(sim.w.n_jobs, -1, np.int64)  # layout version of the last failed plan
 
     def next_wakeup(self, now: float) -> float:
-        return self.next_scan if self.sim.cluster.autoscaling else np.inf
+        """The next scan on the grid 0, s, 2s, ...; none while idle (nothing queued, no node
+        on its way to scale-down, no change since the last scan): an event wakes it."""
+        sim = self.sim
+        if not sim.cluster.autoscaling or (not sim.queue and len(self.scale_down.low) == 0
+                                           and sim.state.mutations == self.scanned_mutations):
+            return np.inf
+        return max(self.next_scan, np.ceil(now / self.scan_interval_s - 1e-9) * self.scan_interval_s)
 
     def step(self, sim, now: float) -> None:
         self.placer.cycle(now)  # 1. whole jobs onto ready capacity
-        if not sim.cluster.autoscaling or now < self.next_scan:
+        if not sim.cluster.autoscaling or now < self.next_wakeup(now):
             return
-        self.next_scan = now + self.scan_interval_s
+        self.next_scan = (np.floor(now / self.scan_interval_s + 1e-9) + 1) * self.scan_interval_s
         for _, _, j in list(sim.queue):  # 2. in-flight and provisionable capacity
             if self.planned_at[j] != sim.state.layout_version and not self._provision_for(j):
                 self.planned_at[j] = sim.state.layout_version
         # never remove a node a plan counts on, nor a committed one (removing it saves nothing)
         self.scale_down.run(now, protect=(sim.held > 0) | sim.state.slot_committed)
+        self.scanned_mutations = sim.state.mutations
         self.placer.cycle(now)
 
     # ---- planning over provisionable capacity ---------------------------------------
@@ -62,7 +70,7 @@ class MergedLoop:
         if len(pods) == 0 or sim.w.never_fits[pods].any():
             return False
         best = None  # (cost, new nodes, pool, slots, plan)
-        for pool, slots in self._options(j):
+        for pool, slots in self._options(j, len(pods)):
             found = self._pack(pods, pool, slots, j)
             if found is None:
                 continue
@@ -80,53 +88,55 @@ class MergedLoop:
             sim.bind(p, n, gpu_idx)
         return True
 
-    def _options(self, j: int):
-        """(pool, candidate new slots) pairs to try: one per pool, or per rack of a pool for
-        a rack-local gang. Pool None = only nodes already booting."""
+    def _options(self, j: int, n_pods: int):
+        """(pool, candidate new slots) pairs to try: one per pool (for a rack-local gang, in
+        the pool's rack with the most free slots). Pool None = only nodes already booting."""
         sim, st = self.sim, self.sim.state
         yield None, np.zeros(0, np.int64)
         rack_local = sim.w.job_locality[j] == LOCALITY_CODE["rack"]
         for p in range(len(sim.cluster.pools)):
-            avail = sim.cloud.available(p)
+            avail = min(sim.cloud.available(p), n_pods)
             if avail == 0:
                 continue
             free = sim.cloud.free_slots(p)
             if rack_local:
-                for r in np.unique(st.slot_rack[free]):
-                    yield p, free[st.slot_rack[free] == r][:avail]
-            else:
-                yield p, free[:avail]
+                racks, counts = np.unique(st.slot_rack[free], return_counts=True)
+                free = free[st.slot_rack[free] == racks[np.argmax(counts)]]
+            yield p, free[:avail]
 
     def _pack(self, pods: np.ndarray, pool: int | None, slots: np.ndarray, j: int):
-        """Place every pod on booting nodes (of the same rack/block if the gang asks) or on
-        new nodes from `slots`; returns (opened slots, [(pod, node, gpus)]) or None."""
-        sim, w = self.sim, self.sim.w
-        scratch = sim.state.copy()
-        usable = scratch.status == BOOTING
+        """First-fit every pod onto booting nodes (of the gang's rack/block if it asks) or
+        onto new nodes from `slots`, on a scratch state of just those candidates.
+        Returns (opened slots, [(pod, node, gpus)]) or None."""
+        sim, w, st = self.sim, self.sim.w, self.sim.state
+        inflight = np.flatnonzero(st.status == BOOTING)
         groups = self.placer.groups_of(j)
         if groups is not None:
             if pool is not None and len(slots):
-                usable &= groups == groups[slots[0]]
+                inflight = inflight[groups[inflight] == groups[slots[0]]]
             elif w.job_min_member[j] > 1:
                 return None  # a local gang on booting nodes only: left to the pool options
-        opened, plan = [], []
-        free = list(slots)
+        idx = np.concatenate([inflight, slots]).astype(np.int64)
+        sub = st.subset(idx)
+        usable = np.zeros(len(idx), bool)
+        usable[:len(inflight)] = True
+        opened = len(inflight)
+        plan = []
         for p in pods:
             p = int(p)
-            cand = np.flatnonzero(feasible(scratch, w, p, usable))
-            if len(cand) == 0 and free:
-                n = int(free.pop(0))
-                scratch.add_node(n, sim.now, ready=False)
-                usable[n] = True
-                opened.append(n)
-                cand = np.flatnonzero(feasible(scratch, w, p, usable))
+            cand = np.flatnonzero(feasible(sub, w, p, usable))
+            if len(cand) == 0 and opened < len(idx):
+                sub.add_node(opened, sim.now, ready=False)
+                usable[opened] = True
+                opened += 1
+                cand = np.flatnonzero(feasible(sub, w, p, usable))
             if len(cand) == 0:
                 return None
             n = int(cand[0])  # oldest in-flight node first: pack planned capacity
-            gpu_idx = self.placer.policy.pick_devices(scratch, w, p, n)
-            scratch.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
-            plan.append((p, n, gpu_idx))
-        return opened, plan
+            gpu_idx = sub.pick_devices(n, int(w.gpus[p]), int(w.milli[p]), bool(w.nvlink[p]), bool(w.numa[p]))
+            sub.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+            plan.append((p, int(idx[n]), gpu_idx))
+        return [int(n) for n in idx[len(inflight):opened]], plan
 
     def _cost(self, pool: int | None, opened: list[int]) -> float:
         """Hourly price of the new nodes; committed slots are already paid for."""

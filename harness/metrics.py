@@ -41,10 +41,9 @@ class Accounting:
 
     def __init__(self, sim, timeline_interval_s: float):
         self.sim = sim
-        st, cluster = sim.state, sim.cluster
-        self.slot_price = np.array([cluster.pools[p].price for p in st.slot_pool])
+        cluster = sim.cluster
+        self.pool_price = np.array([p.price for p in cluster.pools])
         self.committed_cost_rate = sum(p.committed * p.committed_price for p in cluster.pools)
-        self.gpu_milli_cap = st.gpu_cap.astype(np.int64) * 1000
         self.last = 0.0
         self.reason = sim.pod_reason
         self.reason_count = np.zeros(len(PendingReason), np.int64)
@@ -68,27 +67,19 @@ class Accounting:
     def rates(self) -> dict[str, float]:
         """Instantaneous rates (GPU milli, USD/h) of the current state."""
         st, sim = self.sim.state, self.sim
-        ready = st.status == READY
-        cap = self.gpu_milli_cap
-        ready_cap = float(cap[ready].sum())
-        alloc = float(st.gpu_used[ready].sum())
-        held = float(sim.held[ready].sum())
-        booting = float(cap[st.status == BOOTING].sum())
-        committed = float(cap[(st.status == ABSENT) & st.slot_committed].sum())
-        present = st.status != ABSENT
-        frag = float(sim.frag[ready].sum())
+        ready_cap = float(st.ready_milli)
+        alloc = float(st.alloc_ready_milli)
+        held = float(sim.held_ready)
         return {
-            "billed": ready_cap + booting + committed,
+            "billed": ready_cap + st.booting_milli + st.committed_empty_milli,
             "used": alloc - held,
-            "booting": booting,
+            "booting": float(st.booting_milli),
             "unallocated": ready_cap - alloc,
             "gang_wait": held,
-            "committed": committed,
+            "committed": float(st.committed_empty_milli),
             "ready_cap": ready_cap,
-            "frag": frag,
-            "cost_rate": float(self.slot_price[present & ~st.slot_committed].sum()) + self.committed_cost_rate,
-            "nodes_ready": int(ready.sum()),
-            "nodes_booting": int((st.status == BOOTING).sum()),
+            "frag": max(sim.frag_ready, 0.0),
+            "cost_rate": float(st.paid_per_pool @ self.pool_price) + self.committed_cost_rate,
         }
 
     def advance(self, t: float) -> None:
@@ -116,12 +107,13 @@ class Accounting:
 
     def _sample(self, t: float, r: dict) -> None:
         idle_ready = r["ready_cap"] - (r["used"] + r["gang_wait"])
+        status = self.sim.state.status
         self.samples.append((
             t, r["billed"] / 1000, r["used"] / 1000, r["booting"] / 1000, r["unallocated"] / 1000,
             r["gang_wait"] / 1000, r["committed"] / 1000,
             r["frag"] / idle_ready if idle_ready > 0 else 0.0,
             r["frag"] / r["ready_cap"] if r["ready_cap"] > 0 else 0.0,
-            r["nodes_ready"], r["nodes_booting"], *[int(c) for c in self.reason_count],
+            int((status == READY).sum()), int((status == BOOTING).sum()), *[int(c) for c in self.reason_count],
             r["cost_rate"],
         ))
 

@@ -23,7 +23,7 @@ from harness.filters import feasible
 from harness.metrics import PendingReason
 from harness.scores import ScorePlugin
 from harness.sim import BOUND, PENDING
-from harness.state import BOOTING, WHOLE
+from harness.state import BOOTING, READY, WHOLE
 from harness.workload import LOCALITY_CODE
 
 GANG_MODES = ("none", "coscheduling", "atomic")
@@ -58,10 +58,15 @@ class Scheduler:
         key = (sim.state.version, sim.arrived_version, sim.state.layout_version)
         if key == self.seen:
             return
-        relabel = key[2] != self.seen[2]  # nodes came or went: pending reasons may change
+        relabel = key[2] != self.seen[2]  # nodes came, went or became ready: reasons may change
         failed_shapes: set[int] = set()
-        self.reasons = {} if (self.booked_for < 0).all() else None  # per-cycle cache by shape
+        any_booked = bool((self.booked_for >= 0).any())
+        self.reasons = None if any_booked else {}  # per-cycle cache of pending reasons by shape
+        self.free_ready = sim.state.ready & (self.booked_for == -1)
+        hint = self._queueing_hint(any_booked)
         for _, _, j in list(sim.queue):
+            if self.tried_at[j] >= 0 and self.tried_at[j] != sim.state.version and not hint(j):
+                self.tried_at[j] = sim.state.version  # no grown node could take any of its pods
             if self.tried_at[j] == sim.state.version:
                 if relabel:
                     for p in sim.unbound_pods(j):
@@ -71,11 +76,34 @@ class Scheduler:
                 placed = self._place_atomic(j, failed_shapes)
             else:
                 placed = self._place_incremental(j, failed_shapes)
-            if not placed:
-                self.tried_at[j] = sim.state.version
+            self.tried_at[j] = -1 if placed else sim.state.version  # an evicted job comes back new
         self.seen = (sim.state.version, sim.arrived_version, sim.state.layout_version)
 
+    def _queueing_hint(self, any_booked: bool):
+        """Like kube-scheduler's QueueingHints: a job that failed is worth retrying only if
+        one of its pods fits one of the nodes whose capacity grew since the last cycle."""
+        st, w = self.sim.state, self.sim.w
+        grown = np.unique(np.array(st.grown, np.int64))
+        st.grown.clear()
+        if any_booked:
+            return lambda j: True
+        sub = st.subset(grown)
+        usable = sub.status == READY
+        fits: dict[int, bool] = {}
+
+        def hint(j: int) -> bool:
+            for p in self.sim.unbound_pods(j):
+                s = int(w.shape[p])
+                if s not in fits:
+                    fits[s] = bool(feasible(sub, w, int(p), usable).any())
+                if fits[s]:
+                    return True
+            return False
+        return hint
+
     def usable(self, j: int) -> np.ndarray:
+        if self.reasons is not None:  # no bookings: every ready node is usable by every job
+            return self.free_ready
         return self.sim.state.ready & ((self.booked_for == -1) | (self.booked_for == j))
 
     def choose(self, p: int, mask: np.ndarray) -> int:
@@ -130,7 +158,7 @@ class Scheduler:
         """Place pods one by one on the real state as a trial, then undo it.
         Returns [(pod, node, gpus)] if every pod found a node, else None."""
         st, w = self.sim.state, self.sim.w
-        version = st.version
+        version, grown = st.version, len(st.grown)
         plan = []
         ok = True
         for p in pods:
@@ -144,7 +172,8 @@ class Scheduler:
             plan.append((p, n, gpu_idx))
         for p, n, gpu_idx in reversed(plan):
             st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
-        st.version = version
+        st.version = version  # a trial is not a change of capacity
+        del st.grown[grown:]
         return plan if ok else None
 
     # ---- none / coscheduling: members bind as they fit ----------------------------------
@@ -156,14 +185,17 @@ class Scheduler:
         all_placed = True
         for p in sim.unbound_pods(j):
             p = int(p)
-            mask = usable
+            mask, restricted = usable, False
             if groups is not None:
                 members = w.job_pods[j]
                 bound_nodes = sim.pod_node[members][sim.pod_node[members] >= 0]
                 if len(bound_nodes):
-                    mask = mask & (groups == groups[bound_nodes[0]])
-            n = -1 if int(w.shape[p]) in failed_shapes and groups is None else self.choose(p, feasible(st, w, p, mask))
+                    mask, restricted = mask & (groups == groups[bound_nodes[0]]), True
+            shape = int(w.shape[p])
+            n = -1 if shape in failed_shapes else self.choose(p, feasible(st, w, p, mask))
             if n < 0:
+                if not restricted:  # found no node anywhere: no pod of this shape will this cycle
+                    failed_shapes.add(shape)
                 self._mark_failed(p, usable)
                 all_placed = False
                 continue

@@ -28,6 +28,7 @@ class SeparateLoops:
     def next_wakeup(self, now: float) -> float:
         return self.autoscaler.next_scan if self.sim.cluster.autoscaling else np.inf
 
+
     def step(self, sim, now: float) -> None:
         self.scheduler.cycle(now)
         if sim.cluster.autoscaling and now >= self.autoscaler.next_scan:

@@ -74,7 +74,9 @@ class Simulation:
         self.arrived_version = 0  # bumps when jobs arrive or re-enter the queue
         self.node_pods: list[set[int]] = [set() for _ in range(self.state.n_slots)]
         self.held = np.zeros(self.state.n_slots, np.int64)  # GPU milli held by unstarted jobs
-        self.frag = np.zeros(self.state.n_slots)
+        self.held_ready = 0  # ... on ready nodes
+        self.frag = np.zeros(self.state.n_slots)  # F_n of ready nodes (0 elsewhere)
+        self.frag_ready = 0.0
         self.node_instance = np.full(self.state.n_slots, -1, np.int64)
         self.nodes: list[NodeRecord] = []
         self.last_scale_up = -np.inf
@@ -151,7 +153,7 @@ class Simulation:
         self.node_pods[n].add(p)
         self.acct.set_reason(p, PendingReason.BOOTING)
         if np.isnan(self.job_started[j]):
-            self.held[n] += int(w.milli[p]) * len(gpu_idx)
+            self._hold(n, int(w.milli[p]) * len(gpu_idx))
         if st.status[n] == READY:
             self._bound_on_ready(p)
         self._refrag(n)
@@ -175,7 +177,7 @@ class Simulation:
         j, n = int(w.job[p]), int(self.pod_node[p])
         gpu_idx = self.pod_gpus[p]
         if np.isnan(self.job_started[j]):
-            self.held[n] -= int(w.milli[p]) * len(gpu_idx)
+            self._hold(n, -int(w.milli[p]) * len(gpu_idx))
         if st.status[n] == READY:
             self.job_ready_bound[j] -= 1
         st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
@@ -195,7 +197,7 @@ class Simulation:
         pods = self.w.job_pods[j]
         for p in pods[self.pod_status[pods] == BOUND]:
             n = int(self.pod_node[p])
-            self.held[n] -= int(self.w.milli[p]) * len(self.pod_gpus[p])
+            self._hold(n, -int(self.w.milli[p]) * len(self.pod_gpus[p]))
             self._run(int(p))
 
     def _run(self, p: int) -> None:
@@ -245,6 +247,7 @@ class Simulation:
         if self.node_instance[n] != instance or self.state.status[n] != BOOTING:
             return
         self.state.make_ready(n, self.now)
+        self.held_ready += int(self.held[n])
         self.nodes[instance].ready_at = self.now
         self._refrag(n)
         for p in sorted(self.node_pods[n]):  # pods planned onto this node while it booted
@@ -252,22 +255,32 @@ class Simulation:
                 self._bound_on_ready(int(p))
 
     def remove_node(self, n: int) -> None:
+        self._set_frag(n, 0.0)
         self.state.remove_node(n)
         self.nodes[self.node_instance[n]].removed_at = self.now
         self.node_instance[n] = -1
         self.held[n] = 0
-        self.frag[n] = 0.0
 
     def pods_on(self, n: int) -> list[int]:
         return sorted(self.node_pods[n])
 
+    def _hold(self, n: int, milli: int) -> None:
+        """GPU milli on node n held by pods of a job that has not started."""
+        self.held[n] += milli
+        if self.state.status[n] == READY:
+            self.held_ready += milli
+
+    def _set_frag(self, n: int, value: float) -> None:
+        self.frag_ready += value - self.frag[n]
+        self.frag[n] = value
+
     def _refrag(self, n: int) -> None:
         st = self.state
         if st.status[n] != READY:
-            self.frag[n] = 0.0
+            self._set_frag(n, 0.0)
             return
-        self.frag[n] = node_fragmentation(st.gpu_free[n:n + 1], st.gpu_cap[n:n + 1], st.cpu_free[n:n + 1],
-                                          st.model_bit[n:n + 1], self.target)[0]
+        self._set_frag(n, node_fragmentation(st.gpu_free[n:n + 1], st.gpu_cap[n:n + 1], st.cpu_free[n:n + 1],
+                                             st.model_bit[n:n + 1], self.target)[0])
 
     # ---- the run -----------------------------------------------------------------------
     def run(self, loop, progress=None) -> None:

@@ -58,6 +58,9 @@ class ClusterState:
             self.gpu_numa[i, :t.gpus] = t.gpu_domains(t.numa_domains)
         # a pod claiming both NVLink and NUMA locality needs GPUs in their intersection
         self.gpu_both = np.where(self.gpu_nvl >= 0, self.gpu_nvl * g + self.gpu_numa, -1)
+        self.pow2 = (1 << np.arange(g, dtype=np.int64)) if g <= 62 else None
+        self.domain_tables = [_domain_tables(t.gpus, self.gpu_nvl[i], self.gpu_numa[i], self.gpu_both[i])
+                              for i, t in enumerate(types)]
         # per-slot static capacity (broadcast of the type)
         self.cpu_cap = self.type_cpu[self.slot_type]
         self.mem_cap = self.type_mem[self.slot_type]
@@ -80,8 +83,15 @@ class ClusterState:
         self.numa_whole = np.zeros(n, np.int32)
         self.both_whole = np.zeros(n, np.int32)
         self.gpu_used = np.zeros(n, np.int64)  # allocated GPU milli
+        # running totals (GPU milli) that metrics read in O(1) instead of summing every slot
+        self.ready_milli = 0
+        self.booting_milli = 0
+        self.alloc_ready_milli = 0  # allocated GPU milli on ready nodes
+        self.committed_empty_milli = int((self.gpu_cap[self.slot_committed].astype(np.int64) * WHOLE).sum())
+        self.paid_per_pool = np.zeros(len(cluster.pools), np.int64)  # nodes outside committed slots
         self.version = 0  # bumps whenever capacity grows (node ready, pod released)
-        self.layout_version = 0  # bumps whenever a node is added or removed
+        self.grown: list[int] = []  # nodes whose capacity grew since the scheduler last looked
+        self.layout_version = 0  # bumps whenever a node is added, becomes ready or is removed
         self.mutations = 0  # bumps on every change of any node (cache key for what-if scans)
 
     # ---- node lifecycle ----------------------------------------------------------------
@@ -106,18 +116,42 @@ class ClusterState:
         self.pods_on[n] = 0
         self._refresh(n)
         self.layout_version += 1
+        milli = int(self.gpu_cap[n]) * WHOLE
         if ready:
             self.version += 1
+            self.grown.append(n)
+            self.ready_milli += milli
+        else:
+            self.booting_milli += milli
+        if self.slot_committed[n]:
+            self.committed_empty_milli -= milli
+        else:
+            self.paid_per_pool[self.slot_pool[n]] += 1
 
     def make_ready(self, n: int, now: float) -> None:
         assert self.status[n] == BOOTING
         self.status[n] = READY
         self.ready_at[n] = now
         self.version += 1
+        self.layout_version += 1
+        self.grown.append(n)
         self.mutations += 1
+        milli = int(self.gpu_cap[n]) * WHOLE
+        self.booting_milli -= milli
+        self.ready_milli += milli
+        self.alloc_ready_milli += int(self.gpu_used[n])  # pods planned while it booted
 
     def remove_node(self, n: int) -> None:
         assert self.pods_on[n] == 0, "a node is removed only when empty"
+        milli = int(self.gpu_cap[n]) * WHOLE
+        if self.status[n] == READY:
+            self.ready_milli -= milli
+        else:
+            self.booting_milli -= milli
+        if self.slot_committed[n]:
+            self.committed_empty_milli += milli
+        else:
+            self.paid_per_pool[self.slot_pool[n]] -= 1
         self.status[n] = ABSENT
         self.requested_at[n] = np.nan
         self.ready_at[n] = np.nan
@@ -133,6 +167,8 @@ class ClusterState:
         if len(gpu_idx):
             self.gpu_free[n, gpu_idx] -= milli
             self.gpu_used[n] += milli * len(gpu_idx)
+            if self.status[n] == READY:
+                self.alloc_ready_milli += milli * len(gpu_idx)
         self.pods_on[n] += 1
         assert self.cpu_free[n] >= 0 and self.mem_free[n] >= 0 and self.gpu_free[n].min() >= 0, "over-allocated"
         self._refresh(n)
@@ -143,9 +179,12 @@ class ClusterState:
         if len(gpu_idx):
             self.gpu_free[n, gpu_idx] += milli
             self.gpu_used[n] -= milli * len(gpu_idx)
+            if self.status[n] == READY:
+                self.alloc_ready_milli -= milli * len(gpu_idx)
         self.pods_on[n] -= 1
         self._refresh(n)
         self.version += 1
+        self.grown.append(n)
 
     def _refresh(self, n: int) -> None:
         """Recompute the summaries of one node from its GPU row."""
@@ -158,8 +197,13 @@ class ClusterState:
         row = self.gpu_free[n, :k]
         whole = row == WHOLE
         t = self.slot_type[n]
-        self.free_whole[n] = whole.sum()
         self.max_share[n] = row.max()
+        tables = self.domain_tables[t]
+        if tables is not None:  # the whole-GPU pattern indexes precomputed per-domain maxima
+            i = int(whole @ self.pow2[:k])
+            self.free_whole[n], self.nvl_whole[n], self.numa_whole[n], self.both_whole[n] = tables[i]
+            return
+        self.free_whole[n] = whole.sum()
         self.nvl_whole[n] = np.bincount(self.gpu_nvl[t, :k], weights=whole).max()
         self.numa_whole[n] = np.bincount(self.gpu_numa[t, :k], weights=whole).max()
         self.both_whole[n] = np.bincount(self.gpu_both[t, :k], weights=whole).max()
@@ -192,12 +236,39 @@ class ClusterState:
     def billed_gpus(self) -> np.ndarray:
         return np.where(self.status != ABSENT, self.gpu_cap, 0)
 
+    _PER_SLOT = ("slot_pool", "slot_type", "slot_rack", "slot_block", "slot_committed", "cpu_cap", "mem_cap",
+                 "gpu_cap", "model_bit", "nic_ok", "profile_bits")
     _DYNAMIC = ("status", "requested_at", "ready_at", "cpu_free", "mem_free", "gpu_free", "pods_on",
                 "free_whole", "max_share", "nvl_whole", "numa_whole", "both_whole", "gpu_used")
+
+    def subset(self, idx: np.ndarray) -> "ClusterState":
+        """A scratch state of only the slots `idx` (local index i is slot idx[i]): what-if
+        packing over a few candidate nodes costs O(len(idx)), not O(all slots)."""
+        twin = copy.copy(self)
+        for name in self._PER_SLOT + self._DYNAMIC:
+            setattr(twin, name, getattr(self, name)[idx])
+        twin.paid_per_pool = self.paid_per_pool.copy()
+        twin.grown = []
+        return twin
 
     def copy(self) -> "ClusterState":
         """A scratch copy for what-if packing (static arrays shared, dynamic ones copied)."""
         twin = copy.copy(self)
         for name in self._DYNAMIC:
             setattr(twin, name, getattr(self, name).copy())
+        twin.paid_per_pool = self.paid_per_pool.copy()
+        twin.grown = []
         return twin
+
+
+def _domain_tables(gpus: int, nvl: np.ndarray, numa: np.ndarray, both: np.ndarray) -> list | None:
+    """For each pattern of whole-free GPUs (bit i = GPU i), the summaries of `_refresh`:
+    (free whole GPUs, most whole GPUs in one NVLink / NUMA / NVLink-and-NUMA domain)."""
+    if gpus == 0 or gpus > 12:
+        return None
+    bits = (np.arange(1 << gpus)[:, None] >> np.arange(gpus)) & 1
+    out = [bits.sum(axis=1)]
+    for dom in (nvl[:gpus], numa[:gpus], both[:gpus]):
+        onehot = dom[:, None] == np.unique(dom)[None, :]
+        out.append((bits @ onehot).max(axis=1))
+    return [tuple(int(v) for v in row) for row in np.stack(out, axis=1)]

@@ -11,7 +11,7 @@ from harness.cluster import Cluster
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.scores import MostAllocated
 from harness.sim import BOUND, RUNNING, Simulation
-from harness.state import ABSENT
+from harness.state import ABSENT, BOOTING, READY
 from harness.workload import compile_workload
 from tests import scenarios as sc
 
@@ -93,6 +93,14 @@ def check_state(sim) -> None:
         k = stt.gpu_cap[n]
         assert (gpu[n, :k] == 1000 - stt.gpu_free[n, :k]).all(), "device over- or under-accounted"
     assert stt.gpu_used.sum() == gpu.sum()
+    # running totals that metrics read equal the sums they stand for
+    ready, booting = stt.status == READY, stt.status == BOOTING
+    cap = stt.gpu_cap.astype(np.int64) * 1000
+    assert stt.ready_milli == cap[ready].sum() and stt.booting_milli == cap[booting].sum()
+    assert stt.alloc_ready_milli == stt.gpu_used[ready].sum()
+    assert stt.committed_empty_milli == cap[stt.slot_committed & ~present].sum()
+    assert sim.held_ready == sim.held[ready].sum()
+    assert sim.frag_ready == pytest.approx(sim.frag[ready].sum(), abs=1e-6)
 
 
 def run_checked(table, loop, autoscaling=True):

@@ -117,10 +117,6 @@ def test_a_horizon_that_cannot_end_a_replay_is_refused(horizon, tmp_path):
         build(cfg)
 
 
-@pytest.mark.xfail(strict=True, reason="loops wake every scan interval (10 s) even when nothing is pending and "
-                                       "no node can be removed, so an idle stretch costs horizon/10 steps: a trace "
-                                       "whose last pod comes years after the first (default horizon = last submit "
-                                       "+ 24 h) replays for tens of minutes; next_wakeup should skip idle time")
 @pytest.mark.parametrize("loop", ["separate", "merged"])
 def test_an_idle_cluster_does_not_step_every_scan_interval(loop):
     table = sc.trace([{"job_id": f"j{i}", "submit_s": 60.0 * i, "duration_s": 600.0} for i in range(4)])
