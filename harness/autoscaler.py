@@ -14,6 +14,14 @@ Its view of a pod is set by switches, all off by default as in typical deploymen
   provisioning_request  gangs become ProvisioningRequests: the whole gang's nodes are asked at
                      once (all-or-nothing where the pool honours it) and booked for the gang
                      for `booking_s`; the scheduler then places the pods by itself.
+Two steps of the scheduler-autoscaler interfaces proposed to SIG-Autoscaling (the third,
+"requests", is the merged loop):
+  scheduler_sees     (a) whether a pending pod fits existing or in-flight capacity is the
+                     scheduler's verdict (its full view), not the autoscaler's guess;
+  scheduler_prefers  (b) the scheduler states which provisionable capacity it prefers for a
+                     pod or whole gang (a compatible pool, one rack for a rack-local gang,
+                     committed slots first, then the cheapest); the autoscaler asks for
+                     exactly that, best-effort, and the scheduler places the pods again.
 Defaults follow Cluster Autoscaler's documented ones (scan 10 s, scale-down unneeded 10 min,
 utilisation threshold 0.5, delay after add 10 min, node group backoff 5 min, ProvisioningRequest
 booking 10 min).
@@ -29,7 +37,7 @@ from harness.errors import ConfigError
 from harness.filters import feasible
 from harness.sim import PENDING
 from harness.state import ABSENT, READY, ClusterState
-from harness.workload import Workload, type_fits
+from harness.workload import LOCALITY_CODE, Workload, type_fits
 
 EXPANDERS = ("random", "least-waste", "price", "priority")
 
@@ -125,6 +133,7 @@ class ClusterAutoscaler:
     def __init__(self, scan_interval_s: float = 10.0, expander: str = "random",
                  topology_aware: bool = False, sharing_aware: bool = False, gang_aware: bool = False,
                  reservation_aware: bool = False, provisioning_request: bool = False,
+                 scheduler_sees: bool = False, scheduler_prefers: bool = False,
                  booking_s: float = 600.0, backoff_s: float = 300.0, scale_down: ScaleDown | None = None):
         if expander not in EXPANDERS:
             raise ConfigError("loop.autoscaler.expander", f"must be one of {EXPANDERS}, got '{expander}'")
@@ -133,12 +142,15 @@ class ClusterAutoscaler:
         self.topology_aware, self.sharing_aware = bool(topology_aware), bool(sharing_aware)
         self.gang_aware, self.reservation_aware = bool(gang_aware), bool(reservation_aware)
         self.provisioning_request = bool(provisioning_request)
+        self.scheduler_sees, self.scheduler_prefers = bool(scheduler_sees), bool(scheduler_prefers)
         self.booking_s, self.backoff_s = float(booking_s), float(backoff_s)
         self.scale_down = scale_down or ScaleDown()
 
     def attach(self, sim, scheduler) -> None:
         self.sim, self.scheduler = sim, scheduler
-        self.view = view_of(sim.w, self.topology_aware, self.sharing_aware)
+        own = view_of(sim.w, self.topology_aware, self.sharing_aware)
+        self.fit_view = sim.w if self.scheduler_sees or self.scheduler_prefers else own  # fits what exists?
+        self.view = sim.w if self.scheduler_prefers else own  # what new nodes to ask for
         self.backoff_until = np.full(len(sim.cluster.pools), -np.inf)
         self.provreq_until = np.full(sim.w.n_jobs, -np.inf)
         self.rng = np.random.default_rng([sim.seed, 3])
@@ -169,8 +181,8 @@ class ClusterAutoscaler:
     def scan(self, now: float) -> None:
         self.grid_next = (np.floor(now / self.scan_interval_s + 1e-9) + 1) * self.scan_interval_s
         if self.sim.cluster.autoscaling:
-            if self.provisioning_request:
-                self._provisioning_requests(now)
+            if self.provisioning_request or self.scheduler_prefers:
+                self._gang_requests(now)
             self._scale_up(now)
         protect = self.scheduler.booked_for >= 0
         if self.reservation_aware:
@@ -199,10 +211,10 @@ class ClusterAutoscaler:
         return units
 
     def _pack(self, scratch: ClusterState, unit: np.ndarray, usable: np.ndarray,
-              openable: list[int] | None = None) -> bool:
+              openable: list[int] | None = None, w: Workload | None = None) -> bool:
         """First-fit the unit's pods into scratch, all or nothing, opening nodes from the
         `openable` slots when nothing usable fits. Returns whether every pod found a place."""
-        w = self.view
+        w = self.view if w is None else w
         done, opened = [], []
         for p in unit:
             p = int(p)
@@ -238,21 +250,23 @@ class ClusterAutoscaler:
         left = []
         failed_shapes: set[int] = set()  # scratch only fills up: a shape that failed fails again
         for unit in units:
-            if len(unit) == 1 and int(self.view.shape[unit[0]]) in failed_shapes:
+            if len(unit) == 1 and int(self.fit_view.shape[unit[0]]) in failed_shapes:
                 left.append(unit)
                 continue
             j = int(sim.w.job[unit[0]])
-            if not self._pack(scratch, unit, free | (booked == j)):
+            if not self._pack(scratch, unit, free | (booked == j), w=self.fit_view):
                 left.append(unit)
                 if len(unit) == 1:
-                    failed_shapes.add(int(self.view.shape[unit[0]]))
+                    failed_shapes.add(int(self.fit_view.shape[unit[0]]))
         return left
 
     def _estimate(self, p: int, units: list[np.ndarray]) -> tuple[int, int, float]:
         """(new nodes, pods helped, least-waste score) if pool p alone took the units, by
         first-fit onto empty template nodes of the pool (up to its max_size)."""
         sim = self.sim
-        slots = sim.cloud.free_slots(p)[:sum(len(u) for u in units)]
+        preferred = self._preferred_slots(p, units[0]) if len(units) == 1 else None
+        slots = sim.cloud.free_slots(p) if preferred is None else preferred
+        slots = slots[:sum(len(u) for u in units)]
         scratch = sim.state.subset(slots)
         usable = np.zeros(len(slots), bool)
         openable = list(range(len(slots)))
@@ -269,6 +283,12 @@ class ClusterAutoscaler:
     def _expand(self, options: list[tuple[int, int, int, float]]) -> tuple[int, int]:
         """Pick one (pool, node count) from options (pool, nodes, helped, waste)."""
         sim = self.sim
+        if self.scheduler_prefers:  # the scheduler's preference: committed slots, then price
+            def cost(o):
+                committed = min(sim.cloud.free_committed(o[0]), o[1])
+                return ((o[1] - committed) * sim.cluster.pools[o[0]].price / o[2], o[0])
+            best = min(options, key=cost)
+            return best[0], best[1]
         if self.reservation_aware:
             reserved = [o for o in options if sim.cloud.free_committed(o[0]) > 0]
             options = reserved or options
@@ -296,7 +316,7 @@ class ClusterAutoscaler:
         key = (sim.state.mutations, sim.arrived_version, tuple(self.backoff_until <= now))
         if key == self.idle_key:
             return  # nothing changed since a scan that found nothing to add
-        units = self._pending_units(gangs=False if self.provisioning_request else None)
+        units = self._pending_units(gangs=False if self.provisioning_request or self.scheduler_prefers else None)
         units = self._unplaced(units)
         if not units:
             self.idle_key = key
@@ -314,8 +334,11 @@ class ClusterAutoscaler:
         if len(granted) < count:
             self.backoff_until[p] = now + self.backoff_s
 
-    # ---- ProvisioningRequest: a gang's capacity asked at once and booked for it ---------------
-    def _provisioning_requests(self, now: float) -> None:
+    # ---- gangs as units: ProvisioningRequests, or the scheduler's stated preference ----------
+    def _gang_requests(self, now: float) -> None:
+        """Each pending gang that fits nowhere gets its whole capacity asked from one pool:
+        as a ProvisioningRequest (all-or-nothing where the pool allows, booked for the gang),
+        or, with only `scheduler_prefers`, as a best-effort request for the preferred nodes."""
         sim, w = self.sim, self.sim.w
         key = (sim.state.mutations, sim.arrived_version, tuple(self.backoff_until <= now),
                int((self.provreq_until > now).sum()))
@@ -334,15 +357,22 @@ class ClusterAutoscaler:
             if not options:
                 continue
             p, count = self._expand(options)
-            granted = sim.provision(p, count, atomic=True)
+            granted = sim.provision(p, count, atomic=self.provisioning_request, slots=self._preferred_slots(p, unit))
             self.provreq_idle_key = None
             if len(granted) < count:
                 self.backoff_until[p] = now + self.backoff_s
-            if len(granted):
+            if len(granted) and self.provisioning_request:
                 self.scheduler.booked_for[granted] = j
                 self.booked_slots += len(granted)
                 self.provreq_until[j] = now + self.booking_s
                 sim.at(now + self.booking_s, self._booking_expired, granted, j)
+
+    def _preferred_slots(self, p: int, unit: np.ndarray) -> np.ndarray | None:
+        """The rack the scheduler prefers for a rack-local gang (else the cloud's choice)."""
+        sim = self.sim
+        if not self.scheduler_prefers or sim.w.job_locality[sim.w.job[unit[0]]] != LOCALITY_CODE["rack"]:
+            return None
+        return sim.cloud.free_slots_in_emptiest_rack(p)
 
     def _booking_expired(self, slots: np.ndarray, j: int) -> None:
         booked = self.scheduler.booked_for

@@ -25,6 +25,14 @@ class Cloud:
         sl = self.state.pool_slots(p)
         return np.flatnonzero(self.state.status[sl] == ABSENT) + sl.start
 
+    def free_slots_in_emptiest_rack(self, p: int) -> np.ndarray:
+        """Free slots of pool p's rack with the most free slots (for a rack-local gang)."""
+        slots = self.free_slots(p)
+        if len(slots) == 0:
+            return slots
+        racks, counts = np.unique(self.state.slot_rack[slots], return_counts=True)
+        return slots[self.state.slot_rack[slots] == racks[np.argmax(counts)]]
+
     def available(self, p: int) -> int:
         """Nodes the pool could still supply now (stock and max_size)."""
         pool = self.cluster.pools[p]

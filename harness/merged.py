@@ -91,17 +91,14 @@ class MergedLoop:
     def _options(self, j: int, n_pods: int):
         """(pool, candidate new slots) pairs to try: one per pool (for a rack-local gang, in
         the pool's rack with the most free slots). Pool None = only nodes already booting."""
-        sim, st = self.sim, self.sim.state
+        sim = self.sim
         yield None, np.zeros(0, np.int64)
         rack_local = sim.w.job_locality[j] == LOCALITY_CODE["rack"]
         for p in range(len(sim.cluster.pools)):
             avail = min(sim.cloud.available(p), n_pods)
             if avail == 0:
                 continue
-            free = sim.cloud.free_slots(p)
-            if rack_local:
-                racks, counts = np.unique(st.slot_rack[free], return_counts=True)
-                free = free[st.slot_rack[free] == racks[np.argmax(counts)]]
+            free = sim.cloud.free_slots_in_emptiest_rack(p) if rack_local else sim.cloud.free_slots(p)
             yield p, free[:avail]
 
     def _pack(self, pods: np.ndarray, pool: int | None, slots: np.ndarray, j: int):

@@ -11,6 +11,9 @@ Gang modes:
                 rest, then all are released (the scheduler-plugins Coscheduling default: 60 s);
   atomic        the whole gang is placed in one cycle or nothing is.
 Gang locality claims (one rack / one block) restrict all members to one group of nodes.
+With `waits_for_capacity` (the first proposed scheduler-autoscaler interface step: the
+scheduler *sees* in-flight capacity) a gang reserves nothing until all its members fit on
+ready plus booting nodes: it waits for capacity rather than hold devices it cannot use.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ GANG_MODES = ("none", "coscheduling", "atomic")
 
 
 class Scheduler:
-    def __init__(self, policy: ScorePlugin, gang_mode: str = "coscheduling", gang_timeout_s: float = 60.0):
+    def __init__(self, policy: ScorePlugin, gang_mode: str = "coscheduling", gang_timeout_s: float = 60.0,
+                 waits_for_capacity: bool = False):
         if gang_mode not in GANG_MODES:
             from harness.errors import ConfigError
 
@@ -38,6 +42,7 @@ class Scheduler:
         self.policy = policy
         self.gang_mode = gang_mode
         self.gang_timeout_s = float(gang_timeout_s)
+        self.waits_for_capacity = bool(waits_for_capacity)
 
     def attach(self, sim) -> None:
         self.sim = sim
@@ -182,6 +187,13 @@ class Scheduler:
         st, w = sim.state, sim.w
         usable = self.usable(j)
         groups = self.groups_of(j)
+        if self.waits_for_capacity and w.job_min_member[j] > 1 and sim.job_ready_bound[j] == 0:
+            where = self._fits_with_inflight(j, usable | ((st.status == BOOTING) & (self.booked_for < 0)))
+            if where is None:
+                for p in sim.unbound_pods(j):
+                    self._mark_failed(int(p), usable)
+                return False
+            usable = usable & where  # reserve only where the whole gang will fit
         all_placed = True
         for p in sim.unbound_pods(j):
             p = int(p)
@@ -205,6 +217,19 @@ class Scheduler:
                 self.timeout_armed[j] = True
                 sim.at(sim.now + self.gang_timeout_s, self._gang_timeout, j)
         return all_placed
+
+    def _fits_with_inflight(self, j: int, usable: np.ndarray) -> np.ndarray | None:
+        """The nodes (ready and booting; one group if the gang is local) on which the whole
+        gang would fit, or None."""
+        pods = self.sim.unbound_pods(j)
+        groups = self.groups_of(j)
+        if groups is None:
+            return usable if self.try_place(pods, usable) is not None else None
+        first = feasible(self.sim.state, self.sim.w, int(pods[0]), usable)
+        for g in np.unique(groups[first]):
+            if self.try_place(pods, usable & (groups == g)) is not None:
+                return groups == g
+        return None
 
     def _gang_timeout(self, j: int) -> None:
         """Coscheduling Permit timed out: release every reserved member of the gang."""

@@ -188,3 +188,47 @@ def test_gang_merged_plans_the_whole_gang_in_one_pool():
     assert idle(row) == approx((32 * 900 / H, 32 * 300 / H, 32 * 600 / H, 0.0, 0.0))
     assert row["gang_latency_p50_s"] == approx(300.0)
     assert row["gangs_never_started"] == 0 and row["nodes_provisioned"] == 4
+
+
+# ---- the proposed scheduler-autoscaler interfaces, one step at a time ----------------------
+def test_interface_sees_stops_the_churn_but_still_buys_the_wrong_shape_first():
+    cl, table = topology_setup()
+    row, _ = sc.run(table, cl, sc.separate(scheduler_sees=True), horizon_s=2 * H)
+    # The autoscaler now knows the pod fits none of the PCIe nodes, so it buys again at every
+    # scan, with its own (integer) view and the price expander: PCIe at 0, 10, 20, 30 until
+    # the pool is full (max 4), then NVLink at 40 (ready 340, pod 340-3940, removed 4540).
+    # Each PCIe node boots 300 s and idles 600 s before removal.
+    booting = 4 * 8 * 300 + 8 * 300
+    unallocated = 4 * 8 * 600 + 8 * 600
+    assert idle(row) == approx(((booting + unallocated) / H, booting / H, unallocated / H, 0.0, 0.0))
+    assert row["nodes_provisioned"] == 5 and row["pods_done"] == 1
+
+
+def test_interface_prefers_buys_what_the_scheduler_would_place():
+    cl, table = topology_setup()
+    row, _ = sc.run(table, cl, sc.separate(scheduler_sees=True, scheduler_prefers=True), horizon_s=2 * H)
+    # The scheduler's preference names the NVLink pool: as the merged loop, one node.
+    assert idle(row) == approx((8 * 900 / H, 8 * 300 / H, 8 * 600 / H, 0.0, 0.0))
+    assert row["nodes_provisioned"] == 1
+
+
+def test_interface_steps_on_the_gang_that_a_pool_cannot_hold():
+    cl, table = gang_setup(a_atomic=False)
+    sees = sc.separate(gang_mode="none", scheduler_sees=True)
+    sees.scheduler.waits_for_capacity = True
+    row, _ = sc.run(table, cl, sees, horizon_s=2 * H)
+    # (a) Pool a yields 3 of 4 nodes, b gives the 4th at 10 (blind to the block claim), but the
+    # scheduler reserves nothing: the gang never fits one block of ready + booting nodes, so
+    # no devices are held (gang_wait 0) and the pending pods keep the autoscaler buying.
+    assert row["idle_accel_hours_gang_wait"] == 0.0 and row["gangs_never_started"] == 1
+    prefers = sc.separate(gang_mode="none", scheduler_sees=True, scheduler_prefers=True)
+    prefers.scheduler.waits_for_capacity = True
+    row, _ = sc.run(table, cl, prefers, horizon_s=2 * H)
+    # (b) The whole gang is asked of its preferred pool: a (cheaper) yields 3 of 4, backed
+    # off; the 3 nodes wait in block a. At 10 the gang still does not fit one block, so the
+    # whole gang is asked of pool b: 4 nodes ready at 310, the gang runs 310-3910; a's three
+    # nodes idle from 300 until removed at 900, b's four from 3910 until 4510.
+    booting = 3 * 8 * 300 + 4 * 8 * 300
+    unallocated = 3 * 8 * 600 + 4 * 8 * 600
+    assert idle(row) == approx(((booting + unallocated) / H, booting / H, unallocated / H, 0.0, 0.0))
+    assert row["gang_latency_p50_s"] == approx(310.0) and row["nodes_provisioned"] == 7
