@@ -15,8 +15,14 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from harness.output import atomic_path
 
 from harness.state import ABSENT, BOOTING, READY
 
@@ -54,7 +60,7 @@ class Accounting:
         self.pending_s = np.zeros(len(PendingReason))
         self.interval = float(timeline_interval_s)
         self.next_sample = 0.0
-        self.samples: list[tuple] = []
+        self.timeline = Timeline()
 
     def set_reason(self, p: int, reason: int) -> None:
         old = self.reason[p]
@@ -108,7 +114,7 @@ class Accounting:
     def _sample(self, t: float, r: dict) -> None:
         idle_ready = r["ready_cap"] - (r["used"] + r["gang_wait"])
         status = self.sim.state.status
-        self.samples.append((
+        self.timeline.append((
             t, r["billed"] / 1000, r["used"] / 1000, r["booting"] / 1000, r["unallocated"] / 1000,
             r["gang_wait"] / 1000, r["committed"] / 1000,
             r["frag"] / idle_ready if idle_ready > 0 else 0.0,
@@ -117,11 +123,52 @@ class Accounting:
             r["cost_rate"],
         ))
 
-    def timeline(self) -> pl.DataFrame:
-        cols = ["t_s", "billed_gpus", "used_gpus", "booting_gpus", "unallocated_gpus", "gang_wait_gpus",
-                "committed_idle_gpus", "frag_ratio", "frag_amount", "nodes_ready", "nodes_booting",
-                *[f"pending_{n}" for n in REASON_NAMES], "cost_rate_usd_h"]
-        return pl.DataFrame(self.samples, schema=cols, orient="row")
+
+
+TIMELINE_SCHEMA = pa.schema(
+    [(c, pa.float64()) for c in ("t_s", "billed_gpus", "used_gpus", "booting_gpus", "unallocated_gpus",
+                                 "gang_wait_gpus", "committed_idle_gpus", "frag_ratio", "frag_amount")]
+    + [(c, pa.int64()) for c in ("nodes_ready", "nodes_booting", *[f"pending_{n}" for n in REASON_NAMES])]
+    + [("cost_rate_usd_h", pa.float64())])
+
+
+class Timeline:
+    """Timeline samples, streamed to Parquet in row groups once a path is given, so memory
+    does not grow with the length of a replay; the file appears (renamed) only on `close`."""
+
+    ROW_GROUP = 8192
+
+    def __init__(self):
+        self.rows: list[tuple] = []
+        self.writer = None
+
+    def stream_to(self, path: Path) -> None:
+        self.path = Path(path)
+        self.atomic = atomic_path(self.path)
+        self.writer = pq.ParquetWriter(self.atomic.__enter__(), TIMELINE_SCHEMA)
+
+    def append(self, row: tuple) -> None:
+        self.rows.append(row)
+        if self.writer is not None and len(self.rows) >= self.ROW_GROUP:
+            self._flush()
+
+    def frame(self) -> pl.DataFrame:
+        """The samples not yet streamed (all of them when not streaming)."""
+        return pl.from_arrow(self._table())
+
+    def close(self) -> None:
+        self._flush()
+        self.writer.close()
+        self.atomic.__exit__(None, None, None)
+
+    def _table(self) -> pa.Table:
+        columns = list(zip(*self.rows)) if self.rows else [[] for _ in TIMELINE_SCHEMA]
+        return pa.table([pa.array(c, f.type) for c, f in zip(columns, TIMELINE_SCHEMA)], schema=TIMELINE_SCHEMA)
+
+    def _flush(self) -> None:
+        if self.rows:
+            self.writer.write_table(self._table())
+        self.rows = []
 
 
 def _quantiles(values: np.ndarray) -> dict[str, float]:

@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from harness.errors import ConfigError
 from harness.metrics import jobs_frame, nodes_frame, summary_row
-from harness.output import write_parquet, write_text
+from harness.output import is_complete, write_parquet, write_text
 from harness.sim import Simulation
 from harness.trace import read_trace
 from harness.workload import compile_workload
@@ -53,6 +53,9 @@ class Replay:
         out_dir = Path(out_dir)
         started = time.perf_counter()
         sim, loop = build(cfg)
+        for stale in out_dir.glob(".*.tmp"):  # left by an interrupted run of this directory
+            stale.unlink()
+        sim.acct.timeline.stream_to(out_dir / "timeline.parquet")
         with tqdm(total=round(sim.horizon), unit="sim-s", desc=f"replay {loop.name}", leave=False,
                   disable=None if progress else True) as bar:
             sim.run(loop, progress=lambda t: bar.update(round(t) - bar.n))
@@ -63,7 +66,7 @@ class Replay:
         metrics = summary_row(sim, jobs, nodes, extra)
         write_parquet(jobs, out_dir / "jobs.parquet")
         write_parquet(nodes, out_dir / "nodes.parquet")
-        write_parquet(sim.acct.timeline(), out_dir / "timeline.parquet")
+        sim.acct.timeline.close()
         write_text(OmegaConf.to_yaml(cfg), out_dir / "config.yaml")
         write_parquet(metrics, out_dir / "metrics.parquet")  # last: marks the run complete
         return metrics
@@ -84,6 +87,11 @@ def replay_task(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     out_dir = Path(HydraConfig.get().runtime.output_dir)
+    config = out_dir / "config.yaml"
+    if is_complete(out_dir) and config.exists() and config.read_text() == OmegaConf.to_yaml(cfg):
+        # a rerun of an interrupted sweep redoes only the runs that did not finish
+        print(f"run directory {out_dir}: already complete with this config, skipped")
+        return
     metrics = instantiate(cfg.runner).run(cfg, out_dir)
     cols = [c for c in HEADLINE if c in metrics.columns]
     with pl.Config(tbl_cols=-1, tbl_width_chars=200, float_precision=3):

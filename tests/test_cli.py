@@ -73,3 +73,18 @@ def test_bad_input_is_one_clear_line(tmp_path):
     assert r.returncode == 1
     assert "expander" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "x" / "metrics.parquet").exists()
+
+
+def test_an_interrupted_sweep_reruns_only_unfinished_runs(tmp_path, small_trace):
+    args = ("replay", "-m", f"trace.path={small_trace}", "loop=separate,merged", "horizon_s=3600",
+            f"hydra.sweep.dir={tmp_path}/sweep")
+    assert loopbench(*args, cwd=tmp_path).returncode == 0
+    done = sorted((tmp_path / "sweep").glob("*/metrics.parquet"))
+    kept, redo = done
+    before = kept.stat().st_mtime_ns
+    reference = pl.read_parquet(redo).drop("wall_s")
+    redo.unlink()  # as if that run had been killed before it finished
+    r = loopbench(*args, cwd=tmp_path)
+    assert r.returncode == 0 and "already complete with this config, skipped" in r.stdout
+    assert kept.stat().st_mtime_ns == before
+    assert pl.read_parquet(redo).drop("wall_s").equals(reference)

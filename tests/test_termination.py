@@ -65,7 +65,7 @@ def test_replay_stops_at_the_horizon_and_reports_the_rest(name, table, horizon, 
         assert not (times[np.isfinite(times)] > horizon).any()
     if nodes.height:
         assert nodes["removed_s"].max() <= horizon and nodes["requested_s"].max() <= horizon
-    assert sim.acct.timeline()["t_s"].max() <= horizon
+    assert sim.acct.timeline.frame()["t_s"].max() <= horizon
     cap = float(sim.state.gpu_cap.sum()) * 1000 * horizon / MILLI_HOUR
     assert row["billed_accel_hours"] <= cap + 1e-9
     # what was still pending is reported: in the job table without a start, with a reason
