@@ -37,9 +37,16 @@ from harness.metrics import REASON_NAMES
 from harness.output import COMPLETE_MARKER, atomic_path, write_text
 
 IDLE_CAUSES = ["booting", "unallocated", "gang_wait", "committed"]
-#: The autoscaler switches of the separate loops, in ablation order, with the capability each adds.
-SWITCHES = {"topology_aware": "topology", "gang_aware": "gang", "sharing_aware": "sharing",
-            "reservation_aware": "reservation", "provisioning_request": "ProvisioningRequest"}
+#: Switches of the separate loops, in ablation order, with the capability each adds; any other
+#: boolean of `loop.scheduler` / `loop.autoscaler` set true counts as a switch named by its key.
+SWITCHES = {"autoscaler.topology_aware": "topology", "autoscaler.gang_aware": "gang",
+            "autoscaler.sharing_aware": "sharing", "autoscaler.reservation_aware": "reservation",
+            "autoscaler.provisioning_request": "ProvisioningRequest",
+            # the interface steps between the two loops (conf/loop/separate_sees.yaml, separate_prefers.yaml)
+            "autoscaler.scheduler_sees": "scheduler sees in-flight capacity",
+            "scheduler.waits_for_capacity": "gangs wait for capacity",
+            "autoscaler.scheduler_prefers": "scheduler prefers provisionable capacity"}
+CAPABILITIES = list(SWITCHES)[:5]  # the mission's ablation: one capability of the autoscaler each
 SEPARATE, MERGED = "harness.separate.SeparateLoops", "harness.merged.MergedLoop"
 CLUSTER_AUTOSCALER = "harness.autoscaler.ClusterAutoscaler"
 #: Run metadata that tells variants apart when it differs between runs.
@@ -123,7 +130,7 @@ class Variant:
     loop: str
     target: str  # the loop's _target_
     autoscaler: str  # the separate loops' autoscaler _target_
-    switches: tuple[str, ...]  # autoscaler switches on
+    switches: tuple[str, ...]  # switches on (dotted keys of the loop config)
 
     @property
     def is_ca(self) -> bool:
@@ -138,7 +145,7 @@ class Variant:
     def capability(self) -> str:
         if self.target == MERGED:
             return "merged loop (all capabilities, one decision)"
-        on = " + ".join(SWITCHES[s] for s in self.switches)
+        on = " + ".join(SWITCHES.get(s, s) for s in self.switches)
         if not self.is_ca:
             what = (self.autoscaler or self.target).rsplit(".", 1)[-1]
             return f"separate loops with {what}" + (f" + {on}" if on else "") if self.target == SEPARATE else what
@@ -146,8 +153,13 @@ class Variant:
 
     def order(self) -> tuple:
         kind = 0 if self.is_ca else 2 if self.target == MERGED else 1
-        first = min((list(SWITCHES).index(s) for s in self.switches), default=-1)
-        return kind, len(self.switches), first, self.label
+        first = min((_switch_rank(s) for s in self.switches), default=-1)
+        interface = any(_switch_rank(s) >= len(CAPABILITIES) for s in self.switches)  # after the capabilities
+        return kind, interface, len(self.switches), first, self.label
+
+
+def _switch_rank(key: str) -> int:
+    return list(SWITCHES).index(key) if key in SWITCHES else len(SWITCHES)
 
 
 def label_runs(runs: list[Path], metrics: pl.DataFrame) -> tuple[pl.DataFrame, list[Variant]]:
@@ -167,7 +179,8 @@ def label_runs(runs: list[Path], metrics: pl.DataFrame) -> tuple[pl.DataFrame, l
         label = loop + (f" [{', '.join(extra)}]" if extra else "")
         labels.append(label)
         if label not in variants:
-            on = tuple(s for s in SWITCHES if cfg.get(f"autoscaler.{s}") is True)
+            on = tuple(sorted((k for k, x in cfg.items() if x is True and k.split(".")[0] in ("scheduler", "autoscaler")),
+                              key=_switch_rank))
             variants[label] = Variant(label, loop, str(cfg.get("_target_", "")), str(cfg.get("autoscaler._target_", "")), on)
     ordered = sorted(variants.values(), key=Variant.order)
     return metrics.with_columns(variant=pl.Series(labels)), ordered

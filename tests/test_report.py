@@ -128,11 +128,14 @@ def test_variants_that_share_a_loop_name_are_told_apart(tmp_path):
     make_run(tmp_path / "r" / "1", loop_cfg("separate", gang_aware=True), 0, 8.0, 1.0, 1.0)
     make_run(tmp_path / "r" / "2", loop_cfg("separate_karpenter") | {
         "autoscaler": {"_target_": "harness.karpenter.KarpenterAutoscaler"}}, 0, 5.0, 1.0, 1.0)
+    make_run(tmp_path / "r" / "3", loop_cfg("separate_sees", scheduler_sees=True) | {
+        "scheduler": {"waits_for_capacity": True, "gang_timeout_s": 60}}, 0, 9.0, 1.0, 1.0)
     report.build([tmp_path / "r"], tmp_path / "out")
     abl = pl.read_csv(tmp_path / "out" / "ablation.csv").filter(pl.col("metric") == "idle_accel_hours")
     assert abl.select("variant", "capability", "saved_mean").rows() == [
         ("separate [autoscaler.gang_aware=false]", "separate loops, every switch off (baseline)", 0.0),
         ("separate [autoscaler.gang_aware=true]", "+ gang", 2.0),
+        ("separate_sees", "+ scheduler sees in-flight capacity + gangs wait for capacity", 1.0),
         ("separate_karpenter", "separate loops with KarpenterAutoscaler", 5.0),
     ]
 
