@@ -82,6 +82,7 @@ class Simulation:
         self.last_scale_up = -np.inf
         self._heap: list = []
         self._seq = itertools.count()
+        self.n_events = 0  # events and job arrivals processed (for throughput figures)
         gpus_all = w.gpus.astype(np.int64)
         self.target = target or TargetWorkload.from_pods(w.cpu, gpus_all, w.milli, w.model_mask)
         self.acct = Accounting(self, timeline_interval_s)
@@ -108,10 +109,12 @@ class Simulation:
         while self._heap and self._heap[0][0] <= t:
             _, _, fn, args = heapq.heappop(self._heap)
             fn(*args)
+            self.n_events += 1
         order, w = self.arrival_order, self.w
         while self.next_arrival < len(order) and w.job_submit[order[self.next_arrival]] <= t:
             self._arrive(int(order[self.next_arrival]))
             self.next_arrival += 1
+            self.n_events += 1
 
     # ---- jobs and pods -----------------------------------------------------------------
     def _arrive(self, j: int) -> None:

@@ -1,0 +1,66 @@
+"""Time-based replay at scale: wall time, peak memory and events per second per loop.
+
+    python benchmarks/bench_scale.py [--sizes 100000,300000,1000000] [--loops separate,merged]
+
+Traces come from the `workload=scale` generator preset (about 1/7 of jobs are gangs, ~40% of
+pods in gangs), with the arrival span scaled with the pod count so the offered load stays the
+same (30 days for 1M pods); the cluster is conf/cluster/scale.yaml (10,000 node slots).
+Each run is a fresh subprocess so its peak RSS is its own. Goal (MISSION): 1M pods in
+<= 120 s and <= 4 GiB, cost growing about linearly with pods.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+JOBS_PER_POD = 0.7  # workload=scale: ~700k jobs for ~1M pods
+SPAN_PER_POD_S = 2592000 / 1_000_000
+
+
+def run_one(loop: str, trace: Path) -> dict:
+    code = f"""
+import json, resource, time
+from harness.cli import compose
+from harness.replay import build
+cfg = compose("config", ["loop={loop}", "cluster=scale", "trace.path={trace}"])
+t0 = time.perf_counter(); sim, lp = build(cfg); t1 = time.perf_counter()
+sim.run(lp); t2 = time.perf_counter()
+print(json.dumps({{"build_s": t1 - t0, "replay_s": t2 - t1, "events": sim.n_events,
+                  "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="100000,300000,1000000")
+    ap.add_argument("--loops", default="separate,merged")
+    args = ap.parse_args()
+    print("| pods | loop | build s | replay s | events/s | peak MiB |\n|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for pods in (int(x) for x in args.sizes.split(",")):
+            trace = Path(tmp) / f"scale_{pods}.parquet"
+            subprocess.run([sys.executable, "-m", "harness.cli", "generate", "workload=scale",
+                            f"workload.n_jobs={int(pods * JOBS_PER_POD)}",
+                            f"workload.span_s={int(pods * SPAN_PER_POD_S)}", f"out={trace}", "check_fits=false"],
+                           cwd=ROOT, check=True, capture_output=True)
+            for loop in args.loops.split(","):
+                r = run_one(loop, trace)
+                print(f"| {pods:,} | {loop} | {r['build_s']:.1f} | {r['replay_s']:.1f} | "
+                      f"{r['events'] / r['replay_s']:,.0f} | {r['peak_mib']:,.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    started = time.perf_counter()
+    main()
+    print(f"total {time.perf_counter() - started:.0f} s; this process peak "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
