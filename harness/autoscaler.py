@@ -35,7 +35,6 @@ import numpy as np
 
 from harness.errors import ConfigError
 from harness.filters import feasible
-from harness.sim import PENDING
 from harness.state import ABSENT, READY, ClusterState
 from harness.workload import LOCALITY_CODE, Workload, type_fits
 

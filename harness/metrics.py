@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from harness.output import atomic_path
 
-from harness.state import ABSENT, BOOTING, READY
+from harness.state import BOOTING, READY
 
 MILLI_HOUR = 1000.0 * 3600.0
 

@@ -15,6 +15,9 @@ from harness.scheduler import Scheduler
 
 
 class SeparateLoops:
+    """The autoscaler is any object with attach(sim, scheduler), next_scan and scan(now):
+    the Cluster-Autoscaler-like one, or the Karpenter-like one (harness.karpenter)."""
+
     def __init__(self, scheduler: Scheduler, autoscaler: ClusterAutoscaler, name: str = "separate"):
         self.scheduler = scheduler
         self.autoscaler = autoscaler
@@ -27,7 +30,6 @@ class SeparateLoops:
 
     def next_wakeup(self, now: float) -> float:
         return self.autoscaler.next_scan if self.sim.cluster.autoscaling else np.inf
-
 
     def step(self, sim, now: float) -> None:
         self.scheduler.cycle(now)

@@ -21,7 +21,7 @@ from harness.cloud import Cloud
 from harness.cluster import Cluster
 from harness.fragmentation import TargetWorkload, node_fragmentation
 from harness.metrics import Accounting, PendingReason
-from harness.state import ABSENT, BOOTING, READY, ClusterState
+from harness.state import BOOTING, READY, ClusterState
 from harness.workload import Workload
 
 # pod status

@@ -19,7 +19,7 @@ from harness.cli import compose
 from harness.errors import ConfigError
 from harness.metrics import MILLI_HOUR, jobs_frame, nodes_frame, summary_row
 from harness.replay import build
-from harness.sim import BOUND, DONE, NOT_ARRIVED, PENDING, REFUSED, RUNNING, Simulation
+from harness.sim import BOUND, DONE, NOT_ARRIVED, PENDING, RUNNING, Simulation
 from harness.trace import TraceMeta, write_trace
 from harness.workload import compile_workload
 from tests import scenarios as sc

@@ -19,7 +19,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from harness.trace import SCHEMA, TraceMeta, table_from_columns, write_trace  # noqa: E402
+from harness.trace import TraceMeta, table_from_columns, write_trace  # noqa: E402
 
 FIX = HERE.parent / "fixtures"
 META = TraceMeta(source="loopbench malformed corpus", licence="CC0-1.0", time_origin="trace start")
