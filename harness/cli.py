@@ -44,15 +44,19 @@ def _hydra_app(task, config_name: str, argv: list[str]) -> None:
     """Run `task(cfg)` as a Hydra application so -m, sweeps and launchers work as usual."""
     import hydra
 
+    failures = []
+
     def guarded(cfg):
         try:
             return task(cfg)
         except LoopbenchError as exc:  # a clear one-line error, not Hydra's traceback
             print(f"loopbench: error: {exc}", file=sys.stderr)
-            raise SystemExit(1) from None
+            failures.append(exc)  # a sweep goes on with its other runs; a remote worker survives
 
     sys.argv = [f"loopbench-{config_name}", *argv]
     hydra.main(config_path=str(conf_dir()), config_name=config_name, version_base="1.3")(guarded)()
+    if failures:
+        raise SystemExit(1)
 
 
 def main(argv: list[str] | None = None) -> int:
