@@ -364,7 +364,8 @@ def markdown(rep: Report, pngs: dict[str, str]) -> str:
 
 CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px}
-th{background:#f3f3f3}td{text-align:right;font-variant-numeric:tabular-nums}td.t{text-align:left}
+th{background:#f3f3f3}td{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}td.t{text-align:left}
+.scroll{overflow-x:auto}
 figure{margin:1em 0 2em}img{max-width:100%;border:1px solid #eee}.note{color:#555;font-size:13px}"""
 #: Once loaded, marks on <body> how many images decoded and were laid out, and how many tables
 #: have rows on screen, for the headless-browser check (tests/test_report.py).
@@ -386,11 +387,11 @@ def html_page(rep: Report) -> str:
         parts.append(f'<h2>{e(t.title)}</h2>')
         if t.note:
             parts.append(f'<p class="note">{e(t.note)}</p>')
-        parts.append(f'<table id="table-{t.id}"><thead><tr>' + "".join(f"<th>{e(h)}</th>" for h in t.header)
+        parts.append(f'<div class="scroll"><table id="table-{t.id}"><thead><tr>' + "".join(f"<th>{e(h)}</th>" for h in t.header)
                      + "</tr></thead><tbody>")
         parts += ["<tr>" + "".join(f'<td{" class=t" if i < t.text_cols else ""}>{e(c)}</td>' for i, c in enumerate(r))
                   + "</tr>" for r in t.rows]
-        parts.append("</tbody></table>")
+        parts.append("</tbody></table></div>")
     if rep.figures:
         parts.append("<h2>Plots</h2>")
     for f in rep.figures:
