@@ -603,6 +603,10 @@ def build(paths: list[str | Path], out: Path, title: str | None = None, notes: l
     jobs = _read_all(runs, labels, "jobs.parquet", ["is_gang", "refused", "start_latency_s"])
     timeline = _read_all(runs, labels, "timeline.parquet")
     rep = Report(title or out.name, [*notes, *_intro(metrics, variants, runs)])
+    baselines = [v.label for v in variants if v.is_baseline]
+    if len(baselines) > 1:
+        rep.intro.append(f"No ablation table: {len(baselines)} variants are all-off separate loops "
+                         f"({'; '.join(baselines)}); report each trace/cluster/policy separately for one.")
     rep.tables = tables(summary, abl, variants, set(summary["metric"]))  # metrics with a value
     if jobs.height and timeline.height:
         rep.figures = figures(summary, jobs, timeline, variants)

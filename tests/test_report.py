@@ -235,7 +235,8 @@ def test_committed_openb_autoscaled_equals_a_fresh_regeneration():
         if IN_CI:
             pytest.fail(f"{SHARED} is missing")
         pytest.skip(f"{SHARED} is absent (public traces, read in place)")
-    assert results.check(results.BY_NAME["openb_autoscaled"], RESULTS, jobs=2) == []
+    diffs = results.check(results.BY_NAME["openb_autoscaled"], RESULTS, jobs=2)
+    assert diffs == [], "results/ is stale: run `loopbench results` and commit results/"
 
 
 @pytest.mark.parametrize("loop", ["separate", "merged"])
@@ -249,5 +250,6 @@ def test_committed_loops_synthetic_rows_are_current(loop, tmp_path):
     report.build([tmp_path / "runs"], tmp_path / "out")
     fresh = (tmp_path / "out" / "runs.csv").read_text().splitlines()
     committed = (RESULTS / "loops_synthetic" / "runs.csv").read_text().splitlines()
-    assert fresh[0] == committed[0]
-    assert fresh[1] in committed[1:], "results/loops_synthetic is stale: run `loopbench results loops_synthetic`"
+    stale = "results/loops_synthetic is stale: run `loopbench results` and commit results/"
+    assert fresh[0] == committed[0], stale
+    assert fresh[1] in committed[1:], stale
