@@ -219,14 +219,15 @@ def _run_dirs(paths: list[str]) -> list[Path]:
 
 
 def summarize(metrics: pl.DataFrame) -> pl.DataFrame:
-    """Headline numbers per trace and policy over seeds, best allocation first."""
+    """Headline numbers per trace and policy over seeds, best allocation first (no wall
+    times: published tables must come out the same on every regeneration)."""
     stats = []
     for col, short in ((ALLOC_COL, "alloc_at_130"), (FRAG_COL, "frag_amount_at_90")):
         c = pl.col(col)
         stats += [c.mean().alias(f"{short}_mean"), c.std().alias(f"{short}_std"),
                   c.min().alias(f"{short}_min"), c.max().alias(f"{short}_max")]
     return (metrics.group_by("trace", "policy")
-            .agg(pl.col("seed").n_unique().alias("seeds"), *stats, pl.col("wall_s").median().alias("wall_s_median"))
+            .agg(pl.col("seed").n_unique().alias("seeds"), *stats)
             .sort(["trace", "alloc_at_130_mean"], descending=[False, True]))
 
 
@@ -239,15 +240,14 @@ def _markdown(summary: pl.DataFrame, plots: dict[str, str]) -> str:
         rows = summary.filter(pl.col("trace") == trace)
         lines += [f"## {trace}", "",
                   f"| policy | seeds | alloc % at {ALLOC_AT_PCT}% arrived | std | frag amount % at "
-                  f"{FRAG_AT_PCT}% arrived | std | wall s (median) |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
+                  f"{FRAG_AT_PCT}% arrived | std |",
+                  "|---|---:|---:|---:|---:|---:|"]
         for r in rows.iter_rows(named=True):
             lines.append(
                 f"| {r['policy']} | {r['seeds']} | {r['alloc_at_130_mean']:.2f} "
                 f"[{r['alloc_at_130_min']:.2f}, {r['alloc_at_130_max']:.2f}] | {r['alloc_at_130_std'] or 0:.2f} | "
                 f"{r['frag_amount_at_90_mean']:.2f} [{r['frag_amount_at_90_min']:.2f}, "
-                f"{r['frag_amount_at_90_max']:.2f}] | {r['frag_amount_at_90_std'] or 0:.2f} | "
-                f"{r['wall_s_median']:.2f} |")
+                f"{r['frag_amount_at_90_max']:.2f}] | {r['frag_amount_at_90_std'] or 0:.2f} |")
         if trace in plots:
             lines += ["", f"![curves for {trace}]({plots[trace]})"]
         lines.append("")
