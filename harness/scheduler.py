@@ -22,7 +22,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from harness.filters import feasible
+from harness.filters import feasible, groups_that_fit
 from harness.metrics import PendingReason
 from harness.scores import ScorePlugin
 from harness.sim import BOUND, PENDING
@@ -144,8 +144,7 @@ class Scheduler:
             plan = self.try_place(pods, usable)
         else:
             plan = None
-            first = feasible(sim.state, sim.w, int(pods[0]), usable)
-            for g in np.unique(groups[first]):
+            for g in groups_that_fit(sim.state, sim.w, pods, usable, groups):
                 plan = self.try_place(pods, usable & (groups == g))
                 if plan is not None:
                     break
@@ -225,8 +224,7 @@ class Scheduler:
         groups = self.groups_of(j)
         if groups is None:
             return usable if self.try_place(pods, usable) is not None else None
-        first = feasible(self.sim.state, self.sim.w, int(pods[0]), usable)
-        for g in np.unique(groups[first]):
+        for g in groups_that_fit(self.sim.state, self.sim.w, pods, usable, groups):
             if self.try_place(pods, usable & (groups == g)) is not None:
                 return groups == g
         return None
