@@ -22,6 +22,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from harness.errors import ConfigError
 from harness.filters import feasible, groups_that_fit
 from harness.metrics import PendingReason
 from harness.scores import ScorePlugin
@@ -36,8 +37,6 @@ class Scheduler:
     def __init__(self, policy: ScorePlugin, gang_mode: str = "coscheduling", gang_timeout_s: float = 60.0,
                  waits_for_capacity: bool = False):
         if gang_mode not in GANG_MODES:
-            from harness.errors import ConfigError
-
             raise ConfigError("loop.scheduler.gang_mode", f"must be one of {GANG_MODES}, got '{gang_mode}'")
         self.policy = policy
         self.gang_mode = gang_mode
@@ -50,6 +49,7 @@ class Scheduler:
         self.tried_at = np.full(w.n_jobs, -1, np.int64)  # capacity version of the last failure
         self.timeout_armed = np.zeros(w.n_jobs, bool)
         self.reasons: dict | None = None
+        self.any_booked = False
         self.seen = (-1, -1, -1)
         no = np.zeros(w.n_pods, bool)
         self.w_no_claims = replace(w, nvlink=no, numa=no, nic=no)
@@ -65,10 +65,10 @@ class Scheduler:
             return
         relabel = key[2] != self.seen[2]  # nodes came, went or became ready: reasons may change
         failed_shapes: set[int] = set()
-        any_booked = bool((self.booked_for >= 0).any())
-        self.reasons = None if any_booked else {}  # per-cycle cache of pending reasons by shape
+        self.any_booked = bool((self.booked_for >= 0).any())
+        self.reasons = None if self.any_booked else {}  # per-cycle cache of pending reasons by shape
         self.free_ready = sim.state.ready & (self.booked_for == -1)
-        hint = self._queueing_hint(any_booked)
+        hint = self._queueing_hint(self.any_booked)
         for _, _, j in list(sim.queue):
             if self.tried_at[j] >= 0 and self.tried_at[j] != sim.state.version and not hint(j):
                 self.tried_at[j] = sim.state.version  # no grown node could take any of its pods
@@ -107,7 +107,8 @@ class Scheduler:
         return hint
 
     def usable(self, j: int) -> np.ndarray:
-        if self.reasons is not None:  # no bookings: every ready node is usable by every job
+        """Ready nodes job j may use: all but those booked for other jobs (or tainted)."""
+        if not self.any_booked:
             return self.free_ready
         return self.sim.state.ready & ((self.booked_for == -1) | (self.booked_for == j))
 
