@@ -67,7 +67,8 @@ EXPERIMENTS = [
         "(boot delays, the random expander, node tie-break order), not the trace.",
         "Regenerate: loopbench results loops_synthetic."]),
     Experiment("openb_packing", "openb packing (FGD, ATC'23)", [], report="packing",
-               sweep=["policy=random,dotprod,gpu_clustering,gpu_packing,best_fit,fgd", "seed=range(42,52)"]),
+               sweep=["policy=random,dotprod,gpu_clustering,gpu_packing,best_fit,fgd", "seed=range(42,52)",
+                      "trace_variant=default,gpushare40,multigpu30,gpuspec20,cpu100"]),
     Experiment("openb_autoscaled", "openb pod list on an autoscaled cluster of its node models", [
         "The openb default pod list (Alibaba GPU v2023) against an autoscaled cluster with one pool per node model "
         "of openb_node_list_gpu_node.csv, 0 to that model's count (conf/experiment/openb_autoscaled.yaml).",
