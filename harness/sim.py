@@ -142,9 +142,6 @@ class Simulation:
         pods = self.w.job_pods[j]
         return pods[self.pod_status[pods] == PENDING]
 
-    def pending_pods(self) -> np.ndarray:
-        return np.flatnonzero(self.pod_status == PENDING)
-
     def bind(self, p: int, n: int, gpu_idx: np.ndarray) -> None:
         """Bind pod p to node n (ready, or booting for a planned placement) on these GPUs."""
         w, st = self.w, self.state

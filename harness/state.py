@@ -233,9 +233,6 @@ class ClusterState:
     def ready(self) -> np.ndarray:
         return self.status == READY
 
-    def billed_gpus(self) -> np.ndarray:
-        return np.where(self.status != ABSENT, self.gpu_cap, 0)
-
     _PER_SLOT = ("slot_pool", "slot_type", "slot_rack", "slot_block", "slot_committed", "cpu_cap", "mem_cap",
                  "gpu_cap", "model_bit", "nic_ok", "profile_bits")
     _DYNAMIC = ("status", "requested_at", "ready_at", "cpu_free", "mem_free", "gpu_free", "pods_on",
