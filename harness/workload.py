@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from harness.cluster import Cluster
 
@@ -71,27 +72,29 @@ def compile_workload(table: pa.Table, cluster: Cluster) -> Workload:
     duration = table.column("duration_s").fill_null(np.inf).to_numpy(zero_copy_only=False).astype(np.float64)
     gpus = col("gpu_count").astype(np.int32)
     milli = col("gpu_milli").astype(np.int32)
-    profile_names = table.column("gpu_partition").to_pylist()
-    profile_bit = np.zeros(n, np.int64)
-    never = np.zeros(n, bool)
-    for i, prof in enumerate(profile_names):  # compile step, once per pod: not a hot path
-        if prof is None:
-            continue
-        if prof in cluster.partition_profiles:
-            profile_bit[i] = 1 << cluster.profiles.index(prof)
-            milli[i] = cluster.partition_profiles[prof]
-        else:
-            never[i] = True
-    model_lists = table.column("gpu_models").to_pylist()
+    # partition profiles: a dictionary lookup per distinct name, not per pod
+    profile_col = table.column("gpu_partition").combine_chunks().dictionary_encode()
+    names = profile_col.dictionary.to_pylist()
+    codes = profile_col.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+    bit_of = np.array([1 << cluster.profiles.index(x) if x in cluster.partition_profiles else 0 for x in names] + [0],
+                      np.int64)
+    milli_of = np.array([cluster.partition_profiles.get(x, 0) for x in names] + [0], np.int32)
+    profile_bit = bit_of[codes]  # code -1 picks the trailing 0: no profile
+    partitioned = codes >= 0
+    milli = np.where(partitioned, milli_of[codes], milli).astype(np.int32)
+    never = partitioned & (profile_bit == 0)  # a profile no node type offers
+    # allowed models: OR of the cluster's bits over each pod's list (0 = any model)
+    models = table.column("gpu_models").combine_chunks()
+    flat = pc.list_flatten(models).dictionary_encode()
+    model_bits = np.array([cluster.model_bit(m) for m in flat.dictionary.to_pylist()] + [0], np.int64)
+    lengths = pc.list_value_length(models).fill_null(0).to_numpy(zero_copy_only=False)
+    listed = lengths > 0
     model_mask = np.zeros(n, np.int64)
-    for i, models in enumerate(model_lists):
-        if models:
-            bits = 0
-            for m in models:
-                bits |= cluster.model_bit(m)
-            model_mask[i] = bits
-            if bits == 0:
-                never[i] = True  # only models the cluster does not have
+    if listed.any():
+        starts = np.r_[0, np.cumsum(lengths)[:-1]][listed]
+        bits = model_bits[flat.indices.to_numpy(zero_copy_only=False)]
+        model_mask[listed] = np.bitwise_or.reduceat(bits, starts)
+    never |= listed & (model_mask == 0)  # only models the cluster does not have
     cpu = col("cpu_milli").astype(np.int64)
     mem = col("memory_mib").astype(np.int64)
     nvl = col("gpus_same_nvlink").astype(bool)

@@ -1,0 +1,29 @@
+"""Compiling a trace against a cluster: model bits, partition profiles, pods that never fit."""
+
+from __future__ import annotations
+
+from harness.cluster import Cluster
+from harness.workload import compile_workload
+from tests import scenarios as sc
+
+
+def test_models_profiles_and_never_fits():
+    cl = Cluster(node_types=[sc.node_type("h", gpu_model="H100", partition_profiles=["1g"]),
+                             {**sc.node_type("l"), "gpu_model": "L4"}],
+                 pools=[sc.pool("h", "h"), sc.pool("l", "l")], partition_profiles={"1g": 143, "7g": 1000})
+    table = sc.trace([
+        {"gpu_models": []},                       # any model
+        {"gpu_models": ["L4", "A100"]},           # A100 unknown: L4 only
+        {"gpu_models": ["A100"]},                 # no such model here: never fits
+        {"gpu_milli": 0, "gpu_partition": "1g"},  # 143 milli of one GPU, H100 nodes only
+        {"gpu_milli": 0, "gpu_partition": "9g"},  # unknown profile: never fits
+        {"gpu_milli": 0, "gpu_partition": "7g"},  # known profile no node type offers: never fits
+        {"gpu_count": 9},                         # larger than any node: never fits
+    ])
+    w = compile_workload(table, cl)
+    h100, l4 = cl.model_bit("H100"), cl.model_bit("L4")
+    assert w.model_mask.tolist() == [0, l4, 0, 0, 0, 0, 0]
+    assert w.milli.tolist() == [1000, 1000, 1000, 143, 0, 1000, 1000]
+    assert w.profile_bit.tolist()[3] == 1 << cl.profiles.index("1g") and w.profile_bit.tolist()[4] == 0
+    assert w.never_fits.tolist() == [False, False, True, False, True, True, True]
+    assert h100 != l4
