@@ -92,6 +92,8 @@ class Scheduler:
         st.grown.clear()
         if any_booked:
             return lambda j: True
+        if len(grown) == 0:
+            return lambda j: False  # capacity grew nowhere
         sub = st.subset(grown)
         usable = sub.status == READY
         fits: dict[int, bool] = {}

@@ -77,6 +77,7 @@ class Simulation:
         self.held_ready = 0  # ... on ready nodes
         self.frag = np.zeros(self.state.n_slots)  # F_n of ready nodes (0 elsewhere)
         self.frag_ready = 0.0
+        self._frag_memo: dict[tuple, float] = {}
         self.node_instance = np.full(self.state.n_slots, -1, np.int64)
         self.nodes: list[NodeRecord] = []
         self.last_scale_up = -np.inf
@@ -279,8 +280,15 @@ class Simulation:
         if st.status[n] != READY:
             self._set_frag(n, 0.0)
             return
-        self._set_frag(n, node_fragmentation(st.gpu_free[n:n + 1], st.gpu_cap[n:n + 1], st.cpu_free[n:n + 1],
-                                             st.model_bit[n:n + 1], self.target)[0])
+        # F_n depends only on the node's type, free CPU and multiset of free GPU milli
+        key = (int(st.slot_type[n]), int(st.cpu_free[n]), *sorted(st.gpu_free[n, :st.gpu_cap[n]].tolist()))
+        f = self._frag_memo.get(key)
+        if f is None:
+            if len(self._frag_memo) >= 1 << 18:
+                self._frag_memo.clear()  # bounded memory on long replays
+            f = self._frag_memo[key] = node_fragmentation(
+                st.gpu_free[n:n + 1], st.gpu_cap[n:n + 1], st.cpu_free[n:n + 1], st.model_bit[n:n + 1], self.target)[0]
+        self._set_frag(n, f)
 
     # ---- the run -----------------------------------------------------------------------
     def run(self, loop, progress=None) -> None:
