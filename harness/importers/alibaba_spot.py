@@ -66,8 +66,9 @@ def read_spot_nodes(path: str | os.PathLike) -> dict:
     t = read_csv(path, NODE_COLUMNS)
     gpus = float_np(t.column("gpu_capacity_num"), file, "gpu_capacity_num", 0)
     cpus = float_np(t.column("cpu_num"), file, "cpu_num", 0)
-    require(gpus, ~(gpus >= 0) | (gpus != np.floor(gpus)), file, "gpu_capacity_num", 0, "must be a whole number >= 0")
-    require(cpus, ~(cpus > 0), file, "cpu_num", 0, "must be > 0")
+    require(gpus, ~((gpus >= 0) & (gpus <= 64)) | (gpus != np.floor(gpus)), file, "gpu_capacity_num", 0,
+            "must be a whole number in [0, 64]")
+    require(cpus, ~((cpus > 0) & (cpus <= 100_000)), file, "cpu_num", 0, "must be in (0, 100000]")
     models = pc.fill_null(pc.utf8_trim_whitespace(t.column("gpu_model")), "").to_numpy(zero_copy_only=False)
     require(models, (gpus > 0) & (models == ""), file, "gpu_model", 0, "a node with GPUs needs a model")
     return static_cluster({"gpu_model": models, "gpus": gpus, "cpu_milli": cpus * 1000,

@@ -117,9 +117,10 @@ def read_pai_machines(path: str | os.PathLike) -> dict:
     gpus = float_np(t.column("cap_gpu"), file, "cap_gpu", 0)
     cpus = float_np(t.column("cap_cpu"), file, "cap_cpu", 0)
     mem = float_np(t.column("cap_mem"), file, "cap_mem", 0)
-    require(gpus, ~(gpus >= 0) | (gpus != np.floor(gpus)), file, "cap_gpu", 0, "must be a whole number >= 0")
-    require(cpus, ~(cpus > 0), file, "cap_cpu", 0, "must be > 0")
-    require(mem, ~(mem > 0), file, "cap_mem", 0, "must be > 0")
+    require(gpus, ~((gpus >= 0) & (gpus <= 64)) | (gpus != np.floor(gpus)), file, "cap_gpu", 0,
+            "must be a whole number in [0, 64]")
+    require(cpus, ~((cpus > 0) & (cpus <= 100_000)), file, "cap_cpu", 0, "must be in (0, 100000]")
+    require(mem, ~((mem > 0) & (mem <= 1_000_000)), file, "cap_mem", 0, "must be in (0, 1000000] GB")
     models = pc.fill_null(pc.utf8_trim_whitespace(t.column("gpu_type")), "").to_numpy(zero_copy_only=False)
     return static_cluster({"gpu_model": models, "gpus": gpus, "cpu_milli": cpus * 1000, "memory_mib": mem * 1024},
                           name="alibaba-pai-v2020")
