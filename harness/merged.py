@@ -4,8 +4,8 @@ provisionable capacity in one decision.
 Each job (a gang, or a single pod) is planned as a unit, in queue order:
   1. on ready nodes, all members at once (topology, shares, locality understood);
   2. else, on a provisioning tick, on nodes already booting plus new nodes of one pool:
-     every pool (and rack, for a rack-local gang) is tried, the cheapest plan wins, committed
-     slots counting as free; the pool's remaining stock is checked first (like a
+     every pool is tried (for a rack-local gang, in the pool's rack with the most free
+     slots), the cheapest plan wins, committed slots counting as free; the pool's remaining stock is checked first (like a
      check-capacity ProvisioningRequest), so exactly the plan's nodes are requested, all or
      nothing. If no pool can hold the whole job, it waits.
 The plan is bound at once onto the booting nodes, so the placement is decided once: pods run
