@@ -18,11 +18,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
-import pyarrow.compute as pc
 
-from harness.importers.common import ImportResult, Tally, concat, csv_batches, epoch_seconds, float_np, \
-    job_rows_to_pods, rebase
+from harness.importers.common import ImportResult, Tally, concat, node_job_log, rebase
 
 COLUMNS = ["job_id", "user", "node_num", "gpu_num", "cpu_num", "submit_time", "duration"]
 KALOS_MEMORY = "mem_per_pod_GB"
@@ -38,26 +35,8 @@ def read_acme(path: str | os.PathLike) -> ImportResult:
     file = str(path)
     columns = COLUMNS + ([KALOS_MEMORY] if os.path.exists(path) and KALOS_MEMORY in _header(path) else [])
     tally = Tally()
-    tables = []
-    for row0, b in csv_batches(path, columns, desc=f"acme {Path(path).name}"):
-        nodes = float_np(b.column("node_num"), file, "node_num", row0)
-        gpus = float_np(b.column("gpu_num"), file, "gpu_num", row0)
-        cpus = float_np(b.column("cpu_num"), file, "cpu_num", row0)
-        mem = None
-        if KALOS_MEMORY in columns:
-            mem = float_np(b.column(KALOS_MEMORY), file, KALOS_MEMORY, row0) * 1024
-        with np.errstate(invalid="ignore", divide="ignore"):
-            per_pod = gpus / nodes
-            tally.note((nodes >= 1) & (np.ceil(per_pod) != per_pod), "gpu_num not divisible by node_num: rounded up")
-            table = job_rows_to_pods(
-                tally, file, row0,
-                job_id=pc.utf8_trim_whitespace(b.column("job_id")),
-                submit=epoch_seconds(b.column("submit_time"), file, "submit_time", row0),
-                duration=float_np(b.column("duration"), file, "duration", row0),
-                nodes=nodes, gpus_per_pod=np.ceil(per_pod), cpu_per_pod=cpus / nodes,
-                mem_per_pod_mib=mem, queue=b.column("user"))
-        if table is not None:
-            tables.append(table)
+    tables = node_job_log(path, columns, tally, f"acme {Path(path).name}", queue="user",
+                          memory_gb=KALOS_MEMORY if KALOS_MEMORY in columns else None)
     name = Path(path).name
     cluster = "Kalos" if "kalos" in name.lower() else "Seren" if "seren" in name.lower() else "Acme"
     table, meta = rebase(concat(tables, file), f"Shanghai AI Lab Acme {cluster} {name}", LICENCE,

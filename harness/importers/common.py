@@ -419,6 +419,33 @@ def autoscaled_cluster(static: dict, name: str | None = None) -> dict:
 
 # ---- one row per job, `nodes` identical pods per job --------------------------------------
 
+def node_job_log(path: str | os.PathLike, columns: list[str], tally: Tally, desc: str, *, queue: str,
+                 tz: str | None = None, memory_gb: str | None = None) -> list[pa.Table]:
+    """A job log with `node_num` machines, `gpu_num` GPUs and `cpu_num` cores per job in all
+    (Helios, Acme): one pod per machine, GPUs (rounded up, counted) and cores split evenly;
+    `memory_gb` names a per-pod memory column in GB, if the log has one."""
+    file = str(path)
+    tables = []
+    for row0, b in csv_batches(path, columns, desc=desc):
+        nodes = float_np(b.column("node_num"), file, "node_num", row0)
+        gpus = float_np(b.column("gpu_num"), file, "gpu_num", row0)
+        cpus = float_np(b.column("cpu_num"), file, "cpu_num", row0)
+        mem = float_np(b.column(memory_gb), file, memory_gb, row0) * 1024 if memory_gb else None
+        with np.errstate(invalid="ignore", divide="ignore"):
+            per_pod = gpus / nodes
+            tally.note((nodes >= 1) & (np.ceil(per_pod) != per_pod), "gpu_num not divisible by node_num: rounded up")
+            table = job_rows_to_pods(
+                tally, file, row0,
+                job_id=pc.utf8_trim_whitespace(b.column("job_id")),
+                submit=epoch_seconds(b.column("submit_time"), file, "submit_time", row0, tz=tz),
+                duration=float_np(b.column("duration"), file, "duration", row0),
+                nodes=nodes, gpus_per_pod=np.ceil(per_pod), cpu_per_pod=cpus / nodes,
+                mem_per_pod_mib=mem, queue=b.column(queue))
+        if table is not None:
+            tables.append(table)
+    return tables
+
+
 def job_rows_to_pods(tally: Tally, file: str, row0: int, *, job_id: pa.Array, submit: np.ndarray,
                      duration: np.ndarray, nodes: np.ndarray, gpus_per_pod: np.ndarray,
                      cpu_per_pod: np.ndarray, mem_per_pod_mib: np.ndarray | None = None,

@@ -21,11 +21,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
-import pyarrow.compute as pc
 
-from harness.importers.common import ImportResult, Tally, concat, csv_batches, epoch_seconds, float_np, \
-    job_rows_to_pods, rebase
+from harness.importers.common import ImportResult, Tally, concat, node_job_log, rebase
 
 COLUMNS = ["job_id", "vc", "gpu_num", "cpu_num", "node_num", "submit_time", "duration"]
 TZ = "Asia/Shanghai"
@@ -35,23 +32,7 @@ LICENCE = "CC-BY-4.0"
 def read_helios(path: str | os.PathLike) -> ImportResult:
     file = str(path)
     tally = Tally()
-    tables = []
-    for row0, b in csv_batches(path, COLUMNS, desc=f"helios {Path(path).name}"):
-        nodes = float_np(b.column("node_num"), file, "node_num", row0)
-        gpus = float_np(b.column("gpu_num"), file, "gpu_num", row0)
-        cpus = float_np(b.column("cpu_num"), file, "cpu_num", row0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            per_pod = gpus / nodes
-            tally.note((nodes >= 1) & (np.ceil(per_pod) != per_pod), "gpu_num not divisible by node_num: rounded up")
-            table = job_rows_to_pods(
-                tally, file, row0,
-                job_id=pc.utf8_trim_whitespace(b.column("job_id")),
-                submit=epoch_seconds(b.column("submit_time"), file, "submit_time", row0, tz=TZ),
-                duration=float_np(b.column("duration"), file, "duration", row0),
-                nodes=nodes, gpus_per_pod=np.ceil(per_pod),
-                cpu_per_pod=cpus / nodes, queue=b.column("vc"))
-        if table is not None:
-            tables.append(table)
+    tables = node_job_log(path, COLUMNS, tally, f"helios {Path(path).name}", queue="vc", tz=TZ)
     table, meta = rebase(concat(tables, file), f"SenseTime Helios {Path(path).name}", LICENCE,
                          "one pod per machine of each job; see harness/importers/helios.py")
     return tally.result(table, meta, "jobs")
