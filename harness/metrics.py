@@ -14,7 +14,6 @@ fractions). Fragmentation is the FGD measure over ready nodes (`harness.fragment
 from __future__ import annotations
 
 from enum import IntEnum
-
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.output import atomic_path
-
 from harness.state import BOOTING, READY
+from harness.workload import BOUND, DONE, NOT_ARRIVED, PENDING, POD_STATUS, REFUSED, RUNNING
 
 MILLI_HOUR = 1000.0 * 3600.0
 
@@ -189,7 +188,7 @@ def jobs_frame(sim) -> pl.DataFrame:
     status = sim.pod_status
     df = pl.DataFrame({
         "job_id": w.job_id,
-        "pods": np.array([len(p) for p in w.job_pods], np.int32),
+        "pods": np.bincount(w.job, minlength=w.n_jobs).astype(np.int32),
         "min_member": w.job_min_member,
         "is_gang": w.job_min_member > 1,
         "priority": w.job_priority,
@@ -197,7 +196,7 @@ def jobs_frame(sim) -> pl.DataFrame:
         "submit_s": w.job_submit,
         "start_s": sim.job_started,
         "finish_s": sim.job_finished,
-        "refused": np.array([bool((status[p] == 5).any()) for p in w.job_pods]),
+        "refused": np.bincount(w.job, weights=status == REFUSED, minlength=w.n_jobs) > 0,
     }, nan_to_null=True)
     return df.with_columns(
         (pl.col("start_s") - pl.col("submit_s")).alias("start_latency_s"),
@@ -229,6 +228,7 @@ def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl
     """The one-row metrics table of a run."""
     tot = sim.acct.totals
     status = sim.pod_status
+    counts = np.bincount(status, minlength=len(POD_STATUS))
     gangs = jobs.filter(pl.col("is_gang") & ~pl.col("refused"))
     started = gangs.filter(pl.col("start_s").is_not_null())
     done = jobs.filter(pl.col("finish_s").is_not_null())
@@ -254,11 +254,6 @@ def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl
         "nodes_never_used": int((~nodes["used"]).sum()),
         "job_completion_p50_s": done["completion_s"].median() if done.height else float("nan"),
         "job_completion_mean_s": done["completion_s"].mean() if done.height else float("nan"),
-        "pods_done": int((status == 4).sum()),
-        "pods_running": int((status == 3).sum()),
-        "pods_bound_waiting": int((status == 2).sum()),
-        "pods_pending": int((status == 1).sum()),
-        "pods_refused": int((status == 5).sum()),
-        "pods_not_arrived": int((status == 0).sum()),
+        **{f"pods_{POD_STATUS[s]}": int(counts[s]) for s in (DONE, RUNNING, BOUND, PENDING, REFUSED, NOT_ARRIVED)},
     }
     return pl.DataFrame([row])

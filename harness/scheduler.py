@@ -26,9 +26,8 @@ from harness.errors import ConfigError
 from harness.filters import feasible, groups_that_fit
 from harness.metrics import PendingReason
 from harness.scores import ScorePlugin
-from harness.sim import BOUND, PENDING
 from harness.state import BOOTING, READY, WHOLE
-from harness.workload import LOCALITY_CODE
+from harness.workload import BOUND, LOCALITY_CODE, PENDING
 
 GANG_MODES = ("none", "coscheduling", "atomic")
 

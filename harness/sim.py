@@ -22,11 +22,8 @@ from harness.cluster import Cluster
 from harness.fragmentation import TargetWorkload, node_fragmentation
 from harness.metrics import Accounting, PendingReason
 from harness.state import BOOTING, READY, ClusterState
-from harness.workload import Workload
+from harness.workload import BOUND, DONE, NOT_ARRIVED, PENDING, REFUSED, RUNNING, Workload
 
-# pod status
-NOT_ARRIVED, PENDING, BOUND, RUNNING, DONE, REFUSED = range(6)
-POD_STATUS = ("not_arrived", "pending", "bound", "running", "done", "refused")
 
 
 @dataclass

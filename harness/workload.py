@@ -18,6 +18,10 @@ from harness.cluster import Cluster
 
 LOCALITY_CODE = {"none": 0, "rack": 1, "block": 2}
 
+#: a pod's status during a replay (`Simulation.pod_status`), and its name in the metrics
+NOT_ARRIVED, PENDING, BOUND, RUNNING, DONE, REFUSED = range(6)
+POD_STATUS = ("not_arrived", "pending", "bound_waiting", "running", "done", "refused")
+
 
 @dataclass
 class Workload:
@@ -59,9 +63,6 @@ class Workload:
     def gpu_milli_total(self) -> np.ndarray:
         """GPU milli each pod occupies in all (share x GPUs)."""
         return self.gpus.astype(np.int64) * self.milli
-
-    def is_gang(self, j: int) -> bool:
-        return self.job_min_member[j] > 1
 
 
 def compile_workload(table: pa.Table, cluster: Cluster) -> Workload:
@@ -118,9 +119,16 @@ def compile_workload(table: pa.Table, cluster: Cluster) -> Workload:
         job_id=job_ids, job_pods=job_pods,
         job_min_member=col("min_member")[first].astype(np.int32), job_submit=submit[first],
         job_priority=col("priority")[first].astype(np.int32),
-        job_locality=np.array([LOCALITY_CODE[v] for v in col("gang_locality")[first]], np.int8),
+        job_locality=_locality_codes(col("gang_locality")[first]),
         job_queue=col("queue")[first],
     )
+
+
+def _locality_codes(names: np.ndarray) -> np.ndarray:
+    codes = np.zeros(len(names), np.int8)
+    for name, code in LOCALITY_CODE.items():
+        codes[names == name] = code
+    return codes
 
 
 def type_fits(nt, cluster: Cluster, cpu, mem, gpus, milli, profile_bit, model_mask, nvl, numa, nic) -> np.ndarray:
