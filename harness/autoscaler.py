@@ -68,13 +68,14 @@ class ScaleDown:
         self.seen = None
         self.low = np.zeros(0, np.int64)
 
-    def utilization(self) -> np.ndarray:
-        """Accelerator utilisation for GPU nodes, max(CPU, memory) for the others."""
+    def utilization(self, nodes: np.ndarray) -> np.ndarray:
+        """Accelerator utilisation of `nodes` for GPU nodes, max(CPU, memory) for the others."""
         st = self.sim.state
-        gpu = np.divide(st.gpu_used, st.gpu_cap * 1000.0, out=np.zeros(st.n_slots), where=st.gpu_cap > 0)
-        cpu = 1.0 - np.divide(st.cpu_free, st.cpu_cap, out=np.ones(st.n_slots), where=st.cpu_cap > 0)
-        mem = 1.0 - np.divide(st.mem_free, st.mem_cap, out=np.ones(st.n_slots), where=st.mem_cap > 0)
-        return np.where(st.gpu_cap > 0, gpu, np.maximum(cpu, mem))
+        gcap, ccap, mcap = st.gpu_cap[nodes], st.cpu_cap[nodes], st.mem_cap[nodes]
+        gpu = np.divide(st.gpu_used[nodes], gcap * 1000.0, out=np.zeros(len(nodes)), where=gcap > 0)
+        cpu = 1.0 - np.divide(st.cpu_free[nodes], ccap, out=np.ones(len(nodes)), where=ccap > 0)
+        mem = 1.0 - np.divide(st.mem_free[nodes], mcap, out=np.ones(len(nodes)), where=mcap > 0)
+        return np.where(gcap > 0, gpu, np.maximum(cpu, mem))
 
     def run(self, now: float, protect: np.ndarray) -> None:
         sim, st = self.sim, self.sim.state
@@ -83,10 +84,12 @@ class ScaleDown:
         key = (st.mutations, protect.tobytes())
         if key != self.seen:  # utilisation only changes with the state: O(nodes) only then
             self.seen = key
-            low = (st.status == READY) & (self.utilization() < self.threshold) & ~protect
-            self.unneeded_since[~low] = np.nan
-            self.unneeded_since[low & np.isnan(self.unneeded_since)] = now
-            self.low = np.flatnonzero(low)
+            ready = np.flatnonzero(st.status == READY)
+            low = ready[(self.utilization(ready) < self.threshold) & ~protect[ready]]
+            clock = self.unneeded_since[low]  # only nodes in self.low have a clock
+            self.unneeded_since[self.low] = np.nan
+            self.unneeded_since[low] = np.where(np.isnan(clock), now, clock)
+            self.low = low
         if now - sim.last_scale_up < self.delay_after_add_s or len(self.low) == 0:
             return
         ripe = self.low[now - self.unneeded_since[self.low] >= self.unneeded_time_s]

@@ -62,6 +62,10 @@ class Scheduler:
         key = (sim.state.version, sim.arrived_version, sim.state.layout_version)
         if key == self.seen:
             return
+        if not sim.queue:  # nothing waits: only remember that capacity was seen
+            sim.state.grown.clear()
+            self.seen = key
+            return
         relabel = key[2] != self.seen[2]  # nodes came, went or became ready: reasons may change
         failed_shapes: set[int] = set()
         self.any_booked = bool((self.booked_for >= 0).any())

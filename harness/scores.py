@@ -34,7 +34,7 @@ def _free_fractions(state: ClusterState, w: Workload, pod: int, nodes: np.ndarra
     cpu = (state.cpu_free[nodes] - w.cpu[pod]) / state.cpu_cap[nodes]
     mem = (state.mem_free[nodes] - w.mem[pod]) / state.mem_cap[nodes]
     gcap = state.gpu_cap[nodes].astype(np.float64) * 1000.0
-    gfree = state.gpu_free[nodes].sum(axis=1) - w.gpus[pod] * w.milli[pod]
+    gfree = gcap - state.gpu_used[nodes] - w.gpus[pod] * w.milli[pod]
     gpu = np.divide(gfree, gcap, out=np.zeros(len(nodes)), where=gcap > 0)
     has_gpu = gcap > 0
     return np.where(has_gpu, (cpu + mem + gpu) / 3.0, (cpu + mem) / 2.0)
