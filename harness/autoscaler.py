@@ -34,7 +34,7 @@ from dataclasses import replace
 import numpy as np
 
 from harness.errors import ConfigError
-from harness.filters import feasible
+from harness.filters import devices_taken, feasible, fits_count
 from harness.state import ABSENT, READY, ClusterState
 from harness.workload import LOCALITY_CODE, Workload, type_fits
 
@@ -51,6 +51,33 @@ def view_of(w: Workload, topology_aware: bool, sharing_aware: bool) -> Workload:
         no = np.zeros(w.n_pods, bool)
         changes.update(nvlink=no, numa=no, nic=no)
     return replace(w, **changes) if changes else w
+
+
+def equivalence_classes(w: Workload) -> np.ndarray:
+    """Per pod, its class of pods identical in this view. `w.shape` classes the full pods, so
+    in a blind view (claims and shares forgotten) several shapes may be one class."""
+    if w.n_pods == 0:
+        return w.shape
+    _, first, shape = np.unique(w.shape, return_index=True, return_inverse=True)  # one pod per shape
+    key = np.stack([w.cpu[first], w.mem[first], w.gpus[first], w.milli[first], w.profile_bit[first],
+                    w.model_mask[first], w.nvlink[first], w.numa[first], w.nic[first]], axis=1)
+    _, cls = np.unique(key, axis=0, return_inverse=True)
+    return cls.ravel()[shape.ravel()]
+
+
+def first_fit_many(scratch: ClusterState, w: Workload, pod: int, mask: np.ndarray, k: int) -> int:
+    """Bind up to k pods shaped like `pod` first-fit over the `mask` nodes in slot order, in
+    one vector step: the lowest-index node takes all it exactly can, then the next, and each
+    takes the devices that binding them one by one would. The same placements as k rounds of
+    (feasible, first node, pick_devices, bind). Returns how many were placed."""
+    can = fits_count(scratch, w, pod, mask)
+    nodes = np.flatnonzero(can)
+    can = np.minimum(can[nodes], k)
+    got = np.clip(k - (np.cumsum(can) - can), 0, can)
+    nodes, got = nodes[got > 0], got[got > 0]
+    if len(nodes):
+        scratch.bind_many(nodes, got, int(w.cpu[pod]), int(w.mem[pod]), devices_taken(scratch, w, pod, nodes, got))
+    return int(got.sum())
 
 
 class ScaleDown:
@@ -153,6 +180,7 @@ class ClusterAutoscaler:
         own = view_of(sim.w, self.topology_aware, self.sharing_aware)
         self.fit_view = sim.w if self.scheduler_sees or self.scheduler_prefers else own  # fits what exists?
         self.view = sim.w if self.scheduler_prefers else own  # what new nodes to ask for
+        self.fit_class, self.view_class = equivalence_classes(self.fit_view), equivalence_classes(self.view)
         self.backoff_until = np.full(len(sim.cluster.pools), -np.inf)
         self.provreq_until = np.full(sim.w.n_jobs, -np.inf)
         self.rng = np.random.default_rng([sim.seed, 3])
@@ -241,30 +269,77 @@ class ClusterAutoscaler:
             done.append((p, m, g))
         return True
 
+    def _groups(self, units: list[np.ndarray], first: np.ndarray, cls: np.ndarray,
+                alone: np.ndarray | None = None) -> list[tuple[bool, np.ndarray]]:
+        """The order in which the autoscaler packs the units, as (is a group, unit indices).
+        As Cluster Autoscaler's pod equivalence groups: the single-pod units of one class (in
+        its view) form one group, packed at once where the class first appears in the queue,
+        its pods in queue order; multi-pod units (gangs), and the single pods marked `alone`,
+        stay units, each at its own place in the queue."""
+        single = np.array([len(u) == 1 for u in units])
+        if alone is not None:
+            single &= ~alone
+        at = np.flatnonzero(single)
+        _, start, inverse = np.unique(cls[first[at]], return_index=True, return_inverse=True)
+        members = np.split(at[np.argsort(inverse, kind="stable")], np.cumsum(np.bincount(inverse))[:-1])
+        items = [(int(at[s]), True, m) for s, m in zip(start, members)]
+        items += [(int(i), False, np.array([i])) for i in np.flatnonzero(~single)]
+        items.sort(key=lambda item: item[0])
+        return [(is_group, idx) for _, is_group, idx in items]
+
+    def _pack_group(self, scratch: ClusterState, pods: np.ndarray, usable: np.ndarray,
+                    openable: list[int] | None, w: Workload) -> int:
+        """`_pack` for a group of identical single-pod units in bulk, with the same placements:
+        first-fit over usable nodes, then (if some are left) the next openable slots, opened
+        as many as the rest need; they are one pool's, so each empty node takes the same count.
+        Returns how many pods were placed (the first ones of the group)."""
+        k, p = len(pods), int(pods[0])
+        placed = first_fit_many(scratch, w, p, usable, k)
+        if placed == k or not openable:
+            return placed
+        scratch.add_node(openable[0], self.sim.now, ready=True)
+        one = np.zeros(scratch.n_slots, bool)
+        one[openable[0]] = True
+        each = int(fits_count(scratch, w, p, one)[openable[0]])
+        if each == 0:  # not even one pod fits an empty node: as `_pack`, the node is not kept
+            scratch.remove_node(openable[0])
+            return placed
+        opened = openable[:min(-(-(k - placed) // each), len(openable))]
+        del openable[:len(opened)]
+        for n in opened[1:]:
+            scratch.add_node(n, self.sim.now, ready=True)
+        usable[opened] = True
+        return placed + first_fit_many(scratch, w, p, usable, k - placed)
+
     def _unplaced(self, units: list[np.ndarray]) -> list[np.ndarray]:
         """Units that fit neither ready nor in-flight capacity (in the autoscaler's view),
-        packed first-fit on a scratch state of the nodes that exist."""
+        packed first-fit on a scratch state of the nodes that exist, by equivalence group
+        (see `_groups`). A single pod of a job with booked nodes (ProvisioningRequest) may use
+        those too, so it is packed alone."""
+        if not units:
+            return []
         sim = self.sim
         present = np.flatnonzero(sim.state.status != ABSENT)
         scratch = sim.state.subset(present)
         booked = self.scheduler.booked_for[present]
         free = booked == -1
-        left = []
-        failed_shapes: set[int] = set()  # scratch only fills up: a shape that failed fails again
-        for unit in units:
-            if len(unit) == 1 and int(self.fit_view.shape[unit[0]]) in failed_shapes:
-                left.append(unit)
-                continue
-            j = int(sim.w.job[unit[0]])
-            if not self._pack(scratch, unit, free | (booked == j), w=self.fit_view):
-                left.append(unit)
-                if len(unit) == 1:
-                    failed_shapes.add(int(self.fit_view.shape[unit[0]]))
-        return left
+        first = np.array([u[0] for u in units], np.int64)
+        alone = np.isin(sim.w.job[first], booked[~free])
+        left = np.zeros(len(units), bool)
+        for is_group, idx in self._groups(units, first, self.fit_class, alone):
+            if is_group:
+                placed = self._pack_group(scratch, first[idx], free, None, self.fit_view)
+                left[idx[placed:]] = True
+            else:
+                unit = units[idx[0]]
+                j = int(sim.w.job[unit[0]])
+                left[idx[0]] = not self._pack(scratch, unit, free | (booked == j), w=self.fit_view)
+        return [units[i] for i in np.flatnonzero(left)]
 
     def _estimate(self, p: int, units: list[np.ndarray]) -> tuple[int, int, float]:
         """(new nodes, pods helped, least-waste score) if pool p alone took the units, by
-        first-fit onto empty template nodes of the pool (up to its max_size)."""
+        first-fit onto empty template nodes of the pool (up to its max_size), by equivalence
+        group (see `_groups`)."""
         sim = self.sim
         preferred = self._preferred_slots(p, units[0]) if len(units) == 1 else None
         slots = sim.cloud.free_slots(p) if preferred is None else preferred
@@ -273,9 +348,15 @@ class ClusterAutoscaler:
         usable = np.zeros(len(slots), bool)
         openable = list(range(len(slots)))
         helped = 0
-        for unit in units:
-            if self.fits_pool[p, unit].all() and self._pack(scratch, unit, usable, openable):
-                helped += len(unit)
+        first = np.array([u[0] for u in units], np.int64)
+        for is_group, idx in self._groups(units, first, self.view_class):
+            if is_group:
+                if self.fits_pool[p, first[idx[0]]]:
+                    helped += self._pack_group(scratch, first[idx], usable, openable, self.view)
+            else:
+                unit = units[idx[0]]
+                if self.fits_pool[p, unit].all() and self._pack(scratch, unit, usable, openable):
+                    helped += len(unit)
         new = np.flatnonzero(usable)
         if len(new) == 0:
             return 0, 0, np.inf

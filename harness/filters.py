@@ -76,3 +76,73 @@ def groups_that_fit(state: ClusterState, w: Workload, pods: np.ndarray, mask: np
     ids, inverse = np.unique(groups[nodes], return_inverse=True)
     total = np.bincount(inverse, weights=np.minimum(cap[nodes], len(pods)))
     return ids[total >= len(pods)]
+
+
+def fits_count(state: ClusterState, w: Workload, pod: int, mask: np.ndarray) -> np.ndarray:
+    """Exactly how many pods shaped like `pod` each node can still take one after another
+    (0 where `mask` or the filter says no): the least of the CPU, memory and GPU bounds. The
+    GPU bound is exact for every pod kind, whatever devices each pod picks: whole GPUs without
+    a domain claim free_whole // gpus; with an NVLink/NUMA claim the sum over domains of
+    (whole GPUs free in it) // gpus, as each pod takes its GPUs from one domain; a share or
+    partition the sum over devices of free milli // milli, as each pod takes one device."""
+    ok = feasible(state, w, pod, mask)
+    nodes = np.flatnonzero(ok)
+    out = np.zeros(state.n_slots, np.int64)
+    if len(nodes) == 0:
+        return out
+    n = np.full(len(nodes), np.iinfo(np.int64).max)
+    if w.cpu[pod]:
+        n = np.minimum(n, state.cpu_free[nodes] // w.cpu[pod])
+    if w.mem[pod]:
+        n = np.minimum(n, state.mem_free[nodes] // w.mem[pod])
+    gpus, milli = int(w.gpus[pod]), int(w.milli[pod])
+    if gpus:
+        if milli < WHOLE:
+            n = np.minimum(n, (state.gpu_free[nodes] // milli).sum(axis=1))
+        elif w.nvlink[pod] or w.numa[pod]:
+            per_domain = _whole_by_domain(state, nodes, bool(w.nvlink[pod]), bool(w.numa[pod])).sum(axis=1)
+            n = np.minimum(n, (per_domain // gpus).sum(axis=1))
+        else:
+            n = np.minimum(n, state.free_whole[nodes] // gpus)
+    out[nodes] = n
+    return out
+
+
+def devices_taken(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """GPU milli (nodes x GPUs) that counts[i] pods shaped like `pod` take on nodes[i] when
+    bound one after another with `ClusterState.pick_devices`, in one vector step (counts
+    within `fits_count`). Whole GPUs: the first free ones in index order, or with a domain
+    claim the domains in id order, each filled before the next (the first domain with room
+    stays first until full). Shares: pick_devices' best fit keeps choosing the same device
+    until it is too full, so devices fill in order of (free milli, index)."""
+    rows = state.gpu_free[nodes].astype(np.int64)
+    gpus, milli = int(w.gpus[pod]), int(w.milli[pod])
+    want = np.asarray(counts, np.int64)[:, None]
+    if gpus == 0:
+        return np.zeros_like(rows)
+    if milli < WHOLE:
+        fit = rows >= milli
+        cap = np.where(fit, rows // milli, 0)
+        order = np.argsort(np.where(fit, rows, WHOLE + 1), axis=1, kind="stable")
+        cap_sorted = np.take_along_axis(cap, order, axis=1)
+        got = np.clip(want - (np.cumsum(cap_sorted, axis=1) - cap_sorted), 0, cap_sorted)
+        pods = np.empty_like(got)
+        np.put_along_axis(pods, order, got, axis=1)
+        return pods * milli
+    whole = rows == WHOLE
+    if not (w.nvlink[pod] or w.numa[pod]):
+        return np.where(whole & (np.cumsum(whole, axis=1) <= want * gpus), WHOLE, 0)
+    onehot = _whole_by_domain(state, nodes, bool(w.nvlink[pod]), bool(w.numa[pod]))  # nodes x GPUs x domains
+    per_domain = onehot.sum(axis=1) // gpus
+    got = np.clip(want - (np.cumsum(per_domain, axis=1) - per_domain), 0, per_domain)
+    take = onehot & (np.cumsum(onehot, axis=1) <= (got * gpus)[:, None, :])
+    return np.where(take.any(axis=2), WHOLE, 0)
+
+
+def _whole_by_domain(state: ClusterState, nodes: np.ndarray, nvlink: bool, numa: bool) -> np.ndarray:
+    """nodes x GPUs x domains: GPU g of node i is whole-free and in domain d (domain ids as
+    `ClusterState.pick_devices` numbers them: NVLink, NUMA, or their intersection)."""
+    table = state.gpu_both if nvlink and numa else state.gpu_nvl if nvlink else state.gpu_numa
+    dom = table[state.slot_type[nodes]]
+    whole = state.gpu_free[nodes] == WHOLE
+    return whole[:, :, None] & (dom[:, :, None] == np.arange(int(dom.max()) + 1))

@@ -173,6 +173,33 @@ class ClusterState:
         assert self.cpu_free[n] >= 0 and self.mem_free[n] >= 0 and self.gpu_free[n].min() >= 0, "over-allocated"
         self._refresh(n)
 
+    def bind_many(self, nodes: np.ndarray, counts: np.ndarray, cpu: int, mem: int, taken: np.ndarray) -> None:
+        """Bind counts[i] identical pods on nodes[i] (distinct) at once, for what-if packing of
+        a whole pod shape: CPU and memory counts x the pod's, GPU milli `taken` (nodes x GPUs,
+        see `filters.devices_taken`). The touched nodes' summaries are recomputed as `_refresh`
+        does, for all of them in one vector step (domains as one-hot columns)."""
+        counts = np.asarray(counts, np.int64)
+        self.cpu_free[nodes] -= counts * cpu
+        self.mem_free[nodes] -= counts * mem
+        self.gpu_free[nodes] -= taken.astype(self.gpu_free.dtype)
+        used = taken.sum(axis=1)
+        self.gpu_used[nodes] += used
+        self.alloc_ready_milli += int(used[self.status[nodes] == READY].sum())
+        self.pods_on[nodes] += counts.astype(self.pods_on.dtype)
+        assert ((self.cpu_free[nodes] >= 0).all() and (self.mem_free[nodes] >= 0).all()
+                and (self.gpu_free[nodes] >= 0).all()), "over-allocated"
+        self.mutations += len(nodes)
+        rows = self.gpu_free[nodes]
+        whole = rows == WHOLE
+        self.free_whole[nodes] = whole.sum(axis=1)
+        self.max_share[nodes] = rows.max(axis=1)
+        t = self.slot_type[nodes]
+        for table, out in ((self.gpu_nvl, self.nvl_whole), (self.gpu_numa, self.numa_whole),
+                           (self.gpu_both, self.both_whole)):
+            dom = table[t]  # -1 past a node's GPUs: in no domain
+            onehot = dom[:, :, None] == np.arange(max(int(dom.max()) + 1, 1))
+            out[nodes] = (whole[:, :, None] & onehot).sum(axis=1).max(axis=1)
+
     def release(self, n: int, cpu: int, mem: int, gpu_idx: np.ndarray, milli: int) -> None:
         self.cpu_free[n] += cpu
         self.mem_free[n] += mem
