@@ -1,0 +1,248 @@
+"""The autoscaler's bulk packing of a pod shape equals packing its pods one by one.
+
+`first_fit_many` (fits_count + devices_taken + ClusterState.bind_many) must leave the scratch
+state exactly as k rounds of (feasible, first node, pick_devices, bind) would, for every pod
+kind: CPU only, whole GPUs, whole GPUs in one NVLink / NUMA / NVLink-and-NUMA domain, GPU
+shares, partitions. The autoscaler's `_unplaced` and `_estimate` by equivalence group must
+leave the same units unplaced, help the same pods and open the same nodes as `_pack` pod by
+pod in the same order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.autoscaler import first_fit_many
+from harness.cluster import Cluster
+from harness.filters import feasible, fits_count
+from harness.sim import Simulation
+from harness.state import ABSENT, WHOLE, ClusterState
+from harness.workload import compile_workload
+from tests import scenarios as sc
+
+SUMMARIES = ("cpu_free", "mem_free", "gpu_free", "gpu_used", "pods_on", "free_whole", "max_share", "nvl_whole",
+             "numa_whole", "both_whole")
+
+
+def cluster() -> Cluster:
+    small = dict(cpu_milli=24000, memory_mib=96000)
+    return Cluster(
+        node_types=[
+            sc.node_type("a8", nvlink_domains=2, numa_domains=4, nic_per_gpu=True, partition_profiles=["1g", "3g"]),
+            sc.node_type("b8", nvlink_domains=4, numa_domains=2, **small),
+            {"name": "l4x4", **small, "gpus": 4, "gpu_model": "L4", "numa_domains": 2},
+            {"name": "g6", **small, "gpus": 6, "gpu_model": "L4", "nvlink_domains": 2, "numa_domains": 3},
+            {"name": "cpu", "cpu_milli": 16000, "memory_mib": 64000}],
+        pools=[sc.pool(name, name, max_size=4, nodes_per_rack=2, price_on_demand=1.0 + i)
+               for i, name in enumerate(["a8", "b8", "l4x4", "g6", "cpu"])],
+        partition_profiles={"1g": 143, "3g": 429}, name="bulk")
+
+
+KINDS = ("cpu", "whole", "nvlink", "numa", "both", "share", "partition")
+
+
+@st.composite
+def pod_dicts(draw, kind: str | None = None):
+    kind = kind or draw(st.sampled_from(KINDS))
+    pod = {"cpu_milli": draw(st.sampled_from([1000, 3000, 8000])),
+           "memory_mib": draw(st.sampled_from([0, 1024, 30000]))}
+    if kind == "cpu":
+        return {**pod, "gpu_count": 0, "gpu_milli": 0}
+    if kind == "share":
+        return {**pod, "gpu_milli": draw(st.sampled_from([100, 250, 333, 500, 999])),
+                "gpu_models": draw(st.sampled_from([[], ["L4"], ["H100"]]))}
+    if kind == "partition":
+        return {**pod, "gpu_milli": 0, "gpu_partition": draw(st.sampled_from(["1g", "3g"]))}
+    return {**pod, "gpu_count": draw(st.sampled_from([1, 2, 3, 4, 8])), "gpus_same_nvlink": kind in ("nvlink", "both"),
+            "gpus_same_numa": kind in ("numa", "both"), "nic_per_gpu": draw(st.booleans())}
+
+
+def workload(cl: Cluster, pods: list[dict]):
+    rows = [{"job_id": pod.pop("job_id", f"j{i}"), **pod} for i, pod in enumerate(pods)]
+    return compile_workload(sc.trace(rows), cl)
+
+
+def one_by_one(state: ClusterState, w, p: int, mask: np.ndarray, k: int) -> int:
+    """The reference: k rounds of feasible, first node, pick_devices, bind."""
+    for placed in range(k):
+        cand = np.flatnonzero(feasible(state, w, p, mask))
+        if len(cand) == 0:
+            return placed
+        n = int(cand[0])
+        g = state.pick_devices(n, int(w.gpus[p]), int(w.milli[p]), bool(w.nvlink[p]), bool(w.numa[p]))
+        state.bind(n, int(w.cpu[p]), int(w.mem[p]), g, int(w.milli[p]))
+    return k
+
+
+@st.composite
+def occupied_states(draw):
+    """A state with random nodes present (ready or booting) and random pods bound on them."""
+    cl = cluster()
+    prior = draw(st.lists(pod_dicts(), max_size=25))
+    state = ClusterState(cl)
+    for n in draw(st.sets(st.integers(0, state.n_slots - 1), min_size=1, max_size=12)):
+        state.add_node(n, 0.0, ready=draw(st.booleans()))
+    present = np.flatnonzero(state.status != ABSENT)
+    if prior:
+        w = workload(cl, prior)
+        for p in range(w.n_pods):
+            cand = np.flatnonzero(feasible(state, w, p, state.status != ABSENT))
+            if len(cand):
+                n = int(cand[draw(st.integers(0, len(cand) - 1))])
+                g = state.pick_devices(n, int(w.gpus[p]), int(w.milli[p]), bool(w.nvlink[p]), bool(w.numa[p]))
+                state.bind(n, int(w.cpu[p]), int(w.mem[p]), g, int(w.milli[p]))
+    mask = np.zeros(state.n_slots, bool)
+    mask[present[draw(st.lists(st.booleans(), min_size=len(present), max_size=len(present)))]] = True
+    return cl, state, mask
+
+
+def check_devices(state: ClusterState) -> None:
+    """No device over-allocated; the summaries are those `_refresh` computes from the rows."""
+    assert (state.gpu_free >= 0).all() and (state.gpu_free <= WHOLE).all()
+    assert (state.cpu_free >= 0).all() and (state.mem_free >= 0).all()
+    present = state.status != ABSENT
+    cap_milli = state.gpu_cap.astype(np.int64) * WHOLE
+    assert (state.gpu_used[present] == cap_milli[present] - state.gpu_free[present].sum(axis=1)).all()
+    fresh = state.copy()
+    for n in np.flatnonzero(present):
+        fresh._refresh(int(n))
+    for name in ("free_whole", "max_share", "nvl_whole", "numa_whole", "both_whole"):
+        assert (getattr(fresh, name) == getattr(state, name)).all(), name
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(setup=occupied_states(), kind=st.sampled_from(KINDS), data=st.data())
+def test_bulk_first_fit_equals_one_by_one(setup, kind, data):
+    cl, state, mask = setup
+    w = workload(cl, [data.draw(pod_dicts(kind))])
+    k = data.draw(st.integers(1, 60))
+    ref, bulk = state.copy(), state.copy()
+    placed = one_by_one(ref, w, 0, mask.copy(), k)
+    assert first_fit_many(bulk, w, 0, mask.copy(), k) == placed
+    for name in SUMMARIES:
+        assert (getattr(ref, name) == getattr(bulk, name)).all(), name
+    assert ref.alloc_ready_milli == bulk.alloc_ready_milli
+    check_devices(bulk)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(setup=occupied_states(), kind=st.sampled_from(KINDS), data=st.data())
+def test_fits_count_is_exact_per_node(setup, kind, data):
+    cl, state, mask = setup
+    w = workload(cl, [data.draw(pod_dicts(kind))])
+    count = fits_count(state, w, 0, mask)
+    assert (count[~mask] == 0).all()
+    for n in np.flatnonzero(mask):
+        alone = np.zeros(state.n_slots, bool)
+        alone[n] = True
+        assert count[n] == one_by_one(state.copy(), w, 0, alone, 1000), n
+
+
+# ---- the autoscaler by equivalence group ----------------------------------------------------
+def attached(cl: Cluster, pods: list[dict], **switches):
+    sim = Simulation(workload(cl, pods), cl, seed=0, horizon_s=3600.0)
+    loop = sc.separate(**switches)
+    loop.attach(sim)
+    return sim, loop.autoscaler
+
+
+@st.composite
+def pending(draw):
+    """An autoscaler over a random partly-filled cluster, and units of pending pods."""
+    cl = cluster()
+    pods = []
+    for j in range(draw(st.integers(1, 14))):
+        pod = draw(pod_dicts())
+        size = draw(st.sampled_from([1, 1, 1, 2, 3]))  # a gang unit when size > 1
+        for _ in range(draw(st.integers(1, 4)) if size == 1 else size):
+            pods.append({**pod, "job_id": f"j{j}", "min_member": size})
+    switches = {"topology_aware": draw(st.booleans()), "sharing_aware": draw(st.booleans()),
+                "scheduler_sees": draw(st.booleans())}
+    sim, ca = attached(cl, pods, **switches)
+    state = sim.state
+    for n in draw(st.sets(st.integers(0, state.n_slots - 1), max_size=8)):
+        state.add_node(n, 0.0, ready=draw(st.booleans()))
+        used = draw(st.integers(0, int(state.gpu_cap[n])))
+        state.bind(n, draw(st.sampled_from([0, 4000])), 0, np.arange(used), draw(st.sampled_from([250, 1000])))
+        if draw(st.integers(0, 3)) == 0:  # booked for a job (ProvisioningRequest)
+            ca.scheduler.booked_for[n] = draw(st.integers(0, sim.w.n_jobs - 1))
+    units = []
+    for j in range(sim.w.n_jobs):
+        members = sim.w.job_pods[j]
+        units += [members] if sim.w.job_min_member[j] > 1 else [members[i:i + 1] for i in range(len(members))]
+    order = draw(st.permutations(range(len(units))))
+    return sim, ca, [units[i] for i in order]
+
+
+def unplaced_one_by_one(ca, units):
+    """The reference: the same order, each pod of a group packed alone by `_pack`."""
+    sim = ca.sim
+    present = np.flatnonzero(sim.state.status != ABSENT)
+    scratch = sim.state.subset(present)
+    booked = ca.scheduler.booked_for[present]
+    first = np.array([u[0] for u in units])
+    alone = np.isin(sim.w.job[first], booked[booked >= 0])
+    left = []
+    for _, idx in ca._groups(units, first, ca.fit_class, alone):
+        for i in idx:
+            j = int(sim.w.job[units[i][0]])
+            if not ca._pack(scratch, units[i], (booked == -1) | (booked == j), w=ca.fit_view):
+                left.append(i)
+    return sorted(left), scratch
+
+
+def estimate_one_by_one(ca, p, units):
+    sim = ca.sim
+    slots = sim.cloud.free_slots(p)[:sum(len(u) for u in units)]
+    scratch = sim.state.subset(slots)
+    usable = np.zeros(len(slots), bool)
+    openable = list(range(len(slots)))
+    helped = 0
+    first = np.array([u[0] for u in units])
+    for _, idx in ca._groups(units, first, ca.view_class):
+        for i in idx:
+            if ca.fits_pool[p, units[i]].all() and ca._pack(scratch, units[i], usable, openable):
+                helped += len(units[i])
+    return np.flatnonzero(usable), helped, scratch
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(setup=pending())
+def test_unplaced_by_group_equals_pod_by_pod(setup):
+    sim, ca, units = setup
+    expected, _ = unplaced_one_by_one(ca, units)
+    got = ca._unplaced(units)
+    index = {id(u): i for i, u in enumerate(units)}
+    assert sorted(index[id(u)] for u in got) == expected
+    assert [index[id(u)] for u in got] == sorted(index[id(u)] for u in got), "queue order kept"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(setup=pending())
+def test_estimate_by_group_equals_pod_by_pod(setup):
+    sim, ca, units = setup
+    for p in range(len(sim.cluster.pools)):
+        new, helped, scratch = estimate_one_by_one(ca, p, units)
+        nodes, got_helped, waste = ca._estimate(p, units)
+        assert (nodes, got_helped) == ((len(new), helped) if len(new) else (0, 0))
+        if len(new):
+            free = scratch.cpu_free[new] / scratch.cpu_cap[new] + scratch.mem_free[new] / scratch.mem_cap[new]
+            assert waste == float(np.mean(free) / 2)
+        check_devices(scratch)
+
+
+def test_groups_follow_first_appearance_and_gangs_keep_their_place():
+    cl = cluster()
+    a, b = {"gpu_count": 1}, {"gpu_count": 2}
+    sim, ca = attached(cl, [a, {**b, "job_id": "g", "min_member": 2}, {**b, "job_id": "g", "min_member": 2}, b, a])
+    w = sim.w
+    units = [np.array([0]), np.array([1, 2]), np.array([3]), np.array([4])]
+    first = np.array([u[0] for u in units])
+    got = [(g, list(idx)) for g, idx in ca._groups(units, first, ca.fit_class)]
+    assert got == [(True, [0, 3]), (False, [1]), (True, [2])]
+    # a pod whose job has booked nodes is packed alone, at its own place
+    got = [(g, list(idx)) for g, idx in ca._groups(units, first, ca.fit_class, alone=np.array([0, 0, 0, 1], bool))]
+    assert got == [(True, [0]), (False, [1]), (True, [2]), (False, [3])]
+    assert w.shape[0] == w.shape[4]
