@@ -69,6 +69,14 @@ class Accounting:
         if reason >= 0:
             self.reason_count[reason] += 1
 
+    def set_reasons(self, pods: np.ndarray, reasons: np.ndarray) -> None:
+        """set_reason for many distinct pods at once."""
+        n = len(PendingReason)
+        old = self.reason[pods]
+        self.reason_count -= np.bincount(old[old >= 0], minlength=n)
+        self.reason[pods] = reasons
+        self.reason_count += np.bincount(reasons[reasons >= 0], minlength=n)
+
     def rates(self) -> dict[str, float]:
         """Instantaneous rates (GPU milli, USD/h) of the current state."""
         st, sim = self.sim.state, self.sim

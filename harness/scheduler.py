@@ -46,6 +46,9 @@ class Scheduler:
         self.sim = sim
         w = sim.w
         self.tried_at = np.full(w.n_jobs, -1, np.int64)  # capacity version of the last failure
+        self.job_size = np.array([len(pods) for pods in w.job_pods], np.int64)
+        self.booked_jobs: set[int] = set()
+        self.n_groups = int(max(sim.state.slot_rack.max(), sim.state.slot_block.max())) + 1
         self.timeout_armed = np.zeros(w.n_jobs, bool)
         self.reasons: dict | None = None
         self.any_booked = False
@@ -59,57 +62,96 @@ class Scheduler:
     def cycle(self, now: float) -> None:
         """Try every queued job whose situation changed since its last failure."""
         sim = self.sim
-        key = (sim.state.version, sim.arrived_version, sim.state.layout_version)
+        st = sim.state
+        key = (st.version, sim.arrived_version, st.layout_version)
         if key == self.seen:
             return
         if not sim.queue:  # nothing waits: only remember that capacity was seen
-            sim.state.grown.clear()
+            st.grown.clear()
             self.seen = key
             return
         relabel = key[2] != self.seen[2]  # nodes came, went or became ready: reasons may change
-        failed_shapes: set[int] = set()
-        self.any_booked = bool((self.booked_for >= 0).any())
+        booked = self.booked_for >= 0
+        self.any_booked = bool(booked.any())
+        self.booked_jobs = set(np.unique(self.booked_for[booked]).tolist()) if self.any_booked else set()
         self.reasons = None if self.any_booked else {}  # per-cycle cache of pending reasons by shape
-        self.free_ready = sim.state.ready & (self.booked_for == -1)
-        hint = self._queueing_hint(self.any_booked)
-        for _, _, j in list(sim.queue):
-            if self.tried_at[j] >= 0 and self.tried_at[j] != sim.state.version and not hint(j):
-                self.tried_at[j] = sim.state.version  # no grown node could take any of its pods
-            if self.tried_at[j] == sim.state.version:
+        self.free_ready = st.ready & ~booked
+        jobs = np.fromiter((j for _, _, j in sim.queue), np.int64, len(sim.queue))
+        self._skip_unhelped(jobs)
+        failed: set[tuple] = set()  # (shape, group, booked job) that found no node this cycle
+        waiting = []  # jobs with pods still pending after this cycle whose reason may change
+        for j in jobs.tolist():
+            if self.tried_at[j] == st.version:
                 if relabel:
-                    for p in sim.unbound_pods(j):
-                        self._mark_failed(int(p), self.usable(j))
+                    waiting.append(j)
                 continue
             if self.gang_mode == "atomic" and sim.w.job_min_member[j] > 1:
-                placed = self._place_atomic(j, failed_shapes)
+                placed = self._place_atomic(j, failed)
             else:
-                placed = self._place_incremental(j, failed_shapes)
-            self.tried_at[j] = -1 if placed else sim.state.version  # an evicted job comes back new
-        self.seen = (sim.state.version, sim.arrived_version, sim.state.layout_version)
+                placed = self._place_incremental(j, failed)
+            self.tried_at[j] = -1 if placed else st.version  # an evicted job comes back new
+            if not placed:
+                waiting.append(j)
+        if waiting:
+            self._relabel(waiting)
+        self.seen = (st.version, sim.arrived_version, st.layout_version)
 
-    def _queueing_hint(self, any_booked: bool):
+    def _skip_unhelped(self, jobs: np.ndarray) -> None:
         """Like kube-scheduler's QueueingHints: a job that failed is worth retrying only if
-        one of its pods fits one of the nodes whose capacity grew since the last cycle."""
-        st, w = self.sim.state, self.sim.w
+        one of its pending pods fits one of the nodes whose capacity grew since the last
+        cycle (for a local gang with members already placed, a grown node of their group).
+        Jobs not worth it are marked as tried at the current capacity version."""
+        sim, st, w = self.sim, self.sim.state, self.sim.w
+        tried = self.tried_at[jobs]
+        stale = jobs[(tried >= 0) & (tried != st.version)]
+        if len(stale) == 0 or self.any_booked:  # bookings change what a job may use: retry all
+            st.grown.clear()
+            return
+        if not st.grown:  # capacity grew nowhere
+            self.tried_at[stale] = st.version
+            return
         grown = np.unique(np.array(st.grown, np.int64))
         st.grown.clear()
-        if any_booked:
-            return lambda j: True
-        if len(grown) == 0:
-            return lambda j: False  # capacity grew nowhere
         sub = st.subset(grown)
-        usable = sub.status == READY
-        fits: dict[int, bool] = {}
+        ready = sub.status == READY
+        pods = np.concatenate([w.job_pods[j] for j in stale.tolist()])
+        owner = np.repeat(np.arange(len(stale)), self.job_size[stale])
+        nodes = sim.pod_node[pods]
+        locality = w.job_locality[stale]
+        anchor = np.full(len(stale), -1, np.int64)  # group of placed members of a local gang
+        placed = nodes >= 0
+        anchor[owner[placed]] = np.where(locality[owner[placed]] == LOCALITY_CODE["block"],
+                                         st.slot_block[nodes[placed]], st.slot_rack[nodes[placed]])
+        anchor[locality == LOCALITY_CODE["none"]] = -1
+        pending = sim.pod_status[pods] == PENDING
+        pods, owner = pods[pending], owner[pending]
+        n_groups = self.n_groups + 1
+        keys = (w.shape[pods].astype(np.int64) * 3 + locality[owner]) * n_groups + anchor[owner] + 1
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        fits = np.zeros(len(first), bool)
+        for u, p in enumerate(pods[first].tolist()):
+            loc, group = int(locality[owner[first[u]]]), int(anchor[owner[first[u]]])
+            mask = ready
+            if group >= 0:
+                mask = ready & ((sub.slot_block if loc == LOCALITY_CODE["block"] else sub.slot_rack) == group)
+            fits[u] = feasible(sub, w, p, mask).any()
+        helped = np.bincount(owner, weights=fits[inverse], minlength=len(stale)) > 0
+        self.tried_at[stale[~helped]] = st.version
 
-        def hint(j: int) -> bool:
-            for p in self.sim.unbound_pods(j):
-                s = int(w.shape[p])
-                if s not in fits:
-                    fits[s] = bool(feasible(sub, w, int(p), usable).any())
-                if fits[s]:
-                    return True
-            return False
-        return hint
+    def _relabel(self, jobs: list[int]) -> None:
+        """Decide, after the cycle, why the pending pods of these jobs are pending."""
+        sim, w = self.sim, self.sim.w
+        pods = np.concatenate([w.job_pods[j] for j in jobs])
+        pods = pods[sim.pod_status[pods] == PENDING]
+        if self.reasons is None:  # bookings: each job sees its own nodes
+            for p in pods.tolist():
+                self._mark_failed(p, self.usable(int(w.job[p])))
+            return
+        _, first, inverse = np.unique(self._reason_key(pods), return_index=True, return_inverse=True)
+        reasons = np.empty(len(first), np.int8)
+        for u, p in enumerate(pods[first].tolist()):
+            reasons[u] = self._reason(p, self.free_ready)
+        sim.acct.set_reasons(pods, reasons[inverse])
 
     def usable(self, j: int) -> np.ndarray:
         """Ready nodes job j may use: all but those booked for other jobs (or tainted)."""
@@ -136,15 +178,20 @@ class Scheduler:
         return None
 
     # ---- atomic: all unbound members in one cycle, or none ------------------------------
-    def _place_atomic(self, j: int, failed_shapes: set[int]) -> bool:
+    def _failed_key(self, j: int, shape: int, group: int = -1) -> tuple:
+        """What a failure of a pod shape says within one cycle: no pod of that shape finds a
+        node (in that rack or block, for a local gang's restricted members), unless its job
+        may also use nodes booked for it."""
+        loc = int(self.sim.w.job_locality[j]) if group >= 0 else 0
+        return shape, loc, group, (j if j in self.booked_jobs else -1)
+
+    def _place_atomic(self, j: int, failed: set[tuple]) -> bool:
         sim = self.sim
         pods = sim.unbound_pods(j)
         shapes = sim.w.shape[pods]
-        if any(int(s) in failed_shapes for s in shapes):
-            for p in pods:
-                self._mark_failed(int(p), self.usable(j))
-            return False
         usable = self.usable(j)
+        if any(self._failed_key(j, s) in failed for s in shapes.tolist()):
+            return False
         groups = self.groups_of(j)
         if groups is None:
             plan = self.try_place(pods, usable)
@@ -156,9 +203,7 @@ class Scheduler:
                     break
         if plan is None:
             if len(pods) == 1:
-                failed_shapes.add(int(shapes[0]))
-            for p in pods:
-                self._mark_failed(int(p), usable)
+                failed.add(self._failed_key(j, int(shapes[0])))
             return False
         for p, n, gpu_idx in plan:
             sim.bind(p, n, gpu_idx)
@@ -187,52 +232,50 @@ class Scheduler:
         return plan if ok else None
 
     # ---- none / coscheduling: members bind as they fit ----------------------------------
-    def _place_incremental(self, j: int, failed_shapes: set[int]) -> bool:
+    def _place_incremental(self, j: int, failed: set[tuple]) -> bool:
         sim = self.sim
         st, w = sim.state, sim.w
         usable = self.usable(j)
         groups = self.groups_of(j)
+        group = -1  # the rack or block the job's placed members restrict it to
+        if groups is not None:
+            members = w.job_pods[j]
+            placed = sim.pod_node[members][sim.pod_node[members] >= 0]
+            group = int(groups[placed[0]]) if len(placed) else -1
         if self.waits_for_capacity and w.job_min_member[j] > 1 and sim.job_ready_bound[j] == 0:
             where = self._fits_with_inflight(j, usable | ((st.status == BOOTING) & (self.booked_for < 0)))
             if where is None:
-                for p in sim.unbound_pods(j):
-                    self._mark_failed(int(p), usable)
                 return False
-            usable = usable & where  # reserve only where the whole gang will fit
+            group = where  # reserve only where the whole gang will fit
         all_placed = True
-        for p in sim.unbound_pods(j):
-            p = int(p)
-            mask, restricted = usable, False
-            if groups is not None:
-                members = w.job_pods[j]
-                bound_nodes = sim.pod_node[members][sim.pod_node[members] >= 0]
-                if len(bound_nodes):
-                    mask, restricted = mask & (groups == groups[bound_nodes[0]]), True
+        for p in sim.unbound_pods(j).tolist():
             shape = int(w.shape[p])
-            n = -1 if shape in failed_shapes else self.choose(p, feasible(st, w, p, mask))
-            if n < 0:
-                if not restricted:  # found no node anywhere: no pod of this shape will this cycle
-                    failed_shapes.add(shape)
-                self._mark_failed(p, usable)
+            if self._failed_key(j, shape) in failed or self._failed_key(j, shape, group) in failed:
+                all_placed = False
+                continue
+            n = self.choose(p, feasible(st, w, p, usable if group < 0 else usable & (groups == group)))
+            if n < 0:  # no pod of this shape will find a node there this cycle
+                failed.add(self._failed_key(j, shape, group))
                 all_placed = False
                 continue
             sim.bind(p, n, self.policy.pick_devices(st, w, p, n))
-        if self.gang_mode == "coscheduling" and np.isnan(sim.job_started[j]) and not self.timeout_armed[j]:
-            if (sim.pod_status[w.job_pods[j]] == BOUND).any():
-                self.timeout_armed[j] = True
-                sim.at(sim.now + self.gang_timeout_s, self._gang_timeout, j)
+            if groups is not None and group < 0:
+                group = int(groups[n])
+        if (self.gang_mode == "coscheduling" and not self.timeout_armed[j] and np.isnan(sim.job_started[j]) and (sim.pod_status[w.job_pods[j]] == BOUND).any()):
+            self.timeout_armed[j] = True
+            sim.at(sim.now + self.gang_timeout_s, self._gang_timeout, j)
         return all_placed
 
-    def _fits_with_inflight(self, j: int, usable: np.ndarray) -> np.ndarray | None:
-        """The nodes (ready and booting; one group if the gang is local) on which the whole
-        gang would fit, or None."""
+    def _fits_with_inflight(self, j: int, usable: np.ndarray) -> int | None:
+        """The group (rack or block, -1 = anywhere) of ready and booting nodes on which the
+        whole gang would fit, or None."""
         pods = self.sim.unbound_pods(j)
         groups = self.groups_of(j)
         if groups is None:
-            return usable if self.try_place(pods, usable) is not None else None
+            return -1 if self.try_place(pods, usable) is not None else None
         for g in groups_that_fit(self.sim.state, self.sim.w, pods, usable, groups):
             if self.try_place(pods, usable & (groups == g)) is not None:
-                return groups == g
+                return int(g)
         return None
 
     def _gang_timeout(self, j: int) -> None:
@@ -248,17 +291,23 @@ class Scheduler:
 
     # ---- why a pod is still pending ---------------------------------------------------
     def _mark_failed(self, p: int, usable: np.ndarray) -> None:
-        sim = self.sim
-        if sim.pod_status[p] != PENDING:
-            return
-        if self.reasons is None:
-            reason = self.classify(p, usable)
-        else:
-            key = (int(sim.w.shape[p]), int(sim.w.job_locality[sim.w.job[p]]), sim.w.job_min_member[sim.w.job[p]] > 1)
-            reason = self.reasons.get(key)
-            if reason is None:
-                reason = self.reasons[key] = self.classify(p, usable)
-        sim.acct.set_reason(p, reason)
+        if self.sim.pod_status[p] == PENDING:
+            self.sim.acct.set_reason(p, self._reason(p, usable))
+
+    def _reason_key(self, pods):
+        """Pods alike in shape, gang locality and gang-ness are pending for the same reason."""
+        w = self.sim.w
+        j = w.job[pods]
+        return (w.shape[pods].astype(np.int64) * 3 + w.job_locality[j]) * 2 + (w.job_min_member[j] > 1)
+
+    def _reason(self, p: int, usable: np.ndarray) -> PendingReason:
+        if self.reasons is None:  # bookings: each job sees its own nodes, no sharing of verdicts
+            return self.classify(p, usable)
+        key = int(self._reason_key(p))
+        reason = self.reasons.get(key)
+        if reason is None:
+            reason = self.reasons[key] = self.classify(p, usable)
+        return reason
 
     def classify(self, p: int, usable: np.ndarray) -> PendingReason:
         st, w = self.sim.state, self.sim.w

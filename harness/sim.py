@@ -121,8 +121,7 @@ class Simulation:
             self.pod_status[pods] = REFUSED  # no node type can ever hold it: refused, not waited on
             return
         self.pod_status[pods] = PENDING
-        for p in pods:
-            self.acct.set_reason(int(p), PendingReason.SHORTAGE)
+        self.acct.set_reasons(pods, np.full(len(pods), PendingReason.SHORTAGE, np.int8))
         self._enqueue(j)
 
     def _enqueue(self, j: int) -> None:
