@@ -47,6 +47,10 @@ class Scheduler:
         w = sim.w
         self.tried_at = np.full(w.n_jobs, -1, np.int64)  # capacity version of the last failure
         self.job_size = np.array([len(pods) for pods in w.job_pods], np.int64)
+        starts = np.r_[0, np.cumsum(self.job_size)[:-1]]
+        shapes = w.shape[np.concatenate(w.job_pods)]
+        lo, hi = np.minimum.reduceat(shapes, starts), np.maximum.reduceat(shapes, starts)
+        self.job_shape = np.where(lo == hi, lo, -1)  # the shape of all of a job's pods, -1 if mixed
         self.booked_jobs: set[int] = set()
         self.n_groups = int(max(sim.state.slot_rack.max(), sim.state.slot_block.max())) + 1
         self.timeout_armed = np.zeros(w.n_jobs, bool)
@@ -84,6 +88,10 @@ class Scheduler:
             if self.tried_at[j] == st.version:
                 if relabel:
                     waiting.append(j)
+                continue
+            if self._failed_key(j, int(self.job_shape[j])) in failed:  # its only shape found no node
+                self.tried_at[j] = st.version
+                waiting.append(j)
                 continue
             if self.gang_mode == "atomic" and sim.w.job_min_member[j] > 1:
                 placed = self._place_atomic(j, failed)
