@@ -65,14 +65,18 @@ def equivalence_classes(w: Workload) -> np.ndarray:
     return cls.ravel()[shape.ravel()]
 
 
-def first_fit_many(scratch: ClusterState, w: Workload, pod: int, mask: np.ndarray, k: int) -> int:
+def first_fit_many(scratch: ClusterState, w: Workload, pod: int, mask: np.ndarray, k: int,
+                   bind: bool = True) -> int:
     """Bind up to k pods shaped like `pod` first-fit over the `mask` nodes in slot order, in
     one vector step: the lowest-index node takes all it exactly can, then the next, and each
     takes the devices that binding them one by one would. The same placements as k rounds of
-    (feasible, first node, pick_devices, bind). Returns how many were placed."""
+    (feasible, first node, pick_devices, bind). Returns how many were placed; with bind=False
+    only counts them (the last packing of a scan: nothing reads the scratch after it)."""
     can = fits_count(scratch, w, pod, mask)
     nodes = np.flatnonzero(can)
     can = np.minimum(can[nodes], k)
+    if not bind:
+        return int(min(can.sum(), k))
     got = np.clip(k - (np.cumsum(can) - can), 0, can)
     nodes, got = nodes[got > 0], got[got > 0]
     if len(nodes):
@@ -319,16 +323,24 @@ class ClusterAutoscaler:
         if not units:
             return []
         sim = self.sim
+        booked_for = self.scheduler.booked_for
+        first = np.array([u[0] for u in units], np.int64)
+        alone = np.isin(sim.w.job[first], booked_for[booked_for >= 0])
+        groups = self._groups(units, first, self.fit_class, alone)
+        left = np.zeros(len(units), bool)
+        if len(groups) == 1 and groups[0][0]:  # one group: counted on the real state, no scratch
+            idx = groups[0][1]
+            usable = (sim.state.status != ABSENT) & (booked_for == -1)
+            left[idx[first_fit_many(sim.state, self.fit_view, int(first[idx[0]]), usable, len(idx), bind=False):]] = True
+            return [units[i] for i in np.flatnonzero(left)]
         present = np.flatnonzero(sim.state.status != ABSENT)
         scratch = sim.state.subset(present)
-        booked = self.scheduler.booked_for[present]
+        booked = booked_for[present]
         free = booked == -1
-        first = np.array([u[0] for u in units], np.int64)
-        alone = np.isin(sim.w.job[first], booked[~free])
-        left = np.zeros(len(units), bool)
-        for is_group, idx in self._groups(units, first, self.fit_class, alone):
+        for i, (is_group, idx) in enumerate(groups):
             if is_group:
-                placed = self._pack_group(scratch, first[idx], free, None, self.fit_view)
+                placed = first_fit_many(scratch, self.fit_view, int(first[idx[0]]), free, len(idx),
+                                        bind=i < len(groups) - 1)
                 left[idx[placed:]] = True
             else:
                 unit = units[idx[0]]
@@ -336,10 +348,10 @@ class ClusterAutoscaler:
                 left[idx[0]] = not self._pack(scratch, unit, free | (booked == j), w=self.fit_view)
         return [units[i] for i in np.flatnonzero(left)]
 
-    def _estimate(self, p: int, units: list[np.ndarray]) -> tuple[int, int, float]:
+    def _estimate(self, p: int, units: list[np.ndarray], groups: list | None = None) -> tuple[int, int, float]:
         """(new nodes, pods helped, least-waste score) if pool p alone took the units, by
         first-fit onto empty template nodes of the pool (up to its max_size), by equivalence
-        group (see `_groups`)."""
+        group (`groups`: `_groups` of the units in the view, the same for every pool)."""
         sim = self.sim
         preferred = self._preferred_slots(p, units[0]) if len(units) == 1 else None
         slots = sim.cloud.free_slots(p) if preferred is None else preferred
@@ -349,7 +361,7 @@ class ClusterAutoscaler:
         openable = list(range(len(slots)))
         helped = 0
         first = np.array([u[0] for u in units], np.int64)
-        for is_group, idx in self._groups(units, first, self.view_class):
+        for is_group, idx in groups or self._groups(units, first, self.view_class):
             if is_group:
                 if self.fits_pool[p, first[idx[0]]]:
                     helped += self._pack_group(scratch, first[idx], usable, openable, self.view)
@@ -405,8 +417,9 @@ class ClusterAutoscaler:
             self.idle_key = key
             return
         options = []
+        groups = self._groups(units, np.array([u[0] for u in units], np.int64), self.view_class)
         for p in self._candidate_pools(now):
-            nodes, helped, waste = self._estimate(p, units)
+            nodes, helped, waste = self._estimate(p, units, groups)
             if nodes:
                 options.append((p, nodes, helped, waste))
         if not options:

@@ -177,7 +177,7 @@ class ClusterState:
         """Bind counts[i] identical pods on nodes[i] (distinct) at once, for what-if packing of
         a whole pod shape: CPU and memory counts x the pod's, GPU milli `taken` (nodes x GPUs,
         see `filters.devices_taken`). The touched nodes' summaries are recomputed as `_refresh`
-        does, for all of them in one vector step (domains as one-hot columns)."""
+        does, for all of them in one vector step."""
         counts = np.asarray(counts, np.int64)
         self.cpu_free[nodes] -= counts * cpu
         self.mem_free[nodes] -= counts * mem
@@ -193,12 +193,12 @@ class ClusterState:
         whole = rows == WHOLE
         self.free_whole[nodes] = whole.sum(axis=1)
         self.max_share[nodes] = rows.max(axis=1)
-        t = self.slot_type[nodes]
+        t, row = self.slot_type[nodes], np.arange(len(nodes))[:, None]
         for table, out in ((self.gpu_nvl, self.nvl_whole), (self.gpu_numa, self.numa_whole),
                            (self.gpu_both, self.both_whole)):
-            dom = table[t]  # -1 past a node's GPUs: in no domain
-            onehot = dom[:, :, None] == np.arange(max(int(dom.max()) + 1, 1))
-            out[nodes] = (whole[:, :, None] & onehot).sum(axis=1).max(axis=1)
+            dom = table[t]  # a whole-free GPU exists, so its domain is >= 0
+            d = max(int(dom.max()) + 1, 1)
+            out[nodes] = np.bincount((row * d + dom)[whole], minlength=len(nodes) * d).reshape(-1, d).max(axis=1)
 
     def release(self, n: int, cpu: int, mem: int, gpu_idx: np.ndarray, milli: int) -> None:
         self.cpu_free[n] += cpu
