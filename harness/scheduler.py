@@ -52,7 +52,6 @@ class Scheduler:
         lo, hi = np.minimum.reduceat(shapes, starts), np.maximum.reduceat(shapes, starts)
         self.job_shape = np.where(lo == hi, lo, -1)  # the shape of all of a job's pods, -1 if mixed
         self.booked_jobs: set[int] = set()
-        self.n_groups = int(max(sim.state.slot_rack.max(), sim.state.slot_block.max())) + 1
         self.timeout_armed = np.zeros(w.n_jobs, bool)
         self.reasons: dict | None = None
         self.any_booked = False
@@ -124,26 +123,22 @@ class Scheduler:
         ready = sub.status == READY
         pods = np.concatenate([w.job_pods[j] for j in stale.tolist()])
         owner = np.repeat(np.arange(len(stale)), self.job_size[stale])
-        nodes = sim.pod_node[pods]
-        locality = w.job_locality[stale]
-        anchor = np.full(len(stale), -1, np.int64)  # group of placed members of a local gang
-        placed = nodes >= 0
-        anchor[owner[placed]] = np.where(locality[owner[placed]] == LOCALITY_CODE["block"],
-                                         st.slot_block[nodes[placed]], st.slot_rack[nodes[placed]])
-        anchor[locality == LOCALITY_CODE["none"]] = -1
         pending = sim.pod_status[pods] == PENDING
+        nodes = sim.pod_node[pods]
+        block = w.job_locality[stale] == LOCALITY_CODE["block"]
+        local = w.job_locality[stale] != LOCALITY_CODE["none"]
+        # the rack or block that placed members of a local gang restrict the others to
+        anchor = np.full(len(stale), -1, np.int64)
+        placed = local[owner] & (nodes >= 0)
+        anchor[owner[placed]] = np.where(block[owner[placed]], st.slot_block[nodes[placed]],
+                                         st.slot_rack[nodes[placed]])
         pods, owner = pods[pending], owner[pending]
-        n_groups = self.n_groups + 1
-        keys = (w.shape[pods].astype(np.int64) * 3 + locality[owner]) * n_groups + anchor[owner] + 1
-        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        fits = np.zeros(len(first), bool)
-        for u, p in enumerate(pods[first].tolist()):
-            loc, group = int(locality[owner[first[u]]]), int(anchor[owner[first[u]]])
-            mask = ready
-            if group >= 0:
-                mask = ready & ((sub.slot_block if loc == LOCALITY_CODE["block"] else sub.slot_rack) == group)
-            fits[u] = feasible(sub, w, p, mask).any()
-        helped = np.bincount(owner, weights=fits[inverse], minlength=len(stale)) > 0
+        _, first, row = np.unique(w.shape[pods], return_index=True, return_inverse=True)
+        fit = np.stack([feasible(sub, w, p, ready) for p in pods[first].tolist()])  # shape x grown node
+        where = np.where(block[owner, None], sub.slot_block, sub.slot_rack)  # pod x grown node
+        a = anchor[owner, None]
+        fits = (fit[row] & ((a < 0) | (where == a))).any(axis=1)
+        helped = np.bincount(owner, weights=fits, minlength=len(stale)) > 0
         self.tried_at[stale[~helped]] = st.version
 
     def _relabel(self, jobs: list[int]) -> None:

@@ -34,9 +34,10 @@ def _free_fractions(state: ClusterState, w: Workload, pod: int, nodes: np.ndarra
     cpu = (state.cpu_free[nodes] - w.cpu[pod]) / state.cpu_cap[nodes]
     mem = (state.mem_free[nodes] - w.mem[pod]) / state.mem_cap[nodes]
     gcap = state.gpu_cap[nodes].astype(np.float64) * 1000.0
-    gfree = gcap - state.gpu_used[nodes] - w.gpus[pod] * w.milli[pod]
-    gpu = np.divide(gfree, gcap, out=np.zeros(len(nodes)), where=gcap > 0)
+    if w.gpus[pod]:  # every node that can take it has GPUs
+        return (cpu + mem + (gcap - state.gpu_used[nodes] - w.gpus[pod] * w.milli[pod]) / gcap) / 3.0
     has_gpu = gcap > 0
+    gpu = np.divide(gcap - state.gpu_used[nodes], gcap, out=np.zeros(len(nodes)), where=has_gpu)
     return np.where(has_gpu, (cpu + mem + gpu) / 3.0, (cpu + mem) / 2.0)
 
 
