@@ -22,7 +22,7 @@ from harness.filters import feasible
 from harness.scheduler import Scheduler
 from harness.scores import ScorePlugin
 from harness.state import BOOTING
-from harness.workload import LOCALITY_CODE
+from harness.workload import LOCALITY_CODE, pools_fit
 
 
 class MergedLoop:
@@ -40,6 +40,7 @@ class MergedLoop:
         self.next_scan = 0.0
         self.scanned_mutations = -1
         self.planned_at = np.full(sim.w.n_jobs, -1, np.int64)  # layout version of the last failed plan
+        self.fits_pool = pools_fit(sim.cluster, sim.w)
 
     def next_wakeup(self, now: float) -> float:
         """The next scan on the grid 0, s, 2s, ...; none while idle (nothing queued, no node
@@ -70,7 +71,7 @@ class MergedLoop:
         if len(pods) == 0 or sim.w.never_fits[pods].any():
             return False
         best = None  # (cost, new nodes, pool, slots, plan)
-        for pool, slots in self._options(j, len(pods)):
+        for pool, slots in self._options(j, pods):
             found = self._pack(pods, pool, slots, j)
             if found is None:
                 continue
@@ -88,15 +89,16 @@ class MergedLoop:
             sim.bind(p, n, gpu_idx)
         return True
 
-    def _options(self, j: int, n_pods: int):
-        """(pool, candidate new slots) pairs to try: one per pool (for a rack-local gang, in
-        the pool's rack with the most free slots). Pool None = only nodes already booting."""
+    def _options(self, j: int, pods: np.ndarray):
+        """(pool, candidate new slots) pairs to try: one per pool whose nodes can hold every
+        pod (for a rack-local gang, in the pool's rack with the most free slots). Pool None =
+        only nodes already booting."""
         sim = self.sim
         yield None, np.zeros(0, np.int64)
         rack_local = sim.w.job_locality[j] == LOCALITY_CODE["rack"]
         for p in range(len(sim.cluster.pools)):
-            avail = min(sim.cloud.available(p), n_pods)
-            if avail == 0:
+            avail = min(sim.cloud.available(p), len(pods))
+            if avail == 0 or not self.fits_pool[p, pods].all():
                 continue
             free = sim.cloud.free_slots_in_emptiest_rack(p) if rack_local else sim.cloud.free_slots(p)
             yield p, free[:avail]

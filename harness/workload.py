@@ -146,6 +146,13 @@ def type_fits(nt, cluster: Cluster, cpu, mem, gpus, milli, profile_bit, model_ma
     return ok & ((gpus == 0) | gpu_ok)
 
 
+def pools_fit(cluster: Cluster, w: Workload) -> np.ndarray:
+    """pools x pods: could an empty node of the pool hold the pod?"""
+    pods = (w.cpu, w.mem, w.gpus, w.milli, w.profile_bit, w.model_mask, w.nvlink, w.numa, w.nic)
+    return np.stack([type_fits(cluster.node_types[cluster.type_index(pool.node_type)], cluster, *pods)
+                     for pool in cluster.pools])
+
+
 def _fits_some_type(cluster, *pod_arrays) -> np.ndarray:
     fits = np.zeros(len(pod_arrays[0]), bool)
     for nt in cluster.node_types:
