@@ -77,23 +77,15 @@ class Accounting:
         self.reason[pods] = reasons
         self.reason_count += np.bincount(reasons[reasons >= 0], minlength=n)
 
-    def rates(self) -> dict[str, float]:
-        """Instantaneous rates (GPU milli, USD/h) of the current state."""
+    def rates(self) -> tuple[float, ...]:
+        """Instantaneous rates (GPU milli; frag; USD/h) of the current state, billed, used, booting, unallocated, gang_wait, committed, ready capacity, F, cost."""
         st, sim = self.sim.state, self.sim
         ready_cap = float(st.ready_milli)
         alloc = float(st.alloc_ready_milli)
         held = float(sim.held_ready)
-        return {
-            "billed": ready_cap + st.booting_milli + st.committed_empty_milli,
-            "used": alloc - held,
-            "booting": float(st.booting_milli),
-            "unallocated": ready_cap - alloc,
-            "gang_wait": held,
-            "committed": float(st.committed_empty_milli),
-            "ready_cap": ready_cap,
-            "frag": max(sim.frag_ready, 0.0),
-            "cost_rate": float(st.paid_per_pool @ self.pool_price) + self.committed_cost_rate,
-        }
+        return (ready_cap + st.booting_milli + st.committed_empty_milli, alloc - held, float(st.booting_milli),
+                ready_cap - alloc, held, float(st.committed_empty_milli), ready_cap, max(sim.frag_ready, 0.0),
+                float(st.paid_per_pool @ self.pool_price) + self.committed_cost_rate)
 
     def advance(self, t: float) -> None:
         """Integrate the current (constant) state from the last instant up to t."""
@@ -105,31 +97,35 @@ class Accounting:
             self.next_sample += self.interval
         dt = t - self.last
         tot = self.totals
-        for k in ("billed", "used", "booting", "unallocated", "gang_wait", "committed"):
-            tot[k] += r[k] * dt
-        idle_ready = r["ready_cap"] - (r["used"] + r["gang_wait"])
+        billed, used, booting, unallocated, gang_wait, committed, ready_cap, frag, cost_rate = r
+        tot["billed"] += billed * dt
+        tot["used"] += used * dt
+        tot["booting"] += booting * dt
+        tot["unallocated"] += unallocated * dt
+        tot["gang_wait"] += gang_wait * dt
+        tot["committed"] += committed * dt
+        idle_ready = ready_cap - (used + gang_wait)
         if idle_ready > 0:
-            tot["frag_ratio_time"] += r["frag"] / idle_ready * dt
+            tot["frag_ratio_time"] += frag / idle_ready * dt
             tot["frag_ratio_weight"] += dt
-        if r["ready_cap"] > 0:
-            tot["frag_amount_time"] += r["frag"] / r["ready_cap"] * dt
+        if ready_cap > 0:
+            tot["frag_amount_time"] += frag / ready_cap * dt
             tot["frag_amount_weight"] += dt
-        tot["cost"] += r["cost_rate"] * dt / 3600.0
+        tot["cost"] += cost_rate * dt / 3600.0
         self.pending_s += self.reason_count * dt
         self.last = t
 
-    def _sample(self, t: float, r: dict) -> None:
-        idle_ready = r["ready_cap"] - (r["used"] + r["gang_wait"])
+    def _sample(self, t: float, r: tuple) -> None:
+        billed, used, booting, unallocated, gang_wait, committed, ready_cap, frag, cost_rate = r
+        idle_ready = ready_cap - (used + gang_wait)
         status = self.sim.state.status
         self.timeline.append((
-            t, r["billed"] / 1000, r["used"] / 1000, r["booting"] / 1000, r["unallocated"] / 1000,
-            r["gang_wait"] / 1000, r["committed"] / 1000,
-            r["frag"] / idle_ready if idle_ready > 0 else 0.0,
-            r["frag"] / r["ready_cap"] if r["ready_cap"] > 0 else 0.0,
+            t, billed / 1000, used / 1000, booting / 1000, unallocated / 1000, gang_wait / 1000, committed / 1000,
+            frag / idle_ready if idle_ready > 0 else 0.0,
+            frag / ready_cap if ready_cap > 0 else 0.0,
             int((status == READY).sum()), int((status == BOOTING).sum()), *[int(c) for c in self.reason_count],
-            r["cost_rate"],
+            cost_rate,
         ))
-
 
 
 TIMELINE_SCHEMA = pa.schema(

@@ -197,11 +197,11 @@ class Scheduler:
             return False
         groups = self.groups_of(j)
         if groups is None:
-            plan = self.try_place(pods, usable)
+            plan = self.try_place(pods, usable, keep=True)
         else:
             plan = None
             for g in groups_that_fit(sim.state, sim.w, pods, usable, groups):
-                plan = self.try_place(pods, usable & (groups == g))
+                plan = self.try_place(pods, usable & (groups == g), keep=True)
                 if plan is not None:
                     break
         if plan is None:
@@ -209,11 +209,12 @@ class Scheduler:
                 failed.add(self._failed_key(j, int(shapes[0])))
             return False
         for p, n, gpu_idx in plan:
-            sim.bind(p, n, gpu_idx)
+            sim.bind(p, n, gpu_idx, on_state=True)
         return True
 
-    def try_place(self, pods: np.ndarray, usable: np.ndarray) -> list | None:
-        """Place pods one by one on the real state as a trial, then undo it.
+    def try_place(self, pods: np.ndarray, usable: np.ndarray, keep: bool = False) -> list | None:
+        """Place pods one by one on the real state as a trial, then undo it (unless `keep`
+        and it succeeded: the caller then binds the plan with `on_state`).
         Returns [(pod, node, gpus)] if every pod found a node, else None."""
         st, w = self.sim.state, self.sim.w
         version, grown = st.version, len(st.grown)
@@ -228,6 +229,8 @@ class Scheduler:
             gpu_idx = self.policy.pick_devices(st, w, p, n)
             st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
             plan.append((p, n, gpu_idx))
+        if ok and keep:
+            return plan
         for p, n, gpu_idx in reversed(plan):
             st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
         st.version = version  # a trial is not a change of capacity

@@ -139,11 +139,13 @@ class Simulation:
         pods = self.w.job_pods[j]
         return pods[self.pod_status[pods] == PENDING]
 
-    def bind(self, p: int, n: int, gpu_idx: np.ndarray) -> None:
-        """Bind pod p to node n (ready, or booting for a planned placement) on these GPUs."""
+    def bind(self, p: int, n: int, gpu_idx: np.ndarray, on_state: bool = False) -> None:
+        """Bind pod p to node n (ready, or booting for a planned placement) on these GPUs;
+        `on_state`: the cluster state already holds it (a kept trial placement)."""
         w, st = self.w, self.state
         j = int(w.job[p])
-        st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+        if not on_state:
+            st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
         self.pod_node[p] = n
         self.pod_gpus[p] = gpu_idx
         self.pod_status[p] = BOUND
