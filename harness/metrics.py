@@ -78,7 +78,8 @@ class Accounting:
         self.reason_count += np.bincount(reasons[reasons >= 0], minlength=n)
 
     def rates(self) -> tuple[float, ...]:
-        """Instantaneous rates (GPU milli; frag; USD/h) of the current state, billed, used, booting, unallocated, gang_wait, committed, ready capacity, F, cost."""
+        """Instantaneous rates of the current state: GPU milli billed, used, booting,
+        unallocated, gang_wait, committed and ready; fragmentation F; cost in USD/h."""
         st, sim = self.sim.state, self.sim
         ready_cap = float(st.ready_milli)
         alloc = float(st.alloc_ready_milli)
