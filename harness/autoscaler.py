@@ -34,9 +34,9 @@ from dataclasses import replace
 import numpy as np
 
 from harness.errors import ConfigError
-from harness.filters import devices_taken, feasible, fits_count
+from harness.filters import devices_taken, feasible, fits_count, fits_on
 from harness.state import ABSENT, READY, ClusterState
-from harness.workload import LOCALITY_CODE, Workload, type_fits
+from harness.workload import LOCALITY_CODE, PENDING, Workload, type_fits
 
 EXPANDERS = ("random", "least-waste", "price", "priority")
 
@@ -72,9 +72,10 @@ def first_fit_many(scratch: ClusterState, w: Workload, pod: int, mask: np.ndarra
     takes the devices that binding them one by one would. The same placements as k rounds of
     (feasible, first node, pick_devices, bind). Returns how many were placed; with bind=False
     only counts them (the last packing of a scan: nothing reads the scratch after it)."""
-    can = fits_count(scratch, w, pod, mask)
-    nodes = np.flatnonzero(can)
-    can = np.minimum(can[nodes], k)
+    nodes = np.flatnonzero(feasible(scratch, w, pod, mask))[:k]  # each takes one or more
+    if not bind and len(nodes) == k:
+        return k
+    can = np.minimum(fits_on(scratch, w, pod, nodes), k)
     if not bind:
         return int(min(can.sum(), k))
     got = np.clip(k - (np.cumsum(can) - can), 0, can)
@@ -229,20 +230,17 @@ class ClusterAutoscaler:
         whole gangs if gang-aware, else pod by pod. gangs=True/False selects gang jobs only
         or non-gang jobs only (for the ProvisioningRequest split), None takes all."""
         sim, w = self.sim, self.sim.w
-        units = []
-        for _, _, j in sim.queue:
-            is_gang = w.job_min_member[j] > 1
-            if gangs is not None and is_gang != gangs:
-                continue
-            pods = sim.unbound_pods(j)
-            pods = pods[~w.never_fits[pods]]
-            if len(pods) == 0:
-                continue
-            if is_gang and (self.gang_aware or gangs):
-                units.append(pods)
-            else:
-                units.extend(pods[:, None])
-        return units
+        jobs = np.fromiter((j for _, _, j in sim.queue), np.int64, len(sim.queue))
+        if gangs is not None:
+            jobs = jobs[(w.job_min_member[jobs] > 1) == gangs]
+        if len(jobs) == 0:
+            return []
+        pods = np.concatenate([w.job_pods[j] for j in jobs])
+        pods = pods[(sim.pod_status[pods] == PENDING) & ~w.never_fits[pods]]
+        job = w.job[pods]
+        whole = (w.job_min_member[job] > 1) & bool(self.gang_aware or gangs)  # the gang is one unit
+        starts = np.flatnonzero(~whole | np.r_[True, job[1:] != job[:-1]])
+        return np.split(pods, starts[1:]) if len(pods) else []
 
     def _pack(self, scratch: ClusterState, unit: np.ndarray, usable: np.ndarray,
               openable: list[int] | None = None, w: Workload | None = None) -> bool:

@@ -85,12 +85,17 @@ def fits_count(state: ClusterState, w: Workload, pod: int, mask: np.ndarray) -> 
     a domain claim free_whole // gpus; with an NVLink/NUMA claim the sum over domains of
     (whole GPUs free in it) // gpus, as each pod takes its GPUs from one domain; a share or
     partition the sum over devices of free milli // milli, as each pod takes one device."""
-    ok = feasible(state, w, pod, mask)
-    nodes = np.flatnonzero(ok)
+    nodes = np.flatnonzero(feasible(state, w, pod, mask))
     out = np.zeros(state.n_slots, np.int64)
-    if len(nodes) == 0:
-        return out
+    out[nodes] = fits_on(state, w, pod, nodes)
+    return out
+
+
+def fits_on(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray) -> np.ndarray:
+    """`fits_count` on the given nodes, which the filter passed (each can take one or more)."""
     n = np.full(len(nodes), np.iinfo(np.int64).max)
+    if len(nodes) == 0:
+        return n
     if w.cpu[pod]:
         n = np.minimum(n, state.cpu_free[nodes] // w.cpu[pod])
     if w.mem[pod]:
@@ -104,8 +109,7 @@ def fits_count(state: ClusterState, w: Workload, pod: int, mask: np.ndarray) -> 
             n = np.minimum(n, (per_domain // gpus).sum(axis=1))
         else:
             n = np.minimum(n, state.free_whole[nodes] // gpus)
-    out[nodes] = n
-    return out
+    return n
 
 
 def devices_taken(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray, counts: np.ndarray) -> np.ndarray:
