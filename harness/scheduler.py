@@ -82,12 +82,10 @@ class Scheduler:
         jobs = np.fromiter((j for _, _, j in sim.queue), np.int64, len(sim.queue))
         self._skip_unhelped(jobs)
         failed: set[tuple] = set()  # (shape, group, booked job) that found no node this cycle
-        waiting = []  # jobs with pods still pending after this cycle whose reason may change
-        for j in jobs.tolist():
-            if self.tried_at[j] == st.version:
-                if relabel:
-                    waiting.append(j)
-                continue
+        retry = self.tried_at[jobs] != st.version
+        # jobs with pods still pending after this cycle whose reason may have changed
+        waiting = jobs[~retry].tolist() if relabel else []
+        for j in jobs[retry].tolist():
             if self._failed_key(j, int(self.job_shape[j])) in failed:  # its only shape found no node
                 self.tried_at[j] = st.version
                 waiting.append(j)
