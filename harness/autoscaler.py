@@ -30,6 +30,7 @@ booking 10 min).
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import pairwise
 
 import numpy as np
 
@@ -239,8 +240,10 @@ class ClusterAutoscaler:
         pods = pods[(sim.pod_status[pods] == PENDING) & ~w.never_fits[pods]]
         job = w.job[pods]
         whole = (w.job_min_member[job] > 1) & bool(self.gang_aware or gangs)  # the gang is one unit
-        starts = np.flatnonzero(~whole | np.r_[True, job[1:] != job[:-1]])
-        return np.split(pods, starts[1:]) if len(pods) else []
+        if not whole.any():
+            return list(pods[:, None])
+        bounds = np.r_[np.flatnonzero(~whole | np.r_[True, job[1:] != job[:-1]]), len(pods)].tolist()
+        return [pods[a:b] for a, b in pairwise(bounds)]
 
     def _pack(self, scratch: ClusterState, unit: np.ndarray, usable: np.ndarray,
               openable: list[int] | None = None, w: Workload | None = None) -> bool:
@@ -278,13 +281,15 @@ class ClusterAutoscaler:
         its view) form one group, packed at once where the class first appears in the queue,
         its pods in queue order; multi-pod units (gangs), and the single pods marked `alone`,
         stay units, each at its own place in the queue."""
-        single = np.array([len(u) == 1 for u in units])
+        single = np.fromiter(map(len, units), np.int64, len(units)) == 1
         if alone is not None:
             single &= ~alone
         at = np.flatnonzero(single)
-        _, start, inverse = np.unique(cls[first[at]], return_index=True, return_inverse=True)
-        members = np.split(at[np.argsort(inverse, kind="stable")], np.cumsum(np.bincount(inverse))[:-1])
-        items = [(int(at[s]), True, m) for s, m in zip(start, members)]
+        _, start, inverse, size = np.unique(cls[first[at]], return_index=True, return_inverse=True,
+                                            return_counts=True)
+        by_class, end = at[np.argsort(inverse, kind="stable")], np.cumsum(size)
+        items = [(int(at[s]), True, by_class[e - n:e])
+                 for s, e, n in zip(start.tolist(), end.tolist(), size.tolist(), strict=True)]
         items += [(int(i), False, np.array([i])) for i in np.flatnonzero(~single)]
         items.sort(key=lambda item: item[0])
         return [(is_group, idx) for _, is_group, idx in items]
@@ -329,7 +334,8 @@ class ClusterAutoscaler:
         if len(groups) == 1 and groups[0][0]:  # one group: counted on the real state, no scratch
             idx = groups[0][1]
             usable = (sim.state.status != ABSENT) & (booked_for == -1)
-            left[idx[first_fit_many(sim.state, self.fit_view, int(first[idx[0]]), usable, len(idx), bind=False):]] = True
+            placed = first_fit_many(sim.state, self.fit_view, int(first[idx[0]]), usable, len(idx), bind=False)
+            left[idx[placed:]] = True
             return [units[i] for i in np.flatnonzero(left)]
         present = np.flatnonzero(sim.state.status != ABSENT)
         scratch = sim.state.subset(present)

@@ -27,7 +27,7 @@ SUMMARIES = ("cpu_free", "mem_free", "gpu_free", "gpu_used", "pods_on", "free_wh
 
 
 def cluster() -> Cluster:
-    small = dict(cpu_milli=24000, memory_mib=96000)
+    small = {"cpu_milli": 24000, "memory_mib": 96000}
     return Cluster(
         node_types=[
             sc.node_type("a8", nvlink_domains=2, numa_domains=4, nic_per_gpu=True, partition_profiles=["1g", "3g"]),
@@ -211,7 +211,7 @@ def estimate_one_by_one(ca, p, units):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(setup=pending())
 def test_unplaced_by_group_equals_pod_by_pod(setup):
-    sim, ca, units = setup
+    _, ca, units = setup
     expected, _ = unplaced_one_by_one(ca, units)
     got = ca._unplaced(units)
     index = {id(u): i for i, u in enumerate(units)}
