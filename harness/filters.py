@@ -19,14 +19,14 @@ def feasible(state: ClusterState, w: Workload, pod: int, usable: np.ndarray | No
     k = w.gpus[pod]
     if k == 0:
         return mask
-    models = w.model_mask[pod]
-    if models:
-        mask &= (state.model_bit & models) != 0
     milli = w.milli[pod]
-    if milli < WHOLE:
+    share = milli < WHOLE
+    static = state.static_fit(int(w.model_mask[pod]), int(w.profile_bit[pod]) if share else 0,
+                              bool(w.nic[pod]) and not share)
+    if static is not None:
+        mask &= static
+    if share:
         mask &= state.max_share >= milli
-        if w.profile_bit[pod]:
-            mask &= (state.profile_bits & w.profile_bit[pod]) != 0
         return mask
     nvl, numa = w.nvlink[pod], w.numa[pod]
     if nvl and numa:
@@ -37,8 +37,6 @@ def feasible(state: ClusterState, w: Workload, pod: int, usable: np.ndarray | No
         mask &= state.numa_whole >= k
     else:
         mask &= state.free_whole >= k
-    if w.nic[pod]:
-        mask &= state.nic_ok
     return mask
 
 

@@ -93,6 +93,7 @@ class ClusterState:
         self.grown: list[int] = []  # nodes whose capacity grew since the scheduler last looked
         self.layout_version = 0  # bumps whenever a node is added, becomes ready or is removed
         self.mutations = 0  # bumps on every change of any node (cache key for what-if scans)
+        self._static_fit: dict[tuple, np.ndarray] = {}
 
     # ---- node lifecycle ----------------------------------------------------------------
     @property
@@ -256,6 +257,25 @@ class ClusterState:
         return np.flatnonzero(whole)[:gpus]
 
     # ---- views -------------------------------------------------------------------------
+    def static_fit(self, models: int, profile: int, nic: bool) -> np.ndarray | None:
+        """Mask of slots whose node type has one of these GPU models (bits; 0 = any), this
+        partition profile (bit; 0 = none needed) and, if asked, a NIC per GPU; None = all.
+        Node types never change, so each combination is computed once."""
+        if not (models or profile or nic):
+            return None
+        key = (models, profile, nic)
+        mask = self._static_fit.get(key)
+        if mask is None:
+            mask = np.ones(self.n_slots, bool)
+            if models:
+                mask &= (self.model_bit & models) != 0
+            if profile:
+                mask &= (self.profile_bits & profile) != 0
+            if nic:
+                mask &= self.nic_ok
+            self._static_fit[key] = mask
+        return mask
+
     @property
     def ready(self) -> np.ndarray:
         return self.status == READY
@@ -273,6 +293,7 @@ class ClusterState:
             setattr(twin, name, getattr(self, name)[idx])
         twin.paid_per_pool = self.paid_per_pool.copy()
         twin.grown = []
+        twin._static_fit = {}
         return twin
 
     def copy(self) -> "ClusterState":
