@@ -288,8 +288,10 @@ class ClusterAutoscaler:
         if alone is not None:
             single &= ~alone
         at = np.flatnonzero(single)
-        _, start, inverse, size = np.unique(cls[first[at]], return_index=True, return_inverse=True,
-                                            return_counts=True)
+        c = cls[first[at]]
+        if 0 < len(at) == len(units) and (c == c[0]).all():  # the common scan: one class alone
+            return [(True, at)]
+        _, start, inverse, size = np.unique(c, return_index=True, return_inverse=True, return_counts=True)
         by_class, end = at[np.argsort(inverse, kind="stable")], np.cumsum(size)
         items = [(int(at[s]), True, by_class[e - n:e])
                  for s, e, n in zip(start.tolist(), end.tolist(), size.tolist(), strict=True)]
@@ -331,7 +333,8 @@ class ClusterAutoscaler:
         sim = self.sim
         booked_for = self.scheduler.booked_for
         first = np.array([u[0] for u in units], np.int64)
-        alone = np.isin(sim.w.job[first], booked_for[booked_for >= 0])
+        booked_jobs = booked_for[booked_for >= 0]
+        alone = np.isin(sim.w.job[first], booked_jobs) if len(booked_jobs) else None
         groups = self._groups(units, first, self.fit_class, alone)
         left = np.zeros(len(units), bool)
         if len(groups) == 1 and groups[0][0]:  # one group: counted on the real state, no scratch
