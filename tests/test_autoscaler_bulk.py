@@ -5,7 +5,7 @@ state exactly as k rounds of (feasible, first node, pick_devices, bind) would, f
 kind: CPU only, whole GPUs, whole GPUs in one NVLink / NUMA / NVLink-and-NUMA domain, GPU
 shares, partitions. The autoscaler's `_unplaced` and `_estimate` by equivalence group must
 leave the same units unplaced, help the same pods and open the same nodes as `_pack` pod by
-pod in the same order.
+pod in the same order; `_pending_units` by array ops the same units as a walk of the queue.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from harness.cluster import Cluster
 from harness.filters import feasible, fits_count
 from harness.sim import Simulation
 from harness.state import ABSENT, WHOLE, ClusterState
-from harness.workload import compile_workload
+from harness.workload import BOUND, PENDING, compile_workload
 from tests import scenarios as sc
 
 SUMMARIES = ("cpu_free", "mem_free", "gpu_free", "gpu_used", "pods_on", "free_whole", "max_share", "nvl_whole",
@@ -246,3 +246,35 @@ def test_groups_follow_first_appearance_and_gangs_keep_their_place():
     got = [(g, list(idx)) for g, idx in ca._groups(units, first, ca.fit_class, alone=np.array([0, 0, 0, 1], bool))]
     assert got == [(True, [0]), (False, [1]), (True, [2]), (False, [3])]
     assert w.shape[0] == w.shape[4]
+
+
+def pending_units_one_by_one(ca, gangs):
+    """The reference: the queue walked job by job."""
+    sim, w = ca.sim, ca.sim.w
+    units = []
+    for _, _, j in sim.queue:
+        is_gang = w.job_min_member[j] > 1
+        if gangs is not None and is_gang != gangs:
+            continue
+        pods = sim.unbound_pods(j)
+        pods = pods[~w.never_fits[pods]]
+        if len(pods) and is_gang and (ca.gang_aware or gangs):
+            units.append(pods)
+        elif len(pods):
+            units.extend(pods[:, None])
+    return units
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(setup=pending(), gang_aware=st.booleans(), data=st.data())
+def test_pending_units_in_queue_order(setup, gang_aware, data):
+    sim, ca, _ = setup
+    ca.gang_aware = gang_aware
+    for j in data.draw(st.permutations(range(sim.w.n_jobs))):
+        pods = sim.w.job_pods[j]
+        sim.pod_status[pods] = PENDING
+        sim.pod_status[pods[data.draw(st.lists(st.booleans(), min_size=len(pods), max_size=len(pods)))]] = BOUND
+        sim._enqueue(j)
+    for gangs in (None, True, False):
+        got, expected = ca._pending_units(gangs), pending_units_one_by_one(ca, gangs)
+        assert [u.tolist() for u in got] == [u.tolist() for u in expected]
