@@ -40,39 +40,18 @@ def feasible(state: ClusterState, w: Workload, pod: int, usable: np.ndarray | No
     return mask
 
 
-def capacity(state: ClusterState, w: Workload, pod: int, mask: np.ndarray) -> np.ndarray:
-    """Upper bound, per node, of how many pods shaped like `pod` it could still take (0 where
-    `mask` or the filter says no). Cheap enough to prune whole racks or blocks before a trial
-    placement of a gang: a group whose bound is below the gang size cannot hold it."""
-    ok = feasible(state, w, pod, mask)
-    big = np.iinfo(np.int64).max
-    n = np.where(ok, big, 0)
-    if w.cpu[pod]:
-        n = np.minimum(n, state.cpu_free // w.cpu[pod])
-    if w.mem[pod]:
-        n = np.minimum(n, state.mem_free // w.mem[pod])
-    if w.gpus[pod]:
-        if w.milli[pod] < WHOLE:
-            free_milli = state.gpu_cap.astype(np.int64) * WHOLE - state.gpu_used
-            n = np.minimum(n, free_milli // w.milli[pod])
-        else:
-            n = np.minimum(n, state.free_whole // w.gpus[pod])
-    return np.where(ok, n, 0)
-
-
 def groups_that_fit(state: ClusterState, w: Workload, pods: np.ndarray, mask: np.ndarray,
                     groups: np.ndarray) -> np.ndarray:
     """Racks or blocks (values of `groups`, in increasing order) that may hold the gang: for a
-    gang of one pod shape, those whose capacity bound reaches the gang's size; otherwise those
-    where its first pod fits."""
+    gang of one pod shape, those whose nodes can together take the gang's size (`fits_on`,
+    exact); otherwise those where its first pod fits. Prunes groups before a trial placement."""
+    nodes = np.flatnonzero(feasible(state, w, int(pods[0]), mask))
     if (w.shape[pods] != w.shape[pods[0]]).any():
-        return np.unique(groups[feasible(state, w, int(pods[0]), mask)])
-    cap = capacity(state, w, int(pods[0]), mask)
-    nodes = np.flatnonzero(cap)
+        return np.unique(groups[nodes])
     if len(nodes) == 0:
         return nodes
     ids, inverse = np.unique(groups[nodes], return_inverse=True)
-    total = np.bincount(inverse, weights=np.minimum(cap[nodes], len(pods)))
+    total = np.bincount(inverse, weights=np.minimum(fits_on(state, w, int(pods[0]), nodes), len(pods)))
     return ids[total >= len(pods)]
 
 

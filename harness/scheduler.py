@@ -30,6 +30,7 @@ from harness.state import BOOTING, READY, WHOLE
 from harness.workload import BOUND, LOCALITY_CODE, PENDING
 
 GANG_MODES = ("none", "coscheduling", "atomic")
+GANG = -2  # the group of a failure key for a whole gang
 
 
 class Scheduler:
@@ -81,7 +82,7 @@ class Scheduler:
         self.free_ready = st.ready & ~booked
         jobs = np.fromiter((j for _, _, j in sim.queue), np.int64, len(sim.queue))
         self._skip_unhelped(jobs)
-        failed: set[tuple] = set()  # (shape, group, booked job) that found no node this cycle
+        failed: dict[tuple, int] = {}  # failure key -> fewest pods of it that found no place
         retry = self.tried_at[jobs] != st.version
         # jobs with pods still pending after this cycle whose reason may have changed
         waiting = jobs[~retry].tolist() if relabel else []
@@ -180,18 +181,23 @@ class Scheduler:
 
     # ---- atomic: all unbound members in one cycle, or none ------------------------------
     def _failed_key(self, j: int, shape: int, group: int = -1) -> tuple:
-        """What a failure of a pod shape says within one cycle: no pod of that shape finds a
-        node (in that rack or block, for a local gang's restricted members), unless its job
-        may also use nodes booked for it."""
-        loc = int(self.sim.w.job_locality[j]) if group >= 0 else 0
+        """What a failure says within one cycle, where capacity only shrinks: no pod of that
+        shape finds a node (in that rack or block, for a local gang's restricted members;
+        group GANG: no gang of that shape and locality with as many pods or more finds a
+        place), unless its job may also use nodes booked for it."""
+        loc = int(self.sim.w.job_locality[j]) if group >= 0 or group == GANG else 0
         return shape, loc, group, (j if j in self.booked_jobs else -1)
 
-    def _place_atomic(self, j: int, failed: set[tuple]) -> bool:
+    def _place_atomic(self, j: int, failed: dict[tuple, int]) -> bool:
+        """A gang of one shape fails exactly when no group's exact count (`fits_on`) reaches
+        its size, so a failed size rules out larger gangs of that shape in the cycle."""
         sim = self.sim
         pods = sim.unbound_pods(j)
         shapes = sim.w.shape[pods]
         usable = self.usable(j)
-        if any(self._failed_key(j, s) in failed for s in shapes.tolist()):
+        gang = self._failed_key(j, int(self.job_shape[j]), GANG)
+        if failed.get(gang, len(pods) + 1) <= len(pods) or any(
+                self._failed_key(j, s) in failed for s in shapes.tolist()):
             return False
         groups = self.groups_of(j)
         if groups is None:
@@ -203,8 +209,10 @@ class Scheduler:
                 if plan is not None:
                     break
         if plan is None:
+            if gang[0] >= 0:
+                failed[gang] = min(failed.get(gang, len(pods)), len(pods))
             if len(pods) == 1:
-                failed.add(self._failed_key(j, int(shapes[0])))
+                failed[self._failed_key(j, int(shapes[0]))] = 1
             return False
         for p, n, gpu_idx in plan:
             sim.bind(p, n, gpu_idx, on_state=True)
@@ -236,7 +244,7 @@ class Scheduler:
         return plan if ok else None
 
     # ---- none / coscheduling: members bind as they fit ----------------------------------
-    def _place_incremental(self, j: int, failed: set[tuple]) -> bool:
+    def _place_incremental(self, j: int, failed: dict[tuple, int]) -> bool:
         sim = self.sim
         st, w = sim.state, sim.w
         usable = self.usable(j)
@@ -259,7 +267,7 @@ class Scheduler:
                 continue
             n = self.choose(p, feasible(st, w, p, usable if group < 0 else usable & (groups == group)))
             if n < 0:  # no pod of this shape will find a node there this cycle
-                failed.add(self._failed_key(j, shape, group))
+                failed[self._failed_key(j, shape, group)] = 1
                 all_placed = False
                 continue
             sim.bind(p, n, self.policy.pick_devices(st, w, p, n))
