@@ -69,13 +69,17 @@ class Accounting:
         if reason >= 0:
             self.reason_count[reason] += 1
 
-    def set_reasons(self, pods: np.ndarray, reasons: np.ndarray) -> None:
-        """set_reason for many distinct pods at once."""
+    def set_reasons(self, pods: np.ndarray, reasons: np.ndarray | int) -> None:
+        """set_reason for many distinct pods at once (one reason for all, or one each)."""
         n = len(PendingReason)
         old = self.reason[pods]
-        self.reason_count -= np.bincount(old[old >= 0], minlength=n)
+        if (old >= 0).any():
+            self.reason_count -= np.bincount(old[old >= 0], minlength=n)
         self.reason[pods] = reasons
-        self.reason_count += np.bincount(reasons[reasons >= 0], minlength=n)
+        if np.ndim(reasons):
+            self.reason_count += np.bincount(reasons[reasons >= 0], minlength=n)
+        elif reasons >= 0:
+            self.reason_count[reasons] += len(pods)
 
     def rates(self) -> tuple[float, ...]:
         """Instantaneous rates of the current state: GPU milli billed, used, booting,

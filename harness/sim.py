@@ -67,6 +67,7 @@ class Simulation:
         self.queue: list[tuple[int, float, int]] = []  # (-priority, submit, job), sorted
         self.in_queue = np.zeros(w.n_jobs, bool)
         self.arrival_order = np.lexsort((np.arange(w.n_jobs), w.job_submit))
+        self.job_never_fits = np.bincount(w.job, weights=w.never_fits, minlength=w.n_jobs) > 0
         self.next_arrival = 0
         self.arrived_version = 0  # bumps when jobs arrive or re-enter the queue
         self.node_pods: list[set[int]] = [set() for _ in range(self.state.n_slots)]
@@ -117,11 +118,11 @@ class Simulation:
     # ---- jobs and pods -----------------------------------------------------------------
     def _arrive(self, j: int) -> None:
         pods = self.w.job_pods[j]
-        if self.w.never_fits[pods].any():
+        if self.job_never_fits[j]:
             self.pod_status[pods] = REFUSED  # no node type can ever hold it: refused, not waited on
             return
         self.pod_status[pods] = PENDING
-        self.acct.set_reasons(pods, np.full(len(pods), PendingReason.SHORTAGE, np.int8))
+        self.acct.set_reasons(pods, PendingReason.SHORTAGE)
         self._enqueue(j)
 
     def _enqueue(self, j: int) -> None:
