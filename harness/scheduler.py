@@ -193,12 +193,13 @@ class Scheduler:
         its size, so a failed size rules out larger gangs of that shape in the cycle."""
         sim = self.sim
         pods = sim.unbound_pods(j)
-        shapes = sim.w.shape[pods]
-        usable = self.usable(j)
         gang = self._failed_key(j, int(self.job_shape[j]), GANG)
-        if failed.get(gang, len(pods) + 1) <= len(pods) or any(
-                self._failed_key(j, s) in failed for s in shapes.tolist()):
+        if failed.get(gang, len(pods) + 1) <= len(pods):
             return False
+        shapes = sim.w.shape[pods]
+        if any(self._failed_key(j, s) in failed for s in shapes.tolist()):
+            return False
+        usable = self.usable(j)
         groups = self.groups_of(j)
         if groups is None:
             plan = self.try_place(pods, usable, keep=True)
