@@ -147,12 +147,15 @@ class Scheduler:
         pods = pods[sim.pod_status[pods] == PENDING]
         if self.reasons is None:  # bookings: each job sees its own nodes
             for p in pods.tolist():
-                self._mark_failed(p, self.usable(int(w.job[p])))
+                sim.acct.set_reason(p, self.classify(p, self.usable(int(w.job[p]))))
             return
-        _, first, inverse = np.unique(self._reason_key(pods), return_index=True, return_inverse=True)
+        keys, first, inverse = np.unique(self._reason_key(pods), return_index=True, return_inverse=True)
         reasons = np.empty(len(first), np.int8)
-        for u, p in enumerate(pods[first].tolist()):
-            reasons[u] = self._reason(p, self.free_ready)
+        for u, (key, p) in enumerate(zip(keys.tolist(), pods[first].tolist())):
+            reason = self.reasons.get(key)  # per-cycle cache: pods alike share a verdict
+            if reason is None:
+                reason = self.reasons[key] = self.classify(p, self.free_ready)
+            reasons[u] = reason
         sim.acct.set_reasons(pods, reasons[inverse])
 
     def usable(self, j: int) -> np.ndarray:
@@ -303,24 +306,11 @@ class Scheduler:
         self.tried_at[j] = sim.state.version  # back off until capacity changes again
 
     # ---- why a pod is still pending ---------------------------------------------------
-    def _mark_failed(self, p: int, usable: np.ndarray) -> None:
-        if self.sim.pod_status[p] == PENDING:
-            self.sim.acct.set_reason(p, self._reason(p, usable))
-
     def _reason_key(self, pods):
         """Pods alike in shape, gang locality and gang-ness are pending for the same reason."""
         w = self.sim.w
         j = w.job[pods]
         return (w.shape[pods].astype(np.int64) * 3 + w.job_locality[j]) * 2 + (w.job_min_member[j] > 1)
-
-    def _reason(self, p: int, usable: np.ndarray) -> PendingReason:
-        if self.reasons is None:  # bookings: each job sees its own nodes, no sharing of verdicts
-            return self.classify(p, usable)
-        key = int(self._reason_key(p))
-        reason = self.reasons.get(key)
-        if reason is None:
-            reason = self.reasons[key] = self.classify(p, usable)
-        return reason
 
     def classify(self, p: int, usable: np.ndarray) -> PendingReason:
         st, w = self.sim.state, self.sim.w
