@@ -101,7 +101,9 @@ class ScaleDown:
     def attach(self, sim) -> None:
         self.sim = sim
         self.unneeded_since = np.full(sim.state.n_slots, np.nan)
-        self.seen = None
+        self.is_low = np.zeros(sim.state.n_slots, bool)
+        self.protected = np.zeros(sim.state.n_slots, bool)
+        self.seen_mutations = -1
         self.low = np.zeros(0, np.int64)
 
     def utilization(self, nodes: np.ndarray) -> np.ndarray:
@@ -117,15 +119,16 @@ class ScaleDown:
         sim, st = self.sim, self.sim.state
         if not sim.cluster.autoscaling:
             return
-        key = (st.mutations, protect.tobytes())
-        if key != self.seen:  # utilisation only changes with the state: O(nodes) only then
-            self.seen = key
-            ready = np.flatnonzero(st.status == READY)
-            low = ready[(self.utilization(ready) < self.threshold) & ~protect[ready]]
-            clock = self.unneeded_since[low]  # only nodes in self.low have a clock
-            self.unneeded_since[self.low] = np.nan
-            self.unneeded_since[low] = np.where(np.isnan(clock), now, clock)
-            self.low = low
+        changed = protect != self.protected
+        if st.mutations != self.seen_mutations or changed.any():
+            # a node's utilisation changes only with the node: re-judge the nodes changed since
+            idx = np.flatnonzero(changed | (st.changed_at > self.seen_mutations))
+            self.seen_mutations, self.protected = st.mutations, protect
+            low = (st.status[idx] == READY) & (self.utilization(idx) < self.threshold) & ~protect[idx]
+            self.unneeded_since[idx[low & ~self.is_low[idx]]] = now
+            self.unneeded_since[idx[~low]] = np.nan
+            self.is_low[idx] = low
+            self.low = np.flatnonzero(self.is_low)
         if now - sim.last_scale_up < self.delay_after_add_s or len(self.low) == 0:
             return
         ripe = self.low[now - self.unneeded_since[self.low] >= self.unneeded_time_s]

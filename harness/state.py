@@ -93,6 +93,7 @@ class ClusterState:
         self.grown: list[int] = []  # nodes whose capacity grew since the scheduler last looked
         self.layout_version = 0  # bumps whenever a node is added, becomes ready or is removed
         self.mutations = 0  # bumps on every change of any node (cache key for what-if scans)
+        self.changed_at = np.zeros(n, np.int64)  # value of `mutations` at each node's last change
         self._static_fit: dict[tuple, np.ndarray] = {}
 
     # ---- node lifecycle ----------------------------------------------------------------
@@ -137,6 +138,7 @@ class ClusterState:
         self.layout_version += 1
         self.grown.append(n)
         self.mutations += 1
+        self.changed_at[n] = self.mutations
         milli = int(self.gpu_cap[n]) * WHOLE
         self.booting_milli -= milli
         self.ready_milli += milli
@@ -190,6 +192,7 @@ class ClusterState:
         assert ((self.cpu_free[nodes] >= 0).all() and (self.mem_free[nodes] >= 0).all()
                 and (self.gpu_free[nodes] >= 0).all()), "over-allocated"
         self.mutations += len(nodes)
+        self.changed_at[nodes] = self.mutations
         rows = self.gpu_free[nodes]
         whole = rows == WHOLE
         self.free_whole[nodes] = whole.sum(axis=1)
@@ -217,6 +220,7 @@ class ClusterState:
     def _refresh(self, n: int) -> None:
         """Recompute the summaries of one node from its GPU row."""
         self.mutations += 1
+        self.changed_at[n] = self.mutations
         k = self.gpu_cap[n]
         if k == 0:
             self.free_whole[n] = self.max_share[n] = self.nvl_whole[n] = self.numa_whole[n] = 0
@@ -283,7 +287,7 @@ class ClusterState:
     _PER_SLOT = ("slot_pool", "slot_type", "slot_rack", "slot_block", "slot_committed", "cpu_cap", "mem_cap",
                  "gpu_cap", "model_bit", "nic_ok", "profile_bits")
     _DYNAMIC = ("status", "requested_at", "ready_at", "cpu_free", "mem_free", "gpu_free", "pods_on",
-                "free_whole", "max_share", "nvl_whole", "numa_whole", "both_whole", "gpu_used")
+                "free_whole", "max_share", "nvl_whole", "numa_whole", "both_whole", "gpu_used", "changed_at")
 
     def subset(self, idx: np.ndarray) -> "ClusterState":
         """A scratch state of only the slots `idx` (local index i is slot idx[i]): what-if
