@@ -29,7 +29,8 @@ class Packing:
         self.out = tempfile.TemporaryDirectory()
 
     def teardown(self, policy):
-        self.out.cleanup()
+        if hasattr(self, "out"):  # setup skipped when the traces are absent
+            self.out.cleanup()
 
     def time_run(self, policy):
         self.runner.run(self.cfg, self.out.name)
