@@ -71,8 +71,9 @@ class MergedLoop:
         if len(pods) == 0 or sim.w.never_fits[pods].any():
             return False
         best = None  # (cost, new nodes, pool, slots, plan)
-        for pool, slots in self._options(j, pods):
-            found = self._pack(pods, pool, slots, j)
+        inflight = np.flatnonzero(sim.state.status == BOOTING)
+        for pool, slots in self._options(j, pods, len(inflight) > 0):
+            found = self._pack(pods, pool, slots, j, inflight)
             if found is None:
                 continue
             opened, plan = found
@@ -89,12 +90,13 @@ class MergedLoop:
             sim.bind(p, n, gpu_idx)
         return True
 
-    def _options(self, j: int, pods: np.ndarray):
+    def _options(self, j: int, pods: np.ndarray, booting: bool):
         """(pool, candidate new slots) pairs to try: one per pool whose nodes can hold every
         pod (for a rack-local gang, in the pool's rack with the most free slots). Pool None =
-        only nodes already booting."""
+        only nodes already booting (if any are)."""
         sim = self.sim
-        yield None, np.zeros(0, np.int64)
+        if booting:
+            yield None, np.zeros(0, np.int64)
         rack_local = sim.w.job_locality[j] == LOCALITY_CODE["rack"]
         for p in range(len(sim.cluster.pools)):
             avail = min(sim.cloud.available(p), len(pods))
@@ -103,12 +105,11 @@ class MergedLoop:
             free = sim.cloud.free_slots_in_emptiest_rack(p) if rack_local else sim.cloud.free_slots(p)
             yield p, free[:avail]
 
-    def _pack(self, pods: np.ndarray, pool: int | None, slots: np.ndarray, j: int):
-        """First-fit every pod onto booting nodes (of the gang's rack/block if it asks) or
-        onto new nodes from `slots`, on a scratch state of just those candidates.
+    def _pack(self, pods: np.ndarray, pool: int | None, slots: np.ndarray, j: int, inflight: np.ndarray):
+        """First-fit every pod onto booting nodes `inflight` (of the gang's rack/block if it
+        asks) or onto new nodes from `slots`, on a scratch state of just those candidates.
         Returns (opened slots, [(pod, node, gpus)]) or None."""
         sim, w, st = self.sim, self.sim.w, self.sim.state
-        inflight = np.flatnonzero(st.status == BOOTING)
         groups = self.placer.groups_of(j)
         if groups is not None:
             if pool is not None and len(slots):

@@ -277,7 +277,8 @@ class Scheduler:
             sim.bind(p, n, self.policy.pick_devices(st, w, p, n))
             if groups is not None and group < 0:
                 group = int(groups[n])
-        if (self.gang_mode == "coscheduling" and not self.timeout_armed[j] and np.isnan(sim.job_started[j]) and (sim.pod_status[w.job_pods[j]] == BOUND).any()):
+        if (self.gang_mode == "coscheduling" and not self.timeout_armed[j] and np.isnan(sim.job_started[j])
+                and (sim.pod_status[w.job_pods[j]] == BOUND).any()):
             self.timeout_armed[j] = True
             sim.at(sim.now + self.gang_timeout_s, self._gang_timeout, j)
         return all_placed

@@ -11,7 +11,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 # Parameter values left out to keep CI quick: the same function on another config name. Every
 # loop is still replayed (on the small trace) by asv_quality's setup_cache.
-SLOW_PARAMS = [r"asv_replay\..*\('separate", r"asv_packing\..*\('fgd'\)", r"bench_packing\..*\('(?!BestFit')"]
+SLOW_PARAMS = [r"asv_replay\..*\('separate", r"asv_scale\..*\('separate", r"asv_packing\..*\('fgd'\)",
+               r"bench_packing\..*\('(?!BestFit')"]
 SELECTION = "^(?!.*(?:" + "|".join(SLOW_PARAMS) + "))"
 
 
@@ -26,5 +27,5 @@ def test_asv_quick_run(tmp_path):
     out = run.stdout + run.stderr
     assert run.returncode == 0, f"asv run failed:\n{out}"
     assert " failed" not in out, out
-    for name in ["asv_replay", "asv_packing", "asv_import", "asv_quality"]:
+    for name in ["asv_replay", "asv_packing", "asv_import", "asv_quality", "asv_scale"]:
         assert f"{name}." in out, f"no {name} benchmark ran:\n{out}"

@@ -1,0 +1,41 @@
+"""Time-based replay with autoscaling at scale, tracked per commit: a 20k-pod `workload=scale`
+trace (the generator preset behind benchmarks/bench_scale.py, arrivals spread so the offered
+load matches its 1M-pod run) on the 10,000-slot `cluster=scale`, through the separate and
+merged loops. bench_scale.py checks the 100k / 300k / 1M goals; this keeps the trend."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from . import checkout, compose
+
+PODS = 20_000
+
+
+class ReplayScale:
+    params = ["separate", "merged"]
+    param_names = ["loop"]
+    timeout = 900
+    number = 1
+    repeat = (2, 3, 60.0)
+    warmup_time = 0.0
+
+    def setup_cache(self):
+        # generated once per commit (by that commit's generator) into asv's cache directory
+        path = os.path.abspath("scale.parquet")
+        subprocess.run([sys.executable, "-m", "harness.cli", "generate", "workload=scale",
+                        f"workload.n_jobs={int(PODS * 0.7)}", f"workload.span_s={int(PODS * 2.592)}",
+                        f"out={path}", "check_fits=false"], cwd=checkout(), check=True, capture_output=True)
+        return path
+
+    def setup(self, trace, loop):
+        from harness.replay import build
+
+        cfg = compose([f"loop={loop}", "cluster=scale"])
+        cfg.trace.path = trace
+        self.sim, self.loop = build(cfg)
+
+    def time_replay(self, trace, loop):
+        self.sim.run(self.loop)
