@@ -58,7 +58,6 @@ class ClusterState:
             self.gpu_numa[i, :t.gpus] = t.gpu_domains(t.numa_domains)
         # a pod claiming both NVLink and NUMA locality needs GPUs in their intersection
         self.gpu_both = np.where(self.gpu_nvl >= 0, self.gpu_nvl * g + self.gpu_numa, -1)
-        self.pow2 = (1 << np.arange(g, dtype=np.int64)) if g <= 62 else None
         self.domain_tables = [_domain_tables(t.gpus, self.gpu_nvl[i], self.gpu_numa[i], self.gpu_both[i])
                               for i, t in enumerate(types)]
         # per-slot static capacity (broadcast of the type)
@@ -173,8 +172,8 @@ class ClusterState:
             if self.status[n] == READY:
                 self.alloc_ready_milli += milli * len(gpu_idx)
         self.pods_on[n] += 1
-        assert self.cpu_free[n] >= 0 and self.mem_free[n] >= 0 and self.gpu_free[n].min() >= 0, "over-allocated"
-        self._refresh(n)
+        assert self.cpu_free[n] >= 0 and self.mem_free[n] >= 0, "over-allocated"
+        self._refresh(n)  # checks the devices
 
     def bind_many(self, nodes: np.ndarray, counts: np.ndarray, cpu: int, mem: int, taken: np.ndarray) -> None:
         """Bind counts[i] identical pods on nodes[i] (distinct) at once, for what-if packing of
@@ -226,15 +225,22 @@ class ClusterState:
             self.free_whole[n] = self.max_share[n] = self.nvl_whole[n] = self.numa_whole[n] = 0
             self.both_whole[n] = 0
             return
-        row = self.gpu_free[n, :k]
-        whole = row == WHOLE
         t = self.slot_type[n]
-        self.max_share[n] = row.max()
         tables = self.domain_tables[t]
         if tables is not None:  # the whole-GPU pattern indexes precomputed per-domain maxima
-            i = int(whole @ self.pow2[:k])
+            row = self.gpu_free[n, :k].tolist()  # a handful of GPUs: plain Python is quickest
+            assert min(row) >= 0, "over-allocated"
+            self.max_share[n] = max(row)
+            i = 0
+            for g, free in enumerate(row):
+                if free == WHOLE:
+                    i |= 1 << g
             self.free_whole[n], self.nvl_whole[n], self.numa_whole[n], self.both_whole[n] = tables[i]
             return
+        row = self.gpu_free[n, :k]
+        assert row.min() >= 0, "over-allocated"
+        whole = row == WHOLE
+        self.max_share[n] = row.max()
         self.free_whole[n] = whole.sum()
         self.nvl_whole[n] = np.bincount(self.gpu_nvl[t, :k], weights=whole).max()
         self.numa_whole[n] = np.bincount(self.gpu_numa[t, :k], weights=whole).max()
