@@ -253,18 +253,15 @@ class ClusterState:
         if gpus == 0:
             return np.zeros(0, np.int64)
         k = self.gpu_cap[n]
-        row = self.gpu_free[n, :k]
-        if milli < WHOLE:
-            fit = np.flatnonzero(row >= milli)
-            return fit[np.argmin(row[fit])][None]
-        whole = row == WHOLE
-        t = self.slot_type[n]
-        if nvlink or numa:
-            dom = (self.gpu_both if nvlink and numa else self.gpu_nvl if nvlink else self.gpu_numa)[t, :k]
-            counts = np.bincount(dom, weights=whole)
-            d = int(np.flatnonzero(counts >= gpus)[0])
-            whole = whole & (dom == d)
-        return np.flatnonzero(whole)[:gpus]
+        if milli < WHOLE or not (nvlink or numa):  # a handful of GPUs: plain Python is quickest
+            free = self.gpu_free[n, :k].tolist()
+            if milli < WHOLE:
+                return np.array([min((f, g) for g, f in enumerate(free) if f >= milli)[1]], np.int64)
+            return np.array([g for g, f in enumerate(free) if f == WHOLE][:gpus], np.int64)
+        whole = self.gpu_free[n, :k] == WHOLE
+        dom = (self.gpu_both if nvlink and numa else self.gpu_nvl if nvlink else self.gpu_numa)[self.slot_type[n], :k]
+        d = int(np.flatnonzero(np.bincount(dom, weights=whole) >= gpus)[0])
+        return np.flatnonzero(whole & (dom == d))[:gpus]
 
     # ---- views -------------------------------------------------------------------------
     def static_fit(self, models: int, profile: int, nic: bool) -> np.ndarray | None:
