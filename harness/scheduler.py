@@ -18,6 +18,7 @@ ready plus booting nodes: it waits for capacity rather than hold devices it cann
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -277,7 +278,7 @@ class Scheduler:
             sim.bind(p, n, self.policy.pick_devices(st, w, p, n))
             if groups is not None and group < 0:
                 group = int(groups[n])
-        if (self.gang_mode == "coscheduling" and not self.timeout_armed[j] and np.isnan(sim.job_started[j])
+        if (self.gang_mode == "coscheduling" and not self.timeout_armed[j] and math.isnan(sim.job_started[j])
                 and (sim.pod_status[w.job_pods[j]] == BOUND).any()):
             self.timeout_armed[j] = True
             sim.at(sim.now + self.gang_timeout_s, self._gang_timeout, j)
@@ -299,7 +300,7 @@ class Scheduler:
         """Coscheduling Permit timed out: release every reserved member of the gang."""
         sim = self.sim
         self.timeout_armed[j] = False
-        if not np.isnan(sim.job_started[j]):
+        if not math.isnan(sim.job_started[j]):
             return
         pods = sim.w.job_pods[j]
         for p in pods[sim.pod_status[pods] == BOUND]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from bisect import insort
 from dataclasses import dataclass
 
@@ -152,7 +153,7 @@ class Simulation:
         self.pod_status[p] = BOUND
         self.node_pods[n].add(p)
         self.acct.set_reason(p, PendingReason.BOOTING)
-        if np.isnan(self.job_started[j]):
+        if math.isnan(self.job_started[j]):
             self._hold(n, int(w.milli[p]) * len(gpu_idx))
         if st.status[n] == READY:
             self._bound_on_ready(p)
@@ -164,7 +165,7 @@ class Simulation:
         """A bound pod's node is ready: it runs if its job started, else the gang may start."""
         j = int(self.w.job[p])
         self.job_ready_bound[j] += 1
-        if not np.isnan(self.job_started[j]):
+        if not math.isnan(self.job_started[j]):
             self._run(p)
         elif self.job_ready_bound[j] >= self.w.job_min_member[j]:
             self.start_job(j)
@@ -176,7 +177,7 @@ class Simulation:
         w, st = self.w, self.state
         j, n = int(w.job[p]), int(self.pod_node[p])
         gpu_idx = self.pod_gpus[p]
-        if np.isnan(self.job_started[j]):
+        if math.isnan(self.job_started[j]):
             self._hold(n, -int(w.milli[p]) * len(gpu_idx))
         if st.status[n] == READY:
             self.job_ready_bound[j] -= 1
@@ -208,7 +209,7 @@ class Simulation:
         self.pod_start[p] = self.now
         self.acct.set_reason(p, -1)
         self.nodes[self.node_instance[n]].used = True
-        if np.isfinite(self.w.duration[p]):
+        if math.isfinite(self.w.duration[p]):
             self.at(self.now + self.w.duration[p], self._finish, p, int(self.pod_epoch[p]))
 
     def _finish(self, p: int, epoch: int) -> None:
@@ -297,7 +298,7 @@ class Simulation:
         loop.step(self, 0.0)
         while True:
             t = min(self.next_event_time(), loop.next_wakeup(self.now))
-            if t > self.horizon or not np.isfinite(t):
+            if t > self.horizon or not math.isfinite(t):
                 break
             self.advance_to(t)
             loop.step(self, t)
