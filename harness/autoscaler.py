@@ -471,7 +471,7 @@ class ClusterAutoscaler:
             if len(granted) < count:
                 self.backoff_until[p] = now + self.backoff_s
             if len(granted) and self.provisioning_request:
-                self.scheduler.booked_for[granted] = j
+                self.scheduler.book(granted, j)
                 self.booked_slots += len(granted)
                 self.provreq_until[j] = now + self.booking_s
                 sim.at(now + self.booking_s, self._booking_expired, granted, j)
@@ -484,9 +484,8 @@ class ClusterAutoscaler:
         return sim.cloud.free_slots_in_emptiest_rack(p)
 
     def _booking_expired(self, slots: np.ndarray, j: int) -> None:
-        booked = self.scheduler.booked_for
-        mine = slots[booked[slots] == j]
-        booked[mine] = -1
+        mine = slots[self.scheduler.booked_for[slots] == j]
+        self.scheduler.book(mine, -1)
         self.booked_slots -= len(mine)
         if len(mine):  # capacity opened to everyone: pending pods retry
             self.sim.state.version += 1

@@ -408,13 +408,13 @@ class KarpenterAutoscaler:
             return
         slots = self.sim.provision(pool, 1, atomic=False)
         if len(slots):
-            self.scheduler.booked_for[cands] = TAINT
+            self.scheduler.book(cands, TAINT)
             self.command = (int(slots[0]), int(self.sim.node_instance[slots[0]]), cands)
 
     def _finish_command(self) -> None:
         slot, instance, cands = self.command
         if self.sim.node_instance[slot] != instance:  # the replacement is gone: call it off
-            self.scheduler.booked_for[cands] = -1
+            self.scheduler.book(cands, -1)
             self.command = None
         elif self.sim.state.status[slot] == READY:
             self.command = None
@@ -428,4 +428,4 @@ class KarpenterAutoscaler:
             for pod in sim.pods_on(int(n)):
                 sim.unbind(pod)
             sim.remove_node(int(n))
-            self.scheduler.booked_for[n] = -1
+            self.scheduler.book(n, -1)

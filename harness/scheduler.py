@@ -60,8 +60,16 @@ class Scheduler:
         self.seen = (-1, -1, -1)
         no = np.zeros(w.n_pods, bool)
         self.w_no_claims = replace(w, nvlink=no, numa=no, nic=no)
-        #: node -> job it is booked for (ProvisioningRequest), -1 = free for all
+        #: node -> job it is booked for (ProvisioningRequest), -1 = free for all; written by `book`
         self.booked_for = np.full(sim.state.n_slots, -1, np.int64)
+        self.bookings = 0  # bumps on every change of booked_for
+        self.usable_key = None
+
+    def book(self, slots, owner: int) -> None:
+        """Book nodes for job `owner` (a ProvisioningRequest), taint them (an owner below -1:
+        usable by no job) or free them (-1)."""
+        self.booked_for[slots] = owner
+        self.bookings += 1
 
     # ---- the cycle ---------------------------------------------------------------------
     def cycle(self, now: float) -> None:
@@ -76,11 +84,13 @@ class Scheduler:
             self.seen = key
             return
         relabel = key[2] != self.seen[2]  # nodes came, went or became ready: reasons may change
-        booked = self.booked_for >= 0
-        self.any_booked = bool(booked.any())
-        self.booked_jobs = set(np.unique(self.booked_for[booked]).tolist()) if self.any_booked else set()
+        if self.usable_key != (st.layout_version, self.bookings):  # ready nodes or bookings changed
+            self.usable_key = (st.layout_version, self.bookings)
+            booked = self.booked_for >= 0
+            self.any_booked = bool(booked.any())
+            self.booked_jobs = set(np.unique(self.booked_for[booked]).tolist()) if self.any_booked else set()
+            self.free_ready = st.ready & (self.booked_for == -1)  # neither booked nor tainted
         self.reasons = None if self.any_booked else {}  # per-cycle cache of pending reasons by shape
-        self.free_ready = st.ready & ~booked
         jobs = np.fromiter((j for _, _, j in sim.queue), np.int64, len(sim.queue))
         self._skip_unhelped(jobs)
         failed: dict[tuple, int] = {}  # failure key -> fewest pods of it that found no place
