@@ -135,28 +135,36 @@ class ScaleDown:
         if len(ripe) == 0:
             return
         present = np.bincount(st.slot_pool[st.status != ABSENT], minlength=len(sim.cluster.pools))
-        min_size = np.array([p.min_size for p in sim.cluster.pools])
-        moved_one = False
-        for n in ripe[np.argsort(st.pods_on[ripe], kind="stable")]:  # empty nodes first
-            p = st.slot_pool[n]
-            if present[p] <= min_size[p]:
-                continue
-            if st.pods_on[n]:
-                if moved_one or not self._can_drain(int(n)):
-                    continue
-                moved_one = True  # at most one non-empty node per scan, as Cluster Autoscaler
-                for pod in sim.pods_on(int(n)):
+        spare = present - np.array([p.min_size for p in sim.cluster.pools])  # nodes each pool may lose
+        # empty nodes go, in order, as far as each pool's min_size allows
+        empty = ripe[st.pods_on[ripe] == 0]
+        pool = st.slot_pool[empty]
+        by_pool = np.argsort(pool, kind="stable")
+        rank = np.empty(len(empty), np.int64)
+        rank[by_pool] = np.arange(len(empty)) - np.searchsorted(pool[by_pool], pool[by_pool])
+        gone = empty[rank < spare[pool]]
+        for n in gone.tolist():
+            self._remove(n)
+        spare -= np.bincount(st.slot_pool[gone], minlength=len(spare))
+        # then at most one non-empty node per scan, as Cluster Autoscaler: the first one (fewest
+        # pods first) holding no gang member whose pods all fit elsewhere
+        busy = ripe[np.argsort(st.pods_on[ripe], kind="stable")]
+        busy = busy[(st.pods_on[busy] > 0) & (sim.gang_pods_on[busy] == 0) & (spare[st.slot_pool[busy]] > 0)]
+        for n in busy.tolist():
+            if self._can_drain(n):
+                for pod in sim.pods_on(n):
                     sim.unbind(pod)  # evicted: it restarts wherever the scheduler puts it
-            sim.remove_node(int(n))
-            self.unneeded_since[n] = np.nan
-            present[p] -= 1
+                self._remove(n)
+                return
+
+    def _remove(self, n: int) -> None:
+        self.sim.remove_node(n)
+        self.unneeded_since[n] = np.nan
 
     def _can_drain(self, n: int) -> bool:
-        """Its pods are not gang members and each fits on another ready node."""
+        """Each of its pods fits on another ready node."""
         sim = self.sim
         pods = sim.pods_on(n)
-        if any(sim.w.job_min_member[sim.w.job[p]] > 1 for p in pods):
-            return False
         scratch = sim.state.copy()
         usable = scratch.ready.copy()
         usable[n] = False

@@ -73,6 +73,8 @@ class Simulation:
         self.arrived_version = 0  # bumps when jobs arrive or re-enter the queue
         self.node_pods: list[set[int]] = [set() for _ in range(self.state.n_slots)]
         self.held = np.zeros(self.state.n_slots, np.int64)  # GPU milli held by unstarted jobs
+        self.in_gang = w.job_min_member[w.job] > 1
+        self.gang_pods_on = np.zeros(self.state.n_slots, np.int32)  # bound or running gang members
         self.held_ready = 0  # ... on ready nodes
         self.frag = np.zeros(self.state.n_slots)  # F_n of ready nodes (0 elsewhere)
         self.frag_ready = 0.0
@@ -152,6 +154,7 @@ class Simulation:
         self.pod_gpus[p] = gpu_idx
         self.pod_status[p] = BOUND
         self.node_pods[n].add(p)
+        self.gang_pods_on[n] += self.in_gang[p]
         self.acct.set_reason(p, PendingReason.BOOTING)
         if math.isnan(self.job_started[j]):
             self._hold(n, int(w.milli[p]) * len(gpu_idx))
@@ -183,6 +186,7 @@ class Simulation:
             self.job_ready_bound[j] -= 1
         st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
         self.node_pods[n].discard(p)
+        self.gang_pods_on[n] -= self.in_gang[p]
         self._refrag(n)
         self.pod_node[p] = -1
         self.pod_gpus[p] = None
@@ -218,6 +222,7 @@ class Simulation:
         w, n, j = self.w, int(self.pod_node[p]), int(self.w.job[p])
         self.state.release(n, int(w.cpu[p]), int(w.mem[p]), self.pod_gpus[p], int(w.milli[p]))
         self.node_pods[n].discard(p)
+        self.gang_pods_on[n] -= self.in_gang[p]
         self._refrag(n)
         self.pod_status[p] = DONE
         self.pod_end[p] = self.now

@@ -100,6 +100,8 @@ def check_state(sim) -> None:
     assert stt.alloc_ready_milli == stt.gpu_used[ready].sum()
     assert stt.committed_empty_milli == cap[stt.slot_committed & ~present].sum()
     assert sim.held_ready == sim.held[ready].sum()
+    gang = np.bincount(sim.pod_node[on[sim.in_gang[on]]], minlength=stt.n_slots)
+    assert (sim.gang_pods_on == gang).all(), "gang members per node"
     assert sim.frag_ready == pytest.approx(sim.frag[ready].sum(), abs=1e-6)
 
 
