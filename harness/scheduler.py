@@ -50,9 +50,10 @@ class Scheduler:
         self.tried_at = np.full(w.n_jobs, -1, np.int64)  # capacity version of the last failure
         self.job_size = np.array([len(pods) for pods in w.job_pods], np.int64)
         starts = np.r_[0, np.cumsum(self.job_size)[:-1]]
-        shapes = w.shape[np.concatenate(w.job_pods)]
-        lo, hi = np.minimum.reduceat(shapes, starts), np.maximum.reduceat(shapes, starts)
+        pods = np.concatenate(w.job_pods)
+        lo, hi = np.minimum.reduceat(w.shape[pods], starts), np.maximum.reduceat(w.shape[pods], starts)
         self.job_shape = np.where(lo == hi, lo, -1)  # the shape of all of a job's pods, -1 if mixed
+        self.job_first_pod = pods[starts]
         self.booked_jobs: set[int] = set()
         self.timeout_armed = np.zeros(w.n_jobs, bool)
         self.reasons: dict | None = None
@@ -130,21 +131,22 @@ class Scheduler:
         grown = np.unique(np.array(st.grown, np.int64))
         st.grown.clear()
         sub = st.subset(grown)
-        ready = sub.status == READY
-        pods = np.concatenate([w.job_pods[j] for j in stale.tolist()])
-        owner = np.repeat(np.arange(len(stale)), self.job_size[stale])
-        pending = sim.pod_status[pods] == PENDING
-        nodes = sim.pod_node[pods]
-        block = w.job_locality[stale] == LOCALITY_CODE["block"]
-        local = w.job_locality[stale] != LOCALITY_CODE["none"]
+        # the pods to test: one per job of a single shape, every pending one of the others
+        uniform = self.job_shape[stale] >= 0
+        pods, owner = self.job_first_pod[stale[uniform]], np.flatnonzero(uniform)
+        if not uniform.all():
+            mixed = np.flatnonzero(~uniform)
+            more = np.concatenate([w.job_pods[j] for j in stale[mixed].tolist()])
+            more_owner = np.repeat(mixed, self.job_size[stale[mixed]])
+            pending = sim.pod_status[more] == PENDING
+            pods, owner = np.r_[pods, more[pending]], np.r_[owner, more_owner[pending]]
         # the rack or block that placed members of a local gang restrict the others to
-        anchor = np.full(len(stale), -1, np.int64)
-        placed = local[owner] & (nodes >= 0)
-        anchor[owner[placed]] = np.where(block[owner[placed]], st.slot_block[nodes[placed]],
-                                         st.slot_rack[nodes[placed]])
-        pods, owner = pods[pending], owner[pending]
+        block = w.job_locality[stale] == LOCALITY_CODE["block"]
+        node = sim.job_anchor[stale]
+        anchor = np.where((w.job_locality[stale] != LOCALITY_CODE["none"]) & (node >= 0),
+                          np.where(block, st.slot_block[node], st.slot_rack[node]), -1)
         _, first, row = np.unique(w.shape[pods], return_index=True, return_inverse=True)
-        fit = np.stack([feasible(sub, w, p, ready) for p in pods[first].tolist()])  # shape x grown node
+        fit = np.stack([feasible(sub, w, p, sub.status == READY) for p in pods[first].tolist()])  # shape x node
         where = np.where(block[owner, None], sub.slot_block, sub.slot_rack)  # pod x grown node
         a = anchor[owner, None]
         fits = (fit[row] & ((a < 0) | (where == a))).any(axis=1)
@@ -264,11 +266,9 @@ class Scheduler:
         st, w = sim.state, sim.w
         usable = self.usable(j)
         groups = self.groups_of(j)
-        group = -1  # the rack or block the job's placed members restrict it to
-        if groups is not None:
-            members = w.job_pods[j]
-            placed = sim.pod_node[members][sim.pod_node[members] >= 0]
-            group = int(groups[placed[0]]) if len(placed) else -1
+        anchor = sim.job_anchor[j]
+        # the rack or block the job's placed members restrict it to
+        group = int(groups[anchor]) if groups is not None and anchor >= 0 else -1
         if self.waits_for_capacity and w.job_min_member[j] > 1 and sim.job_ready_bound[j] == 0:
             where = self._fits_with_inflight(j, usable | ((st.status == BOOTING) & (self.booked_for < 0)))
             if where is None:

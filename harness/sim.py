@@ -62,6 +62,8 @@ class Simulation:
         self.pod_epoch = np.zeros(w.n_pods, np.int32)
         self.pod_reason = np.full(w.n_pods, -1, np.int8)
         self.job_ready_bound = np.zeros(w.n_jobs, np.int32)  # bound pods on ready nodes
+        self.job_placed = np.zeros(w.n_jobs, np.int32)  # pods with a node (bound, running or done)
+        self.job_anchor = np.full(w.n_jobs, -1, np.int64)  # the node of one of them (-1: none)
         self.job_started = np.full(w.n_jobs, np.nan)
         self.job_done = np.zeros(w.n_jobs, np.int32)
         self.job_finished = np.full(w.n_jobs, np.nan)
@@ -153,6 +155,9 @@ class Simulation:
         self.pod_node[p] = n
         self.pod_gpus[p] = gpu_idx
         self.pod_status[p] = BOUND
+        self.job_placed[j] += 1
+        if self.job_anchor[j] < 0:
+            self.job_anchor[j] = n
         self.node_pods[n].add(p)
         self.gang_pods_on[n] += self.in_gang[p]
         self.acct.set_reason(p, PendingReason.BOOTING)
@@ -191,6 +196,9 @@ class Simulation:
         self.pod_node[p] = -1
         self.pod_gpus[p] = None
         self.pod_status[p] = PENDING
+        self.job_placed[j] -= 1
+        if self.job_placed[j] == 0:
+            self.job_anchor[j] = -1
         self.pod_epoch[p] += 1
         self.pod_start[p] = np.nan
         self.acct.set_reason(p, PendingReason.SHORTAGE)

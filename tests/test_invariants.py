@@ -12,7 +12,7 @@ from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.scores import MostAllocated
 from harness.sim import BOUND, RUNNING, Simulation
 from harness.state import ABSENT, BOOTING, READY
-from harness.workload import compile_workload
+from harness.workload import LOCALITY_CODE, compile_workload
 from tests import scenarios as sc
 
 LOOPS = {
@@ -102,6 +102,13 @@ def check_state(sim) -> None:
     assert sim.held_ready == sim.held[ready].sum()
     gang = np.bincount(sim.pod_node[on[sim.in_gang[on]]], minlength=stt.n_slots)
     assert (sim.gang_pods_on == gang).all(), "gang members per node"
+    assert (sim.job_placed == np.bincount(w.job[sim.pod_node >= 0], minlength=w.n_jobs)).all()
+    anchored = sim.job_anchor >= 0
+    assert (anchored == (sim.job_placed > 0)).all()
+    for j in np.flatnonzero(anchored & (w.job_locality != LOCALITY_CODE["none"])):  # one rack/block
+        groups = stt.slot_rack if w.job_locality[j] == LOCALITY_CODE["rack"] else stt.slot_block
+        placed = sim.pod_node[w.job_pods[j]]
+        assert (groups[placed[placed >= 0]] == groups[sim.job_anchor[j]]).all()
     assert sim.frag_ready == pytest.approx(sim.frag[ready].sum(), abs=1e-6)
 
 
