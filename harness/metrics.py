@@ -49,6 +49,7 @@ class Accounting:
         cluster = sim.cluster
         self.pool_price = np.array([p.price for p in cluster.pools])
         self.committed_cost_rate = sum(p.committed * p.committed_price for p in cluster.pools)
+        self._cost_key, self._cost = -1, 0.0
         self.last = 0.0
         self.reason = sim.pod_reason
         self.reason_count = np.zeros(len(PendingReason), np.int64)
@@ -90,7 +91,15 @@ class Accounting:
         held = float(sim.held_ready)
         return (ready_cap + st.booting_milli + st.committed_empty_milli, alloc - held, float(st.booting_milli),
                 ready_cap - alloc, held, float(st.committed_empty_milli), ready_cap, max(sim.frag_ready, 0.0),
-                float(st.paid_per_pool @ self.pool_price) + self.committed_cost_rate)
+                self._cost_rate())
+
+    def _cost_rate(self) -> float:
+        """USD/h of the nodes that exist; recomputed only when nodes come or go."""
+        st = self.sim.state
+        if self._cost_key != st.layout_version:
+            self._cost_key = st.layout_version
+            self._cost = float(st.paid_per_pool @ self.pool_price) + self.committed_cost_rate
+        return self._cost
 
     def advance(self, t: float) -> None:
         """Integrate the current (constant) state from the last instant up to t."""
