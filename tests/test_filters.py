@@ -126,26 +126,26 @@ def test_reference_by_hand():
     state.bind(g6, 4000, 0, np.array([0]), WHOLE)
     state.bind(g6, 0, 0, np.array([4]), 400)
     assert state.gpu_free[g6, :6].tolist() == [0, 1000, 1000, 1000, 600, 1000]
-    whole = dict(gpu_milli=1000, cpu_milli=1000)
+    whole = {"gpu_milli": 1000, "cpu_milli": 1000}
     cases = [  # (pod, fits on the g6 node)
-        (dict(gpu_count=0, gpu_milli=0, cpu_milli=20000), True),
-        (dict(gpu_count=0, gpu_milli=0, cpu_milli=20001), False),
-        (dict(gpu_count=4, **whole), True),
-        (dict(gpu_count=5, **whole), False),
-        (dict(gpu_count=2, gpus_same_nvlink=True, **whole), True),
-        (dict(gpu_count=3, gpus_same_nvlink=True, **whole), False),
-        (dict(gpu_count=2, gpus_same_numa=True, **whole), True),
-        (dict(gpu_count=3, gpus_same_numa=True, **whole), False),
-        (dict(gpu_count=1, gpus_same_nvlink=True, gpus_same_numa=True, **whole), True),
-        (dict(gpu_count=2, gpus_same_nvlink=True, gpus_same_numa=True, **whole), False),
-        (dict(gpu_count=1, nic_per_gpu=True, **whole), False),  # g6 has no NIC per GPU
-        (dict(gpu_count=1, gpu_models=["L4"], **whole), True),
-        (dict(gpu_count=1, gpu_models=["H100", "A100"], **whole), False),
-        (dict(gpu_count=1, gpu_milli=1000, cpu_milli=20001), False),
-        (dict(gpu_milli=1000), True),
-        (dict(gpu_milli=999), True),  # GPUs 1, 2, 3, 5 have 1000 free
-        (dict(gpu_milli=600, nic_per_gpu=True), True),  # NIC claims bind whole GPUs only
-        (dict(gpu_milli=0, gpu_partition="1g"), False),  # g6 offers no partition profile
+        ({"gpu_count": 0, "gpu_milli": 0, "cpu_milli": 20000}, True),
+        ({"gpu_count": 0, "gpu_milli": 0, "cpu_milli": 20001}, False),
+        ({"gpu_count": 4, **whole}, True),
+        ({"gpu_count": 5, **whole}, False),
+        ({"gpu_count": 2, "gpus_same_nvlink": True, **whole}, True),
+        ({"gpu_count": 3, "gpus_same_nvlink": True, **whole}, False),
+        ({"gpu_count": 2, "gpus_same_numa": True, **whole}, True),
+        ({"gpu_count": 3, "gpus_same_numa": True, **whole}, False),
+        ({"gpu_count": 1, "gpus_same_nvlink": True, "gpus_same_numa": True, **whole}, True),
+        ({"gpu_count": 2, "gpus_same_nvlink": True, "gpus_same_numa": True, **whole}, False),
+        ({"gpu_count": 1, "nic_per_gpu": True, **whole}, False),  # g6 has no NIC per GPU
+        ({"gpu_count": 1, "gpu_models": ["L4"], **whole}, True),
+        ({"gpu_count": 1, "gpu_models": ["H100", "A100"], **whole}, False),
+        ({"gpu_count": 1, "gpu_milli": 1000, "cpu_milli": 20001}, False),
+        ({"gpu_milli": 1000}, True),
+        ({"gpu_milli": 999}, True),  # GPUs 1, 2, 3, 5 have 1000 free
+        ({"gpu_milli": 600, "nic_per_gpu": True}, True),  # NIC claims bind whole GPUs only
+        ({"gpu_milli": 0, "gpu_partition": "1g"}, False),  # g6 offers no partition profile
     ]
     w = workload(cl, [pod for pod, _ in cases])
     for p, (pod, expected) in enumerate(cases):
@@ -153,9 +153,9 @@ def test_reference_by_hand():
         assert feasible(state, w, p)[g6] == expected, pod
     # after two more whole GPUs (1 and 2) go, only GPU 3 and 5 are whole; GPU 4 has 600 free
     state.bind(g6, 0, 0, np.array([1, 2]), WHOLE)
-    w = workload(cl, [dict(gpu_count=2, **whole), dict(gpu_count=2, gpus_same_nvlink=True, **whole),
-                      dict(gpu_count=2, gpus_same_numa=True, **whole), dict(gpu_milli=600),
-                      dict(gpu_milli=601, gpu_count=1), dict(gpu_count=3, **whole)])
+    w = workload(cl, [{"gpu_count": 2, **whole}, {"gpu_count": 2, "gpus_same_nvlink": True, **whole},
+                      {"gpu_count": 2, "gpus_same_numa": True, **whole}, {"gpu_milli": 600},
+                      {"gpu_milli": 601, "gpu_count": 1}, {"gpu_count": 3, **whole}])
     expected = [True, True, False, True, True, False]
     assert [fits(state, w, p, g6) for p in range(6)] == expected
     assert [feasible(state, w, p)[g6] for p in range(6)] == expected
@@ -168,7 +168,7 @@ def test_reference_by_hand():
     a8, b8 = (int(state.pool_offset[cl.type_index(t)]) for t in ("a8", "b8"))
     state.add_node(a8, 0.0, ready=True)
     state.add_node(b8, 0.0, ready=False)
-    w = workload(cl, [dict(gpu_milli=0, gpu_partition="1g"), dict(gpu_milli=0, gpu_partition="3g")])
+    w = workload(cl, [{"gpu_milli": 0, "gpu_partition": "1g"}, {"gpu_milli": 0, "gpu_partition": "3g"}])
     assert [fits(state, w, 0, n) for n in (a8, b8)] == [True, False]
     usable = state.status != ABSENT
     assert [fits(state, w, p, b8, usable) for p in (0, 1)] == [False, True]
@@ -313,7 +313,7 @@ def test_whole_gpu_partition_profile_needs_a_type_offering_it():
     state = ClusterState(cl)
     state.add_node(0, 0.0, ready=True)  # pool mig, slot 0
     state.add_node(4, 0.0, ready=True)  # pool plain, slot 4
-    w = workload(cl, [dict(gpu_milli=0, gpu_partition="7g")])
+    w = workload(cl, [{"gpu_milli": 0, "gpu_partition": "7g"}])
     assert reference_mask(state, w, 0)[[0, 4]].tolist() == [True, False]
     assert feasible(state, w, 0)[[0, 4]].tolist() == [True, False]
 
@@ -327,6 +327,6 @@ def test_share_with_nic_claim_refused_only_if_the_filter_says_so():
     cl = Cluster(node_types=[sc.node_type("plain")], pools=[sc.pool("plain", "plain")], name="nic")
     state = ClusterState(cl)
     state.add_node(0, 0.0, ready=True)
-    w = workload(cl, [dict(gpu_milli=500, nic_per_gpu=True)])
+    w = workload(cl, [{"gpu_milli": 500, "nic_per_gpu": True}])
     assert feasible(state, w, 0)[0] and fits(state, w, 0, 0)
     assert not w.never_fits[0]
