@@ -19,13 +19,11 @@ def feasible(state: ClusterState, w: Workload, pod: int, usable: np.ndarray | No
     k = w.gpus[pod]
     if k == 0:
         return mask
-    milli = w.milli[pod]
-    share = milli < WHOLE
-    static = state.static_fit(int(w.model_mask[pod]), int(w.profile_bit[pod]) if share else 0,
-                              bool(w.nic[pod]) and not share)
+    static = state.static_fit(int(w.model_mask[pod]), int(w.profile_bit[pod]), bool(w.nic[pod]))
     if static is not None:
         mask &= static
-    if share:
+    milli = w.milli[pod]
+    if milli < WHOLE:
         mask &= state.max_share >= milli
         return mask
     nvl, numa = w.nvlink[pod], w.numa[pod]

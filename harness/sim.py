@@ -26,7 +26,6 @@ from harness.state import BOOTING, READY, ClusterState
 from harness.workload import BOUND, DONE, NOT_ARRIVED, PENDING, REFUSED, RUNNING, Workload
 
 
-
 @dataclass
 class NodeRecord:
     """One node instance's life, for the per-node output."""

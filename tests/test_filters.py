@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -78,11 +77,11 @@ def fits(state: ClusterState, w, pod: int, n: int, usable: np.ndarray | None = N
     if profile and cl.profiles[profile.bit_length() - 1] not in nt.partition_profiles:
         return False
     row = [int(v) for v in state.gpu_free[n, :state.gpu_cap[n]]]  # free milli of each device
+    if w.nic[pod] and not nt.nic_per_gpu:
+        return False
     milli = int(w.milli[pod])
     if milli < WHOLE:
         return any(free >= milli for free in row)
-    if w.nic[pod] and not nt.nic_per_gpu:
-        return False
     nvl = nt.gpu_domains(nt.nvlink_domains) if w.nvlink[pod] else [0] * nt.gpus
     numa = nt.gpu_domains(nt.numa_domains) if w.numa[pod] else [0] * nt.gpus
     per_domain = Counter((int(a), int(b)) for a, b, free in zip(nvl, numa, row) if free == WHOLE)
@@ -144,7 +143,7 @@ def test_reference_by_hand():
         ({"gpu_count": 1, "gpu_milli": 1000, "cpu_milli": 20001}, False),
         ({"gpu_milli": 1000}, True),
         ({"gpu_milli": 999}, True),  # GPUs 1, 2, 3, 5 have 1000 free
-        ({"gpu_milli": 600, "nic_per_gpu": True}, True),  # NIC claims bind whole GPUs only
+        ({"gpu_milli": 600, "nic_per_gpu": True}, False),  # a share's NIC claim too: g6 has none
         ({"gpu_milli": 0, "gpu_partition": "1g"}, False),  # g6 offers no partition profile
     ]
     w = workload(cl, [pod for pod, _ in cases])
@@ -290,9 +289,7 @@ def test_fits_count_and_groups_equal_one_by_one(state, data):
 @given(pod=pod_dicts())
 def test_empty_node_fits_iff_its_type_could_ever_hold_the_pod(pod):
     """`never_fits` (compile time, `workload.type_fits`) and the filter on an empty ready node
-    of each type say the same, except the NIC claim of a share (see the xfail below)."""
-    if pod.get("gpu_milli", WHOLE) < WHOLE:
-        pod = {**pod, "nic_per_gpu": False}
+    of each type say the same."""
     w = workload(CLUSTER, [pod])
     state = ClusterState(CLUSTER)
     for p in range(len(CLUSTER.pools)):
@@ -302,10 +299,6 @@ def test_empty_node_fits_iff_its_type_could_ever_hold_the_pod(pod):
     assert some != bool(w.never_fits[0]), pod
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "discrepancy: a partition profile of 1000 milli (allowed by Cluster) is treated by "
-    "filters.feasible as a whole GPU and its profile is never checked, so the pod fits node "
-    "types that do not offer the profile; workload.type_fits and docs/model.md require it"))
 def test_whole_gpu_partition_profile_needs_a_type_offering_it():
     cl = Cluster(node_types=[sc.node_type("mig", partition_profiles=["7g"]), sc.node_type("plain")],
                  pools=[sc.pool("mig", "mig"), sc.pool("plain", "plain")],
@@ -318,15 +311,12 @@ def test_whole_gpu_partition_profile_needs_a_type_offering_it():
     assert feasible(state, w, 0)[[0, 4]].tolist() == [True, False]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "discrepancy between filters.feasible and workload.type_fits: type_fits requires a NIC-per-GPU "
-    "node type for any GPU pod claiming nic_per_gpu, feasible (and this brief's meaning) only for "
-    "whole-GPU pods, so a share with the claim is refused on arrival by never_fits in a cluster "
-    "whose only types with room lack NICs, though the scheduler's filter would place it"))
-def test_share_with_nic_claim_refused_only_if_the_filter_says_so():
+def test_share_with_nic_claim_needs_a_nic_per_gpu():
+    """docs/model.md: `nic_per_gpu` needs a node type whose GPUs each have a NIC, shares too;
+    so the filter and the refusal rule agree."""
     cl = Cluster(node_types=[sc.node_type("plain")], pools=[sc.pool("plain", "plain")], name="nic")
     state = ClusterState(cl)
     state.add_node(0, 0.0, ready=True)
     w = workload(cl, [{"gpu_milli": 500, "nic_per_gpu": True}])
-    assert feasible(state, w, 0)[0] and fits(state, w, 0, 0)
-    assert not w.never_fits[0]
+    assert not feasible(state, w, 0)[0] and not fits(state, w, 0, 0)
+    assert w.never_fits[0]
