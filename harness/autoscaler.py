@@ -32,6 +32,7 @@ booking 10 min).
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from itertools import pairwise
 
@@ -226,7 +227,7 @@ class ClusterAutoscaler:
         if (not sim.queue and len(self.scale_down.low) == 0 and self.booked_slots == 0
                 and sim.state.mutations == self.scanned_mutations):
             return np.inf
-        return max(self.grid_next, np.ceil(sim.now / self.scan_interval_s - 1e-9) * self.scan_interval_s)
+        return max(self.grid_next, math.ceil(sim.now / self.scan_interval_s - 1e-9) * self.scan_interval_s)
 
     def scan(self, now: float) -> None:
         self.grid_next = (np.floor(now / self.scan_interval_s + 1e-9) + 1) * self.scan_interval_s

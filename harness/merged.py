@@ -15,6 +15,8 @@ counts on is never scaled down.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from harness.autoscaler import ScaleDown
@@ -49,7 +51,7 @@ class MergedLoop:
         if not sim.cluster.autoscaling or (not sim.queue and len(self.scale_down.low) == 0
                                            and sim.state.mutations == self.scanned_mutations):
             return np.inf
-        return max(self.next_scan, np.ceil(now / self.scan_interval_s - 1e-9) * self.scan_interval_s)
+        return max(self.next_scan, math.ceil(now / self.scan_interval_s - 1e-9) * self.scan_interval_s)
 
     def step(self, sim, now: float) -> None:
         self.placer.cycle(now)  # 1. whole jobs onto ready capacity

@@ -179,7 +179,7 @@ class Scheduler:
 
     def choose(self, p: int, mask: np.ndarray) -> int:
         """Best node by the policy's score among `mask`; ties by the seeded node order."""
-        cand = np.flatnonzero(mask)
+        cand = mask.nonzero()[0]
         if len(cand) == 0:
             return -1
         if len(cand) > 1:

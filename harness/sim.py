@@ -126,7 +126,10 @@ class Simulation:
             self.pod_status[pods] = REFUSED  # no node type can ever hold it: refused, not waited on
             return
         self.pod_status[pods] = PENDING
-        self.acct.set_reasons(pods, PendingReason.SHORTAGE)
+        if len(pods) == 1:
+            self.acct.set_reason(int(pods[0]), PendingReason.SHORTAGE)
+        else:
+            self.acct.set_reasons(pods, PendingReason.SHORTAGE)
         self._enqueue(j)
 
     def _enqueue(self, j: int) -> None:
