@@ -41,7 +41,7 @@ import numpy as np
 from harness.errors import ConfigError
 from harness.filters import devices_taken, feasible, fits_count, fits_on
 from harness.state import ABSENT, READY, ClusterState
-from harness.workload import LOCALITY_CODE, PENDING, Workload, type_fits
+from harness.workload import LOCALITY_CODE, PENDING, Workload, pools_fit
 
 EXPANDERS = ("random", "least-waste", "price", "priority")
 
@@ -211,11 +211,7 @@ class ClusterAutoscaler:
         self.booked_slots = 0
         self.idle_key = None  # situation in which the last scale-up found nothing to do
         self.provreq_idle_key = None
-        w = self.view
-        self.fits_pool = np.stack([  # pools x pods: could an empty node of the pool hold it?
-            type_fits(sim.cluster.node_types[sim.cluster.type_index(pool.node_type)], sim.cluster, w.cpu, w.mem,
-                      w.gpus, w.milli, w.profile_bit, w.model_mask, w.nvlink, w.numa, w.nic)
-            for pool in sim.cluster.pools])
+        self.fits_pool = pools_fit(sim.cluster, self.view)  # pools x pods, in its own view
 
     # ---- the scan --------------------------------------------------------------------------
     @property
