@@ -33,7 +33,7 @@ def _free_fractions(state: ClusterState, w: Workload, pod: int, nodes: np.ndarra
     """Mean over CPU, memory and GPU of the fraction left free after placing the pod."""
     cpu = (state.cpu_free[nodes] - w.cpu[pod]) / state.cpu_cap[nodes]
     mem = (state.mem_free[nodes] - w.mem[pod]) / state.mem_cap[nodes]
-    gcap = state.gpu_cap[nodes].astype(np.float64) * 1000.0
+    gcap = state.gpu_milli_cap[nodes]
     if w.gpus[pod]:  # every node that can take it has GPUs
         return (cpu + mem + (gcap - state.gpu_used[nodes] - w.gpus[pod] * w.milli[pod]) / gcap) / 3.0
     has_gpu = gcap > 0

@@ -210,10 +210,9 @@ class Simulation:
         """min_member pods are bound on ready nodes: the job starts, its duration runs from now."""
         self.job_started[j] = self.now
         pods = self.w.job_pods[j]
-        for p in pods[self.pod_status[pods] == BOUND]:
-            n = int(self.pod_node[p])
-            self._hold(n, -int(self.w.milli[p]) * len(self.pod_gpus[p]))
-            self._run(int(p))
+        for p in (pods if len(pods) == 1 else pods[self.pod_status[pods] == BOUND]).tolist():
+            self._hold(int(self.pod_node[p]), -int(self.w.milli[p]) * len(self.pod_gpus[p]))
+            self._run(p)
 
     def _run(self, p: int) -> None:
         n = int(self.pod_node[p])

@@ -64,6 +64,7 @@ class ClusterState:
         self.cpu_cap = self.type_cpu[self.slot_type]
         self.mem_cap = self.type_mem[self.slot_type]
         self.gpu_cap = self.type_gpus[self.slot_type]
+        self.gpu_milli_cap = self.gpu_cap * float(WHOLE)
         self.model_bit = self.type_model_bit[self.slot_type]
         self.nic_ok = self.type_nic[self.slot_type]
         self.profile_bits = self.type_profiles[self.slot_type]
@@ -288,7 +289,7 @@ class ClusterState:
         return self.status == READY
 
     _PER_SLOT = ("slot_pool", "slot_type", "slot_rack", "slot_block", "slot_committed", "cpu_cap", "mem_cap",
-                 "gpu_cap", "model_bit", "nic_ok", "profile_bits")
+                 "gpu_cap", "gpu_milli_cap", "model_bit", "nic_ok", "profile_bits")
     _DYNAMIC = ("status", "requested_at", "ready_at", "cpu_free", "mem_free", "gpu_free", "pods_on",
                 "free_whole", "max_share", "nvl_whole", "numa_whole", "both_whole", "gpu_used", "changed_at")
 
