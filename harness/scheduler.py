@@ -128,9 +128,8 @@ class Scheduler:
         if not st.grown:  # capacity grew nowhere
             self.tried_at[stale] = st.version
             return
-        grown = np.unique(np.array(st.grown, np.int64))
+        sub = st.subset(np.array(sorted(set(st.grown)), np.int64))  # a few nodes: Python sets are quickest
         st.grown.clear()
-        sub = st.subset(grown)
         # the pods to test: one per job of a single shape, every pending one of the others
         uniform = self.job_shape[stale] >= 0
         pods, owner = self.job_first_pod[stale[uniform]], np.flatnonzero(uniform)
