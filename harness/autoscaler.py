@@ -110,8 +110,8 @@ class ScaleDown:
     def utilization(self, nodes: np.ndarray) -> np.ndarray:
         """Accelerator utilisation of `nodes` for GPU nodes, max(CPU, memory) for the others."""
         st = self.sim.state
-        gcap, ccap, mcap = st.gpu_cap[nodes], st.cpu_cap[nodes], st.mem_cap[nodes]
-        gpu = np.divide(st.gpu_used[nodes], gcap * 1000.0, out=np.zeros(len(nodes)), where=gcap > 0)
+        gcap, ccap, mcap = st.gpu_milli_cap[nodes], st.cpu_cap[nodes], st.mem_cap[nodes]
+        gpu = np.divide(st.gpu_used[nodes], gcap, out=np.zeros(len(nodes)), where=gcap > 0)
         cpu = 1.0 - np.divide(st.cpu_free[nodes], ccap, out=np.ones(len(nodes)), where=ccap > 0)
         mem = 1.0 - np.divide(st.mem_free[nodes], mcap, out=np.ones(len(nodes)), where=mcap > 0)
         return np.where(gcap > 0, gpu, np.maximum(cpu, mem))

@@ -48,7 +48,7 @@ class Scheduler:
         self.sim = sim
         w = sim.w
         self.tried_at = np.full(w.n_jobs, -1, np.int64)  # capacity version of the last failure
-        self.job_size = np.array([len(pods) for pods in w.job_pods], np.int64)
+        self.job_size = np.bincount(w.job, minlength=w.n_jobs).astype(np.int64)
         starts = np.r_[0, np.cumsum(self.job_size)[:-1]]
         pods = np.concatenate(w.job_pods)
         lo, hi = np.minimum.reduceat(w.shape[pods], starts), np.maximum.reduceat(w.shape[pods], starts)
