@@ -7,34 +7,40 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.state import WHOLE, ClusterState
+from harness.state import READY, WHOLE, ClusterState
 from harness.workload import Workload
 
 
-def feasible(state: ClusterState, w: Workload, pod: int, usable: np.ndarray | None = None) -> np.ndarray:
+def feasible(state: ClusterState, w: Workload, pod: int, usable: np.ndarray | None = None,
+             at: np.ndarray | None = None) -> np.ndarray:
     """Mask of ready (or `usable`) nodes with room for pod: resources, GPU model, shares
-    per device, partition profile and topology claims (NVLink, NUMA, NIC per GPU)."""
-    mask = state.ready if usable is None else usable
-    mask = mask & (state.cpu_free >= w.cpu[pod]) & (state.mem_free >= w.mem[pod])
+    per device, partition profile and topology claims (NVLink, NUMA, NIC per GPU).
+    With `at` (slot indices), the mask covers only those slots: a check of a few nodes
+    costs O(len(at)), not O(all slots)."""
+    def col(values: np.ndarray) -> np.ndarray:
+        return values if at is None else values[at]
+
+    mask = (col(state.status) == READY) if usable is None else col(usable)
+    mask = mask & (col(state.cpu_free) >= w.cpu[pod]) & (col(state.mem_free) >= w.mem[pod])
     k = w.gpus[pod]
     if k == 0:
         return mask
     static = state.static_fit(int(w.model_mask[pod]), int(w.profile_bit[pod]), bool(w.nic[pod]))
     if static is not None:
-        mask &= static
+        mask &= col(static)
     milli = w.milli[pod]
     if milli < WHOLE:
-        mask &= state.max_share >= milli
+        mask &= col(state.max_share) >= milli
         return mask
     nvl, numa = w.nvlink[pod], w.numa[pod]
     if nvl and numa:
-        mask &= state.both_whole >= k
+        mask &= col(state.both_whole) >= k
     elif nvl:
-        mask &= state.nvl_whole >= k
+        mask &= col(state.nvl_whole) >= k
     elif numa:
-        mask &= state.numa_whole >= k
+        mask &= col(state.numa_whole) >= k
     else:
-        mask &= state.free_whole >= k
+        mask &= col(state.free_whole) >= k
     return mask
 
 

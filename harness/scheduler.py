@@ -128,28 +128,37 @@ class Scheduler:
         if not st.grown:  # capacity grew nowhere
             self.tried_at[stale] = st.version
             return
-        sub = st.subset(np.array(sorted(set(st.grown)), np.int64))  # a few nodes: Python sets are quickest
+        nodes = np.fromiter(set(st.grown), np.int64)  # a few nodes, often one
         st.grown.clear()
         # the pods to test: one per job of a single shape, every pending one of the others
         uniform = self.job_shape[stale] >= 0
-        pods, owner = self.job_first_pod[stale[uniform]], np.flatnonzero(uniform)
-        if not uniform.all():
+        if uniform.all():
+            pods, owner = self.job_first_pod[stale], None
+        else:
             mixed = np.flatnonzero(~uniform)
             more = np.concatenate([w.job_pods[j] for j in stale[mixed].tolist()])
             more_owner = np.repeat(mixed, self.job_size[stale[mixed]])
             pending = sim.pod_status[more] == PENDING
-            pods, owner = np.r_[pods, more[pending]], np.r_[owner, more_owner[pending]]
+            pods = np.r_[self.job_first_pod[stale[uniform]], more[pending]]
+            owner = np.r_[np.flatnonzero(uniform), more_owner[pending]]
+        # one filter of the grown nodes per pod shape (pods alike share the verdict)
+        shape_row: dict[int, int] = {}
+        row = np.fromiter((shape_row.setdefault(s, len(shape_row)) for s in w.shape[pods].tolist()),
+                          np.int64, len(pods))
+        reps = pods[np.unique(row, return_index=True)[1]] if len(shape_row) > 1 else pods[:1]
+        fits = np.stack([feasible(st, w, p, self.free_ready, at=nodes) for p in reps.tolist()])[row]  # pod x node
         # the rack or block that placed members of a local gang restrict the others to
-        block = w.job_locality[stale] == LOCALITY_CODE["block"]
-        node = sim.job_anchor[stale]
-        anchor = np.where((w.job_locality[stale] != LOCALITY_CODE["none"]) & (node >= 0),
-                          np.where(block, st.slot_block[node], st.slot_rack[node]), -1)
-        _, first, row = np.unique(w.shape[pods], return_index=True, return_inverse=True)
-        fit = np.stack([feasible(sub, w, p, sub.status == READY) for p in pods[first].tolist()])  # shape x node
-        where = np.where(block[owner, None], sub.slot_block, sub.slot_rack)  # pod x grown node
-        a = anchor[owner, None]
-        fits = (fit[row] & ((a < 0) | (where == a))).any(axis=1)
-        helped = np.bincount(owner, weights=fits, minlength=len(stale)) > 0
+        loc, anchor = w.job_locality[stale], sim.job_anchor[stale]
+        local = (loc != LOCALITY_CODE["none"]) & (anchor >= 0)
+        if local.any():
+            block = loc == LOCALITY_CODE["block"]
+            group = np.where(block, st.slot_block[anchor], st.slot_rack[anchor])
+            if owner is not None:
+                local, block, group = local[owner], block[owner], group[owner]
+            where = np.where(block[:, None], st.slot_block[nodes], st.slot_rack[nodes])  # pod x node
+            fits &= ~local[:, None] | (where == group[:, None])
+        fits = fits.any(axis=1)
+        helped = fits if owner is None else np.bincount(owner, weights=fits, minlength=len(stale)) > 0
         self.tried_at[stale[~helped]] = st.version
 
     def _relabel(self, jobs: list[int]) -> None:
