@@ -91,6 +91,7 @@ class Scheduler:
             self.any_booked = bool(booked.any())
             self.booked_jobs = set(np.unique(self.booked_for[booked]).tolist()) if self.any_booked else set()
             self.free_ready = st.ready & (self.booked_for == -1)  # neither booked nor tainted
+            self.booting = st.status == BOOTING
         self.reasons = None if self.any_booked else {}  # per-cycle cache of pending reasons by shape
         jobs = np.fromiter((j for _, _, j in sim.queue), np.int64, len(sim.queue))
         self._skip_unhelped(jobs)
@@ -166,18 +167,28 @@ class Scheduler:
         sim, w = self.sim, self.sim.w
         pods = np.concatenate([w.job_pods[j] for j in jobs])
         pods = pods[sim.pod_status[pods] == PENDING]
+        if len(pods) == 0:
+            return
         if self.reasons is None:  # bookings: each job sees its own nodes
             for p in pods.tolist():
                 sim.acct.set_reason(p, self.classify(p, self.usable(int(w.job[p]))))
             return
+        js = np.array(jobs, np.int64)
+        job_keys = self._reason_key(self.job_first_pod[js])
+        if (self.job_shape[js] >= 0).all() and (job_keys == job_keys[0]).all():  # the common case: one kind
+            sim.acct.set_reasons(pods, self._reason(int(job_keys[0]), int(pods[0])))
+            return
         keys, first, inverse = np.unique(self._reason_key(pods), return_index=True, return_inverse=True)
-        reasons = np.empty(len(first), np.int8)
-        for u, (key, p) in enumerate(zip(keys.tolist(), pods[first].tolist())):
-            reason = self.reasons.get(key)  # per-cycle cache: pods alike share a verdict
-            if reason is None:
-                reason = self.reasons[key] = self.classify(p, self.free_ready)
-            reasons[u] = reason
+        reasons = np.fromiter((self._reason(key, p) for key, p in zip(keys.tolist(), pods[first].tolist())),
+                              np.int8, len(keys))
         sim.acct.set_reasons(pods, reasons[inverse])
+
+    def _reason(self, key: int, p: int) -> int:
+        """Why pod p (of reason key `key`) is pending; pods alike share the verdict in a cycle."""
+        reason = self.reasons.get(key)
+        if reason is None:
+            reason = self.reasons[key] = self.classify(p, self.free_ready)
+        return reason
 
     def usable(self, j: int) -> np.ndarray:
         """Ready nodes job j may use: all but those booked for other jobs (or tainted)."""
@@ -334,7 +345,7 @@ class Scheduler:
 
     def classify(self, p: int, usable: np.ndarray) -> PendingReason:
         st, w = self.sim.state, self.sim.w
-        if feasible(st, w, p, st.status == BOOTING).any():
+        if feasible(st, w, p, self.booting).any():
             return PendingReason.BOOTING
         if feasible(st, w, p, usable).any():  # it fits alone: its gang or gang locality failed
             j = int(w.job[p])

@@ -168,7 +168,7 @@ class Simulation:
         if st.status[n] == READY:
             self._bound_on_ready(p)
         self._refrag(n)
-        if len(self.unbound_pods(j)) == 0:
+        if self.job_placed[j] == len(w.job_pods[j]):  # no pod of it is pending any more
             self.dequeue(j)
 
     def _bound_on_ready(self, p: int) -> None:
