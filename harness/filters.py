@@ -15,8 +15,8 @@ def feasible(state: ClusterState, w: Workload, pod: int, usable: np.ndarray | No
              at: np.ndarray | None = None) -> np.ndarray:
     """Mask of ready (or `usable`) nodes with room for pod: resources, GPU model, shares
     per device, partition profile and topology claims (NVLink, NUMA, NIC per GPU).
-    With `at` (slot indices), the mask covers only those slots: a check of a few nodes
-    costs O(len(at)), not O(all slots)."""
+    With `at` (slot indices, or one slot), the mask covers only those slots (or is one
+    bool): a check of a few nodes costs O(len(at)), not O(all slots)."""
     def col(values: np.ndarray) -> np.ndarray:
         return values if at is None else values[at]
 

@@ -129,7 +129,8 @@ class Scheduler:
         if not st.grown:  # capacity grew nowhere
             self.tried_at[stale] = st.version
             return
-        nodes = np.fromiter(set(st.grown), np.int64)  # a few nodes, often one
+        grown = set(st.grown)  # a few nodes, often one
+        nodes = np.fromiter(grown, np.int64, len(grown))
         st.grown.clear()
         # the pods to test: one per job of a single shape, every pending one of the others
         uniform = self.job_shape[stale] >= 0
@@ -147,7 +148,9 @@ class Scheduler:
         row = np.fromiter((shape_row.setdefault(s, len(shape_row)) for s in w.shape[pods].tolist()),
                           np.int64, len(pods))
         reps = pods[np.unique(row, return_index=True)[1]] if len(shape_row) > 1 else pods[:1]
-        fits = np.stack([feasible(st, w, p, self.free_ready, at=nodes) for p in reps.tolist()])[row]  # pod x node
+        at = int(nodes[0]) if len(nodes) == 1 else nodes  # one node: the filter on scalars is quicker
+        fits = np.array([feasible(st, w, p, self.free_ready, at=at) for p in reps.tolist()],
+                        bool).reshape(len(reps), len(nodes))[row]  # pod x node
         # the rack or block that placed members of a local gang restrict the others to
         loc, anchor = w.job_locality[stale], sim.job_anchor[stale]
         local = (loc != LOCALITY_CODE["none"]) & (anchor >= 0)

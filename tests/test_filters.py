@@ -257,6 +257,7 @@ def test_feasible_equals_reference(state, more, data):
         assert (feasible(sub, w, p, usable[idx]) == reference_mask(state, w, p, usable)[idx]).all(), pods[p]
         assert (feasible(state, w, p, at=idx) == ref[idx]).all(), pods[p]
         assert (feasible(state, w, p, usable, at=idx) == reference_mask(state, w, p, usable)[idx]).all(), pods[p]
+        assert feasible(state, w, p, usable, at=int(idx[0])) == reference_mask(state, w, p, usable)[idx[0]], pods[p]
     # a copy changed by one more pod: the copy follows its own rows, the original is untouched
     twin = state.copy()
     extra = workload(CLUSTER, [data.draw(pod_dicts())])
