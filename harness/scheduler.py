@@ -177,9 +177,14 @@ class Scheduler:
                 sim.acct.set_reason(p, self.classify(p, self.usable(int(w.job[p]))))
             return
         js = np.array(jobs, np.int64)
-        job_keys = self._reason_key(self.job_first_pod[js])
-        if (self.job_shape[js] >= 0).all() and (job_keys == job_keys[0]).all():  # the common case: one kind
-            sim.acct.set_reasons(pods, self._reason(int(job_keys[0]), int(pods[0])))
+        if (self.job_shape[js] >= 0).all():  # the common case: each job's pods are alike
+            first = self.job_first_pod[js]
+            reasons = [self._reason(k, p) for k, p in zip(self._reason_key(first).tolist(), first.tolist())]
+            if reasons.count(reasons[0]) == len(reasons):
+                sim.acct.set_reasons(pods, reasons[0])
+            else:  # a job's pending pods follow each other in `pods`
+                pending = self.job_size[js] - sim.job_placed[js]
+                sim.acct.set_reasons(pods, np.repeat(np.array(reasons, np.int8), pending))
             return
         keys, first, inverse = np.unique(self._reason_key(pods), return_index=True, return_inverse=True)
         reasons = np.fromiter((self._reason(key, p) for key, p in zip(keys.tolist(), pods[first].tolist())),
