@@ -163,14 +163,13 @@ class ScaleDown:
         self.unneeded_since[n] = np.nan
 
     def _can_drain(self, n: int) -> bool:
-        """Each of its pods fits on another ready node."""
+        """Each of its pods fits on another ready node (first fit, in slot order)."""
         sim = self.sim
         pods = sim.pods_on(n)
-        scratch = sim.state.copy()
-        usable = scratch.ready.copy()
-        usable[n] = False
+        others = np.flatnonzero(sim.state.ready)
+        scratch = sim.state.subset(others[others != n])  # local order is slot order
         for p in pods:
-            cand = np.flatnonzero(feasible(scratch, sim.w, p, usable))
+            cand = np.flatnonzero(feasible(scratch, sim.w, p))
             if len(cand) == 0:
                 return False
             m = int(cand[0])
