@@ -72,22 +72,30 @@ def equivalence_classes(w: Workload) -> np.ndarray:
 
 def first_fit_many(scratch: ClusterState, w: Workload, pod: int, mask: np.ndarray, k: int,
                    bind: bool = True) -> int:
+    """Bind up to k pods shaped like `pod` first-fit over the `mask` nodes in slot order (see
+    `first_fit_nodes`). Returns how many were placed; with bind=False only counts them (the
+    last packing of a scan: nothing reads the scratch after it)."""
+    if bind:
+        return int(first_fit_nodes(scratch, w, pod, mask, k)[1].sum())
+    nodes = np.flatnonzero(feasible(scratch, w, pod, mask))[:k]  # each takes one or more
+    if len(nodes) == k:
+        return k
+    return int(min(np.minimum(fits_on(scratch, w, pod, nodes), k).sum(), k))
+
+
+def first_fit_nodes(scratch: ClusterState, w: Workload, pod: int, mask: np.ndarray,
+                    k: int) -> tuple[np.ndarray, np.ndarray]:
     """Bind up to k pods shaped like `pod` first-fit over the `mask` nodes in slot order, in
     one vector step: the lowest-index node takes all it exactly can, then the next, and each
     takes the devices that binding them one by one would. The same placements as k rounds of
-    (feasible, first node, pick_devices, bind). Returns how many were placed; with bind=False
-    only counts them (the last packing of a scan: nothing reads the scratch after it)."""
+    (feasible, first node, pick_devices, bind). Returns the nodes used and how many each took."""
     nodes = np.flatnonzero(feasible(scratch, w, pod, mask))[:k]  # each takes one or more
-    if not bind and len(nodes) == k:
-        return k
     can = np.minimum(fits_on(scratch, w, pod, nodes), k)
-    if not bind:
-        return int(min(can.sum(), k))
     got = np.clip(k - (np.cumsum(can) - can), 0, can)
     nodes, got = nodes[got > 0], got[got > 0]
     if len(nodes):
         scratch.bind_many(nodes, got, int(w.cpu[pod]), int(w.mem[pod]), devices_taken(scratch, w, pod, nodes, got))
-    return int(got.sum())
+    return nodes, got
 
 
 class ScaleDown:

@@ -43,12 +43,13 @@ BATCH_MAX_DURATION; NodePool disruption defaults).
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 import numpy as np
 
-from harness.autoscaler import view_of
+from harness.autoscaler import equivalence_classes, first_fit_nodes, view_of
 from harness.errors import ConfigError
-from harness.filters import feasible
+from harness.filters import devices_taken, feasible, fits_on
 from harness.state import ABSENT, BOOTING, READY, WHOLE, ClusterState
 from harness.workload import Workload
 
@@ -70,54 +71,67 @@ class WhatIf:
         self.first_tier: dict[int, int] = {}  # shape -> tiers it already failed (tiers only fill up)
         self.hopeless: set[int] = set()  # shapes that fit nowhere, not even a new claim
 
-    def _bind(self, n: int, p: int) -> None:
-        w = self.w
-        g = self.st.pick_devices(n, int(w.gpus[p]), int(w.milli[p]), bool(w.nvlink[p]), bool(w.numa[p]))
-        self.st.bind(n, int(w.cpu[p]), int(w.mem[p]), g, int(w.milli[p]))
-
-    def place(self, p: int, max_claims: float = np.inf) -> int:
-        """Existing node (>= 0), claim c (-2 - c), or -1 if the pod found no place."""
-        st, w, shape = self.st, self.w, int(self.w.shape[p])
+    def place_run(self, pods: np.ndarray, max_claims: float = np.inf) -> np.ndarray:
+        """Where each of these pods, identical in the view, goes when placed one after another:
+        an existing node (>= 0), claim c (-2 - c), or -1 if it found no place. Each tier and
+        each claim takes its share of the run in one vector step with exact per-node counts
+        (`first_fit_nodes`, `fits_on`), as pod-by-pod placement would."""
+        st, w = self.st, self.w
+        p, k = int(pods[0]), len(pods)
+        shape = int(w.shape[p])
+        out = np.full(k, -1, np.int64)
         if shape in self.hopeless:
-            return -1
+            return out
+        done = 0
         for i in range(self.first_tier.get(shape, 0), len(self.tiers)):
-            cand = np.flatnonzero(feasible(st, w, p, self.tiers[i]))
-            if len(cand):
-                self._bind(int(cand[0]), p)
-                return int(cand[0])
+            nodes, got = first_fit_nodes(st, w, p, self.tiers[i], k - done)
+            out[done:done + int(got.sum())] = np.repeat(nodes, got)
+            done += int(got.sum())
+            if done == k:
+                return out
             self.first_tier[shape] = i + 1
-        shadows = self.claim_of >= 0
-        if shadows.any():
-            fit = feasible(st, w, p, shadows)
-            if fit.any():
-                c = int(self.claim_of[fit].min())
-                mine = self.claim_of == c
-                self.claim_of[mine & ~fit] = -1  # types that cannot also hold this pod
-                for n in np.flatnonzero(mine & fit):
-                    self._bind(int(n), p)
-                return -2 - c
-        if self.n_claims >= max_claims:
-            return -1
+        while done < k:
+            shadows = self.claim_of >= 0
+            fit = feasible(st, w, p, shadows) if shadows.any() else shadows
+            if not fit.any():  # no claim holds it: open one, if allowed and some type fits
+                if self.n_claims >= max_claims or not self._open_claim(p):
+                    return out
+                continue
+            c = int(self.claim_of[fit].min())
+            mine = self.claim_of == c
+            self.claim_of[mine & ~fit] = -1  # types that cannot also hold this pod
+            nodes = np.flatnonzero(mine & fit)
+            can = fits_on(st, w, p, nodes)
+            take = int(min(k - done, can.max()))  # the claim takes pods while a shadow has room
+            got = np.minimum(can, take)
+            st.bind_many(nodes, got, int(w.cpu[p]), int(w.mem[p]), devices_taken(st, w, p, nodes, got))
+            self.claim_of[nodes[can < take]] = -1  # shadows that could not take them all
+            out[done:done + take] = -2 - c
+            done += take
+        return out
+
+    def _open_claim(self, p: int) -> bool:
+        """A new claim: one spare slot of each node type that can hold pod p (none: the pod's
+        shape is hopeless)."""
+        st = self.st
         idx = np.flatnonzero(self.spare)
         _, first = np.unique(st.slot_type[idx], return_index=True)
         new = idx[first]  # one spare slot per node type
-        for n in new:
-            st.add_node(int(n), 0.0, ready=True)
+        for n in new.tolist():
+            st.add_node(n, 0.0, ready=True)
         mask = np.zeros(st.n_slots, bool)
         mask[new] = True
-        fit = feasible(st, w, p, mask)[new]
-        for n in new[~fit]:
-            st.remove_node(int(n))
+        fit = feasible(st, self.w, p, mask)[new]
+        for n in new[~fit].tolist():
+            st.remove_node(n)
         if not fit.any():
-            self.hopeless.add(shape)
-            return -1
+            self.hopeless.add(int(self.w.shape[p]))
+            return False
         kept = new[fit]
         self.spare[kept] = False
         self.claim_of[kept] = self.n_claims
-        for n in kept:
-            self._bind(int(n), p)
         self.n_claims += 1
-        return -1 - self.n_claims
+        return True
 
     def claim_types(self, c: int) -> np.ndarray:
         return np.unique(self.st.slot_type[self.claim_of == c])
@@ -145,6 +159,7 @@ class KarpenterAutoscaler:
     def attach(self, sim, scheduler) -> None:
         self.sim, self.scheduler = sim, scheduler
         self.view = view_of(sim.w, self.topology_aware, self.sharing_aware)
+        self.view_class = equivalence_classes(self.view)
         cl, st = sim.cluster, sim.state
         self.pool_type = np.array([cl.type_index(p.node_type) for p in cl.pools], np.int64)
         self.pool_price = np.array([p.price for p in cl.pools], np.float64)
@@ -205,6 +220,15 @@ class KarpenterAutoscaler:
         gpu = w.gpus[pods].astype(np.int64) * w.milli[pods]
         return np.lexsort((-gpu, -w.mem[pods], -w.cpu[pods]))
 
+    def _place_all(self, what_if: WhatIf, pods: np.ndarray, max_claims: float = np.inf) -> np.ndarray:
+        """`WhatIf.place_run` over the ordered pods, a run of pods identical in the view at a
+        time. Returns where each pod went."""
+        if len(pods) == 0:
+            return np.zeros(0, np.int64)
+        cls = self.view_class[pods]
+        bounds = np.r_[0, np.flatnonzero(cls[1:] != cls[:-1]) + 1, len(pods)].tolist()
+        return np.concatenate([what_if.place_run(pods[a:b], max_claims) for a, b in pairwise(bounds)])
+
     def _pending(self) -> np.ndarray:
         pods = [self.sim.unbound_pods(j) for _, _, j in self.sim.queue]
         return np.concatenate(pods) if pods else np.zeros(0, np.int64)
@@ -247,7 +271,7 @@ class KarpenterAutoscaler:
         usable = self.scheduler.booked_for == -1
         sim_ = WhatIf(st.copy(), self.view, [(st.status == READY) & usable, (st.status == BOOTING) & usable],
                       self._spare())
-        where = np.array([sim_.place(int(p)) for p in pods])
+        where = self._place_all(sim_, pods)
         remaining, committed = self._supply()
         launched = []
         for c in range(sim_.n_claims):
@@ -342,11 +366,11 @@ class KarpenterAutoscaler:
         sim_ = WhatIf(scratch, self.view, [keep & (st.status == READY), keep & (st.status == BOOTING)],
                       self._spare())
         pods = np.r_[pending, np.array(moved, np.int64)]
-        mine = np.r_[np.zeros(len(pending), bool), np.ones(len(moved), bool)]
-        for i in self._order(pods):
-            n = sim_.place(int(pods[i]), max_claims=1)
-            if mine[i] and (n == -1 or (n >= 0 and st.status[n] == BOOTING)):
-                return False, -1
+        order = self._order(pods)
+        where = self._place_all(sim_, pods[order], max_claims=1)
+        mine = order >= len(pending)
+        if (mine & ((where == -1) | ((where >= 0) & (st.status[np.maximum(where, 0)] == BOOTING)))).any():
+            return False, -1
         if sim_.n_claims == 0:
             return True, -1
         remaining, committed = self._supply()

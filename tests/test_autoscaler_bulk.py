@@ -6,6 +6,8 @@ kind: CPU only, whole GPUs, whole GPUs in one NVLink / NUMA / NVLink-and-NUMA do
 shares, partitions. The autoscaler's `_unplaced` and `_estimate` by equivalence group must
 leave the same units unplaced, help the same pods and open the same nodes as `_pack` pod by
 pod in the same order; `_pending_units` by array ops the same units as a walk of the queue.
+The Karpenter-like what-if (`WhatIf.place_run`, a run of identical pods per tier and claim at
+once) must place every pod where Karpenter's pod-by-pod simulation would, with the same claims.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.autoscaler import first_fit_many
+from harness.karpenter import WhatIf
 from harness.cluster import Cluster
 from harness.filters import feasible, fits_count
 from harness.sim import Simulation
-from harness.state import ABSENT, WHOLE, ClusterState
+from harness.state import ABSENT, BOOTING, READY, WHOLE, ClusterState
 from harness.workload import BOUND, PENDING, compile_workload
 from tests import scenarios as sc
 
@@ -278,3 +281,61 @@ def test_pending_units_in_queue_order(setup, gang_aware, data):
     for gangs in (None, True, False):
         got, expected = ca._pending_units(gangs), pending_units_one_by_one(ca, gangs)
         assert [u.tolist() for u in got] == [u.tolist() for u in expected]
+
+
+# ---- the Karpenter-like what-if by runs of identical pods -----------------------------------
+class WhatIfOneByOne(WhatIf):
+    """The reference: Karpenter's simulation pod by pod (first node of the first tier with room,
+    else the first claim whose shadows hold it, dropping those that do not, else a new claim)."""
+
+    def place(self, p: int, max_claims: float) -> int:
+        st, w, shape = self.st, self.w, int(self.w.shape[p])
+        if shape in self.hopeless:
+            return -1
+        for i in range(self.first_tier.get(shape, 0), len(self.tiers)):
+            cand = np.flatnonzero(feasible(st, w, p, self.tiers[i]))
+            if len(cand):
+                self._bind(int(cand[0]), p)
+                return int(cand[0])
+            self.first_tier[shape] = i + 1
+        shadows = self.claim_of >= 0
+        fit = feasible(st, w, p, shadows) if shadows.any() else shadows
+        if not fit.any():
+            if self.n_claims >= max_claims or not self._open_claim(p):
+                return -1
+            shadows = self.claim_of >= 0
+            fit = feasible(st, w, p, shadows)
+        c = int(self.claim_of[fit].min())
+        mine = self.claim_of == c
+        self.claim_of[mine & ~fit] = -1
+        for n in np.flatnonzero(mine & fit):
+            self._bind(int(n), p)
+        return -2 - c
+
+    def _bind(self, n: int, p: int) -> None:
+        w = self.w
+        g = self.st.pick_devices(n, int(w.gpus[p]), int(w.milli[p]), bool(w.nvlink[p]), bool(w.numa[p]))
+        self.st.bind(n, int(w.cpu[p]), int(w.mem[p]), g, int(w.milli[p]))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(setup=occupied_states(), data=st.data())
+def test_karpenter_what_if_by_runs_equals_pod_by_pod(setup, data):
+    cl, state, mask = setup
+    runs = data.draw(st.lists(st.tuples(pod_dicts(), st.integers(1, 30)), min_size=1, max_size=4))
+    w = workload(cl, [dict(pod) for pod, count in runs for _ in range(count)])
+    bounds = np.cumsum([0] + [count for _, count in runs])
+    tiers = [mask & (state.status == READY), mask & (state.status == BOOTING)]
+    spare = (state.status == ABSENT) & np.array(data.draw(st.lists(st.booleans(), min_size=state.n_slots,
+                                                                   max_size=state.n_slots)))
+    max_claims = data.draw(st.sampled_from([1, 2, np.inf]))
+    ref = WhatIfOneByOne(state.copy(), w, tiers, spare)
+    bulk = WhatIf(state.copy(), w, tiers, spare)
+    expected = [ref.place(p, max_claims) for p in range(w.n_pods)]
+    got = np.concatenate([bulk.place_run(np.arange(a, b), max_claims) for a, b in zip(bounds[:-1], bounds[1:])])
+    assert got.tolist() == expected
+    for name in SUMMARIES + ("status",):
+        assert (getattr(ref.st, name) == getattr(bulk.st, name)).all(), name
+    assert (ref.claim_of == bulk.claim_of).all() and ref.n_claims == bulk.n_claims
+    assert (ref.spare == bulk.spare).all() and ref.hopeless == bulk.hopeless
+    check_devices(bulk.st)
