@@ -60,6 +60,12 @@ class ClusterState:
         self.gpu_both = np.where(self.gpu_nvl >= 0, self.gpu_nvl * g + self.gpu_numa, -1)
         self.domain_tables = [_domain_tables(t.gpus, self.gpu_nvl[i], self.gpu_numa[i], self.gpu_both[i])
                               for i, t in enumerate(types)]
+        # the same tables stacked, for many nodes at once: row type_table_start[t] + pattern
+        sizes = [len(tables) if tables is not None else 0 for tables in self.domain_tables]
+        self.type_table_start = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64)
+        self.type_has_table = np.array([tables is not None for tables in self.domain_tables], bool)
+        self.stacked_tables = np.array([row for tables in self.domain_tables if tables is not None for row in tables],
+                                       np.int32).reshape(-1, 4)
         # per-slot static capacity (broadcast of the type)
         self.cpu_cap = self.type_cpu[self.slot_type]
         self.mem_cap = self.type_mem[self.slot_type]
@@ -195,9 +201,15 @@ class ClusterState:
         self.changed_at[nodes] = self.mutations
         rows = self.gpu_free[nodes]
         whole = rows == WHOLE
-        self.free_whole[nodes] = whole.sum(axis=1)
         self.max_share[nodes] = rows.max(axis=1)
-        t, row = self.slot_type[nodes], np.arange(len(nodes))[:, None]
+        t = self.slot_type[nodes]
+        if self.type_has_table[t].all():  # the whole-GPU patterns index the precomputed summaries
+            pattern = whole @ (1 << np.arange(whole.shape[1], dtype=np.int64))
+            summary = self.stacked_tables[self.type_table_start[t] + pattern]
+            self.free_whole[nodes], self.nvl_whole[nodes], self.numa_whole[nodes], self.both_whole[nodes] = summary.T
+            return
+        self.free_whole[nodes] = whole.sum(axis=1)
+        row = np.arange(len(nodes))[:, None]
         for table, out in ((self.gpu_nvl, self.nvl_whole), (self.gpu_numa, self.numa_whole),
                            (self.gpu_both, self.both_whole)):
             dom = table[t]  # a whole-free GPU exists, so its domain is >= 0

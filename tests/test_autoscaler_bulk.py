@@ -37,9 +37,12 @@ def cluster() -> Cluster:
             sc.node_type("b8", nvlink_domains=4, numa_domains=2, **small),
             {"name": "l4x4", **small, "gpus": 4, "gpu_model": "L4", "numa_domains": 2},
             {"name": "g6", **small, "gpus": 6, "gpu_model": "L4", "nvlink_domains": 2, "numa_domains": 3},
-            {"name": "cpu", "cpu_milli": 16000, "memory_mib": 64000}],
+            {"name": "cpu", "cpu_milli": 16000, "memory_mib": 64000},
+            # more GPUs than the precomputed per-pattern summaries cover: the summaries by bincount
+            {"name": "x16", "cpu_milli": 64000, "memory_mib": 256000, "gpus": 16, "gpu_model": "H100",
+             "nvlink_domains": 2, "numa_domains": 4}],
         pools=[sc.pool(name, name, max_size=4, nodes_per_rack=2, price_on_demand=1.0 + i)
-               for i, name in enumerate(["a8", "b8", "l4x4", "g6", "cpu"])],
+               for i, name in enumerate(["a8", "b8", "l4x4", "g6", "cpu", "x16"])],
         partition_profiles={"1g": 143, "3g": 429}, name="bulk")
 
 
