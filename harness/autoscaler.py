@@ -90,6 +90,13 @@ def first_fit_nodes(scratch: ClusterState, w: Workload, pod: int, mask: np.ndarr
     takes the devices that binding them one by one would. The same placements as k rounds of
     (feasible, first node, pick_devices, bind). Returns the nodes used and how many each took."""
     nodes = np.flatnonzero(feasible(scratch, w, pod, mask))[:k]  # each takes one or more
+    if k == 1 or len(nodes) == 0:  # at most one node: bound as one pod is (fewer array steps)
+        got = np.ones(len(nodes), np.int64)
+        if len(nodes):
+            n = int(nodes[0])
+            g = scratch.pick_devices(n, int(w.gpus[pod]), int(w.milli[pod]), bool(w.nvlink[pod]), bool(w.numa[pod]))
+            scratch.bind(n, int(w.cpu[pod]), int(w.mem[pod]), g, int(w.milli[pod]))
+        return nodes, got
     can = np.minimum(fits_on(scratch, w, pod, nodes), k)
     got = np.clip(k - (np.cumsum(can) - can), 0, can)
     nodes, got = nodes[got > 0], got[got > 0]

@@ -175,6 +175,7 @@ class KarpenterAutoscaler:
         self.next_poll = 0.0
         self.command: tuple[int, int, np.ndarray] | None = None  # replacement slot, its instance, replaced
         self.idle_key = None  # situation in which the last batch launched nothing
+        self.spare_key = None  # layout version of `spare`
         self.consolidation_idle_key = None  # ... and the last poll found no action
 
     # ---- cadence: the loop reads next_scan at every instant, so pending pods are seen at once --
@@ -234,12 +235,16 @@ class KarpenterAutoscaler:
         return np.concatenate(pods) if pods else np.zeros(0, np.int64)
 
     def _spare(self) -> np.ndarray:
-        """Absent slots a claim may use: as many per pool as the pool can still supply."""
-        cloud = self.sim.cloud
-        spare = np.zeros(self.sim.state.n_slots, bool)
-        for p in range(len(self.pool_type)):
-            spare[cloud.free_slots(p)[:cloud.available(p)]] = True
-        return spare
+        """Absent slots a claim may use: as many per pool as the pool can still supply. The
+        cloud's supply changes only when nodes come or go, so it is kept per layout."""
+        st = self.sim.state
+        if self.spare_key != st.layout_version:
+            cloud = self.sim.cloud
+            self.spare = np.zeros(st.n_slots, bool)
+            for p in range(len(self.pool_type)):
+                self.spare[cloud.free_slots(p)[:cloud.available(p)]] = True
+            self.spare_key = st.layout_version
+        return self.spare
 
     def _supply(self) -> tuple[np.ndarray, np.ndarray]:
         cloud, n = self.sim.cloud, len(self.pool_type)
