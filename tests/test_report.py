@@ -230,7 +230,7 @@ def test_committed_reports_render_in_chromium(name, figures, tmp_path):
 # ---- the committed results against a regeneration --------------------------------------------
 
 def test_committed_openb_autoscaled_equals_a_fresh_regeneration():
-    """The whole experiment, regenerated (15 replays on 2 processes, about a minute)."""
+    """The whole experiment, regenerated (20 replays on 2 processes, about three minutes)."""
     if not SHARED.exists():
         if IN_CI:
             pytest.fail(f"{SHARED} is missing")
