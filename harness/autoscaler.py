@@ -261,7 +261,7 @@ class ClusterAutoscaler:
             jobs = jobs[(w.job_min_member[jobs] > 1) == gangs]
         if len(jobs) == 0:
             return []
-        pods = np.concatenate([w.job_pods[j] for j in jobs])
+        pods = w.pods_of(jobs)
         pods = pods[(sim.pod_status[pods] == PENDING) & ~w.never_fits[pods]]
         job = w.job[pods]
         whole = (w.job_min_member[job] > 1) & bool(self.gang_aware or gangs)  # the gang is one unit

@@ -51,7 +51,7 @@ from harness.autoscaler import equivalence_classes, first_fit_nodes, view_of
 from harness.errors import ConfigError
 from harness.filters import devices_taken, feasible, fits_on
 from harness.state import ABSENT, BOOTING, READY, WHOLE, ClusterState
-from harness.workload import Workload
+from harness.workload import PENDING, Workload
 
 POLICIES = ("WhenEmpty", "WhenEmptyOrUnderutilized")
 TAINT = -2  # `scheduler.booked_for` of a node being disrupted: usable by no job
@@ -231,8 +231,9 @@ class KarpenterAutoscaler:
         return np.concatenate([what_if.place_run(pods[a:b], max_claims) for a, b in pairwise(bounds)])
 
     def _pending(self) -> np.ndarray:
-        pods = [self.sim.unbound_pods(j) for _, _, j in self.sim.queue]
-        return np.concatenate(pods) if pods else np.zeros(0, np.int64)
+        sim = self.sim
+        pods = sim.w.pods_of(np.fromiter((j for _, _, j in sim.queue), np.int64, len(sim.queue)))
+        return pods[sim.pod_status[pods] == PENDING]
 
     def _spare(self) -> np.ndarray:
         """Absent slots a claim may use: as many per pool as the pool can still supply. The

@@ -138,7 +138,7 @@ class Scheduler:
             pods, owner = self.job_first_pod[stale], None
         else:
             mixed = np.flatnonzero(~uniform)
-            more = np.concatenate([w.job_pods[j] for j in stale[mixed].tolist()])
+            more = w.pods_of(stale[mixed])
             more_owner = np.repeat(mixed, self.job_size[stale[mixed]])
             pending = sim.pod_status[more] == PENDING
             pods = np.r_[self.job_first_pod[stale[uniform]], more[pending]]
@@ -168,7 +168,8 @@ class Scheduler:
     def _relabel(self, jobs: list[int]) -> None:
         """Decide, after the cycle, why the pending pods of these jobs are pending."""
         sim, w = self.sim, self.sim.w
-        pods = np.concatenate([w.job_pods[j] for j in jobs])
+        js = np.array(jobs, np.int64)
+        pods = w.pods_of(js)
         pods = pods[sim.pod_status[pods] == PENDING]
         if len(pods) == 0:
             return
@@ -176,7 +177,6 @@ class Scheduler:
             for p in pods.tolist():
                 sim.acct.set_reason(p, self.classify(p, self.usable(int(w.job[p]))))
             return
-        js = np.array(jobs, np.int64)
         if (self.job_shape[js] >= 0).all():  # the common case: each job's pods are alike
             first = self.job_first_pod[js]
             reasons = [self._reason(k, p) for k, p in zip(self._reason_key(first).tolist(), first.tolist())]

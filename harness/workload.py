@@ -44,7 +44,9 @@ class Workload:
     never_fits: np.ndarray  # bool: no node type in the cluster can ever hold it
     # per job
     job_id: np.ndarray
-    job_pods: list  # list of int arrays, pod indices of each job
+    job_pods: list  # list of int arrays, pod indices of each job (views of pods_by_job)
+    pods_by_job: np.ndarray  # every pod index, job after job: job j's are [job_bounds[j], job_bounds[j + 1])
+    job_bounds: np.ndarray
     job_min_member: np.ndarray
     job_submit: np.ndarray
     job_priority: np.ndarray
@@ -58,6 +60,13 @@ class Workload:
     @property
     def n_jobs(self) -> int:
         return len(self.job_id)
+
+    def pods_of(self, jobs: np.ndarray) -> np.ndarray:
+        """The pods of these jobs, job after job (each job's in `job_pods` order), in a few
+        array steps however many jobs there are."""
+        starts = self.job_bounds[jobs]
+        sizes = self.job_bounds[jobs + 1] - starts
+        return self.pods_by_job[np.arange(int(sizes.sum())) + np.repeat(starts - (np.cumsum(sizes) - sizes), sizes)]
 
     @property
     def gpu_milli_total(self) -> np.ndarray:
@@ -116,7 +125,7 @@ def compile_workload(table: pa.Table, cluster: Cluster) -> Workload:
         cpu=cpu, mem=mem, gpus=gpus, milli=milli, profile_bit=profile_bit, model_mask=model_mask,
         nvlink=nvl, numa=numa, nic=nic, priority=col("priority").astype(np.int32),
         shape=shape.astype(np.int32).ravel(), never_fits=never,
-        job_id=job_ids, job_pods=job_pods,
+        job_id=job_ids, job_pods=job_pods, pods_by_job=order, job_bounds=bounds.astype(np.int64),
         job_min_member=col("min_member")[first].astype(np.int32), job_submit=submit[first],
         job_priority=col("priority")[first].astype(np.int32),
         job_locality=_locality_codes(col("gang_locality")[first]),

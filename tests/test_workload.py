@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from harness.cluster import Cluster
 from harness.workload import compile_workload
 from tests import scenarios as sc
@@ -27,3 +29,14 @@ def test_models_profiles_and_never_fits():
     assert w.profile_bit.tolist()[3] == 1 << cl.profiles.index("1g") and w.profile_bit.tolist()[4] == 0
     assert w.never_fits.tolist() == [False, False, True, False, True, True, True]
     assert h100 != l4
+
+
+def test_pods_of_jobs_follow_the_jobs_in_the_order_asked():
+    cl = Cluster(node_types=[sc.node_type("h")], pools=[sc.pool("h", "h")])
+    # jobs interleaved in the trace: job "b" has pods 0 and 3, "a" pods 1 and 4, "c" pod 2
+    w = compile_workload(sc.trace([{"job_id": j} for j in ["b", "a", "c", "b", "a"]]), cl)
+    a, b, c = (list(w.job_id).index(j) for j in "abc")
+    assert w.pods_of(np.array([b, c, a])).tolist() == [0, 3, 2, 1, 4]
+    assert w.pods_of(np.array([c])).tolist() == [2] and len(w.pods_of(np.zeros(0, np.int64))) == 0
+    for j in range(w.n_jobs):
+        assert w.pods_of(np.array([j])).tolist() == w.job_pods[j].tolist()
