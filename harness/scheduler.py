@@ -91,7 +91,7 @@ class Scheduler:
             self.any_booked = bool(booked.any())
             self.booked_jobs = set(np.unique(self.booked_for[booked]).tolist()) if self.any_booked else set()
             self.free_ready = st.ready & (self.booked_for == -1)  # neither booked nor tainted
-            self.booting = st.status == BOOTING
+            self.booting = st.status == BOOTING  # for pending reasons: room on a node on its way
         self.reasons = None if self.any_booked else {}  # per-cycle cache of pending reasons by shape
         jobs = np.fromiter((j for _, _, j in sim.queue), np.int64, len(sim.queue))
         self._skip_unhelped(jobs)
