@@ -1,7 +1,8 @@
 """Time-based replay with autoscaling at scale, tracked per commit: a 20k-pod `workload=scale`
 trace (the generator preset behind benchmarks/bench_scale.py, arrivals spread so the offered
-load matches its 1M-pod run) on the 10,000-slot `cluster=scale`, through the separate and
-merged loops. bench_scale.py checks the 100k / 300k / 1M goals; this keeps the trend."""
+load matches its 1M-pod run) on the 10,000-slot `cluster=scale`, through the separate loops
+(with the Cluster-Autoscaler-like and the Karpenter-like autoscaler) and the merged loop.
+bench_scale.py checks the 100k / 300k / 1M goals; this keeps the trend."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ PODS = 20_000
 
 
 class ReplayScale:
-    params = ["separate", "merged"]
+    params = ["separate", "separate_karpenter", "merged"]
     param_names = ["loop"]
     timeout = 900
     number = 1
