@@ -11,7 +11,8 @@ without another, or `batch_max_s` (10 s) after it opened; pods still pending re-
 `requeue_s` (10 s, the pod controller's requeue). At the close every pending pod is packed,
 sorted by size (CPU, then memory, then GPUs, largest first, as Karpenter's queue), one by one:
 onto the first ready node with room, else an in-flight (booting) node, else a node claim opened
-earlier in this batch, else a new claim. A claim holds every node type its pods fit together, so
+earlier in this batch, else a new claim (consecutive pods identical in its view are placed as one
+run, with the same outcome). A claim holds every node type its pods fit together, so
 the set narrows as pods join; it launches the cheapest offering of those types that can still
 supply a node, a free committed slot costing 0. Nodes the packing counted on for pending pods
 are nominated for 2 x `batch_max_s` and not disrupted meanwhile.
