@@ -48,9 +48,8 @@ class Scheduler:
         self.sim = sim
         w = sim.w
         self.tried_at = np.full(w.n_jobs, -1, np.int64)  # capacity version of the last failure
-        self.job_size = np.bincount(w.job, minlength=w.n_jobs).astype(np.int64)
-        starts = np.r_[0, np.cumsum(self.job_size)[:-1]]
-        pods = np.concatenate(w.job_pods)
+        self.job_size = np.diff(w.job_bounds)
+        starts, pods = w.job_bounds[:-1], w.pods_by_job
         lo, hi = np.minimum.reduceat(w.shape[pods], starts), np.maximum.reduceat(w.shape[pods], starts)
         self.job_shape = np.where(lo == hi, lo, -1)  # the shape of all of a job's pods, -1 if mixed
         self.job_first_pod = pods[starts]
