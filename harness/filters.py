@@ -51,12 +51,11 @@ def groups_that_fit(state: ClusterState, w: Workload, pods: np.ndarray, mask: np
     exact); otherwise those where its first pod fits. Prunes groups before a trial placement."""
     nodes = np.flatnonzero(feasible(state, w, int(pods[0]), mask))
     if (w.shape[pods] != w.shape[pods[0]]).any():
-        return np.unique(groups[nodes])
+        return np.flatnonzero(np.bincount(groups[nodes]))  # group ids are small non-negative ints
     if len(nodes) == 0:
         return nodes
-    ids, inverse = np.unique(groups[nodes], return_inverse=True)
-    total = np.bincount(inverse, weights=np.minimum(fits_on(state, w, int(pods[0]), nodes), len(pods)))
-    return ids[total >= len(pods)]
+    total = np.bincount(groups[nodes], weights=np.minimum(fits_on(state, w, int(pods[0]), nodes), len(pods)))
+    return np.flatnonzero(total >= len(pods))
 
 
 def fits_count(state: ClusterState, w: Workload, pod: int, mask: np.ndarray) -> np.ndarray:
