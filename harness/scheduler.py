@@ -91,8 +91,9 @@ class Scheduler:
             self.booked_jobs = set(np.unique(self.booked_for[booked]).tolist()) if self.any_booked else set()
             self.free_ready = st.ready & (self.booked_for == -1)  # neither booked nor tainted
             self.booting = st.status == BOOTING  # for pending reasons: room on a node on its way
+            self.booting_slots = np.flatnonzero(self.booting)  # a few: the filter checks only them
         self.reasons = None if self.any_booked else {}  # per-cycle cache of pending reasons by shape
-        jobs = np.fromiter((j for _, _, j in sim.queue), np.int64, len(sim.queue))
+        jobs = sim.queued_jobs()
         self._skip_unhelped(jobs)
         failed: dict[tuple, int] = {}  # failure key -> fewest pods of it that found no place
         retry = self.tried_at[jobs] != st.version
@@ -352,7 +353,7 @@ class Scheduler:
 
     def classify(self, p: int, usable: np.ndarray) -> PendingReason:
         st, w = self.sim.state, self.sim.w
-        if feasible(st, w, p, self.booting).any():
+        if len(self.booting_slots) and feasible(st, w, p, self.booting, at=self.booting_slots).any():
             return PendingReason.BOOTING
         if feasible(st, w, p, usable).any():  # it fits alone: its gang or gang locality failed
             j = int(w.job[p])
