@@ -256,7 +256,7 @@ class ClusterAutoscaler:
         whole gangs if gang-aware, else pod by pod. gangs=True/False selects gang jobs only
         or non-gang jobs only (for the ProvisioningRequest split), None takes all."""
         sim, w = self.sim, self.sim.w
-        jobs = np.fromiter((j for _, _, j in sim.queue), np.int64, len(sim.queue))
+        jobs = sim.queued_jobs()
         if gangs is not None:
             jobs = jobs[(w.job_min_member[jobs] > 1) == gangs]
         if len(jobs) == 0:

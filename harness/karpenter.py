@@ -233,7 +233,7 @@ class KarpenterAutoscaler:
 
     def _pending(self) -> np.ndarray:
         sim = self.sim
-        pods = sim.w.pods_of(np.fromiter((j for _, _, j in sim.queue), np.int64, len(sim.queue)))
+        pods = sim.w.pods_of(sim.queued_jobs())
         return pods[sim.pod_status[pods] == PENDING]
 
     def _spare(self) -> np.ndarray:

@@ -67,6 +67,7 @@ class Simulation:
         self.job_done = np.zeros(w.n_jobs, np.int32)
         self.job_finished = np.full(w.n_jobs, np.nan)
         self.queue: list[tuple[int, float, int]] = []  # (-priority, submit, job), sorted
+        self._queued_jobs: np.ndarray | None = None  # the queue's jobs as an array, until it changes
         self.in_queue = np.zeros(w.n_jobs, bool)
         self.arrival_order = np.lexsort((np.arange(w.n_jobs), w.job_submit))
         self.job_never_fits = np.bincount(w.job, weights=w.never_fits, minlength=w.n_jobs) > 0
@@ -135,13 +136,22 @@ class Simulation:
     def _enqueue(self, j: int) -> None:
         if not self.in_queue[j]:
             insort(self.queue, (-int(self.w.job_priority[j]), float(self.w.job_submit[j]), j))
+            self._queued_jobs = None
             self.in_queue[j] = True
             self.arrived_version += 1
 
     def dequeue(self, j: int) -> None:
         if self.in_queue[j]:
             self.queue.remove((-int(self.w.job_priority[j]), float(self.w.job_submit[j]), j))
+            self._queued_jobs = None
             self.in_queue[j] = False
+
+    def queued_jobs(self) -> np.ndarray:
+        """The queued jobs in queue order, as an array (read-only: shared until the queue changes)."""
+        if self._queued_jobs is None:
+            self._queued_jobs = np.fromiter((j for _, _, j in self.queue), np.int64, len(self.queue))
+            self._queued_jobs.flags.writeable = False
+        return self._queued_jobs
 
     def unbound_pods(self, j: int) -> np.ndarray:
         pods = self.w.job_pods[j]
