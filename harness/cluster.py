@@ -14,6 +14,7 @@ min_size == max_size and autoscaling off.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -93,6 +94,16 @@ MAX_POOL_NODES = 1_000_000
 _TYPES = {"int": (numbers.Integral,), "float": (numbers.Real,), "str": (str,), "bool": (bool, np.bool_)}
 
 
+def _typed(value, kind: str, where: str, optional: bool = False):
+    """`value` if it is a `kind` (no bool passes as a number, a float is finite), else a ConfigError."""
+    if not ((value is None and optional) or
+            (isinstance(value, _TYPES[kind]) and (kind == "bool" or not isinstance(value, (bool, np.bool_)))
+             and (kind != "float" or math.isfinite(value)))):
+        expected = "finite float" if kind == "float" else kind
+        raise ConfigError(where, f"expected {expected}{' or null' if optional else ''}, got {value!r}")
+    return value
+
+
 def _mapping(value, where: str) -> dict:
     if not isinstance(value, Mapping):
         raise ConfigError(where, f"expected a mapping of keys to values, got {value!r}")
@@ -106,10 +117,8 @@ def _build(cls, cfg: dict, where: str):
         raise ConfigError(where, f"unknown key '{unknown[0]}' (known: {', '.join(sorted(known))})")
     for key, value in cfg.items():  # wrong types are refused by key, not met later as a TypeError
         kind, _, optional = str(cls.__dataclass_fields__[key].type).partition(" | ")
-        ok = _TYPES.get(kind)
-        if ok and not (value is None and optional) and (not isinstance(value, ok) or
-                                                         (kind != "bool" and isinstance(value, (bool, np.bool_)))):
-            raise ConfigError(f"{where}.{key}", f"expected {kind}{' or null' if optional else ''}, got {value!r}")
+        if kind in _TYPES:
+            _typed(value, kind, f"{where}.{key}", bool(optional))
     try:
         return cls(**cfg)
     except TypeError as exc:

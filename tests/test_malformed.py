@@ -145,6 +145,12 @@ CLUSTERS = {
     "pools_not_list.yaml": cfg_err("cluster.pools", "expected a list"),
     "boot_delay_not_mapping.yaml": cfg_err("cluster.pools[0].boot_delay", "expected a mapping"),
     "nodes_per_rack_zero.yaml": cfg_err("cluster.pools[0].nodes_per_rack", "must be >= 1"),
+    "nan_price.yaml": cfg_err("cluster.pools[1].price_on_demand", "expected finite float, got nan"),
+    "infinite_spot_price.yaml": cfg_err("cluster.pools[0].price_spot", "expected finite float or null, got inf"),
+    "infinite_committed_price.yaml": cfg_err("cluster.pools[0].price_committed",
+                                             "expected finite float or null, got inf"),
+    "infinite_boot_delay.yaml": cfg_err("cluster.pools[0].boot_delay.max_s", "expected finite float, got inf"),
+    "nan_boot_delay.yaml": cfg_err("cluster.pools[0].boot_delay.min_s", "expected finite float, got nan"),
     "not_yaml_mapping.yaml": cfg_err("cluster", "expected a mapping"),
 }
 

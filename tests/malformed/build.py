@@ -176,6 +176,11 @@ def clusters() -> None:
         "pools_not_list": lambda c: c.update(pools={"gpu": 4}),
         "boot_delay_not_mapping": pool(0, boot_delay="fast"),
         "nodes_per_rack_zero": pool(0, nodes_per_rack=0),
+        "nan_price": pool(1, price_on_demand=float("nan")),
+        "infinite_spot_price": pool(0, spot=True, price_spot=float("inf")),
+        "infinite_committed_price": pool(0, price_committed=float("inf")),
+        "infinite_boot_delay": pool(0, boot_delay={"min_s": 0, "max_s": float("inf")}),
+        "nan_boot_delay": pool(0, boot_delay={"min_s": float("nan"), "max_s": 400}),
     }
     for name, edit in edits.items():
         cfg = yaml.safe_load(yaml.safe_dump(CLUSTER))
