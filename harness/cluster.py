@@ -136,8 +136,8 @@ class Cluster:
         autoscaling: bool = True,
         name: str = "cluster",
     ):
-        self.name = name
-        self.autoscaling = bool(autoscaling)
+        self.name = _typed(name, "str", "cluster.name")
+        self.autoscaling = bool(_typed(autoscaling, "bool", "cluster.autoscaling"))  # no bool("maybe")
         self.partition_profiles = {}
         for prof, milli in _mapping(partition_profiles or {}, "cluster.partition_profiles").items():
             if not isinstance(milli, numbers.Integral) or isinstance(milli, bool) or not 0 < milli <= 1000:

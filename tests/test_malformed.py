@@ -151,6 +151,13 @@ CLUSTERS = {
                                              "expected finite float or null, got inf"),
     "infinite_boot_delay.yaml": cfg_err("cluster.pools[0].boot_delay.max_s", "expected finite float, got inf"),
     "nan_boot_delay.yaml": cfg_err("cluster.pools[0].boot_delay.min_s", "expected finite float, got nan"),
+    "text_autoscaling.yaml": cfg_err("cluster.autoscaling", "expected bool, got 'maybe'"),
+    "numeric_autoscaling.yaml": cfg_err("cluster.autoscaling", "expected bool, got 1"),
+    "null_autoscaling.yaml": cfg_err("cluster.autoscaling", "expected bool, got None"),
+    "text_atomic.yaml": cfg_err("cluster.pools[0].atomic", "expected bool, got 'yes'"),
+    "numeric_spot.yaml": cfg_err("cluster.pools[0].spot", "expected bool, got 1"),
+    "text_nic_per_gpu.yaml": cfg_err("cluster.node_types[0].nic_per_gpu", "expected bool, got 'false'"),
+    "numeric_cluster_name.yaml": cfg_err("cluster.name", "expected str, got 2024"),
     "not_yaml_mapping.yaml": cfg_err("cluster", "expected a mapping"),
 }
 

@@ -181,6 +181,13 @@ def clusters() -> None:
         "infinite_committed_price": pool(0, price_committed=float("inf")),
         "infinite_boot_delay": pool(0, boot_delay={"min_s": 0, "max_s": float("inf")}),
         "nan_boot_delay": pool(0, boot_delay={"min_s": float("nan"), "max_s": 400}),
+        "text_autoscaling": lambda c: c.update(autoscaling="maybe"),
+        "numeric_autoscaling": lambda c: c.update(autoscaling=1),
+        "null_autoscaling": lambda c: c.update(autoscaling=None),
+        "text_atomic": pool(0, atomic="yes"),
+        "numeric_spot": pool(0, spot=1, price_spot=30.0),
+        "text_nic_per_gpu": nt(0, nic_per_gpu="false"),
+        "numeric_cluster_name": lambda c: c.update(name=2024),
     }
     for name, edit in edits.items():
         cfg = yaml.safe_load(yaml.safe_dump(CLUSTER))
