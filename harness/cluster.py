@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from harness.errors import ConfigError
+from harness.trace import MAX_CPU_MILLI, MAX_MEMORY_MIB
 
 
 @dataclass(frozen=True)
@@ -155,9 +156,9 @@ class Cluster:
                 raise ConfigError(f"{where}.partition_profiles", f"expected a list of profile names, got {profiles!r}")
             cfg["partition_profiles"] = tuple(profiles)
             nt = _build(NodeType, cfg, where)
-            for key in ("cpu_milli", "memory_mib"):
-                if getattr(nt, key) <= 0:
-                    raise ConfigError(f"{where}.{key}", "must be > 0")
+            for key, most in (("cpu_milli", MAX_CPU_MILLI), ("memory_mib", MAX_MEMORY_MIB)):  # as a pod's bounds
+                if not 0 < getattr(nt, key) <= most:
+                    raise ConfigError(f"{where}.{key}", f"must be > 0 and at most {most:,}")
             if nt.gpus < 0 or nt.gpus > 64:
                 raise ConfigError(f"{where}.gpus", "must be in [0, 64]")
             for key in ("nvlink_domains", "numa_domains"):
@@ -194,8 +195,8 @@ class Cluster:
                 raise ConfigError(f"{where}.committed", "must be in [0, max_size]")
             if pool.stock is not None and pool.stock < 0:
                 raise ConfigError(f"{where}.stock", "must be >= 0 or null (unlimited)")
-            if pool.nodes_per_rack < 1:
-                raise ConfigError(f"{where}.nodes_per_rack", "must be >= 1")
+            if not 1 <= pool.nodes_per_rack <= MAX_POOL_NODES:
+                raise ConfigError(f"{where}.nodes_per_rack", f"must be >= 1 and at most {MAX_POOL_NODES:,}")
             if not 0 <= pool.boot_delay.min_s <= pool.boot_delay.max_s:
                 raise ConfigError(f"{where}.boot_delay", "need 0 <= min_s <= max_s")
             if pool.spot and pool.price_spot is None:

@@ -158,6 +158,9 @@ CLUSTERS = {
     "numeric_spot.yaml": cfg_err("cluster.pools[0].spot", "expected bool, got 1"),
     "text_nic_per_gpu.yaml": cfg_err("cluster.node_types[0].nic_per_gpu", "expected bool, got 'false'"),
     "numeric_cluster_name.yaml": cfg_err("cluster.name", "expected str, got 2024"),
+    "huge_cpu.yaml": cfg_err("cluster.node_types[1].cpu_milli", "must be > 0 and at most 100,000,000"),
+    "huge_memory.yaml": cfg_err("cluster.node_types[0].memory_mib", "must be > 0 and at most 1,099,511,627,776"),
+    "huge_nodes_per_rack.yaml": cfg_err("cluster.pools[0].nodes_per_rack", "must be >= 1 and at most 1,000,000"),
     "not_yaml_mapping.yaml": cfg_err("cluster", "expected a mapping"),
 }
 

@@ -188,6 +188,9 @@ def clusters() -> None:
         "numeric_spot": pool(0, spot=1, price_spot=30.0),
         "text_nic_per_gpu": nt(0, nic_per_gpu="false"),
         "numeric_cluster_name": lambda c: c.update(name=2024),
+        "huge_cpu": nt(1, cpu_milli=10**19),
+        "huge_memory": nt(0, memory_mib=2**63),
+        "huge_nodes_per_rack": pool(0, nodes_per_rack=10**30),
     }
     for name, edit in edits.items():
         cfg = yaml.safe_load(yaml.safe_dump(CLUSTER))
