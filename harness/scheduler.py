@@ -360,12 +360,13 @@ class Scheduler:
             return PendingReason.TOPOLOGY if w.job_locality[j] else PendingReason.GANG_WAIT
         if (w.nvlink[p] or w.numa[p] or w.nic[p]) and feasible(st, self.w_no_claims, p, usable).any():
             return PendingReason.TOPOLOGY
-        if w.gpus[p]:
+        if w.gpus[p]:  # room in total on a node of a type that could hold it: fragmentation
             need = int(w.gpus[p]) * int(w.milli[p])
             total_free = st.gpu_cap.astype(np.int64) * WHOLE - st.gpu_used
             roomy = usable & (st.cpu_free >= w.cpu[p]) & (st.mem_free >= w.mem[p]) & (total_free >= need)
-            if w.model_mask[p]:
-                roomy &= (st.model_bit & w.model_mask[p]) != 0
+            static = st.static_fit(int(w.model_mask[p]), int(w.profile_bit[p]), False)  # model, profile
+            if static is not None:
+                roomy &= static
             if roomy.any():
                 return PendingReason.FRAGMENTATION
         return PendingReason.SHORTAGE
