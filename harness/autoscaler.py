@@ -131,7 +131,9 @@ class ScaleDown:
         mem = 1.0 - np.divide(st.mem_free[nodes], mcap, out=np.ones(len(nodes)), where=mcap > 0)
         return np.where(gcap > 0, gpu, np.maximum(cpu, mem))
 
-    def run(self, now: float, protect: np.ndarray) -> None:
+    def run(self, now: float, protect: np.ndarray, booked_for: np.ndarray | None = None) -> None:
+        """One scale-down pass; `protect`ed nodes are never removed; `booked_for` (node -> job
+        it is booked for, -1 free) limits where a drained node's pods may go."""
         sim, st = self.sim, self.sim.state
         if not sim.cluster.autoscaling:
             return
@@ -167,7 +169,7 @@ class ScaleDown:
         busy = ripe[np.argsort(st.pods_on[ripe], kind="stable")]
         busy = busy[(st.pods_on[busy] > 0) & (sim.gang_pods_on[busy] == 0) & (spare[st.slot_pool[busy]] > 0)]
         for n in busy.tolist():
-            if self._can_drain(n):
+            if self._can_drain(n, booked_for):
                 for pod in sim.pods_on(n):
                     sim.unbind(pod)  # evicted: it restarts wherever the scheduler puts it
                 self._remove(n)
@@ -177,14 +179,18 @@ class ScaleDown:
         self.sim.remove_node(n)
         self.unneeded_since[n] = np.nan
 
-    def _can_drain(self, n: int) -> bool:
-        """Each of its pods fits on another ready node (first fit, in slot order)."""
+    def _can_drain(self, n: int, booked_for: np.ndarray | None = None) -> bool:
+        """Each of its pods fits on another ready node it may use (first fit, in slot order):
+        not one booked for another job, where the scheduler would not put it either."""
         sim = self.sim
         pods = sim.pods_on(n)
         others = np.flatnonzero(sim.state.ready)
-        scratch = sim.state.subset(others[others != n])  # local order is slot order
+        others = others[others != n]
+        scratch = sim.state.subset(others)  # local order is slot order
+        booked = None if booked_for is None else booked_for[others]
         for p in pods:
-            cand = np.flatnonzero(feasible(scratch, sim.w, p))
+            usable = None if booked is None else (booked == -1) | (booked == sim.w.job[p])
+            cand = np.flatnonzero(feasible(scratch, sim.w, p, usable))
             if len(cand) == 0:
                 return False
             m = int(cand[0])
@@ -248,7 +254,7 @@ class ClusterAutoscaler:
         protect = self.scheduler.booked_for >= 0
         if self.reservation_aware:
             protect = protect | self.sim.state.slot_committed  # removing it would save nothing
-        self.scale_down.run(now, protect=protect)
+        self.scale_down.run(now, protect=protect, booked_for=self.scheduler.booked_for)
         self.scanned_mutations = self.sim.state.mutations
 
     def _pending_units(self, gangs: bool | None) -> list[np.ndarray]:

@@ -1,0 +1,24 @@
+"""Scale-down's drain check: a node may be drained only if its pods fit elsewhere, on nodes
+the scheduler would let them use."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests import scenarios as sc
+
+
+@pytest.mark.parametrize("booked, drainable", [(-1, True), (0, True), (1, False), (-2, False)])
+def test_drain_check_counts_only_nodes_the_pods_may_use(booked, drainable):
+    # two ready 8-GPU nodes; job 0's one-GPU pod lands on one of them; the other node is free,
+    # booked for job 0 itself, booked for another job (a ProvisioningRequest), or tainted
+    cl = sc.cluster([sc.node_type("gpu8")], [sc.pool("a", "gpu8", min_size=2)])
+    loop = sc.separate()
+    _, sim = sc.run(sc.trace([{}]), cl, loop, horizon_s=60.0)
+    n = int(sim.pod_node[0])
+    other = 1 - n
+    booked_for = np.full(sim.state.n_slots, -1)
+    booked_for[other] = booked
+    assert loop.autoscaler.scale_down._can_drain(n, booked_for) is drainable
+    assert loop.autoscaler.scale_down._can_drain(n) is True  # no bookings: the other node is room
