@@ -102,13 +102,13 @@ class Accounting:
         return self._cost
 
     def advance(self, t: float) -> None:
-        """Integrate the current (constant) state from the last instant up to t."""
+        """Integrate the current (constant) state from the last instant up to t. Timeline
+        samples due in [last, t) record that state: a sample shows the state after the events
+        of its own instant, as the integrals count it."""
         if t <= self.last:
             return
         r = self.rates()
-        while self.next_sample <= t and self.next_sample <= self.sim.horizon:
-            self._sample(self.next_sample, r)
-            self.next_sample += self.interval
+        self._sample_until(min(t, self.sim.horizon), r, inclusive=False)
         dt = t - self.last
         tot = self.totals
         billed, used, booting, unallocated, gang_wait, committed, ready_cap, frag, cost_rate = r
@@ -129,6 +129,16 @@ class Accounting:
         for r, count in enumerate(self.reason_count.tolist()):  # 5 reasons: quicker than numpy
             self.pending_s[r] += count * dt
         self.last = t
+
+    def finish(self) -> None:
+        """Integrate up to the horizon and take the samples due at it (the final state)."""
+        self.advance(self.sim.horizon)
+        self._sample_until(self.sim.horizon, self.rates(), inclusive=True)
+
+    def _sample_until(self, t: float, r: tuple, inclusive: bool) -> None:
+        while self.next_sample < t or (inclusive and self.next_sample == t):
+            self._sample(self.next_sample, r)
+            self.next_sample += self.interval
 
     def _sample(self, t: float, r: tuple) -> None:
         billed, used, booting, unallocated, gang_wait, committed, ready_cap, frag, cost_rate = r

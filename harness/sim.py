@@ -328,7 +328,7 @@ class Simulation:
             loop.step(self, t)
             if progress is not None:
                 progress(t)
-        self.acct.advance(self.horizon)
+        self.acct.finish()
         self.now = self.horizon
         for rec in self.nodes:
             if np.isnan(rec.removed_at):
