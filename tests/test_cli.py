@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,11 +11,14 @@ import polars as pl
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+#: PYTHONPATH passed on, so that a worktree sharing another checkout's venv runs its own code
+ENV = {"LOOPBENCH_CONF": str(ROOT / "conf"), "PATH": "/usr/bin:/bin",
+       **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}
 
 
 def loopbench(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          env={"LOOPBENCH_CONF": str(ROOT / "conf"), "PATH": "/usr/bin:/bin"}, timeout=600)
+                          env=ENV, timeout=600)
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ rerunning them gives the metrics of an uninterrupted run."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -19,7 +20,9 @@ from harness.output import COMPLETE_MARKER, is_complete
 from harness.replay import Replay
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV = {"LOOPBENCH_CONF": str(ROOT / "conf"), "PATH": "/usr/bin:/bin"}
+#: PYTHONPATH passed on, so that a worktree sharing another checkout's venv runs its own code
+ENV = {"LOOPBENCH_CONF": str(ROOT / "conf"), "PATH": "/usr/bin:/bin",
+       **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}
 #: a trace whose merged-loop replay takes a couple of seconds, so a kill lands mid-run
 N_JOBS = 3000
 
