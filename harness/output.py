@@ -51,3 +51,14 @@ def write_text(text: str, path: Path) -> Path:
 
 def is_complete(run_dir: Path) -> bool:
     return (Path(run_dir) / COMPLETE_MARKER).exists()
+
+
+def start_run(run_dir: Path, outputs: tuple[str, ...]) -> None:
+    """Make `run_dir` an unfinished run before a run (re)writes it: the completion marker goes
+    first, then the `outputs` of a previous run (possibly of another config) and the temp files
+    of an interrupted one, so no reader ever mixes them with this run's."""
+    run_dir = Path(run_dir)
+    for name in (COMPLETE_MARKER, *outputs):
+        (run_dir / name).unlink(missing_ok=True)
+    for stale in run_dir.glob(".*.tmp"):
+        stale.unlink()

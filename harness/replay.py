@@ -1,7 +1,8 @@
 """One replay run: trace + cluster + loop -> run directory with Parquet outputs.
 
 A run directory holds jobs.parquet, nodes.parquet, timeline.parquet, config.yaml and, written
-last, metrics.parquet: a directory without metrics.parquet is an unfinished run.
+last, metrics.parquet: a directory without metrics.parquet is an unfinished run. A rerun into
+the directory removes metrics.parquet, then the other outputs, before anything else.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from tqdm import tqdm
 
 from harness.errors import ConfigError
 from harness.metrics import jobs_frame, nodes_frame, summary_row
-from harness.output import is_complete, write_parquet, write_text
+from harness.output import is_complete, start_run, write_parquet, write_text
 from harness.sim import Simulation
 from harness.trace import read_trace
 from harness.workload import compile_workload
 
 DEFAULT_TAIL_S = 86400.0
+#: what a run writes besides metrics.parquet (its completion marker, written last)
+OUTPUTS = ("jobs.parquet", "nodes.parquet", "timeline.parquet", "config.yaml")
 
 
 def build(cfg: DictConfig) -> tuple[Simulation, object]:
@@ -51,10 +54,9 @@ class Replay:
 
     def run(self, cfg: DictConfig, out_dir: Path, progress: bool = True) -> pl.DataFrame:
         out_dir = Path(out_dir)
+        start_run(out_dir, OUTPUTS)  # first: from now on this directory is this run's, unfinished
         started = time.perf_counter()
         sim, loop = build(cfg)
-        for stale in out_dir.glob(".*.tmp"):  # left by an interrupted run of this directory
-            stale.unlink()
         sim.acct.timeline.stream_to(out_dir / "timeline.parquet")
         with tqdm(total=round(sim.horizon), unit="sim-s", desc=f"replay {loop.name}", leave=False,
                   disable=None if progress else True) as bar:

@@ -14,10 +14,14 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
+from omegaconf import OmegaConf
 
+from harness import replay
 from harness.cli import compose
-from harness.output import COMPLETE_MARKER, is_complete
+from harness.errors import LoopbenchError
+from harness.output import COMPLETE_MARKER, is_complete, write_parquet
 from harness.replay import Replay
+from harness.report import find_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 #: PYTHONPATH passed on, so that a worktree sharing another checkout's venv runs its own code
@@ -112,3 +116,48 @@ def test_killed_sweep_keeps_finished_runs_and_reruns_identically(sig, trace, ref
     finish(cli(*args, cwd=tmp_path))
     for seed in (0, 1):
         same_metrics(sweep / str(seed), reference[seed])
+
+
+def test_killed_rerun_with_another_config_looks_unfinished(trace, reference, tmp_path):
+    """A run directory holding a finished run of config A, rerun with config B (how a sweep is
+    resumed after a config change) and killed: A's metrics.parquet must not make B's partial
+    outputs look complete; the finished rerun is B's."""
+    run = tmp_path / "run"
+    args = ("replay", f"trace.path={trace}", "loop=merged", f"hydra.run.dir={run}")
+    finish(cli(*args, "seed=0", cwd=tmp_path))
+    same_metrics(run, reference[0])
+    (run / ".hydra" / "config.yaml").unlink()  # so that kill_mid_run waits for the rerun to start
+    kill_mid_run(cli(*args, "seed=1", cwd=tmp_path), run / ".hydra" / "config.yaml", signal.SIGKILL)
+    assert_not_looking_complete(run)
+    finish(cli(*args, "seed=1", cwd=tmp_path))
+    same_metrics(run, reference[1])
+    assert OmegaConf.load(run / "config.yaml").seed == 1
+
+
+def test_rerun_interrupted_between_its_outputs_is_not_reported(trace, reference, tmp_path, monkeypatch):
+    """Interrupted after jobs.parquet is replaced (before nodes.parquet), a rerun with another
+    config leaves a directory that is not complete, at every write, and that no report reads."""
+    run = tmp_path / "sweep" / "0"
+    Replay().run(compose("config", [f"trace.path={trace}", "loop=merged", "seed=0"]), run, progress=False)
+    assert is_complete(run)
+    cfg_b = compose("config", [f"trace.path={trace}", "loop=merged", "seed=1"])
+    seen = []
+
+    def write_then_stop(df, path):
+        seen.append((path.name, is_complete(run)))
+        if path.name == "nodes.parquet":
+            raise KeyboardInterrupt
+        return write_parquet(df, path)
+
+    monkeypatch.setattr(replay, "write_parquet", write_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        replay.Replay().run(cfg_b, run, progress=False)
+    assert seen == [("jobs.parquet", False), ("nodes.parquet", False)]
+    assert_not_looking_complete(run)
+    with pytest.raises(LoopbenchError, match="no finished run"):
+        find_runs([tmp_path / "sweep"])
+    monkeypatch.undo()
+    replay.Replay().run(cfg_b, run, progress=False)
+    same_metrics(run, reference[1])
+    assert (run / "config.yaml").read_text() == OmegaConf.to_yaml(cfg_b)
+    assert find_runs([tmp_path / "sweep"]) == [run.resolve()]
