@@ -25,7 +25,7 @@ from harness.errors import LoopbenchError
 from harness.filters import feasible
 from harness.fragmentation import COVERAGE, TargetWorkload, node_fragmentation
 from harness.importers.openb import openb_node_slots, read_openb_nodes, read_openb_pods
-from harness.output import atomic_path, write_parquet, write_text
+from harness.output import atomic_path, start_run, write_parquet, write_text
 from harness.scores import FGD, ScorePlugin
 from harness.state import ClusterState
 from harness.workload import Workload, compile_workload
@@ -193,9 +193,10 @@ class OpenbPacking:
         from hydra.utils import instantiate
         from omegaconf import OmegaConf
 
+        out_dir = Path(out_dir)
+        start_run(out_dir, ("curve.parquet", "config.yaml"))  # a rerun's directory is unfinished till the end
         policy = instantiate(cfg.policy)
         curve, metrics = self.simulate(policy, int(cfg.seed))
-        out_dir = Path(out_dir)
         write_parquet(curve, out_dir / "curve.parquet")
         write_text(OmegaConf.to_yaml(cfg), out_dir / "config.yaml")
         table = pl.DataFrame([metrics])

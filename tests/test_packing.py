@@ -98,7 +98,7 @@ def test_synthetic_runs_are_deterministic(synthetic, policy):
     assert metrics["placed"] == int(curve["placed"].sum())
 
 
-def test_runner_through_hydra_and_report(tmp_path):
+def test_runner_through_hydra_and_report(tmp_path, monkeypatch):
     overrides = ["experiment=openb_packing", f"runner.pods_csv={FIX / 'pods.csv'}",
                  f"runner.nodes_csv={FIX / 'nodes.csv'}"]
     for policy in ("fgd", "best_fit"):
@@ -120,6 +120,19 @@ def test_runner_through_hydra_and_report(tmp_path):
     md = (tmp_path / "report" / "summary.md").read_text()
     assert "| FGD | 2 |" in md and "curves_pods.png" in md
     assert (tmp_path / "report" / "curves_pods.png").stat().st_size > 1000
+    # a rerun with another config, interrupted before its metrics, leaves the directory unfinished
+    cfg = compose("config", overrides + ["policy=fgd", "seed=3"])
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("harness.packing.write_text", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        instantiate(cfg.runner).run(cfg, tmp_path / "sweep" / "fgd-1")
+    monkeypatch.undo()
+    assert {p.name for p in (tmp_path / "sweep" / "fgd-1").iterdir()} == {"curve.parquet"}
+    assert report_main([str(tmp_path / "sweep"), "-o", str(tmp_path / "report2")]) == 0
+    assert pl.read_csv(tmp_path / "report2" / "summary.csv").sort("policy")["seeds"].to_list() == [2, 1]
 
 
 def test_trace_variant_override():
