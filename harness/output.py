@@ -1,13 +1,18 @@
 """Atomic outputs: every file appears whole or not at all, and a run directory is complete
-only once its `metrics.parquet` exists (written last), so an interrupted run never looks done."""
+only once its `metrics.parquet` exists (written last), so an interrupted run never looks done.
+A report folder is built beside its place and swapped in whole (`atomic_dir`)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
+
+from harness.errors import LoopbenchError
 
 COMPLETE_MARKER = "metrics.parquet"
 
@@ -62,3 +67,35 @@ def start_run(run_dir: Path, outputs: tuple[str, ...]) -> None:
         (run_dir / name).unlink(missing_ok=True)
     for stale in run_dir.glob(".*.tmp"):
         stale.unlink()
+
+
+@contextmanager
+def atomic_dir(path: Path, owns: str):
+    """Yield an empty sibling folder to fill; on success it replaces `path` whole (what `path`
+    held before, stale files included, is removed), on failure it is removed and `path` is left
+    as it was. An existing `path` that is not empty must hold `owns` (a file the builder writes):
+    a folder that is not a previous build is refused, never deleted.
+
+    POSIX cannot rename a folder onto a non-empty one, so the swap is two renames, through
+    `.NAME.old`; a swap interrupted between them is undone by the next call (one builder at a time)."""
+    path = Path(os.path.abspath(path))  # a name even for "." (symlinks are not followed)
+    new, old = path.with_name(f".{path.name}.new"), path.with_name(f".{path.name}.old")
+    if old.exists():  # an interrupted swap: finished (remove the old folder) or not (put it back)
+        if path.exists():
+            shutil.rmtree(old)
+        else:
+            old.rename(path)
+    if new.exists():  # an interrupted build
+        shutil.rmtree(new)
+    if path.exists() and not (path / owns).is_file() and (not path.is_dir() or any(path.iterdir())):
+        raise LoopbenchError(f"{path}: exists and is not a report (no {owns}); give a new or empty folder")
+    new.mkdir(parents=True)
+    try:
+        yield new
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    if path.exists():
+        path.rename(old)
+    new.rename(path)
+    shutil.rmtree(old, ignore_errors=True)

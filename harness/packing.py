@@ -25,7 +25,7 @@ from harness.errors import LoopbenchError
 from harness.filters import feasible
 from harness.fragmentation import COVERAGE, TargetWorkload, node_fragmentation
 from harness.importers.openb import openb_node_slots, read_openb_nodes, read_openb_pods
-from harness.output import atomic_path, start_run, write_parquet, write_text
+from harness.output import atomic_dir, atomic_path, start_run, write_parquet, write_text
 from harness.scores import FGD, ScorePlugin
 from harness.state import ClusterState
 from harness.workload import Workload, compile_workload
@@ -293,18 +293,18 @@ def report_main(argv: list[str]) -> int:
     summary = summarize(metrics)
     plots = {}
     with_curves = [(r, m) for r, m in zip(runs, metrics.iter_rows(named=True)) if (r / "curve.parquet").exists()]
-    if with_curves:
-        curves = pl.concat([
-            pl.read_parquet(r / "curve.parquet", columns=["arrived_pct", "alloc_rate", "frag_amount"])
-            .with_columns(policy=pl.lit(m["policy"]), seed=pl.lit(m["seed"]), trace=pl.lit(m["trace"]))
-            for r, m in with_curves])
-        curves = curves.with_columns(bucket=(pl.col("arrived_pct") + 0.5).floor().cast(pl.Int64))
-        for trace in curves["trace"].unique(maintain_order=True):
-            name = f"curves_{Path(trace).stem}.png"
-            _plot(curves.filter(pl.col("trace") == trace), trace, out / name)
-            plots[trace] = name
-    with atomic_path(out / "summary.csv") as tmp:
-        summary.write_csv(tmp)
-    write_text(_markdown(summary, plots), out / "summary.md")
+    with atomic_dir(out, "summary.md") as tmp:  # `out` is the old report or the new one, whole
+        if with_curves:
+            curves = pl.concat([
+                pl.read_parquet(r / "curve.parquet", columns=["arrived_pct", "alloc_rate", "frag_amount"])
+                .with_columns(policy=pl.lit(m["policy"]), seed=pl.lit(m["seed"]), trace=pl.lit(m["trace"]))
+                for r, m in with_curves])
+            curves = curves.with_columns(bucket=(pl.col("arrived_pct") + 0.5).floor().cast(pl.Int64))
+            for trace in curves["trace"].unique(maintain_order=True):
+                name = f"curves_{Path(trace).stem}.png"
+                _plot(curves.filter(pl.col("trace") == trace), trace, tmp / name)
+                plots[trace] = name
+        summary.write_csv(tmp / "summary.csv")
+        write_text(_markdown(summary, plots), tmp / "summary.md")
     print(f"{len(runs)} runs -> {out / 'summary.md'}")
     return 0

@@ -34,7 +34,7 @@ from omegaconf import OmegaConf
 
 from harness.errors import LoopbenchError
 from harness.metrics import REASON_NAMES
-from harness.output import COMPLETE_MARKER, atomic_path, write_text
+from harness.output import COMPLETE_MARKER, atomic_dir, write_text
 
 IDLE_CAUSES = ["booting", "unallocated", "gang_wait", "committed"]
 #: Switches of the separate loops, in ablation order, with the capability each adds; any other
@@ -587,7 +587,7 @@ def _intro(metrics: pl.DataFrame, variants: list[Variant], runs: list[Path]) -> 
 
 
 def build(paths: list[str | Path], out: Path, title: str | None = None, notes: list[str] = ()) -> Report:
-    """Aggregate the runs below `paths` and write the report files into `out`."""
+    """Aggregate the runs below `paths` and write the report files into `out`, replacing it whole."""
     runs = find_runs(paths)
     metrics = pl.concat([pl.read_parquet(r / COMPLETE_MARKER) for r in runs], how="diagonal_relaxed")
     metrics, variants = label_runs(runs, metrics)
@@ -610,17 +610,16 @@ def build(paths: list[str | Path], out: Path, title: str | None = None, notes: l
     rep.tables = tables(summary, abl, variants, set(summary["metric"]))  # metrics with a value
     if jobs.height and timeline.height:
         rep.figures = figures(summary, jobs, timeline, variants)
-    pngs = {}
-    for f in rep.figures:
-        pngs[f.id] = f"{f.id}.png"
-        with atomic_path(out / pngs[f.id]) as tmp:
-            tmp.write_bytes(f.png)
-    _write_csv(summary, out / "summary.csv")
-    _write_csv(runs_table, out / "runs.csv")
-    if abl is not None:
-        _write_csv(abl, out / "ablation.csv")
-    write_text(markdown(rep, pngs), out / "summary.md")
-    write_text(html_page(rep), out / "report.html")
+    with atomic_dir(out, "summary.md") as tmp:  # `out` is the old report or the new one, whole
+        pngs = {f.id: f"{f.id}.png" for f in rep.figures}
+        for f in rep.figures:
+            (tmp / pngs[f.id]).write_bytes(f.png)
+        _write_csv(summary, tmp / "summary.csv")
+        _write_csv(runs_table, tmp / "runs.csv")
+        if abl is not None:
+            _write_csv(abl, tmp / "ablation.csv")
+        write_text(markdown(rep, pngs), tmp / "summary.md")
+        write_text(html_page(rep), tmp / "report.html")
     return rep
 
 

@@ -148,8 +148,7 @@ def sweep(exp: Experiment, runs: Path, jobs: int) -> None:
 
 
 def report(exp: Experiment, runs: Path, out: Path) -> None:
-    if out.exists():
-        shutil.rmtree(out)
+    """The experiment's report into `out`, swapped in whole: a failed build leaves the old one."""
     if exp.report == "packing":
         from harness.packing import report_main
 

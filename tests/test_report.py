@@ -173,6 +173,61 @@ def test_differences_mask_images_only(runs, tmp_path):
     assert results.differences(a, b) == ["idle.png: only in the committed results", "summary.csv: differs"]
 
 
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+def test_a_failed_rebuild_leaves_the_previous_report_whole(runs, tmp_path, monkeypatch):
+    out = tmp_path / "results" / "NAME"
+    exp = results.BY_NAME["loops_synthetic"]
+    results.report(exp, runs, out)
+    before = snapshot(out)
+
+    def fail(rep):
+        raise RuntimeError("the page could not be built")
+
+    monkeypatch.setattr(report, "html_page", fail)  # after the tables and plots are written
+    with pytest.raises(RuntimeError, match="could not be built"):
+        results.report(exp, runs, out)
+    assert snapshot(out) == before
+    assert sorted(p.name for p in out.parent.iterdir()) == ["NAME"], "nothing of the failed build is left"
+
+
+def test_a_rebuild_replaces_the_report_whole(runs, tmp_path):
+    out = tmp_path / "out"
+    assert cli_main(["report", str(runs), "-o", str(out)]) == 0
+    assert (out / "ablation.csv").exists()
+    make_run(tmp_path / "merged-only" / "0", loop_cfg("merged"), 0, 4.0, 60.0, 100.0)  # no baseline: no ablation
+    assert cli_main(["report", str(tmp_path / "merged-only"), "-o", str(out)]) == 0
+    report.build([tmp_path / "merged-only"], tmp_path / "fresh", "out")
+    assert snapshot(out) == snapshot(tmp_path / "fresh")  # no stale ablation.csv (nor anything else)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh", "merged-only", "out", "sweep"]
+
+
+def test_an_interrupted_swap_is_undone_by_the_next_build(runs, tmp_path, monkeypatch):
+    """Killed between moving the old report aside and moving the new one in: the next build,
+    even a failing one, starts from the old report; leftovers of the interrupted build go."""
+    out = tmp_path / "out"
+    report.build([runs], out)
+    before = snapshot(out)
+    out.rename(tmp_path / ".out.old")
+    (tmp_path / ".out.new").mkdir()
+    (tmp_path / ".out.new" / "summary.csv").write_text("half")
+    monkeypatch.setattr(report, "html_page", lambda rep: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        report.build([runs], out)
+    assert snapshot(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "sweep"]
+
+
+def test_an_existing_folder_that_is_no_report_is_not_replaced(runs, tmp_path, capsys):
+    run = runs / "shard-0" / "0"
+    files = snapshot(run)
+    assert cli_main(["report", str(runs), "-o", str(run)]) == 1
+    assert "not a report" in capsys.readouterr().err
+    assert snapshot(run) == files
+
+
 # ---- the report in a real browser ----------------------------------------------------------
 
 def chromium() -> str:
