@@ -1,4 +1,5 @@
-"""Score plugins: each maps candidate nodes to scores in [0, 100], higher is better.
+"""Score plugins: each maps candidate nodes to scores in [0, 100], higher is better
+(GpuPacking's idle nodes of more than 33 GPUs go below 0, as its definition says).
 
 A plugin is selected and weighted in config with Hydra `_target_`; the scheduler adds the
 weighted scores and takes the best node, ties broken by a seeded node order. A plugin may
@@ -162,7 +163,8 @@ class GpuPacking(ScorePlugin):
     Three tiers, packing onto GPUs in ascending order of milli left: only partly used GPUs
     needed -> max(100 - sum(left x 100 // 1000) // 10, 50); fully free GPUs needed on a used
     node -> max(50 - fully free GPUs taken, 33); an idle node -> 33 - its GPUs (smaller idle
-    nodes first). CPU-only pods score 0 everywhere.
+    nodes first, as FGD.md; below 0 for nodes of more than 33 GPUs, still after every used
+    node). CPU-only pods score 0 everywhere.
     """
 
     def score(self, state, w, pod, nodes, rng):
@@ -170,14 +172,13 @@ class GpuPacking(ScorePlugin):
         if k == 0:
             return np.zeros(len(nodes))
         whole = state.free_whole[nodes]
-        idle = np.maximum(33 - whole, whole)
         if milli >= 1000:  # only fully free GPUs fit
             used = np.full(len(nodes), max(50 - k, 33))
         else:
             rows = state.gpu_free[nodes]
             left = np.where(rows >= milli, rows, 1 << 30).min(axis=1)  # best-fitting GPU
             used = np.where(left >= 1000, max(50 - 1, 33), np.maximum(100 - (left * 100 // 1000) // 10, 50))
-        return np.where(whole == state.gpu_cap[nodes], idle, used).astype(np.float64)
+        return np.where(whole == state.gpu_cap[nodes], 33 - whole, used).astype(np.float64)
 
 
 class BestFit(ScorePlugin):

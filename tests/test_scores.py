@@ -19,18 +19,18 @@ from harness.workload import compile_workload
 TYPES = {"g8": (128000, 8), "g2": (64000, 2)}
 
 
-def make_state(nodes: list[tuple[str, int, list[int]]]) -> ClusterState:
+def make_state(nodes: list[tuple[str, int, list[int]]], types: dict = TYPES) -> ClusterState:
     """One slot per (type, cpu_free, per-GPU free milli), in order; usage made by real binds."""
     cluster = Cluster(
         node_types=[{"name": t, "cpu_milli": c, "memory_mib": 1 << 20, "gpus": g, "gpu_model": "A"}
-                    for t, (c, g) in TYPES.items()],
+                    for t, (c, g) in types.items()],
         pools=[{"name": f"p{i}", "node_type": t, "min_size": 1, "max_size": 1} for i, (t, _, _) in enumerate(nodes)],
         autoscaling=False)
     state = ClusterState(cluster)
     for n, (t, cpu_free, free) in enumerate(nodes):
         state.add_node(n, 0.0, ready=True)
-        if cpu_free < TYPES[t][0]:
-            state.bind(n, TYPES[t][0] - cpu_free, 0, np.zeros(0, np.int64), 0)
+        if cpu_free < types[t][0]:
+            state.bind(n, types[t][0] - cpu_free, 0, np.zeros(0, np.int64), 0)
         for g, f in enumerate(free):
             if f < 1000:
                 state.bind(n, 0, 0, np.array([g]), 1000 - f)
@@ -82,6 +82,15 @@ def test_gpu_packing_tiers():
     assert scores(GpuPacking(), state, w, 2) == [25, 31, 48, 48]
     assert scores(GpuPacking(), state, w, 3) == [0, 0, 0, 0]
     assert scores(GpuPacking(), state, w, 4) == [25, 31, 49, 93]  # 400 < 500: needs a fully free GPU
+
+
+def test_gpu_packing_idle_nodes_of_many_gpus():
+    # idle nodes score 33 - their GPUs, below every used node however many GPUs they have
+    big = {"g8": (128000, 8), "g20": (128000, 20), "g64": (128000, 64)}
+    state = make_state([("g8", 128000, [1000] * 8), ("g20", 128000, [1000] * 20),
+                        ("g64", 128000, [1000] * 64), ("g20", 128000, [1000] * 19 + [0])], big)
+    w = make_pods(state, [(1000, 1, 1000)])
+    assert scores(GpuPacking(), state, w, 0) == [33 - 8, 33 - 20, 33 - 64, 50 - 1]
 
 
 def test_gpu_clustering_tags():
