@@ -90,6 +90,7 @@ class MergedLoop:
             assert len(granted) == count, "stock was checked before asking"
         for p, n, gpu_idx in plan:
             sim.bind(p, n, gpu_idx)
+            self.placer.policy.on_bind(sim.state, sim.w, p, n)  # e.g. GpuClustering tags planned pods
         return True
 
     def _options(self, j: int, pods: np.ndarray, booting: bool):

@@ -128,6 +128,7 @@ class OpenbPacking:
                     node = int(top[np.argmin(rank[top])]) if len(top) > 1 else int(top[0])
                     gpu_idx = policy.pick_devices(state, w, pod, node)
                     state.bind(node, int(w.cpu[pod]), int(w.mem[pod]), gpu_idx, int(w.milli[pod]))
+                    policy.on_bind(state, w, pod, node)
                     alloc += int(w.gpu_milli_total[pod])
                     one = slice(node, node + 1)
                     f = node_fragmentation(state.gpu_free[one], state.gpu_cap[one], state.cpu_free[one],

@@ -264,10 +264,12 @@ class Scheduler:
 
     def try_place(self, pods: np.ndarray, usable: np.ndarray, keep: bool = False) -> list | None:
         """Place pods one by one on the real state as a trial, then undo it (unless `keep`
-        and it succeeded: the caller then binds the plan with `on_state`).
+        and it succeeded: the caller then binds the plan with `on_state`). The policy sees
+        each trial placement (`on_bind`) and forgets them with the trial.
         Returns [(pod, node, gpus)] if every pod found a node, else None."""
         st, w = self.sim.state, self.sim.w
         version, grown = st.version, len(st.grown)
+        saved = self.policy.checkpoint()
         plan = []
         ok = True
         for p in pods:
@@ -278,11 +280,13 @@ class Scheduler:
                 break
             gpu_idx = self.policy.pick_devices(st, w, p, n)
             st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+            self.policy.on_bind(st, w, p, n)
             plan.append((p, n, gpu_idx))
         if ok and keep:
             return plan
         for p, n, gpu_idx in reversed(plan):
             st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+        self.policy.restore(saved)
         st.version = version  # a trial is not a change of capacity
         del st.grown[grown:]
         return plan if ok else None
@@ -313,6 +317,7 @@ class Scheduler:
                 all_placed = False
                 continue
             sim.bind(p, n, self.policy.pick_devices(st, w, p, n))
+            self.policy.on_bind(st, w, p, n)
             if groups is not None and group < 0:
                 group = int(groups[n])
         if (self.gang_mode == "coscheduling" and not self.timeout_armed[j] and math.isnan(sim.job_started[j])

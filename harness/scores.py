@@ -29,6 +29,19 @@ class ScorePlugin:
     def pick_devices(self, state: ClusterState, w: Workload, pod: int, node: int) -> np.ndarray:
         return state.pick_devices(node, int(w.gpus[pod]), int(w.milli[pod]), bool(w.nvlink[pod]), bool(w.numa[pod]))
 
+    def on_bind(self, state: ClusterState, w: Workload, pod: int, node: int) -> None:
+        """The state now holds `pod` on `node`: a plugin that remembers placements records it
+        here. Trial placements count too, between `checkpoint` and `restore`, so that the
+        next member of a gang is scored as it would be once the first is bound."""
+
+    def checkpoint(self):
+        """What `restore` needs to forget the placements recorded after this call."""
+        return None
+
+    def restore(self, saved) -> None:
+        """Forget the placements recorded since `checkpoint` returned `saved` (a failed or
+        what-if trial, rolled back on the state)."""
+
 
 def _free_fractions(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray) -> np.ndarray:
     """Mean over CPU, memory and GPU of the fraction left free after placing the pod."""
@@ -115,9 +128,9 @@ class GpuClustering(ScorePlugin):
     50 + b, no GPU pods 25 + b, only other kinds b, with b = 25 x (8000 - GPU milli left) / 8000.
     CPU-only pods score 0 everywhere.
 
-    Tags are recorded in `pick_devices`, which the scheduler calls for the node it binds to
-    (also on scratch copies of the same cluster, whose plans are bound later); a node's tags
-    are cleared once it holds no pods (a partial release keeps its tags).
+    Tags are recorded in `on_bind`, also for a trial's placements, which `restore` forgets
+    if the trial is rolled back. A node's tags are dropped when a pod lands on it empty and
+    ignored while it holds no pods (a partial release keeps its tags).
     """
 
     def __init__(self, weight: float = 1.0, gpu_scale: int = MAX_SPEC_GPU):
@@ -125,6 +138,7 @@ class GpuClustering(ScorePlugin):
         self.gpu_scale = int(gpu_scale)
         self._cluster = None
         self._bits: dict[tuple[int, int], int] = {}
+        self._node_tags = np.zeros(0, np.int64)
 
     def _tags(self, state: ClusterState) -> np.ndarray:
         if state.cluster is not self._cluster:
@@ -144,17 +158,23 @@ class GpuClustering(ScorePlugin):
         tags = self._tags(state)
         if w.gpus[pod] == 0:
             return np.zeros(len(nodes))
-        tags[nodes] = np.where(state.pods_on[nodes] == 0, 0, tags[nodes])
-        t, own = tags[nodes], self._bit(w, pod)
+        t, own = np.where(state.pods_on[nodes] == 0, 0, tags[nodes]), self._bit(w, pod)
         b = np.clip(25 * (self.gpu_scale - _gpu_left(state, nodes)) // self.gpu_scale, 0, 25)
         base = np.where(t == own, 75, np.where((t & own) != 0, 50, np.where(t == 0, 25, 0)))
         return (base + b).astype(np.float64)
 
-    def pick_devices(self, state, w, pod, node):
+    def on_bind(self, state, w, pod, node):
         tags = self._tags(state)
+        if state.pods_on[node] == 1:  # the node was empty: its old tags are stale
+            tags[node] = 0
         if w.gpus[pod]:
-            tags[node] = (tags[node] if state.pods_on[node] else 0) | self._bit(w, pod)
-        return super().pick_devices(state, w, pod, node)
+            tags[node] |= self._bit(w, pod)
+
+    def checkpoint(self):
+        return self._cluster, self._node_tags.copy()
+
+    def restore(self, saved):
+        self._cluster, self._node_tags = saved
 
 
 class GpuPacking(ScorePlugin):

@@ -100,6 +100,7 @@ def test_gpu_clustering_tags():
     for pod, node in ((0, 1), (1, 2), (0, 3), (1, 3)):  # n1: share; n2: 1-gpu; n3: both
         gpu = plugin.pick_devices(state, w, pod, node)
         state.bind(node, int(w.cpu[pod]), 0, gpu, int(w.milli[pod]))
+        plugin.on_bind(state, w, pod, node)
     # b = 25 x (8000 - left) // 8000: n0 0, n1 1 (7500 left), n2 3 (7000), n3 4 (6500)
     assert scores(plugin, state, w, 2) == [25 + 0, 75 + 1, 0 + 3, 50 + 4]
     assert scores(plugin, state, w, 1) == [25 + 0, 0 + 1, 75 + 3, 50 + 4]
@@ -108,13 +109,48 @@ def test_gpu_clustering_tags():
 
 def test_gpu_clustering_forgets_tags_of_emptied_nodes():
     state = make_state([("g8", 128000, [1000] * 8)])
-    w = make_pods(state, [(1000, 1, 500), (1000, 1, 1000)])
+    w = make_pods(state, [(1000, 1, 500), (1000, 1, 1000), (1000, 0, 0)])
     plugin = GpuClustering()
     gpu = plugin.pick_devices(state, w, 0, 0)
     state.bind(0, 1000, 0, gpu, 500)
+    plugin.on_bind(state, w, 0, 0)
     assert scores(plugin, state, w, 1) == [0 + 1]  # only another kind
     state.release(0, 1000, 0, gpu, 500)
     assert scores(plugin, state, w, 1) == [25]  # empty again: no tags
+    state.bind(0, 1000, 0, np.zeros(0, np.int64), 0)  # a CPU-only pod on the emptied node
+    plugin.on_bind(state, w, 2, 0)
+    assert scores(plugin, state, w, 1) == [25]  # still no GPU pods: the share's tag is gone
+
+
+def test_gpu_clustering_forgets_a_failed_atomic_trial():
+    """An atomic gang's trial places a member, fails and is rolled back: the member's kind
+    must not stay in the node's tags and steer the next pod elsewhere."""
+    from harness.scheduler import Scheduler
+    from harness.sim import Simulation
+    from tests.scenarios import cluster, node_type, pool, trace
+
+    cl = cluster([node_type("g8")], [pool(f"p{i}", "g8", min_size=1, max_size=1) for i in range(3)],
+                 autoscaling=False)
+    gang = {"gpu_count": 7, "job_id": "g", "min_member": 2}  # only n0 has 7 free GPUs: one member fits
+    table = trace([{"gpu_count": 1}, {"gpu_count": 2}, {"gpu_count": 1}, {"gpu_count": 2}, gang, gang,
+                   {"gpu_count": 1, "submit_s": 1.0}])
+    w = compile_workload(table, cl)
+    pod = {pid: i for i, pid in enumerate(w.pod_id.tolist())}
+    sim = Simulation(w, cl, seed=0, horizon_s=10.0)
+    plugin = GpuClustering()
+    sched = Scheduler(plugin, gang_mode="atomic")
+    sched.attach(sim)
+    sim.advance_to(0.0)
+    # n0: a 1-GPU pod; n1: a 2-GPU pod; n2: one of each
+    for pid, node, gpus in (("p0", 0, [0]), ("p1", 1, [0, 1]), ("p2", 2, [0]), ("p3", 2, [1, 2])):
+        sim.bind(pod[pid], node, np.array(gpus))
+        plugin.on_bind(sim.state, w, pod[pid], node)
+    sim.advance_to(1.0)
+    sched.cycle(1.0)  # the gang's trial fails, then p6 is placed
+    assert sim.pod_node[[pod["p4"], pod["p5"]]].tolist() == [-1, -1]
+    # 1-GPU pod: n0 only its own kind 75 + 25 x 1000 // 8000 = 78; n1 only another kind 6;
+    # n2 its kind among others 50 + 9 = 59. A leftover 7-GPU tag on n0 would make it 50 + 3 = 53.
+    assert sim.pod_node[pod["p6"]] == 0
 
 
 def test_random_picks_one_feasible_node_and_a_fitting_gpu():
