@@ -26,7 +26,7 @@ from harness.filters import feasible
 from harness.fragmentation import COVERAGE, TargetWorkload, node_fragmentation
 from harness.importers.openb import openb_node_slots, read_openb_nodes, read_openb_pods
 from harness.output import atomic_dir, atomic_path, start_run, write_parquet, write_text
-from harness.scores import FGD, ScorePlugin
+from harness.scores import FGD, ScorePlugin, WeightedSum
 from harness.state import ClusterState
 from harness.workload import Workload, compile_workload
 
@@ -107,8 +107,9 @@ class OpenbPacking:
         """Steps 4-5: try each pod of `seq` once on the best-scoring feasible node (ties to the
         lowest `rank`), nothing departs; record node, allocation and F after every pod.
         F is kept per node and only the bound node's F_n is recomputed."""
-        if isinstance(policy, FGD):
-            policy.target = self.target  # the runner's target workload, from the original list
+        for plugin in policy.plugins if isinstance(policy, WeightedSum) else [policy]:
+            if isinstance(plugin, FGD):
+                plugin.target = self.target  # the runner's target workload, from the original list
         w, state = self.workload, ClusterState(self.cluster)
         for n in range(state.n_slots):
             state.add_node(n, 0.0, ready=True)

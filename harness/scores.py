@@ -1,26 +1,33 @@
 """Score plugins: each maps candidate nodes to scores in [0, 100], higher is better
 (GpuPacking's idle nodes of more than 33 GPUs go below 0, as its definition says).
 
-A plugin is selected and weighted in config with Hydra `_target_`; the scheduler adds the
-weighted scores and takes the best node, ties broken by a seeded node order. A plugin may
-also choose which GPUs of the chosen node a pod takes (`pick_devices`); by default the
-node's first whole free GPUs, or the best-fitting GPU for a share.
+A plugin is selected in config with Hydra `_target_`; several are combined by `WeightedSum`
+(each plugin's `weight` scales its scores). The scheduler takes the best node, ties broken by
+a seeded node order. A plugin may also choose which GPUs of the chosen node a pod takes
+(`pick_devices`); by default the node's first whole free GPUs, or the best-fitting GPU for a
+share.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from harness.errors import ConfigError
 from harness.fragmentation import COVERAGE, TargetWorkload, node_fragmentation
 from harness.state import ClusterState
 from harness.workload import Workload
 
 
 class ScorePlugin:
-    """Base class: `score` returns one float per candidate node index in `nodes`."""
+    """Base class: `score` returns one float per candidate node index in `nodes`; `weight`
+    is what `WeightedSum` multiplies them by (alone, a plugin's weight changes nothing)."""
 
     def __init__(self, weight: float = 1.0):
         self.weight = float(weight)
+        if not (math.isfinite(self.weight) and self.weight > 0):
+            raise ConfigError("policy.weight", f"must be a positive number, got {weight}")
 
     def score(self, state: ClusterState, w: Workload, pod: int, nodes: np.ndarray,
               rng: np.random.Generator) -> np.ndarray:
@@ -41,6 +48,39 @@ class ScorePlugin:
     def restore(self, saved) -> None:
         """Forget the placements recorded since `checkpoint` returned `saved` (a failed or
         what-if trial, rolled back on the state)."""
+
+
+class WeightedSum(ScorePlugin):
+    """Several plugins at once, as kube-scheduler sums its score plugins: a node scores
+    sum of weight_i x score_i. Devices on the chosen node are picked by the first plugin: a
+    pod takes one set of GPUs and the plugins' choices may differ, so the one listed first
+    (the primary policy) decides. Binds, trials and rollbacks reach every plugin."""
+
+    def __init__(self, plugins: list[ScorePlugin], weight: float = 1.0):
+        super().__init__(weight)
+        self.plugins = list(plugins)
+        if not self.plugins:
+            raise ConfigError("policy.plugins", "must list at least one score plugin")
+
+    def score(self, state, w, pod, nodes, rng):
+        total = np.zeros(len(nodes))
+        for plugin in self.plugins:
+            total += plugin.weight * plugin.score(state, w, pod, nodes, rng)
+        return total
+
+    def pick_devices(self, state, w, pod, node):
+        return self.plugins[0].pick_devices(state, w, pod, node)
+
+    def on_bind(self, state, w, pod, node):
+        for plugin in self.plugins:
+            plugin.on_bind(state, w, pod, node)
+
+    def checkpoint(self):
+        return [plugin.checkpoint() for plugin in self.plugins]
+
+    def restore(self, saved):
+        for plugin, mark in zip(self.plugins, saved):
+            plugin.restore(mark)
 
 
 def _free_fractions(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray) -> np.ndarray:

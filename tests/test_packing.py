@@ -3,6 +3,7 @@ sequence, determinism, the Hydra runner and the report; the paper's ranking on t
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from harness.cli import compose
 from harness.errors import LoopbenchError
 from harness.fragmentation import node_fragmentation
 from harness.packing import OpenbPacking, report_main, value_at
-from harness.scores import FGD, BestFit, DotProd, GpuClustering, GpuPacking, RandomScore
+from harness.scores import FGD, BestFit, DotProd, GpuClustering, GpuPacking, RandomScore, WeightedSum
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "openb"
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces" / "alibaba-gpu-v2023"
@@ -96,6 +97,15 @@ def test_synthetic_runs_are_deterministic(synthetic, policy):
     assert (np.diff(curve["allocated_gpu_milli"].to_numpy()) >= 0).all()
     assert (curve["alloc_rate"] <= curve["arrived_pct"] + 1e-9).all()
     assert metrics["placed"] == int(curve["placed"].sum())
+
+
+@pytest.mark.parametrize("policy", [RandomScore, DotProd, GpuClustering, GpuPacking, BestFit,
+                                    partial(FGD, coverage=0.5)])  # the runner's target overrides it
+def test_weighted_sum_of_one_plugin_packs_alike(synthetic, policy):
+    """A weight only scales: alone in a WeightedSum a plugin places every pod as it does bare."""
+    curve, _ = synthetic.simulate(policy(), seed=5)
+    inside, _ = synthetic.simulate(WeightedSum([policy(weight=2.5)]), seed=5)
+    assert curve.equals(inside)
 
 
 def test_runner_through_hydra_and_report(tmp_path, monkeypatch):

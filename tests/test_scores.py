@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from harness.cluster import Cluster
 from harness.fragmentation import TargetWorkload, node_fragmentation
-from harness.scores import FGD, BestFit, DotProd, GpuClustering, GpuPacking, RandomScore
+from harness.errors import ConfigError
+from harness.scores import FGD, BestFit, DotProd, GpuClustering, GpuPacking, RandomScore, ScorePlugin, WeightedSum
 from harness.state import ClusterState
 from harness.trace import table_from_columns
 from harness.workload import compile_workload
@@ -273,14 +274,55 @@ def test_scores_are_integers_in_range():
             assert ((s >= 0) & (s <= 100) & (s == np.floor(s))).all(), (type(plugin).__name__, pod, s)
 
 
-@pytest.mark.parametrize("name", ["random", "dotprod", "gpu_clustering", "gpu_packing", "best_fit", "fgd"])
+@pytest.mark.parametrize("name", ["random", "dotprod", "gpu_clustering", "gpu_packing", "best_fit", "fgd",
+                                  "fgd_most_allocated"])
 def test_policy_configs_instantiate(name):
     from hydra.utils import instantiate
 
     from harness.cli import compose
 
-    plugin = instantiate(compose("config", [f"policy={name}"]).policy)
-    assert plugin.weight == 1.0
+    plugin = instantiate(compose("config", [f"policy={name}"]).policy, _convert_="all")
+    assert isinstance(plugin, ScorePlugin)
+    if isinstance(plugin, WeightedSum):
+        assert [type(p).__name__ for p in plugin.plugins] == ["FGD", "MostAllocated"]
+        assert [p.weight for p in plugin.plugins] == [4.0, 0.03]
+
+
+# ---- weighted sum -------------------------------------------------------------------------
+def weighted_world():
+    # pod: 64000 CPU (0.5 of 128000), a share of 500 (500 / 8000 = 0.0625)
+    # GpuPacking: n0 best-fitting GPU 500 left -> 100 - (500 x 100 // 1000) // 10 = 95;
+    #   n1 all GPUs free -> idle 33 - 8 = 25; n2 600 left -> 100 - 60 // 10 = 94
+    # DotProd 100 x (1 - dot / 2), dot = 0.5 x CPU free / 128000 + 0.0625 x GPU left / 8000:
+    #   n0 0.5 + 0.0625 x 0.9375 -> 72; n1 0.25 + 0.0625 -> 84; n2 0.375 + 0.0625 x 0.95 -> 78
+    state = make_state([("g8", 128000, [500] + [1000] * 7), ("g8", 64000, [1000] * 8),
+                        ("g8", 96000, [600] + [1000] * 7)])
+    return state, make_pods(state, [(64000, 1, 500)])
+
+
+def test_weighted_sum_picks_what_neither_plugin_alone_picks():
+    state, w = weighted_world()
+    assert scores(GpuPacking(), state, w, 0) == [95, 25, 94]  # alone: n0
+    assert scores(DotProd(), state, w, 0) == [72, 84, 78]  # alone: n1
+    both = WeightedSum([GpuPacking(), DotProd()])
+    assert scores(both, state, w, 0) == [95 + 72, 25 + 84, 94 + 78]  # n2
+    packing_first = WeightedSum([GpuPacking(weight=10), DotProd()])
+    assert scores(packing_first, state, w, 0) == [950 + 72, 250 + 84, 940 + 78]  # n0
+
+
+def test_weighted_sum_of_one_plugin_only_scales():
+    state, w = weighted_world()
+    for plugin in (DotProd, GpuPacking, BestFit, FGD):
+        alone, inside = plugin(), WeightedSum([plugin(weight=3)])
+        assert scores(inside, state, w, 0) == [3 * s for s in scores(alone, state, w, 0)]
+        assert inside.pick_devices(state, w, 0, 2).tolist() == alone.pick_devices(state, w, 0, 2).tolist()
+
+
+def test_weights_must_be_positive():
+    with pytest.raises(ConfigError, match="policy.weight"):
+        DotProd(weight=0)
+    with pytest.raises(ConfigError, match="policy.plugins"):
+        WeightedSum([])
 
 
 def test_fgd_default_target_follows_the_workload():
