@@ -275,6 +275,9 @@ class FGD(ScorePlugin):
     pod list), else the most frequent shapes of the replayed workload covering `coverage`.
     """
 
+    #: about how many (pod shape, node state) scores the cache holds before it starts afresh
+    CACHE_SCORES = 1 << 21
+
     def __init__(self, weight: float = 1.0, coverage: float = COVERAGE):
         super().__init__(weight)
         self.coverage = float(coverage)
@@ -283,14 +286,22 @@ class FGD(ScorePlugin):
 
     # ---- interned node states ---------------------------------------------------------
     def _sync(self, state: ClusterState, w: Workload) -> None:
-        """Re-intern the nodes whose free CPU or GPUs changed since the last call. Interned
-        states and cached scores depend only on node contents, so they stay valid across
-        scratch copies of the state (what-if planning) of the same cluster."""
+        """Re-intern the nodes changed since the last call: on the same state object, those
+        whose mutation stamp (`changed_at`) is newer than the last call; on another one (a
+        scratch copy of the same cluster), those whose free CPU or GPUs differ from the last
+        synced contents. Interned states and cached scores depend only on node contents, so
+        they stay valid across such copies."""
         if self._w is not w or self._cluster is not state.cluster or self._given is not self.target:
             self._reset(state, w)
-        self._state = state
-        changed = np.flatnonzero((self._shadow_gpu != state.gpu_free).any(axis=1)
-                                 | (self._shadow_cpu != state.cpu_free))
+        elif self._n_states > self._max_states:
+            self._forget(state)
+        if state is self._state:
+            changed = np.flatnonzero(state.changed_at > self._seen)
+        else:
+            self._state = state
+            changed = np.flatnonzero((self._shadow_gpu != state.gpu_free).any(axis=1)
+                                     | (self._shadow_cpu != state.cpu_free))
+        self._seen = state.mutations
         if len(changed) == 0:
             return
         self._shadow_gpu[changed] = state.gpu_free[changed]
@@ -305,11 +316,19 @@ class FGD(ScorePlugin):
         self._node_state[changed] = ids
 
     def _reset(self, state: ClusterState, w: Workload) -> None:
-        self._state, self._cluster, self._w, self._given = state, state.cluster, w, self.target
+        self._cluster, self._w, self._given = state.cluster, w, self.target
         self._target = self.target if self.target is not None else TargetWorkload.from_pods(
             w.cpu, w.gpus, w.milli, w.model_mask, self.coverage)
         shapes, cls = np.unique(np.stack([w.cpu, w.gpus, w.milli], axis=1), axis=0, return_inverse=True)
         self._cls, self._cls_shape = cls.ravel(), shapes
+        # states seen pile up over a replay (about one per bind): past this many the interning
+        # starts afresh, which keeps the score cache near CACHE_SCORES entries
+        self._max_states = max(2 * state.n_slots, self.CACHE_SCORES // len(shapes))
+        self._forget(state)
+
+    def _forget(self, state: ClusterState) -> None:
+        """Drop every interned state and cached score; the next sync re-interns all nodes."""
+        self._state = None
         self._shadow_gpu = np.full_like(state.gpu_free, -1)
         self._shadow_cpu = np.full_like(state.cpu_free, -1)
         self._node_state = np.full(state.n_slots, -1, np.int64)
@@ -320,7 +339,7 @@ class FGD(ScorePlugin):
         self._st_cpu = np.zeros(cap, np.int64)
         self._st_rows = np.zeros((cap, state.gpu_free.shape[1]), np.int64)
         self._st_frag = np.zeros(cap)
-        self._cache = np.full((len(shapes), cap), np.nan)
+        self._cache = np.full((len(self._cls_shape), cap), np.nan)
 
     def _add_states(self, keys: np.ndarray, ids: np.ndarray) -> None:
         n = int(ids.max()) + 1

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from harness.cluster import Cluster
 from harness.fragmentation import TargetWorkload, node_fragmentation
 from harness.errors import ConfigError
+from harness.filters import feasible
 from harness.scores import FGD, BestFit, DotProd, GpuClustering, GpuPacking, RandomScore, ScorePlugin, WeightedSum
 from harness.state import ClusterState
 from harness.trace import table_from_columns
@@ -222,6 +223,40 @@ def test_fgd_follows_binds_and_scratch_copies():
     assert scores(plugin, state, w, 0) == scores(fresh, state, w, 0)
 
 
+@pytest.mark.parametrize("cache_scores", [FGD.CACHE_SCORES, 1])
+def test_fgd_follows_a_mix_of_binds_releases_and_copies(monkeypatch, cache_scores):
+    """The plugin keeps its node states across calls (mutation stamps on one state object,
+    contents on another), and starts afresh past its cache bound (1: at 2 x 6 states):
+    after any mix of changes it scores as a fresh plugin does."""
+    monkeypatch.setattr(FGD, "CACHE_SCORES", cache_scores)
+    rng = np.random.default_rng(3)
+    state = make_state([("g2", 64000, [1000, 1000])] * 4 + [("g8", 128000, [1000] * 8)] * 2)
+    w = make_pods(state, [(1000, 1, 400), (1000, 1, 1000), (2000, 2, 1000), (3000, 0, 0)])
+    plugin = FGD()
+    plugin.target = TARGET
+    placed = []  # (node, pod, gpus) on `state`
+    for step in range(120):
+        st = state if step % 7 else state.copy()  # now and then a scratch copy, changed once
+        live = placed if st is state else list(placed)
+        if live and rng.random() < 0.4:
+            n, pod, gpu = live.pop(int(rng.integers(len(live))))
+            st.release(n, int(w.cpu[pod]), 0, gpu, int(w.milli[pod]))
+        else:
+            pod = int(rng.integers(w.n_pods))
+            cand = np.flatnonzero(feasible(st, w, pod))
+            if len(cand):
+                n = int(cand[rng.integers(len(cand))])
+                gpu = plugin.pick_devices(st, w, pod, n)
+                st.bind(n, int(w.cpu[pod]), 0, gpu, int(w.milli[pod]))
+                live.append((n, pod, gpu))
+        fresh = FGD()
+        fresh.target = TARGET
+        for target_state in (st, state):
+            for pod in range(w.n_pods):
+                assert scores(plugin, target_state, w, pod) == scores(fresh, target_state, w, pod), step
+        assert plugin._n_states <= plugin._max_states + state.n_slots  # at most one sync past the bound
+
+
 def brute_force_fgd(state, w, pod, target):
     """Reference: loop over nodes and GPUs, one fragmentation call per placement."""
     out = []
@@ -257,8 +292,6 @@ def test_fgd_matches_brute_force(nodes, pod):
     w = make_pods(state, [pod])
     plugin = FGD()
     plugin.target = TARGET
-    from harness.filters import feasible
-
     cand = np.flatnonzero(feasible(state, w, 0))
     got = plugin.score(state, w, 0, cand, None).tolist()
     assert got == [brute_force_fgd(state, w, 0, TARGET)[n] for n in cand]
