@@ -42,8 +42,7 @@ class ScorePlugin:
         next member of a gang is scored as it would be once the first is bound."""
 
     def checkpoint(self):
-        """What `restore` needs to forget the placements recorded after this call."""
-        return None
+        """What `restore` needs to forget the placements recorded after this call (None here)."""
 
     def restore(self, saved) -> None:
         """Forget the placements recorded since `checkpoint` returned `saved` (a failed or

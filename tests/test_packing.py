@@ -15,7 +15,15 @@ from harness.cli import compose
 from harness.errors import LoopbenchError
 from harness.fragmentation import node_fragmentation
 from harness.packing import OpenbPacking, report_main, value_at
-from harness.scores import FGD, BestFit, DotProd, GpuClustering, GpuPacking, RandomScore, WeightedSum
+from harness.scores import (
+    FGD,
+    BestFit,
+    DotProd,
+    GpuClustering,
+    GpuPacking,
+    RandomScore,
+    WeightedSum,
+)
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "openb"
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces" / "alibaba-gpu-v2023"

@@ -10,10 +10,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.cluster import Cluster
-from harness.fragmentation import TargetWorkload, node_fragmentation
 from harness.errors import ConfigError
 from harness.filters import feasible
-from harness.scores import FGD, BestFit, DotProd, GpuClustering, GpuPacking, RandomScore, ScorePlugin, WeightedSum
+from harness.fragmentation import TargetWorkload, node_fragmentation
+from harness.scores import (
+    FGD,
+    BestFit,
+    DotProd,
+    GpuClustering,
+    GpuPacking,
+    RandomScore,
+    ScorePlugin,
+    WeightedSum,
+)
 from harness.state import ClusterState
 from harness.trace import table_from_columns
 from harness.workload import compile_workload
