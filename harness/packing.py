@@ -171,7 +171,7 @@ class OpenbPacking:
         })
         pct = curve["arrived_pct"].to_numpy()
         metrics = {
-            "policy": type(policy).__name__,
+            "policy": policy.name,
             "seed": int(seed),
             "trace": self.pods_csv.name,
             "nodes": self.nodes_csv.name,

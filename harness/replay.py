@@ -64,7 +64,7 @@ class Replay:
         wall = time.perf_counter() - started
         jobs, nodes = jobs_frame(sim), nodes_frame(sim)
         extra = {"loop": loop.name, "seed": int(cfg.seed), "trace": str(cfg.trace.path),
-                 "cluster": sim.cluster.name, "policy": type(loop_policy(loop)).__name__, "wall_s": wall}
+                 "cluster": sim.cluster.name, "policy": loop_policy(loop).name, "wall_s": wall}
         metrics = summary_row(sim, jobs, nodes, extra)
         write_parquet(jobs, out_dir / "jobs.parquet")
         write_parquet(nodes, out_dir / "nodes.parquet")

@@ -29,6 +29,11 @@ class ScorePlugin:
         if not (math.isfinite(self.weight) and self.weight > 0):
             raise ConfigError("policy.weight", f"must be a positive number, got {weight}")
 
+    @property
+    def name(self) -> str:
+        """The policy's name in results tables."""
+        return type(self).__name__
+
     def score(self, state: ClusterState, w: Workload, pod: int, nodes: np.ndarray,
               rng: np.random.Generator) -> np.ndarray:
         raise NotImplementedError
@@ -60,6 +65,12 @@ class WeightedSum(ScorePlugin):
         self.plugins = list(plugins)
         if not self.plugins:
             raise ConfigError("policy.plugins", "must list at least one score plugin")
+
+    @property
+    def name(self) -> str:
+        """Its weighted parts, e.g. `4*FGD+0.03*MostAllocated`: sums of other parts or
+        weights are other policies in a results table."""
+        return "+".join(f"{plugin.weight:g}*{plugin.name}" for plugin in self.plugins)
 
     def score(self, state, w, pod, nodes, rng):
         total = np.zeros(len(nodes))

@@ -350,6 +350,9 @@ def test_weighted_sum_picks_what_neither_plugin_alone_picks():
     assert scores(both, state, w, 0) == [95 + 72, 25 + 84, 94 + 78]  # n2
     packing_first = WeightedSum([GpuPacking(weight=10), DotProd()])
     assert scores(packing_first, state, w, 0) == [950 + 72, 250 + 84, 940 + 78]  # n0
+    # in results tables each weighting is its own policy
+    assert (both.name, packing_first.name, DotProd().name) == ("1*GpuPacking+1*DotProd",
+                                                               "10*GpuPacking+1*DotProd", "DotProd")
 
 
 def test_weighted_sum_of_one_plugin_only_scales():
