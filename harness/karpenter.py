@@ -328,8 +328,14 @@ class KarpenterAutoscaler:
     def _candidates(self, now: float) -> np.ndarray:
         """Disruptable nodes, fewest pods first (then least used, then slot): ready, not tainted
         or nominated, quiet for consolidate_after_s, no gang member on them, pools kept at
-        min_size; at most max_candidates non-empty ones."""
-        sim, st, w = self.sim, self.sim.state, self.sim.w
+        min_size; at most max_candidates non-empty ones.
+
+        In that order a node is skipped if it holds a gang member, or if its pool already gave
+        up all the nodes it may lose (present - min_size): the k-th gang-free node of a pool is
+        a candidate iff k < its room. The shortlist stops before the first busy candidate
+        beyond max_candidates. All in vector steps (per-pool rank by a stable argsort, the cap
+        by a cumulative count), as the one-node-at-a-time walk it replaces."""
+        sim, st = self.sim, self.sim.state
         ok = ((st.status == READY) & (self.scheduler.booked_for == -1) & (self.nominated_until <= now)
               & (now - self.last_change >= self.consolidate_after_s))
         idx = np.flatnonzero(ok)
@@ -338,23 +344,21 @@ class KarpenterAutoscaler:
         util = np.divide(st.gpu_used[idx], st.gpu_cap[idx] * float(WHOLE), out=np.zeros(len(idx)),
                          where=st.gpu_cap[idx] > 0)
         idx = idx[np.lexsort((idx, util, st.pods_on[idx]))]
-        present = np.bincount(st.slot_pool[st.status != ABSENT], minlength=len(self.min_size))
-        room = present - self.min_size
-        out, busy = [], 0
-        for n in idx:  # shortlist only
-            p = st.slot_pool[n]
-            if room[p] <= 0:
-                continue
-            if st.pods_on[n]:
-                pods = np.fromiter(sim.node_pods[n], np.int64)
-                if (w.job_min_member[w.job[pods]] > 1).any():
-                    continue
-                if busy == self.max_candidates:
-                    break
-                busy += 1
-            room[p] -= 1
-            out.append(n)
-        return np.array(out, np.int64)
+        busy = st.pods_on[idx] > 0
+        free = sim.gang_pods_on[idx] == 0  # a gang member may not be evicted (as under a PDB)
+        idx, busy = idx[free], busy[free]
+        pool = st.slot_pool[idx]
+        room = np.bincount(st.slot_pool[st.status != ABSENT], minlength=len(self.min_size)) - self.min_size
+        by_pool = np.argsort(pool, kind="stable")
+        rank = np.empty(len(idx), np.int64)
+        rank[by_pool] = np.arange(len(idx)) - np.searchsorted(pool[by_pool], pool[by_pool])
+        kept = rank < room[pool]
+        idx, busy = idx[kept], busy[kept]
+        if self.max_candidates >= 0:
+            over = np.flatnonzero(busy & (np.cumsum(busy) > self.max_candidates))
+            if len(over):
+                idx = idx[:over[0]]
+        return idx.astype(np.int64, copy=False)
 
     def _option(self, cands: np.ndarray, pending: np.ndarray) -> tuple[bool, int]:
         """Can the candidates' pods go to the other nodes plus at most one new node cheaper than
