@@ -415,24 +415,25 @@ class KarpenterAutoscaler:
 
     def _may_move(self, cands: np.ndarray) -> np.ndarray:
         """Cheap necessary condition per candidate (totals, in the view): its pods' CPU, memory
-        and GPUs fit the free capacity of the other nodes, alone or with one cheaper offering."""
-        sim, st, w = self.sim, self.sim.state, self.view
+        and GPUs fit the free capacity of the other nodes, alone or with one cheaper offering.
+        A node's pods' totals are its allocations (capacity - free; `sim.gpus_on`, a share
+        rounded up to a device, or its GPU milli when sharing-aware), in exact integers."""
+        sim, st = self.sim, self.sim.state
         keep = (st.status != ABSENT) & (self.scheduler.booked_for == -1)
-        whole = not self.sharing_aware
-        gfree = st.free_whole if whole else (st.gpu_cap.astype(np.int64) * WHOLE - st.gpu_used) / WHOLE
-        free = np.stack([st.cpu_free, st.mem_free, gfree]).astype(np.float64)
+        if self.sharing_aware:  # GPU milli
+            unit, gfree, gneed = WHOLE, st.gpu_cap.astype(np.int64) * WHOLE - st.gpu_used, st.gpu_used[cands]
+        else:  # whole GPUs
+            unit, gfree, gneed = 1, st.free_whole, sim.gpus_on[cands]
+        free = np.stack([st.cpu_free, st.mem_free, gfree]).astype(np.int64)
         total = free[:, keep].sum(axis=1)
-        need = np.zeros((3, len(cands)))
-        for i, n in enumerate(cands):
-            pods = np.fromiter(sim.node_pods[n], np.int64)
-            g = w.gpus[pods] if whole else w.gpus[pods] * w.milli[pods] / WHOLE
-            need[:, i] = w.cpu[pods].sum(), w.mem[pods].sum(), g.sum()
+        need = np.stack([st.cpu_cap[cands] - st.cpu_free[cands], st.mem_cap[cands] - st.mem_free[cands],
+                         gneed]).astype(np.int64)
         elsewhere = total[:, None] - free[:, cands]
         ok = (need <= elsewhere).all(axis=0)
         remaining, committed = self._supply()
         price = np.where(committed > 0, 0.0, self.pool_price)
         t = self.pool_type
-        cap = np.stack([st.type_cpu[t], st.type_mem[t], st.type_gpus[t]]).astype(np.float64)  # 3 x pools
+        cap = np.stack([st.type_cpu[t], st.type_mem[t], st.type_gpus[t].astype(np.int64) * unit])  # 3 x pools
         cheaper = (price[None, :] < self.node_price[cands][:, None]) & (remaining > 0)[None, :]
         fits = (need.T[:, :, None] <= elsewhere.T[:, :, None] + cap[None, :, :]).all(axis=1)
         return ok | (cheaper & fits).any(axis=1)

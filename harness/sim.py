@@ -77,6 +77,7 @@ class Simulation:
         self.held = np.zeros(self.state.n_slots, np.int64)  # GPU milli held by unstarted jobs
         self.in_gang = w.job_min_member[w.job] > 1
         self.gang_pods_on = np.zeros(self.state.n_slots, np.int32)  # bound or running gang members
+        self.gpus_on = np.zeros(self.state.n_slots, np.int64)  # GPUs (a share counts 1) of bound or running pods
         self.held_ready = 0  # ... on ready nodes
         self.frag = np.zeros(self.state.n_slots)  # F_n of ready nodes (0 elsewhere)
         self.frag_ready = 0.0
@@ -172,6 +173,7 @@ class Simulation:
             self.job_anchor[j] = n
         self.node_pods[n].add(p)
         self.gang_pods_on[n] += self.in_gang[p]
+        self.gpus_on[n] += w.gpus[p]
         self.acct.set_reason(p, PendingReason.BOOTING)
         if math.isnan(self.job_started[j]):
             self._hold(n, int(w.milli[p]) * len(gpu_idx))
@@ -204,6 +206,7 @@ class Simulation:
         st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
         self.node_pods[n].discard(p)
         self.gang_pods_on[n] -= self.in_gang[p]
+        self.gpus_on[n] -= w.gpus[p]
         self._refrag(n)
         self.pod_node[p] = -1
         self.pod_gpus[p] = None
@@ -242,6 +245,7 @@ class Simulation:
         self.state.release(n, int(w.cpu[p]), int(w.mem[p]), self.pod_gpus[p], int(w.milli[p]))
         self.node_pods[n].discard(p)
         self.gang_pods_on[n] -= self.in_gang[p]
+        self.gpus_on[n] -= w.gpus[p]
         self._refrag(n)
         self.pod_status[p] = DONE
         self.pod_end[p] = self.now
