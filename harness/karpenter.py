@@ -368,6 +368,8 @@ class KarpenterAutoscaler:
         sim, st, w = self.sim, self.sim.state, self.sim.w
         scratch = st.copy()
         moved = []
+        # Per pod, inherently: these are the pods that would move, each released from its own
+        # devices; their order (each node's in turn) breaks ties in the what-if's stable sort.
         for n in cands:
             for p in sim.node_pods[n]:
                 scratch.release(int(n), int(w.cpu[p]), int(w.mem[p]), sim.pod_gpus[p], int(w.milli[p]))
@@ -460,7 +462,7 @@ class KarpenterAutoscaler:
     def _delete(self, nodes: np.ndarray) -> None:
         """Drain (evicted pods restart wherever the scheduler puts them) and delete."""
         sim = self.sim
-        for n in nodes:
+        for n in nodes:  # per node and pod, inherently: each evicted pod is re-queued, each node removed
             for pod in sim.pods_on(int(n)):
                 sim.unbind(pod)
             sim.remove_node(int(n))
