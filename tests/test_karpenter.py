@@ -9,13 +9,17 @@ here boots in exactly 300 s. GPU-hours are GPU-seconds / 3600.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from harness.errors import ConfigError
-from harness.karpenter import KarpenterAutoscaler
+from harness.karpenter import POLICIES, KarpenterAutoscaler
 from harness.scheduler import Scheduler
 from harness.scores import LeastAllocated
 from harness.separate import SeparateLoops
+from harness.state import ABSENT, READY
 from tests import scenarios as sc
 
 H = 3600.0
@@ -195,3 +199,114 @@ def test_loop_config_composes():
     loop = instantiate(cfg.loop, _convert_="all")
     assert loop.name == "separate_karpenter" and isinstance(loop.autoscaler, KarpenterAutoscaler)
     assert (loop.autoscaler.batch_idle_s, loop.autoscaler.batch_max_s, loop.autoscaler.budget_nodes) == (1.0, 10.0, 0.1)
+
+
+# ---- consolidation candidates: the vector shortlist equals the node-by-node walk (property) -----
+def candidates_walk(ka: KarpenterAutoscaler, now: float) -> list[int]:
+    """The shortlist as Karpenter's rules read, one node at a time: ready, untainted, not
+    nominated, quiet nodes, fewest pods first (then least used, then slot); a node holding a
+    gang member is skipped; a pool gives up at most present - min_size nodes; the walk stops at
+    the first busy node beyond max_candidates."""
+    sim, st, w = ka.sim, ka.sim.state, ka.sim.w
+    nodes = [n for n in range(st.n_slots) if st.status[n] == READY and ka.scheduler.booked_for[n] == -1
+             and ka.nominated_until[n] <= now and now - ka.last_change[n] >= ka.consolidate_after_s]
+    util = {n: (st.gpu_used[n] / (st.gpu_cap[n] * 1000.0) if st.gpu_cap[n] else 0.0) for n in nodes}
+    nodes.sort(key=lambda n: (st.pods_on[n], util[n], n))
+    room = [sum(1 for m in range(st.n_slots) if st.slot_pool[m] == p and st.status[m] != ABSENT) - ka.min_size[p]
+            for p in range(len(ka.min_size))]
+    out, busy = [], 0
+    for n in nodes:
+        p = st.slot_pool[n]
+        if room[p] <= 0:
+            continue
+        if st.pods_on[n]:
+            if any(w.job_min_member[w.job[q]] > 1 for q in sim.node_pods[n]):
+                continue
+            if busy == ka.max_candidates:
+                break
+            busy += 1
+        room[p] -= 1
+        out.append(n)
+    return out
+
+
+def may_move_walk(ka: KarpenterAutoscaler, cands) -> list[bool]:
+    """`_may_move` pod by pod, in exact integers (GPU milli when sharing-aware, else whole GPUs
+    with a share counted as one device)."""
+    sim, st, w = ka.sim, ka.sim.state, ka.view
+    unit = 1000 if ka.sharing_aware else 1
+    keep = [n for n in range(st.n_slots) if st.status[n] != ABSENT and ka.scheduler.booked_for[n] == -1]
+
+    def free(n):
+        g = int(st.gpu_cap[n]) * 1000 - int(st.gpu_used[n]) if ka.sharing_aware else int(st.free_whole[n])
+        return int(st.cpu_free[n]), int(st.mem_free[n]), g
+
+    total = [sum(free(n)[i] for n in keep) for i in range(3)]
+    remaining, committed = ka._supply()
+    out = []
+    for n in cands:
+        pods = sim.node_pods[n]
+        need = (sum(int(w.cpu[q]) for q in pods), sum(int(w.mem[q]) for q in pods),
+                sum(int(w.gpus[q]) * (int(w.milli[q]) if ka.sharing_aware else 1) for q in pods))
+        elsewhere = [total[i] - free(n)[i] for i in range(3)]
+        ok = all(a <= b for a, b in zip(need, elsewhere))
+        for p, t in enumerate(ka.pool_type):
+            price = 0.0 if committed[p] > 0 else ka.pool_price[p]
+            if price < ka.node_price[n] and remaining[p] > 0:
+                cap = (int(st.type_cpu[t]), int(st.type_mem[t]), int(st.type_gpus[t]) * unit)
+                ok |= all(a <= b + c for a, b, c in zip(need, elsewhere, cap))
+        out.append(bool(ok))
+    return out
+
+
+class CheckedKarpenter(KarpenterAutoscaler):
+    """Checks the vector shortlist and `_may_move` against the walks at every poll."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.checked = {"polls": 0, "busy": 0}
+
+    def _candidates(self, now):
+        got = super()._candidates(now)
+        assert got.dtype == np.int64 and got.tolist() == candidates_walk(self, now)
+        busy = got[self.sim.state.pods_on[got] > 0]
+        assert self._may_move(busy).tolist() == may_move_walk(self, busy)
+        self.checked["polls"] += 1
+        self.checked["busy"] += len(busy)
+        return got
+
+
+@st.composite
+def churn(draw):
+    """Pods of mixed sizes (shares, whole GPUs, CPU only, 2-member gangs) arriving and ending
+    over an hour, so nodes empty out unevenly."""
+    pods = []
+    for j in range(draw(st.integers(2, 24))):
+        kind = draw(st.sampled_from(["share", "whole", "cpu", "gang"]))
+        base = {"job_id": f"j{j}", "submit_s": float(draw(st.integers(0, 60)) * 30),
+                "duration_s": float(draw(st.integers(1, 60)) * 60), "cpu_milli": draw(st.sampled_from([1000, 8000]))}
+        if kind == "share":
+            pods.append({**base, "gpu_milli": draw(st.sampled_from([250, 500, 700]))})
+        elif kind == "whole":
+            pods.append({**base, "gpu_count": draw(st.sampled_from([1, 2, 4]))})
+        elif kind == "cpu":
+            pods.append({**base, "gpu_count": 0, "gpu_milli": 0})
+        else:
+            pods += [{**base, "gpu_count": 2, "min_member": 2} for _ in range(2)]
+    return sc.trace(pods)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(table=churn(), max_candidates=st.sampled_from([0, 1, 2, 100]), sharing=st.booleans(),
+       quiet=st.sampled_from([0.0, 30.0]), budget=st.sampled_from([0.1, 1.0]), policy=st.sampled_from(POLICIES))
+def test_candidates_match_the_node_by_node_walk(table, max_candidates, sharing, quiet, budget, policy):
+    # min_size holds one g4 and one CPU node back; WhenEmpty leaves busy nodes on the shortlist
+    cl = sc.cluster([sc.node_type("g8"), sc.node_type("g4", gpus=4), sc.node_type("cpu", gpus=0)],
+                    [sc.pool("g8", "g8", price_on_demand=10.0, committed=1, price_committed=6.0),
+                     sc.pool("g4", "g4", price_on_demand=4.0, min_size=1),
+                     sc.pool("g4b", "g4", price_on_demand=5.0),
+                     sc.pool("cpu", "cpu", price_on_demand=1.0, min_size=1)])
+    ka = CheckedKarpenter(max_candidates=max_candidates, sharing_aware=sharing, consolidate_after_s=quiet,
+                          budget_nodes=budget, consolidation_policy=policy)
+    sc.run(table, cl, SeparateLoops(Scheduler(LeastAllocated()), ka), horizon_s=2 * H)
+    assert ka.checked["polls"] > 0
