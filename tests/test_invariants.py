@@ -8,8 +8,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.cluster import Cluster
+from harness.karpenter import KarpenterAutoscaler
 from harness.metrics import jobs_frame, nodes_frame, summary_row
-from harness.scores import MostAllocated
+from harness.scheduler import Scheduler
+from harness.scores import LeastAllocated, MostAllocated
+from harness.separate import SeparateLoops
 from harness.sim import BOUND, RUNNING, Simulation
 from harness.state import ABSENT, BOOTING, READY
 from harness.workload import LOCALITY_CODE, compile_workload
@@ -21,6 +24,10 @@ LOOPS = {
     "separate_atomic": lambda: sc.separate(gang_mode="atomic", expander="priority", sharing_aware=True),
     "separate_provreq": lambda: sc.separate(provisioning_request=True, gang_aware=True, topology_aware=True),
     "merged": lambda: sc.merged(policy=MostAllocated()),
+    "separate_karpenter": lambda: SeparateLoops(Scheduler(LeastAllocated()), KarpenterAutoscaler(budget_nodes=1.0)),
+    "separate_karpenter_aware": lambda: SeparateLoops(Scheduler(MostAllocated(), gang_mode="atomic"),
+                                                      KarpenterAutoscaler(sharing_aware=True, topology_aware=True,
+                                                                          max_candidates=2)),
 }
 
 
@@ -89,10 +96,13 @@ def check_state(sim) -> None:
         gpu[n, sim.pod_gpus[p]] += w.milli[p]
     present = stt.status != ABSENT
     assert (cpu[present] == stt.cpu_cap[present] - stt.cpu_free[present]).all()
+    mem = np.bincount(sim.pod_node[on], weights=w.mem[on], minlength=stt.n_slots)
+    assert (mem[present] == stt.mem_cap[present] - stt.mem_free[present]).all()
+    assert (stt.pods_on == np.bincount(sim.pod_node[on], minlength=stt.n_slots)).all(), "pods per node"
     for n in np.flatnonzero(present):
         k = stt.gpu_cap[n]
         assert (gpu[n, :k] == 1000 - stt.gpu_free[n, :k]).all(), "device over- or under-accounted"
-    assert stt.gpu_used.sum() == gpu.sum()
+    assert (stt.gpu_used == gpu.sum(axis=1)).all()
     # running totals that metrics read equal the sums they stand for
     ready, booting = stt.status == READY, stt.status == BOOTING
     cap = stt.gpu_cap.astype(np.int64) * 1000
@@ -102,6 +112,9 @@ def check_state(sim) -> None:
     assert sim.held_ready == sim.held[ready].sum()
     gang = np.bincount(sim.pod_node[on[sim.in_gang[on]]], minlength=stt.n_slots)
     assert (sim.gang_pods_on == gang).all(), "gang members per node"
+    gpus = np.bincount(sim.pod_node[on], weights=w.gpus[on], minlength=stt.n_slots)
+    assert (sim.gpus_on == gpus).all(), "GPUs requested per node"
+    assert all(len(sim.pod_gpus[p]) == w.gpus[p] for p in on), "a pod holds as many devices as it asks"
     assert (sim.job_placed == np.bincount(w.job[sim.pod_node >= 0], minlength=w.n_jobs)).all()
     anchored = sim.job_anchor >= 0
     assert (anchored == (sim.job_placed > 0)).all()
