@@ -148,6 +148,8 @@ class KarpenterAutoscaler:
                               f"must be one of {POLICIES}, got '{consolidation_policy}'")
         if not 0.0 <= float(budget_nodes) <= 1.0:
             raise ConfigError("loop.autoscaler.budget_nodes", f"a fraction of nodes in [0, 1], got {budget_nodes}")
+        if int(max_candidates) < 0:
+            raise ConfigError("loop.autoscaler.max_candidates", f"must be >= 0, got {max_candidates}")
         self.batch_idle_s, self.batch_max_s, self.requeue_s = float(batch_idle_s), float(batch_max_s), float(requeue_s)
         self.poll_s = float(poll_s)
         self.underutilized = consolidation_policy == "WhenEmptyOrUnderutilized"

@@ -184,7 +184,7 @@ def test_when_empty_policy_keeps_underused_nodes():
     assert launched(sim) == [("big", 1.0, 3910.0), ("big", 1.0, 3920.0)]
 
 
-@pytest.mark.parametrize("kw", [{"consolidation_policy": "Always"}, {"budget_nodes": 1.5}])
+@pytest.mark.parametrize("kw", [{"consolidation_policy": "Always"}, {"budget_nodes": 1.5}, {"max_candidates": -1}])
 def test_bad_settings_are_refused(kw):
     with pytest.raises(ConfigError):
         KarpenterAutoscaler(**kw)
