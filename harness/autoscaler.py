@@ -287,7 +287,7 @@ class ClusterAutoscaler:
             cand = np.flatnonzero(feasible(scratch, w, p, usable))
             if len(cand) == 0 and openable:
                 n = openable.pop(0)
-                scratch.add_node(n, self.sim.now, ready=True)
+                scratch.add_node(n, ready=True)
                 usable[n] = True
                 opened.append(n)
                 cand = np.flatnonzero(feasible(scratch, w, p, usable))
@@ -337,7 +337,7 @@ class ClusterAutoscaler:
         placed = first_fit_many(scratch, w, p, usable, k)
         if placed == k or not openable:
             return placed
-        scratch.add_node(openable[0], self.sim.now, ready=True)
+        scratch.add_node(openable[0], ready=True)
         one = np.zeros(scratch.n_slots, bool)
         one[openable[0]] = True
         each = int(fits_count(scratch, w, p, one)[openable[0]])
@@ -347,7 +347,7 @@ class ClusterAutoscaler:
         opened = openable[:min(-(-(k - placed) // each), len(openable))]
         del openable[:len(opened)]
         for n in opened[1:]:
-            scratch.add_node(n, self.sim.now, ready=True)
+            scratch.add_node(n, ready=True)
         usable[opened] = True
         return placed + first_fit_many(scratch, w, p, usable, k - placed)
 

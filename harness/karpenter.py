@@ -119,7 +119,7 @@ class WhatIf:
         _, first = np.unique(st.slot_type[idx], return_index=True)
         new = idx[first]  # one spare slot per node type
         for n in new.tolist():
-            st.add_node(n, 0.0, ready=True)
+            st.add_node(n, ready=True)
         mask = np.zeros(st.n_slots, bool)
         mask[new] = True
         fit = feasible(st, self.w, p, mask)[new]

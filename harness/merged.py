@@ -129,7 +129,7 @@ class MergedLoop:
             p = int(p)
             cand = np.flatnonzero(feasible(sub, w, p, usable))
             if len(cand) == 0 and opened < len(idx):
-                sub.add_node(opened, sim.now, ready=False)
+                sub.add_node(opened, ready=False)
                 usable[opened] = True
                 opened += 1
                 cand = np.flatnonzero(feasible(sub, w, p, usable))

@@ -112,7 +112,7 @@ class OpenbPacking:
                 plugin.target = self.target  # the runner's target workload, from the original list
         w, state = self.workload, ClusterState(self.cluster)
         for n in range(state.n_slots):
-            state.add_node(n, 0.0, ready=True)
+            state.add_node(n, ready=True)
         frag = node_fragmentation(state.gpu_free, state.gpu_cap, state.cpu_free, state.model_bit, self.target)
         frag_total = float(frag.sum())
         m = len(seq)

@@ -265,7 +265,7 @@ class Simulation:
         return slots
 
     def _add_node(self, n: int, ready: bool) -> None:
-        self.state.add_node(n, self.now, ready)
+        self.state.add_node(n, ready)
         self.node_instance[n] = len(self.nodes)
         self.nodes.append(NodeRecord(slot=n, pool=int(self.state.slot_pool[n]), requested_at=self.now,
                                      ready_at=self.now if ready else np.nan))
@@ -275,7 +275,7 @@ class Simulation:
     def _node_ready(self, n: int, instance: int) -> None:
         if self.node_instance[n] != instance or self.state.status[n] != BOOTING:
             return
-        self.state.make_ready(n, self.now)
+        self.state.make_ready(n)
         self.held_ready += int(self.held[n])
         self.nodes[instance].ready_at = self.now
         self._refrag(n)

@@ -76,8 +76,6 @@ class ClusterState:
         self.profile_bits = self.type_profiles[self.slot_type]
         # dynamic state
         self.status = np.zeros(n, np.int8)
-        self.requested_at = np.full(n, np.nan)
-        self.ready_at = np.full(n, np.nan)
         self.cpu_free = np.zeros(n, np.int64)
         self.mem_free = np.zeros(n, np.int64)
         self.gpu_free = np.zeros((n, g), np.int32)
@@ -110,12 +108,10 @@ class ClusterState:
     def pool_slots(self, p: int) -> slice:
         return slice(int(self.pool_offset[p]), int(self.pool_offset[p + 1]))
 
-    def add_node(self, n: int, now: float, ready: bool) -> None:
+    def add_node(self, n: int, ready: bool) -> None:
         """A node is requested in slot n: booting, or ready at once (initial nodes)."""
         assert self.status[n] == ABSENT
         self.status[n] = READY if ready else BOOTING
-        self.requested_at[n] = now
-        self.ready_at[n] = now if ready else np.nan
         self.cpu_free[n] = self.cpu_cap[n]
         self.mem_free[n] = self.mem_cap[n]
         self.gpu_free[n, :] = 0
@@ -136,10 +132,9 @@ class ClusterState:
         else:
             self.paid_per_pool[self.slot_pool[n]] += 1
 
-    def make_ready(self, n: int, now: float) -> None:
+    def make_ready(self, n: int) -> None:
         assert self.status[n] == BOOTING
         self.status[n] = READY
-        self.ready_at[n] = now
         self.version += 1
         self.layout_version += 1
         self.grown.append(n)
@@ -162,8 +157,6 @@ class ClusterState:
         else:
             self.paid_per_pool[self.slot_pool[n]] -= 1
         self.status[n] = ABSENT
-        self.requested_at[n] = np.nan
-        self.ready_at[n] = np.nan
         self.cpu_free[n] = self.mem_free[n] = 0
         self.gpu_free[n, :] = 0
         self._refresh(n)
@@ -302,7 +295,7 @@ class ClusterState:
 
     _PER_SLOT = ("slot_pool", "slot_type", "slot_rack", "slot_block", "slot_committed", "cpu_cap", "mem_cap",
                  "gpu_cap", "gpu_milli_cap", "model_bit", "nic_ok", "profile_bits")
-    _DYNAMIC = ("status", "requested_at", "ready_at", "cpu_free", "mem_free", "gpu_free", "pods_on",
+    _DYNAMIC = ("status", "cpu_free", "mem_free", "gpu_free", "pods_on",
                 "free_whole", "max_share", "nvl_whole", "numa_whole", "both_whole", "gpu_used", "changed_at")
 
     def subset(self, idx: np.ndarray) -> "ClusterState":

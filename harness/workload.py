@@ -39,7 +39,6 @@ class Workload:
     nvlink: np.ndarray  # bool: all GPUs in one NVLink domain
     numa: np.ndarray  # bool: all GPUs in one NUMA domain
     nic: np.ndarray  # bool: a NIC paired with each GPU
-    priority: np.ndarray  # int32
     shape: np.ndarray  # int32 equivalence class
     never_fits: np.ndarray  # bool: no node type in the cluster can ever hold it
     # per job
@@ -123,7 +122,7 @@ def compile_workload(table: pa.Table, cluster: Cluster) -> Workload:
     return Workload(
         pod_id=col("pod_id"), job=job.astype(np.int32), submit=submit, duration=duration,
         cpu=cpu, mem=mem, gpus=gpus, milli=milli, profile_bit=profile_bit, model_mask=model_mask,
-        nvlink=nvl, numa=numa, nic=nic, priority=col("priority").astype(np.int32),
+        nvlink=nvl, numa=numa, nic=nic,
         shape=shape.astype(np.int32).ravel(), never_fits=never,
         job_id=job_ids, job_pods=job_pods, pods_by_job=order, job_bounds=bounds.astype(np.int64),
         job_min_member=col("min_member")[first].astype(np.int32), job_submit=submit[first],

@@ -89,7 +89,7 @@ def occupied_states(draw):
     prior = draw(st.lists(pod_dicts(), max_size=25))
     state = ClusterState(cl)
     for n in draw(st.sets(st.integers(0, state.n_slots - 1), min_size=1, max_size=12)):
-        state.add_node(n, 0.0, ready=draw(st.booleans()))
+        state.add_node(n, ready=draw(st.booleans()))
     present = np.flatnonzero(state.status != ABSENT)
     if prior:
         w = workload(cl, prior)
@@ -169,7 +169,7 @@ def pending(draw):
     sim, ca = attached(cl, pods, **switches)
     state = sim.state
     for n in draw(st.sets(st.integers(0, state.n_slots - 1), max_size=8)):
-        state.add_node(n, 0.0, ready=draw(st.booleans()))
+        state.add_node(n, ready=draw(st.booleans()))
         used = draw(st.integers(0, int(state.gpu_cap[n])))
         state.bind(n, draw(st.sampled_from([0, 4000])), 0, np.arange(used), draw(st.sampled_from([250, 1000])))
         if draw(st.integers(0, 3)) == 0:  # booked for a job (ProvisioningRequest)

@@ -121,7 +121,7 @@ def test_reference_by_hand():
     cl = CLUSTER
     state = ClusterState(cl)
     g6 = int(state.pool_offset[cl.type_index("g6")])
-    state.add_node(g6, 0.0, ready=True)
+    state.add_node(g6, ready=True)
     state.bind(g6, 4000, 0, np.array([0]), WHOLE)
     state.bind(g6, 0, 0, np.array([4]), 400)
     assert state.gpu_free[g6, :6].tolist() == [0, 1000, 1000, 1000, 600, 1000]
@@ -165,8 +165,8 @@ def test_reference_by_hand():
     assert [feasible(state, w, p)[g6] for p in range(6)] == expected
     # partitions: the a8 type offers 1g and 3g, b8 only 3g; booting nodes take nothing
     a8, b8 = (int(state.pool_offset[cl.type_index(t)]) for t in ("a8", "b8"))
-    state.add_node(a8, 0.0, ready=True)
-    state.add_node(b8, 0.0, ready=False)
+    state.add_node(a8, ready=True)
+    state.add_node(b8, ready=False)
     w = workload(cl, [{"gpu_milli": 0, "gpu_partition": "1g"}, {"gpu_milli": 0, "gpu_partition": "3g"}])
     assert [fits(state, w, 0, n) for n in (a8, b8)] == [True, False]
     usable = state.status != ABSENT
@@ -207,7 +207,7 @@ def states(draw):
     ready, some empty nodes removed, sometimes a bulk bind_many of one shape."""
     state = ClusterState(CLUSTER)
     for n in draw(st.sets(st.integers(0, state.n_slots - 1), min_size=3, max_size=16)):
-        state.add_node(n, 0.0, ready=draw(st.booleans()))
+        state.add_node(n, ready=draw(st.booleans()))
     pods = draw(st.lists(pod_dicts(), min_size=4, max_size=40))
     bound = []
     w = workload(CLUSTER, pods)
@@ -221,7 +221,7 @@ def states(draw):
         state.release(*bound.pop(i))
     for n in np.flatnonzero(state.status == BOOTING):
         if draw(st.booleans()):
-            state.make_ready(int(n), 1.0)
+            state.make_ready(int(n))
     for n in np.flatnonzero((state.status != ABSENT) & (state.pods_on == 0)):
         if draw(st.integers(0, 3)) == 0:
             state.remove_node(int(n))
@@ -296,7 +296,7 @@ def test_empty_node_fits_iff_its_type_could_ever_hold_the_pod(pod):
     w = workload(CLUSTER, [pod])
     state = ClusterState(CLUSTER)
     for p in range(len(CLUSTER.pools)):
-        state.add_node(int(state.pool_offset[p]), 0.0, ready=True)
+        state.add_node(int(state.pool_offset[p]), ready=True)
     some = feasible(state, w, 0).any()
     assert some == reference_mask(state, w, 0).any()
     assert some != bool(w.never_fits[0]), pod
@@ -307,8 +307,8 @@ def test_whole_gpu_partition_profile_needs_a_type_offering_it():
                  pools=[sc.pool("mig", "mig"), sc.pool("plain", "plain")],
                  partition_profiles={"7g": 1000}, name="7g")
     state = ClusterState(cl)
-    state.add_node(0, 0.0, ready=True)  # pool mig, slot 0
-    state.add_node(4, 0.0, ready=True)  # pool plain, slot 4
+    state.add_node(0, ready=True)  # pool mig, slot 0
+    state.add_node(4, ready=True)  # pool plain, slot 4
     w = workload(cl, [{"gpu_milli": 0, "gpu_partition": "7g"}])
     assert reference_mask(state, w, 0)[[0, 4]].tolist() == [True, False]
     assert feasible(state, w, 0)[[0, 4]].tolist() == [True, False]
@@ -319,7 +319,7 @@ def test_share_with_nic_claim_needs_a_nic_per_gpu():
     so the filter and the refusal rule agree."""
     cl = Cluster(node_types=[sc.node_type("plain")], pools=[sc.pool("plain", "plain")], name="nic")
     state = ClusterState(cl)
-    state.add_node(0, 0.0, ready=True)
+    state.add_node(0, ready=True)
     w = workload(cl, [{"gpu_milli": 500, "nic_per_gpu": True}])
     assert not feasible(state, w, 0)[0] and not fits(state, w, 0, 0)
     assert w.never_fits[0]

@@ -39,7 +39,7 @@ def make_state(nodes: list[tuple[str, int, list[int]]], types: dict = TYPES) -> 
         autoscaling=False)
     state = ClusterState(cluster)
     for n, (t, cpu_free, free) in enumerate(nodes):
-        state.add_node(n, 0.0, ready=True)
+        state.add_node(n, ready=True)
         if cpu_free < types[t][0]:
             state.bind(n, types[t][0] - cpu_free, 0, np.zeros(0, np.int64), 0)
         for g, f in enumerate(free):
