@@ -125,7 +125,10 @@ class ScaleDown:
     def utilization(self, nodes: np.ndarray) -> np.ndarray:
         """Accelerator utilisation of `nodes` for GPU nodes, max(CPU, memory) for the others."""
         st = self.sim.state
-        gcap, ccap, mcap = st.gpu_milli_cap[nodes], st.cpu_cap[nodes], st.mem_cap[nodes]
+        gcap = st.gpu_milli_cap[nodes]
+        if gcap.all():  # GPU nodes only, the usual case
+            return st.gpu_used[nodes] / gcap
+        ccap, mcap = st.cpu_cap[nodes], st.mem_cap[nodes]
         gpu = np.divide(st.gpu_used[nodes], gcap, out=np.zeros(len(nodes)), where=gcap > 0)
         cpu = 1.0 - np.divide(st.cpu_free[nodes], ccap, out=np.ones(len(nodes)), where=ccap > 0)
         mem = 1.0 - np.divide(st.mem_free[nodes], mcap, out=np.ones(len(nodes)), where=mcap > 0)
@@ -186,6 +189,9 @@ class ScaleDown:
         pods = sim.pods_on(n)
         others = np.flatnonzero(sim.state.ready)
         others = others[others != n]
+        if len(pods) == 1:  # where it would go does not matter: only whether it fits somewhere
+            usable = None if booked_for is None else (booked_for == -1) | (booked_for == sim.w.job[pods[0]])
+            return bool(feasible(sim.state, sim.w, pods[0], usable, at=others).any())
         scratch = sim.state.subset(others)  # local order is slot order
         booked = None if booked_for is None else booked_for[others]
         for p in pods:
