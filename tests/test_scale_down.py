@@ -22,3 +22,14 @@ def test_drain_check_counts_only_nodes_the_pods_may_use(booked, drainable):
     booked_for[other] = booked
     assert loop.autoscaler.scale_down._can_drain(n, booked_for) is drainable
     assert loop.autoscaler.scale_down._can_drain(n) is True  # no bookings: the other node is room
+
+
+def test_drain_check_packs_the_pods_together():
+    # three 4-GPU pods on two 8-GPU nodes: one node holds two of them, the other one pod and
+    # 4 free GPUs; each of the two pods would fit there alone, both together do not
+    cl = sc.cluster([sc.node_type("gpu8")], [sc.pool("a", "gpu8", min_size=2)])
+    loop = sc.separate()
+    _, sim = sc.run(sc.trace([{"gpu_count": 4}] * 3), cl, loop, horizon_s=60.0)
+    full = int(np.argmax(sim.state.pods_on[:2]))
+    assert sim.state.pods_on[full] == 2 and sim.state.free_whole[1 - full] == 4
+    assert loop.autoscaler.scale_down._can_drain(full) is False
