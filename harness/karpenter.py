@@ -356,10 +356,9 @@ class KarpenterAutoscaler:
         rank[by_pool] = np.arange(len(idx)) - np.searchsorted(pool[by_pool], pool[by_pool])
         kept = rank < room[pool]
         idx, busy = idx[kept], busy[kept]
-        if self.max_candidates >= 0:
-            over = np.flatnonzero(busy & (np.cumsum(busy) > self.max_candidates))
-            if len(over):
-                idx = idx[:over[0]]
+        over = np.flatnonzero(busy & (np.cumsum(busy) > self.max_candidates))
+        if len(over):
+            idx = idx[:over[0]]
         return idx.astype(np.int64, copy=False)
 
     def _option(self, cands: np.ndarray, pending: np.ndarray) -> tuple[bool, int]:
