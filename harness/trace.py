@@ -95,8 +95,7 @@ class TraceMeta:
         }
 
     @classmethod
-    def from_metadata(cls, md: dict[bytes, bytes] | None) -> "TraceMeta":
-        md = {k.decode(): v.decode() for k, v in (md or {}).items()}
+    def from_metadata(cls, md: dict[str, str]) -> "TraceMeta":
         return cls(
             source=md.get("loopbench.source", "unknown"),
             licence=md.get("loopbench.licence", "unknown"),
@@ -139,11 +138,25 @@ def read_trace(path: str | os.PathLike) -> tuple[pa.Table, TraceMeta]:
         table = pf.read()
     except Exception as exc:  # pyarrow raises several types for corrupt files
         raise TraceError(file, f"not a readable Parquet file ({_one_line(exc)})") from None
-    meta = TraceMeta.from_metadata(table.schema.metadata)
-    version = (table.schema.metadata or {}).get(b"loopbench.schema_version", b"").decode()
+    md = _loopbench_metadata(table.schema.metadata, file)
+    meta = TraceMeta.from_metadata(md)
+    version = md.get("loopbench.schema_version", "")
     if version and version != SCHEMA_VERSION:
         raise TraceError(file, f"schema version {version} is not supported (this loopbench reads {SCHEMA_VERSION})")
     return validate_table(table, file), meta
+
+
+def _loopbench_metadata(md: dict[bytes, bytes] | None, file: str) -> dict[str, str]:
+    """The footer's `loopbench.*` entries as text; other tools' entries may be binary and are not read."""
+    out = {}
+    for key, value in (md or {}).items():
+        if key.startswith(b"loopbench."):
+            try:
+                out[key.decode()] = value.decode()
+            except UnicodeDecodeError:
+                name = key.decode("utf-8", "replace")
+                raise TraceError(file, f"footer metadata '{name}' is not UTF-8 text") from None
+    return out
 
 
 def _one_line(exc: Exception) -> str:
@@ -177,18 +190,38 @@ def validate_table(table: pa.Table, file: str) -> pa.Table:
         raise TraceError(file, f"unknown column (the schema has: {', '.join(SCHEMA.names)})", column=extra[0])
     cols = []
     for field in SCHEMA:
-        col = table.column(field.name)
-        try:
-            col = col.cast(field.type, safe=True)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise TraceError(file, f"expected type {field.type}, got {col.type} ({_one_line(exc)})",
-                             column=field.name) from None
+        col = _cast(table.column(field.name), field, file)
         if not field.nullable and col.null_count:
             _check(col.is_null().to_numpy(zero_copy_only=False), file, field.name, "value must not be null")
         cols.append(col)
     table = pa.Table.from_arrays(cols, schema=SCHEMA)
     _check_values(table, file)
     return table
+
+
+def _cast(col: pa.ChunkedArray, field: pa.Field, file: str) -> pa.ChunkedArray:
+    """`col` as the field's type; refused with the first row whose value does not fit."""
+    try:
+        return col.cast(field.type, safe=True)
+    except pa.ArrowNotImplementedError:  # no cast between the two types, whatever the values
+        raise TraceError(file, f"expected type {field.type}, got {col.type}", column=field.name) from None
+    except pa.ArrowInvalid:
+        row = _first_uncastable(col, field.type)
+        raise TraceError(file, f"expected type {field.type}, got {col.type} {col[row].as_py()!r}",
+                         column=field.name, row=row) from None
+
+
+def _first_uncastable(col: pa.ChunkedArray, type_: pa.DataType) -> int:
+    """Bisect for the first value that does not cast: about one more cast of the column in all."""
+    lo, hi = 0, len(col)  # the first bad value is in [lo, hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        try:
+            col.slice(lo, mid - lo).cast(type_, safe=True)
+            lo = mid
+        except pa.ArrowInvalid:
+            hi = mid
+    return lo
 
 
 def _np(table: pa.Table, name: str, fill=None) -> np.ndarray:
@@ -223,6 +256,11 @@ def _check_values(table: pa.Table, file: str) -> None:
            "a fractional share (< 1000) is only allowed with gpu_count 1")
     minm = _np(table, "min_member")
     _check(minm < 1, file, "min_member", "must be >= 1")
+    models = table.column("gpu_models")
+    null_model = pa.compute.list_flatten(models).is_null().to_numpy(zero_copy_only=False)
+    if null_model.any():
+        row = pa.compute.list_parent_indices(models)[_first(null_model)].as_py()
+        raise TraceError(file, "a GPU model name must not be null", column="gpu_models", row=row)
     loc = _np(table, "gang_locality")
     _check(~np.isin(loc, GANG_LOCALITY), file, "gang_locality", f"must be one of {GANG_LOCALITY}")
     pod_ids = table.column("pod_id")

@@ -62,16 +62,19 @@ TRACES = {
     "missing_column.parquet": Err("memory_mib", None, "required column is missing"),
     "extra_column.parquet": Err("colour", None, "unknown column"),
     "duplicate_column.parquet": Err("gpu_count", None, "more than once"),
-    "wrong_type_text_cpu.parquet": Err("cpu_milli", None, "expected type int64, got string"),
-    "wrong_type_fractional_cpu.parquet": Err("cpu_milli", None, "expected type int64, got double"),
+    "wrong_type_text_cpu.parquet": Err("cpu_milli", 2, "expected type int64, got string 'four'"),
+    "wrong_type_fractional_cpu.parquet": Err("cpu_milli", 1, "expected type int64, got double 4000.5"),
     "wrong_type_models_text.parquet": Err("gpu_models", None, "expected type list<item: string>"),
     "wrong_type_timestamp_submit.parquet": Err("submit_s", None, "expected type double"),
-    "wrong_type_flag_text.parquet": Err("nic_per_gpu", None, "expected type bool"),
+    "wrong_type_flag_text.parquet": Err("nic_per_gpu", 0, "expected type bool, got string 'no'"),
     "null_submit.parquet": Err("submit_s", 1, "must not be null"),
     "null_pod_id.parquet": Err("pod_id", 3, "must not be null"),
     "empty.parquet": Err(None, None, "trace has no rows"),
     "schema_version_9.parquet": Err(None, None, "schema version 9 is not supported"),
-    "priority_overflows_int32.parquet": Err("priority", None, "expected type int32"),
+    "priority_overflows_int32.parquet": Err("priority", 2, "expected type int32, got int64 1099511627776"),
+    "null_gpu_model.parquet": Err("gpu_models", 1, "a GPU model name must not be null"),
+    "metadata_not_utf8.parquet": Err(None, None, "footer metadata 'loopbench.source' is not UTF-8 text"),
+    "foreign_binary_metadata.parquet": Ok("metadata of other tools is not read"),
     "negative_duration.parquet": Err("duration_s", 2, "null (runs to the end) or finite seconds"),
     "nan_duration.parquet": Err("duration_s", 1, "finite seconds"),
     "infinite_duration.parquet": Err("duration_s", 3, "finite seconds"),
@@ -363,6 +366,11 @@ def test_huge_but_valid_values_replay_to_the_horizon():
     row, sim = sc.run(table, corpus_cluster(), sc.merged(), horizon_s=2 * 3600.0)
     assert sim.now == 2 * 3600.0
     assert (row["pods_done"], row["pods_running"], row["pods_not_arrived"]) == (1, 2, 1)
+
+
+def test_metadata_of_other_tools_is_not_read():
+    table, meta = read_trace(CORPUS / "trace" / "foreign_binary_metadata.parquet")
+    assert table.num_rows == 4 and meta.source == "unknown"
 
 
 def test_importer_drops_are_counted_and_unused_columns_ignored():

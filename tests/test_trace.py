@@ -62,7 +62,7 @@ def test_missing_extra_and_mistyped_columns(tmp_path):
         read_trace(tmp_path / "extra.parquet")
     bad = table.set_column(SCHEMA.get_field_index("cpu_milli"), "cpu_milli", pa.array(["1", "x", "3"]))
     pq.write_table(bad, tmp_path / "typed.parquet")
-    with pytest.raises(TraceError, match="column 'cpu_milli': expected type int64"):
+    with pytest.raises(TraceError, match="column 'cpu_milli', row 1: expected type int64, got string 'x'"):
         read_trace(tmp_path / "typed.parquet")
 
 

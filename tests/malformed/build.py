@@ -72,6 +72,9 @@ def traces() -> None:
         "empty.parquet": ok.slice(0, 0),
         "schema_version_9.parquet": ok.replace_schema_metadata({b"loopbench.schema_version": b"9"}),
         "priority_overflows_int32.parquet": set_col(ok, "priority", pa.array([0, 0, 2**40, 0], pa.int64())),
+        "null_gpu_model.parquet": set_col(ok, "gpu_models", pa.array([[], ["H100", None], [], []], pa.list_(pa.string()))),
+        "metadata_not_utf8.parquet": ok.replace_schema_metadata({**ok.schema.metadata, b"loopbench.source": b"caf\xe9"}),
+        "foreign_binary_metadata.parquet": ok.replace_schema_metadata({**ok.schema.metadata, b"other.tool": b"\xff\xfe"}),
     }
     for name, table in raw.items():
         write_raw(table, name)
