@@ -116,8 +116,32 @@ def _loop_config(run: Path) -> dict[str, object]:
     path = run / "config.yaml"
     if not path.exists():
         return {}
-    cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-    return _flat(cfg.get("loop") or {})
+    try:
+        cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    except Exception as exc:  # yaml and omegaconf raise many types for a damaged file
+        raise _broken(path, "not a readable YAML file", exc) from None
+    loop = cfg.get("loop") if isinstance(cfg, dict) else None
+    if not isinstance(cfg, dict) or not isinstance(loop, (dict, type(None))):
+        raise _broken(path, "expected a mapping with a `loop` mapping (the run's composed config)")
+    return _flat(loop or {})
+
+
+def _broken(path: Path, what: str, exc: Exception | None = None) -> LoopbenchError:
+    """A damaged file of a finished run: the report is refused rather than silently short of it."""
+    cause = f" ({str(exc).strip().splitlines()[0]})" if exc is not None and str(exc).strip() else ""
+    return LoopbenchError(f"{path}: {what}{cause}; rerun that run or remove its directory")
+
+
+def _read(path: Path, columns: list[str] | None = None) -> pl.DataFrame:
+    """One Parquet output of a run, refused with its path if damaged or short of `columns`."""
+    try:
+        present = pl.read_parquet_schema(path)
+        missing = [c for c in columns or [] if c not in present]
+        if not missing:
+            return pl.read_parquet(path, columns=columns)
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:
+        raise _broken(path, "not a readable Parquet file", exc) from None
+    raise _broken(path, f"has no column '{missing[0]}'")
 
 
 def _scalar(v) -> str:
@@ -165,9 +189,6 @@ def _switch_rank(key: str) -> int:
 def label_runs(runs: list[Path], metrics: pl.DataFrame) -> tuple[pl.DataFrame, list[Variant]]:
     """Add a `variant` column: the loop name, plus the loop knobs and CONTEXT columns that
     differ between runs sharing that name (so a sweep over one knob is not pooled)."""
-    if "loop" not in metrics.columns:
-        raise LoopbenchError(f"{runs[0]}: its metrics have no 'loop' column; not replay runs "
-                             "(openb packing runs: loopbench packing-report)")
     configs = [_loop_config(r) for r in runs]
     context = [c for c in CONTEXT if c in metrics.columns and metrics[c].n_unique() > 1]
     loops = metrics["loop"].to_list()
@@ -560,10 +581,21 @@ def figures(summary: pl.DataFrame, jobs: pl.DataFrame, timeline: pl.DataFrame, v
 
 # ---- the command -----------------------------------------------------------------------------
 
-def _read_all(runs: list[Path], labels: pl.Series, name: str, columns: list[str] | None = None) -> pl.DataFrame:
-    frames = [pl.read_parquet(r / name, columns=columns).with_columns(variant=pl.lit(v))
+def _read_all(runs: list[Path], labels: pl.Series, name: str, columns: list[str]) -> pl.DataFrame:
+    frames = [_read(r / name, columns).with_columns(variant=pl.lit(v))
               for r, v in zip(runs, labels) if (r / name).exists()]
     return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+
+
+def _read_metrics(run: Path) -> pl.DataFrame:
+    path = run / COMPLETE_MARKER
+    metrics = _read(path)
+    if "loop" not in metrics.columns:
+        raise LoopbenchError(f"{path}: no 'loop' column; not a replay run "
+                             "(openb packing runs: loopbench packing-report)")
+    if "seed" not in metrics.columns:
+        raise _broken(path, "has no column 'seed'")
+    return metrics
 
 
 def _write_csv(df: pl.DataFrame, path: Path) -> None:
@@ -589,10 +621,8 @@ def _intro(metrics: pl.DataFrame, variants: list[Variant], runs: list[Path]) -> 
 def build(paths: list[str | Path], out: Path, title: str | None = None, notes: list[str] = ()) -> Report:
     """Aggregate the runs below `paths` and write the report files into `out`, replacing it whole."""
     runs = find_runs(paths)
-    metrics = pl.concat([pl.read_parquet(r / COMPLETE_MARKER) for r in runs], how="diagonal_relaxed")
+    metrics = pl.concat([_read_metrics(r) for r in runs], how="diagonal_relaxed")
     metrics, variants = label_runs(runs, metrics)
-    if "seed" not in metrics.columns:
-        raise LoopbenchError(f"{runs[0]}: its metrics have no 'seed' column")
     labels = metrics["variant"]
     order = {v.label: i for i, v in enumerate(variants)}
     runs_table = (metrics.drop([c for c in UNSTABLE if c in metrics.columns])
@@ -601,7 +631,7 @@ def build(paths: list[str | Path], out: Path, title: str | None = None, notes: l
     summary = summarize(metrics, variants)
     abl = ablation(metrics, variants)
     jobs = _read_all(runs, labels, "jobs.parquet", ["is_gang", "refused", "start_latency_s"])
-    timeline = _read_all(runs, labels, "timeline.parquet")
+    timeline = _read_all(runs, labels, "timeline.parquet", ["t_s", "billed_gpus", "used_gpus", "frag_ratio", "frag_amount"])
     rep = Report(title or out.name, [*notes, *_intro(metrics, variants, runs)])
     baselines = [v.label for v in variants if v.is_baseline]
     if len(baselines) > 1:

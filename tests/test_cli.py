@@ -92,3 +92,46 @@ def test_an_interrupted_sweep_reruns_only_unfinished_runs(tmp_path, small_trace)
     assert r.returncode == 0 and "already complete with this config, skipped" in r.stdout
     assert kept.stat().st_mtime_ns == before
     assert pl.read_parquet(redo).drop("wall_s").equals(reference)
+
+
+# ---- no traceback reaches a user: every bad input below is one line on stderr ----------------
+
+def one_line_error(r: subprocess.CompletedProcess, code: int = 1) -> str:
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == code, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _drop_column(path: Path, column: str) -> None:
+    pl.read_parquet(path).drop(column).write_parquet(path)
+
+
+BROKEN_RUNS = {  # what is done to the second of two finished runs -> the file the error names
+    "truncated_metrics": (lambda d: _truncate(d / "metrics.parquet"), "metrics.parquet"),
+    "truncated_jobs": (lambda d: _truncate(d / "jobs.parquet"), "jobs.parquet"),
+    "config_not_yaml": (lambda d: (d / "config.yaml").write_text("loop: {name: [unclosed\n"), "config.yaml"),
+    "config_not_mapping": (lambda d: (d / "config.yaml").write_text("- a\n- list\n"), "config.yaml"),
+    "metrics_without_seed": (lambda d: _drop_column(d / "metrics.parquet", "seed"), "metrics.parquet"),
+    "jobs_without_latency": (lambda d: _drop_column(d / "jobs.parquet", "start_latency_s"), "jobs.parquet"),
+    "timeline_without_frag": (lambda d: _drop_column(d / "timeline.parquet", "frag_ratio"), "timeline.parquet"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN_RUNS))
+def test_report_refuses_a_broken_run_naming_its_file(case, tmp_path):
+    from tests.test_report import loop_cfg, make_run
+
+    make_run(tmp_path / "runs" / "a", loop_cfg("merged"), 0, 4.0, 60.0, 100.0)
+    bad = make_run(tmp_path / "runs" / "b", loop_cfg("merged"), 1, 6.0, 80.0, 200.0)
+    breaks, name = BROKEN_RUNS[case]
+    breaks(bad)
+    r = loopbench("report", str(tmp_path / "runs"), "-o", str(tmp_path / "out"), cwd=tmp_path)
+    line = one_line_error(r)
+    assert line.startswith("loopbench report: error: ") and str(bad.resolve() / name) in line, line
+    assert not (tmp_path / "out").exists()
