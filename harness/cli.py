@@ -7,6 +7,8 @@
     loopbench packing-report SWEEP... -o results/openb_packing
     loopbench report RUN_OR_SWEEP... -o results/NAME   tables, plots and report.html of replay runs
     loopbench results [NAME...] [--check]  regenerate the canonical experiments' results/
+
+Ctrl-C stops any command (exit status 130).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def compose(config_name: str, overrides: list[str]):
         return hydra_compose(config_name=config_name, overrides=overrides)
 
 
-def _hydra_app(task, config_name: str, argv: list[str]) -> None:
+def _hydra_app(command: str, task, config_name: str, argv: list[str]) -> None:
     """Run `task(cfg)` as a Hydra application so -m, sweeps and launchers work as usual."""
     import hydra
 
@@ -50,10 +52,10 @@ def _hydra_app(task, config_name: str, argv: list[str]) -> None:
         try:
             return task(cfg)
         except LoopbenchError as exc:  # a clear one-line error, not Hydra's traceback
-            print(f"loopbench: error: {exc}", file=sys.stderr)
+            print(f"loopbench {command}: error: {exc}", file=sys.stderr)
             failures.append(exc)  # a sweep goes on with its other runs; a remote worker survives
 
-    sys.argv = [f"loopbench-{config_name}", *argv]
+    sys.argv = [f"loopbench-{command}", *argv]
     hydra.main(config_path=str(conf_dir()), config_name=config_name, version_base="1.3")(guarded)()
     if failures:
         raise SystemExit(1)
@@ -69,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         if command == "replay":
             from harness.replay import replay_task
 
-            _hydra_app(replay_task, "config", rest)
+            _hydra_app(command, replay_task, "config", rest)
         elif command == "compare":
             from harness.compare import compare
 
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         elif command == "generate":
             from harness.generate import generate_task
 
-            _hydra_app(generate_task, "generate", rest)
+            _hydra_app(command, generate_task, "generate", rest)
         elif command == "import":
             from harness.importers.cli import main as import_main
 
@@ -100,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     except LoopbenchError as exc:
         print(f"loopbench {command}: error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: what was written so far is whole (harness/output.py)
+        print("loopbench: interrupted", file=sys.stderr)
+        return 130
     return 0
 
 

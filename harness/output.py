@@ -27,8 +27,9 @@ class _AtomicPath:
         self.path = path
 
     def __enter__(self) -> Path:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        with _writable(self.path):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
         os.close(fd)
         self.tmp = Path(tmp)
         return self.tmp
@@ -40,6 +41,18 @@ class _AtomicPath:
         elif self.tmp.exists():
             self.tmp.unlink()
         return False
+
+
+@contextmanager
+def _writable(path: Path):
+    """An output that cannot be placed (a plain file where a folder must be, no permission) is
+    one clear error naming it, not an OSError from deep inside."""
+    try:
+        yield
+    except OSError as exc:
+        file = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        why = f"{file} is a file, not a folder" if file else exc.strerror or str(exc)
+        raise LoopbenchError(f"{path}: cannot write it: {why}") from None
 
 
 def write_parquet(df: pl.DataFrame, path: Path) -> Path:
@@ -89,7 +102,8 @@ def atomic_dir(path: Path, owns: str):
         shutil.rmtree(new)
     if path.exists() and not (path / owns).is_file() and (not path.is_dir() or any(path.iterdir())):
         raise LoopbenchError(f"{path}: exists and is not a report (no {owns}); give a new or empty folder")
-    new.mkdir(parents=True)
+    with _writable(path):
+        new.mkdir(parents=True)
     try:
         yield new
     except BaseException:

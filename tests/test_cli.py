@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 #: PYTHONPATH passed on, so that a worktree sharing another checkout's venv runs its own code
@@ -135,3 +137,25 @@ def test_report_refuses_a_broken_run_naming_its_file(case, tmp_path):
     line = one_line_error(r)
     assert line.startswith("loopbench report: error: ") and str(bad.resolve() / name) in line, line
     assert not (tmp_path / "out").exists()
+
+
+OUTPUT_UNDER_A_FILE = {  # command (with {bad}: a path below a plain file) -> whose message names it
+    "report": ("report", "{runs}", "-o", "{bad}"),
+    "import": ("import", "helios", str(ROOT / "tests" / "fixtures" / "helios" / "cluster_log.csv"), "-o", "{bad}"),
+    "import_cluster": ("import", "openb", "--nodes", str(ROOT / "tests" / "fixtures" / "openb" / "nodes.csv"),
+                       "--cluster-out", "{bad}"),
+    "generate": ("generate", "workload.n_jobs=20", "out={bad}"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OUTPUT_UNDER_A_FILE))
+def test_an_output_below_a_plain_file_is_one_line(case, tmp_path):
+    from tests.test_report import loop_cfg, make_run
+
+    make_run(tmp_path / "runs" / "a", loop_cfg("merged"), 0, 4.0, 60.0, 100.0)
+    (tmp_path / "plain").write_text("a file, not a folder\n")
+    bad = tmp_path / "plain" / "x.out"
+    args = [a.format(runs=tmp_path / "runs", bad=bad) for a in OUTPUT_UNDER_A_FILE[case]]
+    line = one_line_error(loopbench(*args, cwd=tmp_path))
+    assert line.startswith(f"loopbench {args[0]}: error: ") and str(tmp_path / "plain") in line, line
+    assert (tmp_path / "plain").read_text() == "a file, not a folder\n"

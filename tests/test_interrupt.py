@@ -5,6 +5,7 @@ rerunning them gives the metrics of an uninterrupted run."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -161,3 +162,58 @@ def test_rerun_interrupted_between_its_outputs_is_not_reported(trace, reference,
     same_metrics(run, reference[1])
     assert (run / "config.yaml").read_text() == OmegaConf.to_yaml(cfg_b)
     assert find_runs([tmp_path / "sweep"]) == [run.resolve()]
+
+
+def interrupt_replay(tmp_path: Path, trace: Path, **streams) -> subprocess.Popen:
+    """A replay Ctrl-C'd mid-run: SIGINT once Hydra has written the run's config."""
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "replay", f"trace.path={trace}", "loop=merged",
+                             f"hydra.run.dir={run}"], cwd=tmp_path, env=ENV, **streams)
+    wait_for(run / ".hydra" / "config.yaml", proc)
+    time.sleep(0.4)
+    if proc.poll() is not None:
+        pytest.fail("the run finished before it could be interrupted: use a bigger trace")
+    proc.send_signal(signal.SIGINT)
+    return proc
+
+
+def test_ctrl_c_is_exit_130_and_one_line(trace, tmp_path):
+    proc = interrupt_replay(tmp_path, trace, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err.splitlines()) == (130, ["loopbench: interrupted"]), err
+
+
+def test_ctrl_c_under_a_progress_bar_is_one_line(trace, tmp_path):
+    """On a terminal the replay shows a tqdm bar; Ctrl-C clears it and leaves the one line."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    import threading
+
+    main, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # 0 columns would hide the bar
+    proc = interrupt_replay(tmp_path, trace, stdout=subprocess.DEVNULL, stderr=child)
+    os.close(child)
+    seen = bytearray()
+
+    def drain():
+        while True:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # the terminal's other end closed
+                return
+            if not chunk:
+                return
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    proc.wait(timeout=120)
+    reader.join(timeout=10)
+    os.close(main)
+    text = seen.decode("utf-8", "replace")
+    assert "replay merged" in text, "no progress bar was shown: the test does not test it"
+    shown = [part.strip() for part in re.split(r"[\r\n]", text) if part.strip()]
+    assert proc.returncode == 130 and "Traceback" not in text, text
+    assert shown[-1] == "loopbench: interrupted" and not any("Traceback" in s for s in shown), shown
