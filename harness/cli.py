@@ -8,7 +8,8 @@
     loopbench report RUN_OR_SWEEP... -o results/NAME   tables, plots and report.html of replay runs
     loopbench results [NAME...] [--check]  regenerate the canonical experiments' results/
 
-Ctrl-C stops any command (exit status 130).
+`loopbench replay --help` (or compare, generate) shows a command's config groups and flags;
+`--cfg job` prints the config it would run. Ctrl-C stops any command (exit status 130).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from pathlib import Path
 from harness.errors import LoopbenchError
 
 USAGE = __doc__
+#: Config groups whose options `--help` lists with one line each.
+CATALOG = ("loop", "policy")
 
 
 def conf_dir() -> Path:
@@ -42,10 +45,39 @@ def compose(config_name: str, overrides: list[str]):
         return hydra_compose(config_name=config_name, overrides=overrides)
 
 
+def describe(path: Path) -> str:
+    """A config's one-line description: the first comment line of its YAML file."""
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        text = line.lstrip("#").strip()
+        if text and not text.startswith("@package"):
+            return text
+    return ""
+
+
+def catalog(*groups: str) -> str:
+    """The options of config `groups` in conf/, one line each (for --help)."""
+    lines = []
+    for group in groups:
+        files = sorted((conf_dir() / group).glob("*.yaml"))
+        width = max((len(f.stem) for f in files), default=0)
+        lines += [f"{group}=NAME, one of:", *(f"  {f.stem:<{width}}  {describe(f)}" for f in files), ""]
+    return "\n".join(lines)
+
+
+def _help_catalog(*groups: str) -> str:
+    """`${loopbench.catalog:loop,policy}` in conf/hydra/help: `$` escaped for Hydra's template."""
+    return catalog(*groups).replace("$", "$$")
+
+
 def _hydra_app(command: str, task, config_name: str, argv: list[str]) -> None:
     """Run `task(cfg)` as a Hydra application so -m, sweeps and launchers work as usual."""
     import hydra
+    from omegaconf import OmegaConf
 
+    if not OmegaConf.has_resolver("loopbench.catalog"):
+        OmegaConf.register_new_resolver("loopbench.catalog", _help_catalog)
     failures = []
 
     def guarded(cfg):
@@ -64,7 +96,7 @@ def _hydra_app(command: str, task, config_name: str, argv: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE)
+        print(USAGE + "\n" + catalog(*CATALOG))
         return 0
     command, rest = argv[0], argv[1:]
     try:
@@ -73,9 +105,9 @@ def main(argv: list[str] | None = None) -> int:
 
             _hydra_app(command, replay_task, "config", rest)
         elif command == "compare":
-            from harness.compare import compare
+            from harness.compare import compare_task, hydra_args
 
-            compare(rest)
+            _hydra_app(command, compare_task, "compare", hydra_args(rest))
         elif command == "generate":
             from harness.generate import generate_task
 

@@ -1,31 +1,69 @@
-"""`loopbench compare`: one trace through every loop, printed side by side.
+"""`loopbench compare`: one trace through several loops, printed side by side.
 
+A Hydra app like `loopbench replay` (conf/compare.yaml): `loops=a,b` picks the loops (names
+of conf/loop/*.yaml), every other override applies to each loop, and --help, --cfg job and -m
+work as for replay. Every loop's config is composed, and so checked, before the first runs.
 Runs land in runs/compare/<timestamp>/<loop>/ (each a normal run directory), with the
 side-by-side table beside them as comparison.csv and comparison.md.
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import polars as pl
+from omegaconf import DictConfig, OmegaConf
 
+from harness.errors import ConfigError
 from harness.output import write_text
 from harness.replay import HEADLINE, Replay
 
-LOOPS = ("separate", "separate_provreq", "merged")
+
+def hydra_args(argv: list[str]) -> list[str]:
+    """`loops=a,b`, the documented form, as the Hydra list `loops=[a,b]` (Hydra would read a
+    bare comma list as a sweep); every other argument as given."""
+    return [f"loops=[{arg[6:]}]" if arg.startswith("loops=") and not arg[6:].startswith("[") else arg
+            for arg in argv]
 
 
-def _loops_and_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
-    """`loops=a,b` picks the loops; every other argument is a Hydra override."""
-    loops, rest = list(LOOPS), []
-    for arg in argv:
-        if arg.startswith("loops="):
-            loops = [x for x in arg.split("=", 1)[1].split(",") if x]
-        else:
-            rest.append(arg)
-    return loops, rest
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def loop_configs(loops: list[str], overrides: list[str]) -> dict[str, DictConfig]:
+    """Each loop's replay config, composed with the user's overrides before any loop runs: an
+    unknown name or an override a loop does not take is one line, not a failure half-way."""
+    from hydra import compose
+    from hydra.errors import HydraException, MissingConfigException
+
+    if not loops:
+        raise ConfigError("loops", "no loop to compare: give loops=a,b (names of conf/loop/*.yaml)")
+    twice = next((name for i, name in enumerate(loops) if name in loops[:i]), None)
+    if twice is not None:
+        raise ConfigError("loops", f"loop '{twice}' is listed twice")
+    if "loop" in map(_key, overrides):
+        raise ConfigError("loop", "compare runs each of `loops`: pick them with loops=a,b, not loop=")
+    configs, unknown, available = {}, [], []
+    for name in loops:
+        try:
+            configs[name] = compose("config", [*overrides, f"loop={name}"])
+        except MissingConfigException as exc:
+            if exc.missing_cfg_file != f"loop/{name}":
+                raise
+            unknown.append(name)
+            available = exc.options or []
+        except HydraException as exc:
+            raise ConfigError(f"loop={name}", " ".join(str(exc).split())) from None
+    if unknown:
+        names = ", ".join(f"'{n}'" for n in unknown)
+        raise ConfigError("loops", f"unknown loop{'s' if len(unknown) > 1 else ''} {names}; "
+                                   f"available: {', '.join(available)}")
+    return configs
+
+
+def run_loops(configs: dict[str, DictConfig], out_root: Path) -> pl.DataFrame:
+    """Replay each loop into out_root/<loop>/; their metrics rows, in `loops` order."""
+    return pl.concat([Replay().run(cfg, out_root / name) for name, cfg in configs.items()], how="diagonal_relaxed")
 
 
 def side_by_side(metrics: pl.DataFrame, columns: list[str] = HEADLINE) -> pl.DataFrame:
@@ -35,22 +73,33 @@ def side_by_side(metrics: pl.DataFrame, columns: list[str] = HEADLINE) -> pl.Dat
     return table.unpivot(index="loop", variable_name="metric").pivot(on="loop", index="metric", values="value")
 
 
-def compare(argv: list[str], out_root: Path | None = None) -> pl.DataFrame:
-    from harness.cli import compose
-
-    loops, overrides = _loops_and_overrides(argv)
-    out_root = Path(out_root or Path("runs") / "compare" / time.strftime("%Y-%m-%d_%H-%M-%S"))
-    rows = []
-    for loop in loops:
-        cfg = compose("config", [*overrides, f"loop={loop}"])
-        rows.append(Replay().run(cfg, out_root / loop))
-    metrics = pl.concat(rows, how="diagonal_relaxed")
-    table = side_by_side(metrics)
+def write_table(table: pl.DataFrame, out_root: Path) -> str:
+    """comparison.csv and comparison.md beside the runs; the Markdown text."""
     write_text(table.write_csv(), out_root / "comparison.csv")
     with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, float_precision=2,
                    tbl_formatting="MARKDOWN", tbl_hide_column_data_types=True, tbl_hide_dataframe_shape=True):
         text = str(table)
     write_text(text + "\n", out_root / "comparison.md")
+    return text
+
+
+def show(text: str, out_root: Path) -> None:
     print(text)
     print(f"runs: {out_root}")
+
+
+def compare_task(cfg: DictConfig) -> pl.DataFrame:
+    """Hydra task of `loopbench compare`: the run directory Hydra made holds one run per loop."""
+    from hydra.core.hydra_config import HydraConfig
+
+    hc = HydraConfig.get()
+    if not OmegaConf.is_list(cfg.loops):
+        raise ConfigError("loops", f"expected a list of loop names, got {cfg.loops!r}")
+    # the user's overrides, and the config folders they added, go to every loop's config
+    overrides = [o for o in hc.overrides.task if _key(o) != "loops"]
+    overrides += [o for o in hc.overrides.hydra if _key(o) == "hydra.searchpath"]
+    configs = loop_configs([str(name) for name in cfg.loops], overrides)
+    out_root = Path(hc.runtime.output_dir)
+    table = side_by_side(run_loops(configs, out_root))
+    show(write_table(table, out_root), out_root)
     return table

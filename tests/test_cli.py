@@ -159,3 +159,66 @@ def test_an_output_below_a_plain_file_is_one_line(case, tmp_path):
     line = one_line_error(loopbench(*args, cwd=tmp_path))
     assert line.startswith(f"loopbench {args[0]}: error: ") and str(tmp_path / "plain") in line, line
     assert (tmp_path / "plain").read_text() == "a file, not a folder\n"
+
+
+@pytest.mark.parametrize("loops, says", [("loops=", "no loop to compare"),
+                                         ("loops=nope", "unknown loop 'nope'; available: merged, separate,"),
+                                         ("loops=merged,nope,nada", "unknown loops 'nope', 'nada'; available: merged,"),
+                                         ("loops=merged,merged", "loop 'merged' is listed twice")])
+def test_compare_checks_every_loop_name_before_the_first_runs(loops, says, tmp_path, small_trace):
+    r = loopbench("compare", f"trace.path={small_trace}", loops, cwd=tmp_path)
+    line = one_line_error(r)
+    assert line.startswith("loopbench compare: error: loops: ") and says in line, line
+    assert not list(tmp_path.rglob("metrics.parquet")), "no loop ran"
+
+
+def test_compare_unknown_override_is_hydras_short_error(tmp_path, small_trace):
+    r = loopbench("compare", f"trace.path={small_trace}", "nosuch=1", cwd=tmp_path)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.splitlines()[0] == "Could not override 'nosuch'.", r.stderr
+    assert not list(tmp_path.rglob("metrics.parquet"))
+
+
+def test_compare_is_a_hydra_app(tmp_path, small_trace):
+    r = loopbench("compare", "--cfg", "job", f"trace.path={small_trace}", "loops=merged,separate", "seed=3", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    cfg = yaml.safe_load(r.stdout)
+    assert cfg["loops"] == ["merged", "separate"] and cfg["seed"] == 3 and cfg["trace"]["path"] == str(small_trace)
+    assert not (tmp_path / "runs").exists()
+    r = loopbench("compare", "--help", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("loopbench compare") and "powered by Hydra" not in r.stdout
+    assert re.search(r"^\s+separate_provreq\s+Today's bridge", r.stdout, re.M), r.stdout
+
+
+def test_compare_overrides_apply_to_every_loop(tmp_path, small_trace):
+    r = loopbench("compare", f"trace.path={small_trace}", "loops=separate,merged", "seed=2", "horizon_s=3600",
+                  "hydra.run.dir=out", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    for loop in ("separate", "merged"):
+        m = pl.read_parquet(tmp_path / "out" / loop / "metrics.parquet")
+        assert (m["loop"][0], m["seed"][0], m["horizon_s"][0]) == (loop, 2, 3600.0)
+    assert pl.read_csv(tmp_path / "out" / "comparison.csv").columns == ["metric", "separate", "merged"]
+
+
+LOOPS = sorted(p.stem for p in (ROOT / "conf" / "loop").glob("*.yaml"))
+POLICIES = sorted(p.stem for p in (ROOT / "conf" / "policy").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("command", [(), ("replay",), ("compare",)], ids=["loopbench", "replay", "compare"])
+def test_help_lists_every_loop_and_policy_with_one_line(command, tmp_path):
+    r = loopbench(*command, "--help", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "powered by Hydra" not in r.stdout
+    for name in LOOPS + POLICIES:
+        line = re.search(rf"^\s+{name}\s+(\S.*)$", r.stdout, re.M)
+        assert line, (name, r.stdout)
+
+
+@pytest.mark.parametrize("group", ["loop", "policy"])
+def test_every_loop_and_policy_says_what_it_is_in_its_first_line(group):
+    from harness.cli import describe
+
+    for path in sorted((ROOT / "conf" / group).glob("*.yaml")):
+        text = describe(path)
+        assert text.endswith((".", ")")) and len(text) <= 100, (path.name, text)
