@@ -15,10 +15,11 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
-from harness.errors import LoopbenchError
+from harness.errors import ConfigError, LoopbenchError
 
 USAGE = __doc__
 #: Config groups whose options `--help` lists with one line each.
@@ -71,6 +72,23 @@ def _help_catalog(*groups: str) -> str:
     return catalog(*groups).replace("$", "$$")
 
 
+def _in_file(exc: LoopbenchError) -> str:
+    """An error in the cluster config, prefixed with the YAML file this run composed it from
+    (and the command line's overrides of it); any other error as it is."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not (isinstance(exc, ConfigError) and re.search(r"(^|\s)cluster\b", exc.where) and HydraConfig.initialized()):
+        return str(exc)
+    hc = HydraConfig.get()
+    choice = hc.runtime.choices.get("cluster")
+    files = [Path(src.path) / "cluster" / f"{choice}.yaml" for src in hc.runtime.config_sources if src.schema == "file"]
+    file = next((f for f in files if f.is_file()), None)
+    if file is None:
+        return str(exc)
+    overrides = [o for o in hc.overrides.task if o.lstrip("+~").startswith("cluster.")]
+    return f"{file}{' with ' + ' '.join(overrides) if overrides else ''}: {exc}"
+
+
 def _hydra_app(command: str, task, config_name: str, argv: list[str]) -> None:
     """Run `task(cfg)` as a Hydra application so -m, sweeps and launchers work as usual."""
     import hydra
@@ -84,7 +102,7 @@ def _hydra_app(command: str, task, config_name: str, argv: list[str]) -> None:
         try:
             return task(cfg)
         except LoopbenchError as exc:  # a clear one-line error, not Hydra's traceback
-            print(f"loopbench {command}: error: {exc}", file=sys.stderr)
+            print(f"loopbench {command}: error: {_in_file(exc)}", file=sys.stderr)
             failures.append(exc)  # a sweep goes on with its other runs; a remote worker survives
 
     sys.argv = [f"loopbench-{command}", *argv]

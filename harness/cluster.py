@@ -83,6 +83,11 @@ class Pool:
         return float(self.price_committed if self.price_committed is not None else self.price_on_demand)
 
 
+def _named(kind: str, cfg: dict, where: str) -> str:
+    """`where` with the item's name: what a user looks for in the YAML file."""
+    return f"{kind} {cfg['name']!r} at {where}" if isinstance(cfg.get("name"), str) else where
+
+
 def _need(cfg: dict, key: str, where: str):
     if key not in cfg:
         raise ConfigError(where, f"missing required key '{key}'")
@@ -151,6 +156,7 @@ class Cluster:
         for i, cfg in enumerate(node_types):
             where = f"cluster.node_types[{i}]"
             cfg = _mapping(cfg, where)
+            where = _named("node type", cfg, where)
             profiles = cfg.get("partition_profiles", ()) or ()
             if isinstance(profiles, str) or not isinstance(profiles, Sequence):
                 raise ConfigError(f"{where}.partition_profiles", f"expected a list of profile names, got {profiles!r}")
@@ -179,6 +185,7 @@ class Cluster:
             where = f"cluster.pools[{i}]"
             cfg = _mapping(cfg, where)
             _need(cfg, "name", where)
+            where = _named("pool", cfg, where)
             if cfg.get("node_type") not in names:
                 raise ConfigError(f"{where}.node_type", f"unknown node type '{cfg.get('node_type')}' (known: {', '.join(names)})")
             cfg["boot_delay"] = _build(BootDelay, _mapping(cfg.get("boot_delay") or {}, f"{where}.boot_delay"),

@@ -222,3 +222,21 @@ def test_every_loop_and_policy_says_what_it_is_in_its_first_line(group):
     for path in sorted((ROOT / "conf" / group).glob("*.yaml")):
         text = describe(path)
         assert text.endswith((".", ")")) and len(text) <= 100, (path.name, text)
+
+
+def test_a_cluster_error_names_its_yaml_file_and_pool(tmp_path, small_trace):
+    (tmp_path / "myconf" / "cluster").mkdir(parents=True)
+    mine = tmp_path / "myconf" / "cluster" / "mine.yaml"
+    mine.write_text((ROOT / "tests" / "malformed" / "cluster" / "text_max_size.yaml").read_text())
+    r = loopbench("replay", f"hydra.searchpath=[file://{tmp_path / 'myconf'}]", "cluster=mine",
+                  f"trace.path={small_trace}", f"hydra.run.dir={tmp_path}/run", cwd=tmp_path)
+    line = one_line_error(r)
+    assert line == (f"loopbench replay: error: {mine}: pool 'gpu' at cluster.pools[0].max_size: "
+                    "expected int, got '4'"), line
+
+
+def test_a_cluster_error_names_the_overrides_too(tmp_path, small_trace):
+    r = loopbench("compare", "cluster.pools.0.max_size=-1", f"trace.path={small_trace}", cwd=tmp_path)
+    line = one_line_error(r)
+    assert line.startswith(f"loopbench compare: error: {ROOT / 'conf' / 'cluster' / 'default.yaml'} "
+                           "with cluster.pools.0.max_size=-1: pool '"), line
