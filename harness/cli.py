@@ -106,56 +106,72 @@ def _hydra_app(command: str, task, config_name: str, argv: list[str]) -> None:
             failures.append(exc)  # a sweep goes on with its other runs; a remote worker survives
 
     sys.argv = [f"loopbench-{command}", *argv]
-    hydra.main(config_path=str(conf_dir()), config_name=config_name, version_base="1.3")(guarded)()
+    try:
+        hydra.main(config_path=str(conf_dir()), config_name=config_name, version_base="1.3")(guarded)()
+    finally:  # Hydra ends --help and --cfg with sys.exit: a closed pipe is met here, not at exit
+        sys.stdout.flush()
     if failures:
         raise SystemExit(1)
 
 
+def _dispatch(command: str, rest: list[str]) -> int:
+    if command in ("-h", "--help", "help"):
+        print(USAGE + "\n" + catalog(*CATALOG))
+    elif command == "replay":
+        from harness.replay import replay_task
+
+        _hydra_app(command, replay_task, "config", rest)
+    elif command == "compare":
+        from harness.compare import compare_task, hydra_args
+
+        _hydra_app(command, compare_task, "compare", hydra_args(rest))
+    elif command == "generate":
+        from harness.generate import generate_task
+
+        _hydra_app(command, generate_task, "generate", rest)
+    elif command == "import":
+        from harness.importers.cli import main as import_main
+
+        return import_main(rest)
+    elif command == "packing-report":
+        from harness.packing import report_main
+
+        return report_main(rest)
+    elif command == "report":
+        from harness.report import main as report
+
+        return report(rest)
+    elif command == "results":
+        from harness.results import main as results
+
+        return results(rest)
+    else:
+        print(f"loopbench: unknown command '{command}'\n{USAGE}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE + "\n" + catalog(*CATALOG))
-        return 0
-    command, rest = argv[0], argv[1:]
+    command, rest = (argv[0], argv[1:]) if argv else ("--help", [])
     try:
-        if command == "replay":
-            from harness.replay import replay_task
-
-            _hydra_app(command, replay_task, "config", rest)
-        elif command == "compare":
-            from harness.compare import compare_task, hydra_args
-
-            _hydra_app(command, compare_task, "compare", hydra_args(rest))
-        elif command == "generate":
-            from harness.generate import generate_task
-
-            _hydra_app(command, generate_task, "generate", rest)
-        elif command == "import":
-            from harness.importers.cli import main as import_main
-
-            return import_main(rest)
-        elif command == "packing-report":
-            from harness.packing import report_main
-
-            return report_main(rest)
-        elif command == "report":
-            from harness.report import main as report
-
-            return report(rest)
-        elif command == "results":
-            from harness.results import main as results
-
-            return results(rest)
-        else:
-            print(f"loopbench: unknown command '{command}'\n{USAGE}", file=sys.stderr)
-            return 2
+        code = _dispatch(command, rest)
+        sys.stdout.flush()  # a closed pipe is met here, not in Python's flush at exit
+        return code
     except LoopbenchError as exc:
         print(f"loopbench {command}: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # Ctrl-C: what was written so far is whole (harness/output.py)
         print("loopbench: interrupted", file=sys.stderr)
         return 130
-    return 0
+    except BrokenPipeError:  # the reader stopped early (`loopbench --help | head`): nothing to say
+        _stdout_to_devnull()
+        return 141  # as a shell reports a process that SIGPIPE ended
+
+
+def _stdout_to_devnull() -> None:
+    """Python flushes stdout at exit, which would fail on the closed pipe once more."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":

@@ -240,3 +240,14 @@ def test_a_cluster_error_names_the_overrides_too(tmp_path, small_trace):
     line = one_line_error(r)
     assert line.startswith(f"loopbench compare: error: {ROOT / 'conf' / 'cluster' / 'default.yaml'} "
                            "with cluster.pools.0.max_size=-1: pool '"), line
+
+
+@pytest.mark.parametrize("args", [("--help",), ("compare", "--help"), ("replay", "--cfg", "job")])
+def test_a_reader_that_stops_early_gets_no_traceback(args, tmp_path):
+    """`loopbench compare --help | head -3`: the pipe closes before loopbench has written."""
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=tmp_path, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert (proc.returncode, err) == (141, ""), err
