@@ -1,7 +1,7 @@
 """The `loopbench` command: one subcommand per user task, Hydra for every configurable one.
 
     loopbench replay [overrides] [-m]     one run (or a Hydra multirun sweep) -> run directory
-    loopbench compare [overrides]         one trace through every loop, side-by-side table
+    loopbench compare [loops=a,b] [overrides] [-m]   one trace through several loops, side by side
     loopbench generate [overrides]        synthetic AI workload -> canonical trace
     loopbench import FORMAT SRC... -o T   public trace -> canonical trace (+ cluster config)
     loopbench packing-report SWEEP... -o results/openb_packing
@@ -59,12 +59,12 @@ def describe(path: Path) -> str:
 
 def catalog(*groups: str) -> str:
     """The options of config `groups` in conf/, one line each (for --help)."""
-    lines = []
+    blocks = []
     for group in groups:
         files = sorted((conf_dir() / group).glob("*.yaml"))
         width = max((len(f.stem) for f in files), default=0)
-        lines += [f"{group}=NAME, one of:", *(f"  {f.stem:<{width}}  {describe(f)}" for f in files), ""]
-    return "\n".join(lines)
+        blocks.append("\n".join([f"{group}=NAME, one of:", *(f"  {f.stem:<{width}}  {describe(f)}" for f in files)]))
+    return "\n\n".join(blocks)
 
 
 def _help_catalog(*groups: str) -> str:

@@ -251,3 +251,10 @@ def test_a_reader_that_stops_early_gets_no_traceback(args, tmp_path):
     err = proc.stderr.read().decode()
     proc.wait(timeout=60)
     assert (proc.returncode, err) == (141, ""), err
+
+
+def test_generate_help_says_what_it_does(tmp_path):
+    r = loopbench("generate", "--help", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("loopbench generate") and "powered by Hydra" not in r.stdout
+    assert "workload: default, scale" in r.stdout
