@@ -284,27 +284,38 @@ def test_committed_reports_render_in_chromium(name, figures, tmp_path):
 
 # ---- the committed results against a regeneration --------------------------------------------
 
-def test_committed_openb_autoscaled_equals_a_fresh_regeneration():
-    """The whole experiment, regenerated (20 replays on 2 processes, about three minutes)."""
-    if not SHARED.exists():
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(results.BY_NAME))
+def test_committed_results_equal_a_fresh_regeneration(name):
+    """A whole experiment regenerated (minutes each: openb_autoscaled ~20 replays, Karpenter's
+    slowest). CI runs one (see .ci/run); `loopbench results --check` runs them all."""
+    if name != "loops_synthetic" and not SHARED.exists():
         if IN_CI:
             pytest.fail(f"{SHARED} is missing")
         pytest.skip(f"{SHARED} is absent (public traces, read in place)")
-    diffs = results.check(results.BY_NAME["openb_autoscaled"], RESULTS, jobs=2)
-    assert diffs == [], "results/ is stale: run `loopbench results` and commit results/"
+    diffs = results.check(results.BY_NAME[name], RESULTS, jobs=2)
+    assert diffs == [], f"results/{name} is stale: run `loopbench results {name}` and commit results/"
 
 
-@pytest.mark.parametrize("loop", ["separate", "merged"])
-def test_committed_loops_synthetic_rows_are_current(loop, tmp_path):
-    """Two of loops_synthetic's runs, replayed again, give the committed rows of runs.csv."""
+@pytest.mark.parametrize("name,loop", [("loops_synthetic", "separate"), ("loops_synthetic", "merged"),
+                                       ("openb_autoscaled", "separate"), ("openb_autoscaled", "merged")])
+def test_committed_rows_are_current(name, loop, tmp_path):
+    """Seed 0 of two loops of an experiment, replayed again, gives a committed row of its
+    runs.csv: a quick staleness check of every replay experiment (the whole regenerations are
+    the slow tests above)."""
     from harness.cli import compose
     from harness.replay import Replay
 
-    cfg = compose("config", ["experiment=loops_synthetic", f"loop={loop}", "seed=0"])
+    if name == "openb_autoscaled" and not SHARED.exists():
+        if IN_CI:
+            pytest.fail(f"{SHARED} is missing")
+        pytest.skip(f"{SHARED} is absent (public traces, read in place)")
+    cfg = compose("config", [f"experiment={name}", f"loop={loop}", "seed=0"])
+    results.prepare(results.BY_NAME[name], cfg)  # the imported trace, where the experiment has one
     Replay().run(cfg, tmp_path / "runs" / loop, progress=False)
     report.build([tmp_path / "runs"], tmp_path / "out")
     fresh = (tmp_path / "out" / "runs.csv").read_text().splitlines()
-    committed = (RESULTS / "loops_synthetic" / "runs.csv").read_text().splitlines()
-    stale = "results/loops_synthetic is stale: run `loopbench results` and commit results/"
+    committed = (RESULTS / name / "runs.csv").read_text().splitlines()
+    stale = f"results/{name} is stale: run `loopbench results {name}` and commit results/"
     assert fresh[0] == committed[0], stale
     assert fresh[1] in committed[1:], stale
