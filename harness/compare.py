@@ -12,7 +12,9 @@ from pathlib import Path
 import polars as pl
 
 from harness.output import write_text
-from harness.replay import HEADLINE, Replay
+from harness.progress import steps
+from harness.replay import Replay
+from harness.summary import HEADLINE, readout
 
 LOOPS = ("separate", "separate_provreq", "merged")
 
@@ -30,9 +32,17 @@ def _loops_and_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def side_by_side(metrics: pl.DataFrame, columns: list[str] = HEADLINE) -> pl.DataFrame:
     """Metrics as rows, loops as columns."""
-    cols = [c for c in columns if c in metrics.columns and c != "loop"]
+    cols = [c for c in columns if c in metrics.columns]
     table = metrics.select(["loop", *cols]).with_columns(pl.col(cols).cast(pl.Float64))
     return table.unpivot(index="loop", variable_name="metric").pivot(on="loop", index="metric", values="value")
+
+
+def show(metrics: pl.DataFrame, out_root: Path) -> None:
+    """The loops' results as replay prints one run's, a verdict per loop against the first;
+    the same in comparison.md."""
+    write_text(readout(metrics, markdown=True), out_root / "comparison.md")
+    print(readout(metrics))
+    print(f"runs: {out_root}")
 
 
 def compare(argv: list[str], out_root: Path | None = None) -> pl.DataFrame:
@@ -41,16 +51,11 @@ def compare(argv: list[str], out_root: Path | None = None) -> pl.DataFrame:
     loops, overrides = _loops_and_overrides(argv)
     out_root = Path(out_root or Path("runs") / "compare" / time.strftime("%Y-%m-%d_%H-%M-%S"))
     rows = []
-    for loop in loops:
+    for loop in steps(loops, "loop", "compare"):
         cfg = compose("config", [*overrides, f"loop={loop}"])
         rows.append(Replay().run(cfg, out_root / loop))
     metrics = pl.concat(rows, how="diagonal_relaxed")
     table = side_by_side(metrics)
     write_text(table.write_csv(), out_root / "comparison.csv")
-    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, float_precision=2,
-                   tbl_formatting="MARKDOWN", tbl_hide_column_data_types=True, tbl_hide_dataframe_shape=True):
-        text = str(table)
-    write_text(text + "\n", out_root / "comparison.md")
-    print(text)
-    print(f"runs: {out_root}")
+    show(metrics, out_root)
     return table

@@ -124,26 +124,33 @@ def verdict(name: str, base_name: str, values: dict, base: dict) -> str:
     return f"{name} vs {base_name}: {', '.join(parts)}"
 
 
-def _grid(rows: list[list[str]], left: int) -> str:
-    """Rows of cells as aligned text: the first `left` columns left-aligned, the rest right."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    rule = ["-" * w for w in widths]
-    lines = []
-    for r in [rows[0], rule, *rows[1:]]:
-        cells = [c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))]
-        lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines)
-
-
-def table(metrics: pl.DataFrame, columns: list[str] = HEADLINE) -> str:
-    """Metrics as rows (label, unit, better), one column per loop (a row of `metrics`)."""
+def _rows(metrics: pl.DataFrame, columns: list[str]) -> list[list[str]]:
+    """Header and one row per metric (label, unit, better), one column per loop (a row of `metrics`)."""
     runs = metrics.to_dicts()
     rows = [["metric", "unit", "better", *[str(r.get("loop", i + 1)) for i, r in enumerate(runs)]]]
     for c in columns:
         if c in metrics.columns:
             m = BY_COLUMN[c]
             rows.append([m.label, m.unit, m.better, *[number(r[c], m) for r in runs]])
-    return _grid(rows, 3)
+    return rows
+
+
+def table(metrics: pl.DataFrame, columns: list[str] = HEADLINE) -> str:
+    """The metrics as aligned text: names, units and direction left, numbers right."""
+    rows = _rows(metrics, columns)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for r in [rows[0], ["-" * w for w in widths], *rows[1:]]:
+        cells = [c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def markdown_table(metrics: pl.DataFrame, columns: list[str] = HEADLINE) -> str:
+    """The same table in Markdown."""
+    head, *body = _rows(metrics, columns)
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 3 + "---:|" * (len(head) - 3)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in body])
 
 
 def wall_line(metrics: pl.DataFrame) -> str:
@@ -162,6 +169,9 @@ def verdicts(metrics: pl.DataFrame) -> list[str]:
     return [verdict(str(r.get("loop")), str(runs[0].get("loop")), r, runs[0]) for r in runs[1:]]
 
 
-def readout(metrics: pl.DataFrame) -> str:
-    """What replay and compare print: the table, the wall time, the verdicts."""
+def readout(metrics: pl.DataFrame, markdown: bool = False) -> str:
+    """What replay and compare print: the table, the wall time, the verdicts (one paragraph
+    each in Markdown)."""
+    if markdown:
+        return "\n\n".join([markdown_table(metrics), wall_line(metrics), *verdicts(metrics)]) + "\n"
     return "\n".join([table(metrics), "", wall_line(metrics), *verdicts(metrics)])

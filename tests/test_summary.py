@@ -4,10 +4,13 @@ whole numbers as whole numbers), the wall time apart, and the verdict's arithmet
 from __future__ import annotations
 
 import math
+import re
 
 import polars as pl
 
 from harness.summary import duration, readout, verdict
+from tests.test_cli import loopbench
+from tests.test_progress import tiny_trace
 
 #: Two loops' metrics rows as Replay writes them (a subset of the columns), numbers by hand.
 TWO_LOOPS = pl.DataFrame([
@@ -73,3 +76,15 @@ def test_counts_print_as_whole_numbers_with_separators():
 def test_durations():
     assert [duration(s) for s in (3.21, 59.96, 95.0, 3600.0 * 2.5, 86400 * 30)] == [
         "3.2 s", "1 min", "1 min 35 s", "2.5 h", "30.0 days"]
+
+
+def test_replay_prints_the_readout_not_a_dataframe(tmp_path):
+    tiny = tiny_trace(tmp_path)
+    r = loopbench("replay", f"trace.path={tiny}", "loop=merged", "horizon_s=7200", f"hydra.run.dir={tmp_path}/run",
+                  cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert re.fullmatch(r"metric +unit +better +merged", lines[0])
+    assert re.fullmatch(r"cost +USD +lower +[\d,]+", next(x for x in lines if x.startswith("cost ")))
+    assert re.fullmatch(r"wall time: [\d.]+ s", lines[-2]) and lines[-1] == f"run directory: {tmp_path}/run"
+    assert "shape:" not in r.stdout and "wall_s" not in r.stdout
