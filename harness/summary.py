@@ -75,11 +75,12 @@ def _missing(x) -> bool:
 
 
 def number(x, metric: Metric) -> str:
-    """One value as shown: thousands separators, the metric's decimals, whole numbers for counts."""
+    """One value as shown: thousands separators, the metric's decimals; a count without them
+    (a mean of counts over seeds keeps its decimals)."""
     if _missing(x):
         return MISSING
     x = x * metric.scale
-    return f"{round(x):,}" if metric.count else f"{x:,.{metric.digits}f}"
+    return f"{round(x):,}" if metric.count and x == round(x) else f"{x:,.{metric.digits}f}"
 
 
 def duration(seconds: float) -> str:

@@ -71,6 +71,9 @@ def test_counts_print_as_whole_numbers_with_separators():
     table = readout(TWO_LOOPS.with_columns(pl.col("nodes_provisioned").cast(pl.Float64)))
     assert "nodes provisioned                         1,670     183" in table
     assert "1670" not in table and "183.0" not in table
+    # a mean over seeds of a count keeps its decimal: 0.4 gangs never started is not 0
+    assert verdict("b", "a", {"gangs_never_started": 0.4}, {"gangs_never_started": 0.0}).endswith(
+        "gangs never started 0 -> 0.4")
 
 
 def test_durations():
