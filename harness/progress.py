@@ -35,14 +35,14 @@ class Progress:
     """
 
     def __init__(self, desc: str, total: float, unit: str = "", *, status: Callable[[float], str] | None = None,
-                 interval_s: float = INTERVAL_S, enabled: bool = True, **bar_options):
+                 interval_s: float | None = None, enabled: bool = True, **bar_options):
         self.desc, self.total, self.unit, self.status = desc, float(total), unit, status
         self.enabled = enabled
         if status is not None:  # the status says what was done: the bar shows only how far and how long
             bar_options.setdefault("bar_format", "{desc} {percentage:3.0f}%|{bar}| {elapsed}<{remaining}{postfix}")
         on_tty = enabled and on_terminal()
         self.bar = tqdm(total=round(total), desc=desc, unit=unit, leave=False, **bar_options) if on_tty else None
-        self.every = BAR_REFRESH_S if self.bar is not None else interval_s
+        self.every = BAR_REFRESH_S if self.bar is not None else INTERVAL_S if interval_s is None else interval_s
         self.started = self.last = time.monotonic()
         self.done = 0.0
 

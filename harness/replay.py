@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.errors import ConfigError
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.output import is_complete, start_run, write_parquet, write_text
-from harness.progress import INTERVAL_S, Progress
+from harness.progress import Progress
 from harness.sim import Simulation
 from harness.summary import duration, readout
 from harness.trace import read_trace
@@ -69,7 +69,7 @@ def estimate(sim: Simulation, name: str) -> str:
             f"(an estimate: {US_PER_POD[0]}-{US_PER_POD[1]} us a pod on the reference machine)")
 
 
-def replay_progress(sim: Simulation, name: str, interval_s: float, enabled: bool) -> Progress:
+def replay_progress(sim: Simulation, name: str, interval_s: float | None, enabled: bool) -> Progress:
     """Progress in simulated seconds, with the events processed and their rate."""
     started = time.monotonic()
 
@@ -87,8 +87,8 @@ class Replay:
     (on one, a bar); `+runner.progress_interval_s=60` for sparser logs.
     """
 
-    def __init__(self, progress_interval_s: float = INTERVAL_S):
-        self.progress_interval_s = float(progress_interval_s)
+    def __init__(self, progress_interval_s: float | None = None):  # None: harness.progress.INTERVAL_S
+        self.progress_interval_s = progress_interval_s
 
     def run(self, cfg: DictConfig, out_dir: Path, progress: bool = True) -> pl.DataFrame:
         out_dir = Path(out_dir)

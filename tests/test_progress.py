@@ -73,3 +73,15 @@ def test_on_a_terminal_a_bar_shows_the_same_status(tiny, tmp_path, capsys, monke
     monkeypatch.setattr(progress, "BAR_REFRESH_S", 0.0)
     err = replay_err(tiny, tmp_path / "run", capsys)
     assert "\r" in err and "replay merged" in err and "%|" in err and "events/s)" in err
+
+
+def test_an_import_off_a_terminal_prints_progress_lines(capsys, monkeypatch):
+    from harness import progress
+    from harness.importers import common
+    from harness.importers.helios import read_helios
+
+    monkeypatch.setattr(common, "PROGRESS_BYTES", 0)  # every file is large enough
+    monkeypatch.setattr(progress, "INTERVAL_S", 0.0)
+    read_helios(Path(__file__).parent / "fixtures" / "helios" / "cluster_log.csv")
+    err = capsys.readouterr().err
+    assert re.search(r"^helios cluster_log\.csv +\d+%: read [\d.]+ of [\d.]+ MiB, elapsed [\d.]+ s", err, re.M), err
