@@ -85,3 +85,31 @@ def test_an_import_off_a_terminal_prints_progress_lines(capsys, monkeypatch):
     read_helios(Path(__file__).parent / "fixtures" / "helios" / "cluster_log.csv")
     err = capsys.readouterr().err
     assert re.search(r"^helios cluster_log\.csv +\d+%: read [\d.]+ of [\d.]+ MiB, elapsed [\d.]+ s", err, re.M), err
+
+
+def test_results_counts_the_finished_runs_of_its_sweep(tmp_path, capsys, monkeypatch):
+    from harness import progress, results
+
+    class Shard:  # a `loopbench replay -m` shard that finishes one run per poll, three in all
+        def __init__(self, cmd, **kwargs):
+            self.dir = Path(next(a for a in cmd if a.startswith("hydra.sweep.dir=")).split("=", 1)[1])
+            self.done = 0
+
+        def poll(self):
+            if self.done == 3:
+                return 0
+            (self.dir / str(self.done)).mkdir(parents=True)
+            (self.dir / str(self.done) / "metrics.parquet").write_bytes(b"")
+            self.done += 1
+            return None
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(results.subprocess, "Popen", Shard)
+    monkeypatch.setattr(results, "POLL_S", 0.0)
+    monkeypatch.setattr(progress, "INTERVAL_S", 0.0)
+    assert results.sweep_size({"loop": "a,b,c", "seed": "range(0,5)", "x": "1"}) == 15
+    results.sweep(results.BY_NAME["loops_synthetic"], tmp_path / "runs", jobs=2)  # 11 loops x 5 seeds
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[-1].startswith("results loops_synthetic  11%: 6 of 55 runs done, elapsed"), lines
