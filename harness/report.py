@@ -370,10 +370,10 @@ def markdown(rep: Report, pngs: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-#: Cells wrap so that a wide table fits the page: text anywhere, numbers only before a bracket
-#: (`_html_number` keeps `[min, max]` whole).
+#: Cells wrap so that a wide table fits the page: text at spaces and underscores, numbers only
+#: before a bracket (`_html_text`, `_html_number`).
 CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px}
+table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}th,td{border:1px solid #ccc;padding:3px 5px}
 th{background:#f3f3f3;font-weight:600}td{text-align:right;font-variant-numeric:tabular-nums}td.t{text-align:left}
 .scroll{overflow-x:auto}ul.verdict{font-size:15px;line-height:1.5}
 figure{margin:1em 0 2em}img{max-width:100%;border:1px solid #eee}.note{color:#555;font-size:13px}"""
@@ -387,8 +387,13 @@ var ok=im.filter(function(i){return i.complete&&i.naturalWidth>0&&shown(i);}).le
 var rows=tb.filter(function(t){return t.tBodies[0].rows.length>0&&shown(t);}).length;
 document.body.setAttribute('data-images-decoded',ok+'/'+im.length);
 document.body.setAttribute('data-tables-shown',rows+'/'+tb.length);
-var wide=tb.filter(function(t){return t.getBoundingClientRect().width>document.body.clientWidth+1;}).length;
+var wide=tb.filter(function(t){var box=t.parentNode;return box.scrollWidth>box.clientWidth;}).length;
 document.body.setAttribute('data-tables-overflowing',String(wide));});"""
+
+
+def _html_text(cell: str) -> str:
+    """A text cell that may also break after an underscore: `separate_<wbr>reservation`."""
+    return html.escape(cell).replace("_", "_<wbr>")
 
 
 def _html_number(cell: str) -> str:
@@ -409,7 +414,7 @@ def html_page(rep: Report) -> str:
             parts.append(f'<p class="note">{e(t.note)}</p>')
         parts.append(f'<div class="scroll"><table id="table-{t.id}"><thead><tr>' + "".join(f"<th>{e(h)}</th>" for h in t.header)
                      + "</tr></thead><tbody>")
-        parts += ["<tr>" + "".join(f"<td class=t>{e(c)}</td>" if i < t.text_cols else f"<td>{_html_number(c)}</td>"
+        parts += ["<tr>" + "".join(f"<td class=t>{_html_text(c)}</td>" if i < t.text_cols else f"<td>{_html_number(c)}</td>"
                                    for i, c in enumerate(r)) + "</tr>" for r in t.rows]
         parts.append("</tbody></table></div>")
     if rep.figures:

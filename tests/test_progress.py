@@ -84,7 +84,7 @@ def test_an_import_off_a_terminal_prints_progress_lines(capsys, monkeypatch):
     monkeypatch.setattr(progress, "INTERVAL_S", 0.0)
     read_helios(Path(__file__).parent / "fixtures" / "helios" / "cluster_log.csv")
     err = capsys.readouterr().err
-    assert re.search(r"^helios cluster_log\.csv +\d+%: read [\d.]+ of [\d.]+ MiB, elapsed [\d.]+ s", err, re.M), err
+    assert re.search(r"^helios cluster_log\.csv +\d+%: read [\d.]+ of [\d.]+ MiB, elapsed [\d.]+ s", err, re.MULTILINE), err
 
 
 def test_results_counts_the_finished_runs_of_its_sweep(tmp_path, capsys, monkeypatch):

@@ -264,10 +264,10 @@ def wide_runs(root: Path) -> Path:
     for i, name in enumerate(WIDE_LOOPS):
         cfg = loop_cfg(name) if name in ("separate", "merged") else loop_cfg(name, **{f"x{i}": True})
         for seed in (0, 1):
-            d = make_run(root / f"{i}-{seed}", cfg, seed, 7315.0 + 500 * seed, 89510.0 + 3000 * seed, 4249.0 + 900 * seed)
+            d = make_run(root / f"{i}-{seed}", cfg, seed, 9519.0 + 1099 * seed, 107_554.0 + 9489 * seed, 12_160.0 + 16531 * seed)
             m = pl.read_parquet(d / "metrics.parquet")
-            more = {c: 0.3312 + 0.02 * seed if mc.digits == 3 else 669.8 + 70 * seed + i if mc.count
-                    else 10_000.0 + 777.7 * seed + i for c, mc in report.BY_COLUMN.items() if c not in m.columns}
+            more = {c: 0.3312 + 0.02 * seed if mc.digits == 3 else 1523 + 323 * seed + i if mc.count
+                    else 100_000.0 + 17_043 * seed + i for c, mc in report.BY_COLUMN.items() if c not in m.columns}
             m.with_columns(**{c: pl.lit(v) for c, v in more.items()}).write_parquet(d / "metrics.parquet")
     return root
 
@@ -327,7 +327,7 @@ def test_report_renders_in_chromium(runs, tmp_path):
 
 
 def test_wide_tables_fit_a_laptop_screen_in_chromium(tmp_path):
-    """11 variants and 9 headline metrics of five-digit [min, max] (loops_synthetic's shape):
+    """11 variants and 9 headline metrics of six-digit [min, max] (loops_synthetic's shape):
     no table is wider than the page at 1280 px."""
     report.build([wide_runs(tmp_path / "runs")], tmp_path / "out")
     dom = render(tmp_path / "out" / "report.html", tmp_path)
