@@ -83,17 +83,17 @@ class Progress:
         self.close()
 
 
-def steps(items: list, what: str, desc: str, enabled: bool = True) -> Iterator:
+def steps(items: list, what: str, desc: str) -> Iterator:
     """Iterate `items`, saying which one of how many is under way: `compare: loop 2 of 3 (merged)`,
     as an overall bar on a terminal (the task's own bar shows below it), as a line elsewhere."""
     n = len(items)
-    bar = tqdm(total=n, desc=desc, unit=what, leave=False) if enabled and on_terminal() else None
+    bar = tqdm(total=n, desc=desc, unit=what, leave=False) if on_terminal() else None
     try:
         for i, item in enumerate(items, 1):
             text = f"{what} {i} of {n} ({item})"
             if bar is not None:
                 bar.set_description_str(f"{desc}: {text}")
-            elif enabled:
+            else:
                 print(f"{desc}: {text}", file=sys.stderr, flush=True)
             yield item
             if bar is not None:

@@ -100,7 +100,7 @@ class Replay:
             print(note, file=sys.stderr, flush=True)
         sim.acct.timeline.stream_to(out_dir / "timeline.parquet")
         with replay_progress(sim, loop.name, self.progress_interval_s, progress) as bar:
-            sim.run(loop, progress=bar.update_to)
+            sim.run(loop, progress=bar.update_to if progress else None)
         wall = time.perf_counter() - started
         jobs, nodes = jobs_frame(sim), nodes_frame(sim)
         extra = {"loop": loop.name, "seed": int(cfg.seed), "trace": str(cfg.trace.path),
