@@ -41,6 +41,13 @@ def test_two_loops_read_as_a_table_with_units_wall_time_apart_and_a_verdict():
     assert readout(TWO_LOOPS) == GOLDEN
 
 
+def test_the_same_in_markdown_for_comparison_md():
+    md = readout(TWO_LOOPS, markdown=True)
+    assert md.startswith("| metric | unit | better | separate | merged |\n|---|---|---|---:|---:|\n"
+                         "| idle accelerator hours | h | lower | 7,484 | 1,866 |\n")
+    assert md.endswith("\n\nwall time: separate 3.2 s, merged 1 min 35 s\n\n" + GOLDEN.splitlines()[-1] + "\n")
+
+
 def test_one_run_prints_no_verdict_and_its_wall_time_alone():
     text = readout(TWO_LOOPS.head(1))
     assert text.splitlines()[-1] == "wall time: 3.2 s"
