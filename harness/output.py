@@ -34,11 +34,12 @@ class _AtomicPath:
         return self.tmp
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            os.chmod(self.tmp, 0o644)  # mkstemp makes 0600; results are meant to be shared
-            os.replace(self.tmp, self.path)
-        elif self.tmp.exists():
-            self.tmp.unlink()
+        try:
+            if exc_type is None:
+                os.chmod(self.tmp, 0o644)  # mkstemp makes 0600; results are meant to be shared
+                os.replace(self.tmp, self.path)
+        finally:  # a failed (or interrupted) rename leaves no temp file either
+            self.tmp.unlink(missing_ok=True)
         return False
 
 
