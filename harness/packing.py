@@ -189,20 +189,20 @@ class OpenbPacking:
         return curve, metrics
 
     def run(self, cfg, out_dir: Path) -> pl.DataFrame:
-        """One run of the Hydra config `cfg` (its `policy` and `seed`) into `out_dir`:
+        """One run of the Hydra config `cfg` (its `policy` and `seed`) into `out_dir`, held by this run:
         curve.parquet, config.yaml, then metrics.parquet last (the run's completion marker).
         Returns the one-row metrics table, as every runner does."""
         from hydra.utils import instantiate
         from omegaconf import OmegaConf
 
         out_dir = Path(out_dir)
-        start_run(out_dir, ("curve.parquet", "config.yaml"))  # a rerun's directory is unfinished till the end
-        policy = instantiate(cfg.policy)
-        curve, metrics = self.simulate(policy, int(cfg.seed))
-        write_parquet(curve, out_dir / "curve.parquet")
-        write_text(OmegaConf.to_yaml(cfg), out_dir / "config.yaml")
-        table = pl.DataFrame([metrics])
-        write_parquet(table, out_dir / "metrics.parquet")
+        with start_run(out_dir, ("curve.parquet", "config.yaml")):  # unfinished till the end
+            policy = instantiate(cfg.policy)
+            curve, metrics = self.simulate(policy, int(cfg.seed))
+            write_parquet(curve, out_dir / "curve.parquet")
+            write_text(OmegaConf.to_yaml(cfg), out_dir / "config.yaml")
+            table = pl.DataFrame([metrics])
+            write_parquet(table, out_dir / "metrics.parquet")
         return table
 
 

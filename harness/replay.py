@@ -2,7 +2,8 @@
 
 A run directory holds jobs.parquet, nodes.parquet, timeline.parquet, config.yaml and, written
 last, metrics.parquet: a directory without metrics.parquet is an unfinished run. A rerun into
-the directory removes metrics.parquet, then the other outputs, before anything else.
+the directory removes metrics.parquet, then the other outputs, before anything else; a run
+holds the directory's lock throughout (harness/output.py).
 """
 
 from __future__ import annotations
@@ -54,23 +55,23 @@ class Replay:
 
     def run(self, cfg: DictConfig, out_dir: Path, progress: bool = True) -> pl.DataFrame:
         out_dir = Path(out_dir)
-        start_run(out_dir, OUTPUTS)  # first: from now on this directory is this run's, unfinished
-        started = time.perf_counter()
-        sim, loop = build(cfg)
-        sim.acct.timeline.stream_to(out_dir / "timeline.parquet")
-        with tqdm(total=round(sim.horizon), unit="sim-s", desc=f"replay {loop.name}", leave=False,
-                  disable=None if progress else True) as bar:
-            sim.run(loop, progress=lambda t: bar.update(round(t) - bar.n))
-        wall = time.perf_counter() - started
-        jobs, nodes = jobs_frame(sim), nodes_frame(sim)
-        extra = {"loop": loop.name, "seed": int(cfg.seed), "trace": str(cfg.trace.path),
-                 "cluster": sim.cluster.name, "policy": loop_policy(loop).name, "wall_s": wall}
-        metrics = summary_row(sim, jobs, nodes, extra)
-        write_parquet(jobs, out_dir / "jobs.parquet")
-        write_parquet(nodes, out_dir / "nodes.parquet")
-        sim.acct.timeline.close()
-        write_text(OmegaConf.to_yaml(cfg), out_dir / "config.yaml")
-        write_parquet(metrics, out_dir / "metrics.parquet")  # last: marks the run complete
+        with start_run(out_dir, OUTPUTS):  # first: from now on this directory is this run's, unfinished
+            started = time.perf_counter()
+            sim, loop = build(cfg)
+            sim.acct.timeline.stream_to(out_dir / "timeline.parquet")
+            with tqdm(total=round(sim.horizon), unit="sim-s", desc=f"replay {loop.name}", leave=False,
+                      disable=None if progress else True) as bar:
+                sim.run(loop, progress=lambda t: bar.update(round(t) - bar.n))
+            wall = time.perf_counter() - started
+            jobs, nodes = jobs_frame(sim), nodes_frame(sim)
+            extra = {"loop": loop.name, "seed": int(cfg.seed), "trace": str(cfg.trace.path),
+                     "cluster": sim.cluster.name, "policy": loop_policy(loop).name, "wall_s": wall}
+            metrics = summary_row(sim, jobs, nodes, extra)
+            write_parquet(jobs, out_dir / "jobs.parquet")
+            write_parquet(nodes, out_dir / "nodes.parquet")
+            sim.acct.timeline.close()
+            write_text(OmegaConf.to_yaml(cfg), out_dir / "config.yaml")
+            write_parquet(metrics, out_dir / "metrics.parquet")  # last: marks the run complete
         return metrics
 
 
