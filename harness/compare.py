@@ -12,6 +12,7 @@ from pathlib import Path
 import polars as pl
 
 from harness.output import new_folder, run_lock, write_text
+from harness.provenance import wall_s
 from harness.replay import HEADLINE, Replay
 
 LOOPS = ("separate", "separate_provreq", "merged")
@@ -53,5 +54,6 @@ def compare(argv: list[str], out_root: Path | None = None) -> pl.DataFrame:
             text = str(table)
         write_text(text + "\n", out_root / "comparison.md")
     print(text)
+    print("wall time: " + ", ".join(f"{loop} {wall_s(out_root / loop):.1f} s" for loop in loops))
     print(f"runs: {out_root}")
     return table

@@ -1,9 +1,10 @@
 """One replay run: trace + cluster + loop -> run directory with Parquet outputs.
 
-A run directory holds jobs.parquet, nodes.parquet, timeline.parquet, config.yaml and, written
-last, metrics.parquet: a directory without metrics.parquet is an unfinished run. A rerun into
-the directory removes metrics.parquet, then the other outputs, before anything else; a run
-holds the directory's lock throughout (harness/output.py).
+A run directory holds jobs.parquet, nodes.parquet, timeline.parquet, run.json (wall time),
+config.yaml and, written last, metrics.parquet: a directory without metrics.parquet is an
+unfinished run. A rerun into the directory removes metrics.parquet, then the other outputs,
+before anything else; a run holds the directory's lock throughout (harness/output.py). The
+tables carry their provenance as Parquet metadata (harness/provenance.py).
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ from tqdm import tqdm
 from harness.errors import ConfigError
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.output import is_complete, start_run, write_parquet, write_text
+from harness.provenance import RUN_INFO, provenance, trace_meta, wall_s, write_run_info
 from harness.sim import Simulation
 from harness.trace import read_trace
 from harness.workload import compile_workload
 
 DEFAULT_TAIL_S = 86400.0
 #: what a run writes besides metrics.parquet (its completion marker, written last)
-OUTPUTS = ("jobs.parquet", "nodes.parquet", "timeline.parquet", "config.yaml")
+OUTPUTS = ("jobs.parquet", "nodes.parquet", "timeline.parquet", RUN_INFO, "config.yaml")
 
 
 def build(cfg: DictConfig) -> tuple[Simulation, object]:
@@ -58,20 +60,22 @@ class Replay:
         with start_run(out_dir, OUTPUTS):  # first: from now on this directory is this run's, unfinished
             started = time.perf_counter()
             sim, loop = build(cfg)
-            sim.acct.timeline.stream_to(out_dir / "timeline.parquet")
+            meta = provenance(cfg, trace_meta(to_absolute_path(str(cfg.trace.path))))
+            sim.acct.timeline.stream_to(out_dir / "timeline.parquet", meta)
             with tqdm(total=round(sim.horizon), unit="sim-s", desc=f"replay {loop.name}", leave=False,
                       disable=None if progress else True) as bar:
                 sim.run(loop, progress=lambda t: bar.update(round(t) - bar.n))
             wall = time.perf_counter() - started
             jobs, nodes = jobs_frame(sim), nodes_frame(sim)
             extra = {"loop": loop.name, "seed": int(cfg.seed), "trace": str(cfg.trace.path),
-                     "cluster": sim.cluster.name, "policy": loop_policy(loop).name, "wall_s": wall}
+                     "cluster": sim.cluster.name, "policy": loop_policy(loop).name}
             metrics = summary_row(sim, jobs, nodes, extra)
-            write_parquet(jobs, out_dir / "jobs.parquet")
-            write_parquet(nodes, out_dir / "nodes.parquet")
+            write_parquet(jobs, out_dir / "jobs.parquet", meta)
+            write_parquet(nodes, out_dir / "nodes.parquet", meta)
             sim.acct.timeline.close()
+            write_run_info(out_dir, wall)
             write_text(OmegaConf.to_yaml(cfg), out_dir / "config.yaml")
-            write_parquet(metrics, out_dir / "metrics.parquet")  # last: marks the run complete
+            write_parquet(metrics, out_dir / "metrics.parquet", meta)  # last: marks the run complete
         return metrics
 
 
@@ -82,7 +86,7 @@ def loop_policy(loop):
 HEADLINE = ["loop", "idle_accel_hours", "idle_accel_hours_booting", "idle_accel_hours_unallocated",
             "idle_accel_hours_gang_wait", "idle_accel_hours_committed", "accel_utilization", "frag_ratio",
             "gang_latency_p50_s", "gang_latency_p99_s", "gangs_never_started", "cost_usd",
-            "nodes_provisioned", "nodes_never_used", "wall_s"]
+            "nodes_provisioned", "nodes_never_used"]
 
 
 def replay_task(cfg: DictConfig) -> None:
@@ -99,4 +103,7 @@ def replay_task(cfg: DictConfig) -> None:
     cols = [c for c in HEADLINE if c in metrics.columns]
     with pl.Config(tbl_cols=-1, tbl_width_chars=200, float_precision=3):
         print(metrics.select(cols) if cols else metrics)
+    wall = wall_s(out_dir)
+    if wall is not None:  # apart from the results: it changes from one execution to the next
+        print(f"wall time: {wall:.1f} s")
     print(f"run directory: {out_dir}")
