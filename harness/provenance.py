@@ -64,9 +64,11 @@ def config_sha256(cfg: DictConfig) -> str:
 
 
 def trace_meta(path: str | Path) -> dict[str, str]:
-    """A canonical trace's own metadata (source, licence, ...), read from its footer only."""
+    """A canonical trace's own metadata (source, licence, time origin, description), read from
+    its footer only; the schema's version and documentation say nothing of this trace."""
     md = {k.decode(): v.decode() for k, v in (pq.read_schema(path).metadata or {}).items()}
-    return {k[len(PREFIX):]: v for k, v in md.items() if k.startswith(PREFIX) and k != f"{PREFIX}schema_version"}
+    schema = {f"{PREFIX}schema_version", f"{PREFIX}doc"}
+    return {k[len(PREFIX):]: v for k, v in md.items() if k.startswith(PREFIX) and k not in schema}
 
 
 def provenance(cfg: DictConfig, trace: dict[str, str]) -> dict[str, str]:

@@ -75,6 +75,7 @@ def test_run_tables_carry_their_provenance(two_runs):
     for name in TABLES:
         md = kv(a / name)
         assert {k: md.get(k) for k in want} == want, name
+        assert "loopbench.trace.doc" not in md  # the schema's documentation, not the trace's
     assert run_provenance(a) == {k: v for k, v in kv(a / "metrics.parquet").items() if k.startswith("loopbench.")}
 
 
