@@ -120,7 +120,7 @@ def test_git_commit_says_dirty_and_unknown_but_never_fails(tmp_path, monkeypatch
 # ---- reports ------------------------------------------------------------------------------------------
 
 def test_a_report_lists_its_runs_provenance_and_check_ignores_it(two_runs, tmp_path):
-    a, b, cfg = two_runs
+    a, b, _ = two_runs
     out = tmp_path / "report"
     report.build([a, b], out, "t")
     prov = json.loads((out / PROVENANCE).read_text())
