@@ -1,18 +1,19 @@
 """`loopbench compare`: one trace through every loop, printed side by side.
 
 Runs land in runs/compare/<timestamp>/<loop>/ (each a normal run directory), with the
-side-by-side table beside them as comparison.csv and comparison.md.
+side-by-side table beside them as comparison.csv and comparison.md; compares started in the
+same second get distinct folders (<timestamp>-2, ...).
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import polars as pl
 
-from harness.output import write_text
+from harness.output import new_folder, run_lock, write_text
 from harness.progress import steps
+from harness.provenance import wall_s
 from harness.replay import Replay
 from harness.summary import HEADLINE, readout
 
@@ -49,13 +50,15 @@ def compare(argv: list[str], out_root: Path | None = None) -> pl.DataFrame:
     from harness.cli import compose
 
     loops, overrides = _loops_and_overrides(argv)
-    out_root = Path(out_root or Path("runs") / "compare" / time.strftime("%Y-%m-%d_%H-%M-%S"))
-    rows = []
-    for loop in steps(loops, "loop", "compare"):
-        cfg = compose("config", [*overrides, f"loop={loop}"])
-        rows.append(Replay().run(cfg, out_root / loop))
-    metrics = pl.concat(rows, how="diagonal_relaxed")
-    table = side_by_side(metrics)
-    write_text(table.write_csv(), out_root / "comparison.csv")
-    show(metrics, out_root)
+    out_root = Path(out_root) if out_root else new_folder(Path("runs") / "compare")
+    with run_lock(out_root):  # one compare per folder: another would mix its loops with ours
+        rows = []
+        for loop in steps(loops, "loop", "compare"):
+            cfg = compose("config", [*overrides, f"loop={loop}"])
+            rows.append(Replay().run(cfg, out_root / loop))
+        metrics = pl.concat(rows, how="diagonal_relaxed")
+        table = side_by_side(metrics)
+        write_text(table.write_csv(), out_root / "comparison.csv")
+        walls = [wall_s(out_root / loop) for loop in loops]
+        show(metrics.with_columns(wall_s=pl.Series(walls, dtype=pl.Float64)), out_root)
     return table

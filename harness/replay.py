@@ -1,8 +1,10 @@
 """One replay run: trace + cluster + loop -> run directory with Parquet outputs.
 
-A run directory holds jobs.parquet, nodes.parquet, timeline.parquet, config.yaml and, written
-last, metrics.parquet: a directory without metrics.parquet is an unfinished run. A rerun into
-the directory removes metrics.parquet, then the other outputs, before anything else.
+A run directory holds jobs.parquet, nodes.parquet, timeline.parquet, run.json (wall time),
+config.yaml and, written last, metrics.parquet: a directory without metrics.parquet is an
+unfinished run. A rerun into the directory removes metrics.parquet, then the other outputs,
+before anything else; a run holds the directory's lock throughout (harness/output.py). The
+tables carry their provenance as Parquet metadata (harness/provenance.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from harness.errors import ConfigError
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.output import is_complete, start_run, write_parquet, write_text
 from harness.progress import Progress
+from harness.provenance import provenance, trace_meta, wall_s, write_run_info
 from harness.sim import Simulation
 from harness.summary import duration, readout
 from harness.trace import read_trace
@@ -27,7 +30,7 @@ from harness.workload import compile_workload
 
 DEFAULT_TAIL_S = 86400.0
 #: what a run writes besides metrics.parquet (its completion marker, written last)
-OUTPUTS = ("jobs.parquet", "nodes.parquet", "timeline.parquet", "config.yaml")
+OUTPUTS = ("jobs.parquet", "nodes.parquet", "timeline.parquet", RUN_INFO, "config.yaml")
 
 
 def build(cfg: DictConfig) -> tuple[Simulation, object]:
@@ -92,25 +95,27 @@ class Replay:
 
     def run(self, cfg: DictConfig, out_dir: Path, progress: bool = True) -> pl.DataFrame:
         out_dir = Path(out_dir)
-        start_run(out_dir, OUTPUTS)  # first: from now on this directory is this run's, unfinished
-        started = time.perf_counter()
-        sim, loop = build(cfg)
-        note = estimate(sim, loop.name) if progress else ""
-        if note:
-            print(note, file=sys.stderr, flush=True)
-        sim.acct.timeline.stream_to(out_dir / "timeline.parquet")
-        with replay_progress(sim, loop.name, self.progress_interval_s, progress) as bar:
-            sim.run(loop, progress=bar.update_to if progress else None)
-        wall = time.perf_counter() - started
-        jobs, nodes = jobs_frame(sim), nodes_frame(sim)
-        extra = {"loop": loop.name, "seed": int(cfg.seed), "trace": str(cfg.trace.path),
-                 "cluster": sim.cluster.name, "policy": loop_policy(loop).name, "wall_s": wall}
-        metrics = summary_row(sim, jobs, nodes, extra)
-        write_parquet(jobs, out_dir / "jobs.parquet")
-        write_parquet(nodes, out_dir / "nodes.parquet")
-        sim.acct.timeline.close()
-        write_text(OmegaConf.to_yaml(cfg), out_dir / "config.yaml")
-        write_parquet(metrics, out_dir / "metrics.parquet")  # last: marks the run complete
+        with start_run(out_dir, OUTPUTS):  # first: from now on this directory is this run's, unfinished
+            started = time.perf_counter()
+            sim, loop = build(cfg)
+            note = estimate(sim, loop.name) if progress else ""
+            if note:
+                print(note, file=sys.stderr, flush=True)
+            meta = provenance(cfg, trace_meta(to_absolute_path(str(cfg.trace.path))))
+            sim.acct.timeline.stream_to(out_dir / "timeline.parquet", meta)
+            with replay_progress(sim, loop.name, self.progress_interval_s, progress) as bar:
+                sim.run(loop, progress=bar.update_to if progress else None)
+            wall = time.perf_counter() - started
+            jobs, nodes = jobs_frame(sim), nodes_frame(sim)
+            extra = {"loop": loop.name, "seed": int(cfg.seed), "trace": str(cfg.trace.path),
+                     "cluster": sim.cluster.name, "policy": loop_policy(loop).name}
+            metrics = summary_row(sim, jobs, nodes, extra)
+            write_parquet(jobs, out_dir / "jobs.parquet", meta)
+            write_parquet(nodes, out_dir / "nodes.parquet", meta)
+            sim.acct.timeline.close()
+            write_run_info(out_dir, wall)
+            write_text(OmegaConf.to_yaml(cfg), out_dir / "config.yaml")
+            write_parquet(metrics, out_dir / "metrics.parquet", meta)  # last: marks the run complete
         return metrics
 
 
@@ -129,5 +134,4 @@ def replay_task(cfg: DictConfig) -> None:
         print(f"run directory {out_dir}: already complete with this config, skipped")
         return
     metrics = instantiate(cfg.runner).run(cfg, out_dir)
-    print(readout(metrics) if "loop" in metrics.columns else metrics)  # other runners' rows: as polars shows them
     print(f"run directory: {out_dir}")

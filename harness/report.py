@@ -12,7 +12,10 @@ regeneration can be compared byte for byte:
   every autoscaler switch off, paired by seed, i.e. what turning a capability on saved;
 - `runs.csv`: every run's metrics row (one line per run);
 - `report.html`: the tables and the plots in one self-contained page (PNG data URIs, no
-  network), and the same plots as PNG files for `summary.md`.
+  network), and the same plots as PNG files for `summary.md`;
+- `provenance.json`: the code that built the report and each run's provenance (version,
+  commit, config hash, trace source); it names a commit, so it is the one file that differs
+  between regenerations of the same results.
 
 Seeds are shown as mean [min, max]: where the ranges of two variants overlap, or a saving's
 [min, max] straddles 0, the difference is not consistent across seeds.
@@ -37,6 +40,7 @@ from harness.errors import LoopbenchError
 from harness.metrics import REASON_NAMES
 from harness.output import COMPLETE_MARKER, atomic_dir, write_text
 from harness.summary import BY_COLUMN, IDLE_CAUSES, METRICS, verdict
+from harness.provenance import write_report_provenance
 
 #: Switches of the separate loops, in ablation order, with the capability each adds; any other
 #: boolean of `loop.scheduler` / `loop.autoscaler` set true counts as a switch named by its key.
@@ -57,7 +61,8 @@ CONTEXT = ["trace", "cluster", "policy"]
 HEADLINE = ["idle_accel_hours", "accel_utilization", "frag_ratio", "gang_latency_p50_s", "gang_latency_p99_s",
             "gangs_never_started", "cost_usd", "nodes_provisioned", "nodes_never_used"]
 ABLATION = ["idle_accel_hours", "gang_latency_p50_s", "gang_latency_p99_s", "cost_usd"]
-#: Columns of a run's metrics that are not results (they change from one machine or run to the next).
+#: Columns that are not results (they change from one execution to the next): runs written before
+#: the wall time moved to run.json (harness/provenance.py) have it in their metrics.
 UNSTABLE = ["wall_s"]
 #: Number columns of one Markdown table at most: a wider table is cut into several, each
 #: repeating the leading columns, so that it fits a page (the HTML page wraps cells instead).
@@ -649,6 +654,8 @@ def build(paths: list[str | Path], out: Path, title: str | None = None, notes: l
             _write_csv(abl, tmp / "ablation.csv")
         write_text(markdown(rep, pngs), tmp / "summary.md")
         write_text(html_page(rep), tmp / "report.html")
+        by_row = sorted(range(len(runs)), key=lambda i: (order[labels[i]], metrics["seed"][i]))
+        write_report_provenance(tmp, [({"variant": labels[i], "seed": metrics["seed"][i]}, runs[i]) for i in by_row])
     return rep
 
 

@@ -27,6 +27,7 @@ from harness.cluster import Cluster
 from harness.errors import ConfigError, LoopbenchError
 from harness.output import COMPLETE_MARKER
 from harness.progress import Progress
+from harness.provenance import PROVENANCE
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Seconds between two counts of a sweep's finished runs.
@@ -200,9 +201,10 @@ _DATA_URI = re.compile(rb"data:image/png;base64,[A-Za-z0-9+/=]+")
 
 def differences(committed: Path, fresh: Path) -> list[str]:
     """Files that differ between two results folders: tables byte for byte, report.html with
-    its embedded images masked, PNG files only present and valid."""
+    its embedded images masked, PNG files only present and valid; provenance.json, which names
+    the commit that generated the results, not at all."""
     diffs = []
-    names = sorted({p.name for p in committed.iterdir()} | {p.name for p in fresh.iterdir()})
+    names = sorted(({p.name for p in committed.iterdir()} | {p.name for p in fresh.iterdir()}) - {PROVENANCE})
     for name in names:
         a, b = committed / name, fresh / name
         if not a.exists() or not b.exists():
