@@ -22,7 +22,7 @@ from harness.errors import ConfigError
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.output import is_complete, start_run, write_parquet, write_text
 from harness.progress import Progress
-from harness.provenance import provenance, trace_meta, wall_s, write_run_info
+from harness.provenance import RUN_INFO, provenance, trace_meta, wall_s, write_run_info
 from harness.sim import Simulation
 from harness.summary import duration, readout
 from harness.trace import read_trace
@@ -134,4 +134,8 @@ def replay_task(cfg: DictConfig) -> None:
         print(f"run directory {out_dir}: already complete with this config, skipped")
         return
     metrics = instantiate(cfg.runner).run(cfg, out_dir)
+    if "loop" not in metrics.columns:  # other runners' rows: as polars shows them
+        print(metrics)
+    else:  # the wall time apart from the results: it changes from one execution to the next
+        print(readout(metrics.with_columns(wall_s=pl.lit(wall_s(out_dir), pl.Float64))))
     print(f"run directory: {out_dir}")
