@@ -15,8 +15,11 @@ import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
 from harness.errors import ConfigError
-from harness.output import write_text
-from harness.replay import HEADLINE, Replay
+from harness.output import run_lock, write_text
+from harness.progress import steps
+from harness.provenance import wall_s
+from harness.replay import Replay
+from harness.summary import HEADLINE, readout
 
 
 def hydra_args(argv: list[str]) -> list[str]:
@@ -63,28 +66,22 @@ def loop_configs(loops: list[str], overrides: list[str]) -> dict[str, DictConfig
 
 def run_loops(configs: dict[str, DictConfig], out_root: Path) -> pl.DataFrame:
     """Replay each loop into out_root/<loop>/; their metrics rows, in `loops` order."""
-    return pl.concat([Replay().run(cfg, out_root / name) for name, cfg in configs.items()], how="diagonal_relaxed")
+    return pl.concat([Replay().run(configs[name], out_root / name) for name in steps(list(configs), "loop", "compare")],
+                     how="diagonal_relaxed")
 
 
 def side_by_side(metrics: pl.DataFrame, columns: list[str] = HEADLINE) -> pl.DataFrame:
     """Metrics as rows, loops as columns."""
-    cols = [c for c in columns if c in metrics.columns and c != "loop"]
+    cols = [c for c in columns if c in metrics.columns]
     table = metrics.select(["loop", *cols]).with_columns(pl.col(cols).cast(pl.Float64))
     return table.unpivot(index="loop", variable_name="metric").pivot(on="loop", index="metric", values="value")
 
 
-def write_table(table: pl.DataFrame, out_root: Path) -> str:
-    """comparison.csv and comparison.md beside the runs; the Markdown text."""
-    write_text(table.write_csv(), out_root / "comparison.csv")
-    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, float_precision=2,
-                   tbl_formatting="MARKDOWN", tbl_hide_column_data_types=True, tbl_hide_dataframe_shape=True):
-        text = str(table)
-    write_text(text + "\n", out_root / "comparison.md")
-    return text
-
-
-def show(text: str, out_root: Path) -> None:
-    print(text)
+def show(metrics: pl.DataFrame, out_root: Path) -> None:
+    """The loops' results as replay prints one run's, a verdict per loop against the first;
+    the same in comparison.md."""
+    write_text(readout(metrics, markdown=True), out_root / "comparison.md")
+    print(readout(metrics))
     print(f"runs: {out_root}")
 
 
@@ -100,6 +97,10 @@ def compare_task(cfg: DictConfig) -> pl.DataFrame:
     overrides += [o for o in hc.overrides.hydra if _key(o) == "hydra.searchpath"]
     configs = loop_configs([str(name) for name in cfg.loops], overrides)
     out_root = Path(hc.runtime.output_dir)
-    table = side_by_side(run_loops(configs, out_root))
-    show(write_table(table, out_root), out_root)
+    with run_lock(out_root):  # one compare per folder: another would mix its loops with ours
+        metrics = run_loops(configs, out_root)
+        table = side_by_side(metrics)
+        write_text(table.write_csv(), out_root / "comparison.csv")
+        walls = [wall_s(out_root / name) for name in configs]
+        show(metrics.with_columns(wall_s=pl.Series(walls, dtype=pl.Float64)), out_root)
     return table

@@ -170,10 +170,11 @@ class Timeline:
         self.rows: list[tuple] = []
         self.writer = None
 
-    def stream_to(self, path: Path) -> None:
+    def stream_to(self, path: Path, metadata: dict[str, str] | None = None) -> None:
+        """Stream to `path`, whose footer will hold the key-value `metadata` (fixed at open)."""
         self.path = Path(path)
         self.atomic = atomic_path(self.path)
-        self.writer = pq.ParquetWriter(self.atomic.__enter__(), TIMELINE_SCHEMA)
+        self.writer = pq.ParquetWriter(self.atomic.__enter__(), TIMELINE_SCHEMA.with_metadata(metadata or {}))
 
     def append(self, row: tuple) -> None:
         self.rows.append(row)

@@ -1,20 +1,30 @@
 """Atomic outputs: every file appears whole or not at all, and a run directory is complete
 only once its `metrics.parquet` exists (written last), so an interrupted run never looks done.
-A report folder is built beside its place and swapped in whole (`atomic_dir`)."""
+A report folder is built beside its place and swapped in whole (`atomic_dir`).
+
+One writer per folder: a run holds its folder's lock (`run_lock`), a report build the lock
+beside its folder, so a second process aimed at the same place is refused, naming the holder,
+instead of mixing its files with the first's or deleting them. The lock is an flock(2) on a
+file holding the holder's pid: the kernel drops it when the holder dies, so the file a killed
+run leaves behind is simply taken over."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import platform
 import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from harness.errors import LoopbenchError
 
 COMPLETE_MARKER = "metrics.parquet"
+LOCK = ".loopbench.lock"
 
 
 def atomic_path(path: Path):
@@ -35,11 +45,12 @@ class _AtomicPath:
         return self.tmp
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            os.chmod(self.tmp, 0o644)  # mkstemp makes 0600; results are meant to be shared
-            os.replace(self.tmp, self.path)
-        elif self.tmp.exists():
-            self.tmp.unlink()
+        try:
+            if exc_type is None:
+                os.chmod(self.tmp, 0o644)  # mkstemp makes 0600; results are meant to be shared
+                os.replace(self.tmp, self.path)
+        finally:  # a failed (or interrupted) rename leaves no temp file either
+            self.tmp.unlink(missing_ok=True)
         return False
 
 
@@ -55,9 +66,14 @@ def _writable(path: Path):
         raise LoopbenchError(f"{path}: cannot write it: {why}") from None
 
 
-def write_parquet(df: pl.DataFrame, path: Path) -> Path:
+def write_parquet(df: pl.DataFrame, path: Path, metadata: dict[str, str] | None = None) -> Path:
+    """`df` as Parquet with key-value `metadata` in its footer (pyarrow: nothing else, no date,
+    so equal frames give equal bytes)."""
+    table = df.to_arrow(compat_level=pl.CompatLevel.oldest())  # types every pyarrow writes
+    if metadata:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
     with atomic_path(path) as tmp:
-        df.write_parquet(tmp)
+        pq.write_table(table, tmp, compression="zstd")
     return Path(path)
 
 
@@ -71,15 +87,55 @@ def is_complete(run_dir: Path) -> bool:
     return (Path(run_dir) / COMPLETE_MARKER).exists()
 
 
-def start_run(run_dir: Path, outputs: tuple[str, ...]) -> None:
-    """Make `run_dir` an unfinished run before a run (re)writes it: the completion marker goes
-    first, then the `outputs` of a previous run (possibly of another config) and the temp files
-    of an interrupted one, so no reader ever mixes them with this run's."""
+@contextmanager
+def hold(lock: Path, what: Path):
+    """Hold the lock file `lock` (guarding `what`) while in the block; refuse if another holds it.
+    The file is removed on release; a holder that locked a file just removed retries on the new."""
+    with _writable(what):
+        lock.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise LoopbenchError(f"{what}: in use by {f'process {holder}' if holder else 'another process'} "
+                                 f"(lock {lock}); wait for it to finish or write elsewhere") from None
+        try:
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()} on {platform.node()}\n".encode())
+        yield
+    finally:
+        lock.unlink(missing_ok=True)  # before the release: a waiter then sees a removed file
+        os.close(fd)
+
+
+def run_lock(folder: Path):
+    """Context manager holding `folder` (created if needed) for this process."""
+    folder = Path(folder)
+    return hold(folder / LOCK, folder)
+
+
+@contextmanager
+def start_run(run_dir: Path, outputs: tuple[str, ...]):
+    """Hold `run_dir` for a run and make it an unfinished run before the run (re)writes it: the
+    completion marker goes first, then the `outputs` of a previous run (possibly of another
+    config) and the temp files an interrupted one left, so no reader ever mixes them with this
+    run's (the lock guarantees no live writer owns them)."""
     run_dir = Path(run_dir)
-    for name in (COMPLETE_MARKER, *outputs):
-        (run_dir / name).unlink(missing_ok=True)
-    for stale in run_dir.glob(".*.tmp"):
-        stale.unlink()
+    with run_lock(run_dir):
+        for name in (COMPLETE_MARKER, *outputs):
+            (run_dir / name).unlink(missing_ok=True)
+        for stale in run_dir.glob(".*.tmp"):
+            stale.unlink()
+        yield run_dir
 
 
 @contextmanager
@@ -90,26 +146,27 @@ def atomic_dir(path: Path, owns: str):
     a folder that is not a previous build is refused, never deleted.
 
     POSIX cannot rename a folder onto a non-empty one, so the swap is two renames, through
-    `.NAME.old`; a swap interrupted between them is undone by the next call (one builder at a time)."""
+    `.NAME.old`; a swap interrupted between them is undone by the next call. One builder at a
+    time: the lock `.NAME.lock` beside `path` refuses a second."""
     path = Path(os.path.abspath(path))  # a name even for "." (symlinks are not followed)
-    new, old = path.with_name(f".{path.name}.new"), path.with_name(f".{path.name}.old")
-    if old.exists():  # an interrupted swap: finished (remove the old folder) or not (put it back)
-        if path.exists():
-            shutil.rmtree(old)
-        else:
-            old.rename(path)
-    if new.exists():  # an interrupted build
-        shutil.rmtree(new)
-    if path.exists() and not (path / owns).is_file() and (not path.is_dir() or any(path.iterdir())):
-        raise LoopbenchError(f"{path}: exists and is not a report (no {owns}); give a new or empty folder")
-    with _writable(path):
+    with hold(path.with_name(f".{path.name}.lock"), path):
+        new, old = path.with_name(f".{path.name}.new"), path.with_name(f".{path.name}.old")
+        if old.exists():  # an interrupted swap: finished (remove the old folder) or not (put it back)
+            if path.exists():
+                shutil.rmtree(old)
+            else:
+                old.rename(path)
+        if new.exists():  # an interrupted build
+            shutil.rmtree(new)
+        if path.exists() and not (path / owns).is_file() and (not path.is_dir() or any(path.iterdir())):
+            raise LoopbenchError(f"{path}: exists and is not a report (no {owns}); give a new or empty folder")
         new.mkdir(parents=True)
-    try:
-        yield new
-    except BaseException:
-        shutil.rmtree(new, ignore_errors=True)
-        raise
-    if path.exists():
-        path.rename(old)
-    new.rename(path)
-    shutil.rmtree(old, ignore_errors=True)
+        try:
+            yield new
+        except BaseException:
+            shutil.rmtree(new, ignore_errors=True)
+            raise
+        if path.exists():
+            path.rename(old)
+        new.rename(path)
+        shutil.rmtree(old, ignore_errors=True)

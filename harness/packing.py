@@ -26,6 +26,7 @@ from harness.filters import feasible
 from harness.fragmentation import COVERAGE, TargetWorkload, node_fragmentation
 from harness.importers.openb import openb_node_slots, read_openb_nodes, read_openb_pods
 from harness.output import atomic_dir, atomic_path, start_run, write_parquet, write_text
+from harness.provenance import RUN_INFO, provenance, write_report_provenance, write_run_info
 from harness.scores import FGD, ScorePlugin, WeightedSum
 from harness.state import ClusterState
 from harness.workload import Workload, compile_workload
@@ -145,14 +146,12 @@ class OpenbPacking:
 
     def simulate(self, policy: ScorePlugin, seed: int) -> tuple[pl.DataFrame, dict]:
         """One seeded run: the curve (one row per pod tried) and the metrics row."""
-        started = time.perf_counter()
         order_ss, node_ss, policy_ss = np.random.SeedSequence(seed).spawn(3)
         seq = self.sequence(np.random.default_rng(order_ss))
         rank = self.node_rank(np.random.default_rng(node_ss))
         arrays, _ = self.pack(policy, seq, rank, np.random.default_rng(policy_ss))
         node_of, arrived, allocated, frag_curve = (arrays[k] for k in ("node", "arrived", "allocated", "frag"))
         m, w = len(seq), self.workload
-        wall = time.perf_counter() - started
 
         cap = float(self.capacity)
         idle = cap - allocated
@@ -184,25 +183,29 @@ class OpenbPacking:
             f"alloc_rate_at_{ALLOC_AT_PCT}": value_at(pct, curve["alloc_rate"].to_numpy(), ALLOC_AT_PCT),
             f"frag_amount_at_{FRAG_AT_PCT}": value_at(pct, curve["frag_amount"].to_numpy(), FRAG_AT_PCT),
             f"frag_ratio_at_{FRAG_AT_PCT}": value_at(pct, curve["frag_ratio"].to_numpy(), FRAG_AT_PCT),
-            "wall_s": wall,
         }
         return curve, metrics
 
     def run(self, cfg, out_dir: Path) -> pl.DataFrame:
-        """One run of the Hydra config `cfg` (its `policy` and `seed`) into `out_dir`:
-        curve.parquet, config.yaml, then metrics.parquet last (the run's completion marker).
-        Returns the one-row metrics table, as every runner does."""
+        """One run of the Hydra config `cfg` (its `policy` and `seed`) into `out_dir`, held by
+        this run: curve.parquet, run.json (wall time), config.yaml, then metrics.parquet last
+        (the run's completion marker). Returns the one-row metrics table, as every runner does."""
         from hydra.utils import instantiate
         from omegaconf import OmegaConf
 
         out_dir = Path(out_dir)
-        start_run(out_dir, ("curve.parquet", "config.yaml"))  # a rerun's directory is unfinished till the end
-        policy = instantiate(cfg.policy)
-        curve, metrics = self.simulate(policy, int(cfg.seed))
-        write_parquet(curve, out_dir / "curve.parquet")
-        write_text(OmegaConf.to_yaml(cfg), out_dir / "config.yaml")
-        table = pl.DataFrame([metrics])
-        write_parquet(table, out_dir / "metrics.parquet")
+        with start_run(out_dir, ("curve.parquet", RUN_INFO, "config.yaml")):  # unfinished till the end
+            policy = instantiate(cfg.policy)
+            started = time.perf_counter()
+            curve, metrics = self.simulate(policy, int(cfg.seed))
+            wall = time.perf_counter() - started
+            meta = provenance(cfg, {"source": f"Alibaba openb v2023 {self.pods_csv.name}",
+                                    "nodes": self.nodes_csv.name})
+            write_parquet(curve, out_dir / "curve.parquet", meta)
+            write_run_info(out_dir, wall)
+            write_text(OmegaConf.to_yaml(cfg), out_dir / "config.yaml")
+            table = pl.DataFrame([metrics])
+            write_parquet(table, out_dir / "metrics.parquet", meta)
         return table
 
 
@@ -308,5 +311,7 @@ def report_main(argv: list[str]) -> int:
                 plots[trace] = name
         summary.write_csv(tmp / "summary.csv")
         write_text(_markdown(summary, plots), tmp / "summary.md")
+        idents = metrics.select("trace", "policy", "seed").iter_rows(named=True)
+        write_report_provenance(tmp, sorted(zip(idents, runs), key=lambda r: tuple(r[0].values())))
     print(f"{len(runs)} runs -> {out / 'summary.md'}")
     return 0

@@ -1,12 +1,15 @@
 """One replay run: trace + cluster + loop -> run directory with Parquet outputs.
 
-A run directory holds jobs.parquet, nodes.parquet, timeline.parquet, config.yaml and, written
-last, metrics.parquet: a directory without metrics.parquet is an unfinished run. A rerun into
-the directory removes metrics.parquet, then the other outputs, before anything else.
+A run directory holds jobs.parquet, nodes.parquet, timeline.parquet, run.json (wall time),
+config.yaml and, written last, metrics.parquet: a directory without metrics.parquet is an
+unfinished run. A rerun into the directory removes metrics.parquet, then the other outputs,
+before anything else; a run holds the directory's lock throughout (harness/output.py). The
+tables carry their provenance as Parquet metadata (harness/provenance.py).
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -14,18 +17,20 @@ import numpy as np
 import polars as pl
 from hydra.utils import instantiate, to_absolute_path
 from omegaconf import DictConfig, OmegaConf
-from tqdm import tqdm
 
 from harness.errors import ConfigError
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.output import is_complete, start_run, write_parquet, write_text
+from harness.progress import Progress
+from harness.provenance import RUN_INFO, provenance, trace_meta, wall_s, write_run_info
 from harness.sim import Simulation
+from harness.summary import duration, readout
 from harness.trace import read_trace
 from harness.workload import compile_workload
 
 DEFAULT_TAIL_S = 86400.0
 #: what a run writes besides metrics.parquet (its completion marker, written last)
-OUTPUTS = ("jobs.parquet", "nodes.parquet", "timeline.parquet", "config.yaml")
+OUTPUTS = ("jobs.parquet", "nodes.parquet", "timeline.parquet", RUN_INFO, "config.yaml")
 
 
 def build(cfg: DictConfig) -> tuple[Simulation, object]:
@@ -49,28 +54,68 @@ def build(cfg: DictConfig) -> tuple[Simulation, object]:
     return sim, loop
 
 
+#: Wall time a pod costs, low and high, in microseconds: the merged and the separate loops
+#: replaying 1M pods on the reference 2-core machine (README, Scale). An estimate: machines
+#: differ about 3x, and a Karpenter-like autoscaler can take several times the high end.
+US_PER_POD = (110, 260)
+#: Replays estimated to take longer than this (at the high end) say so before they start.
+LONG_S = 10.0
+
+
+def estimate(sim: Simulation, name: str) -> str:
+    """What a replay is about to do and about how long it will take, or "" when short."""
+    low, high = (sim.w.n_pods * us / 1e6 for us in US_PER_POD)
+    if high < LONG_S:
+        return ""
+    return (f"replay {name}: {sim.w.n_pods:,} pods over {duration(sim.horizon)} of simulated time; "
+            f"estimated wall time {duration(low)} to {duration(high)} "
+            f"(an estimate: {US_PER_POD[0]}-{US_PER_POD[1]} us a pod on the reference machine)")
+
+
+def replay_progress(sim: Simulation, name: str, interval_s: float | None, enabled: bool) -> Progress:
+    """Progress in simulated seconds, with the events processed and their rate."""
+    started = time.monotonic()
+
+    def status(t: float) -> str:
+        rate = sim.n_events / max(time.monotonic() - started, 1e-9)
+        return f"sim {duration(t)} of {duration(sim.horizon)}, {sim.n_events:,} events ({rate:,.0f} events/s)"
+
+    return Progress(f"replay {name}", sim.horizon, "sim-s", status=status, interval_s=interval_s, enabled=enabled)
+
+
 class Replay:
-    """The time-based replay (the default `runner`)."""
+    """The time-based replay (the default `runner`).
+
+    progress_interval_s: off a terminal, seconds of wall time between two progress lines
+    (on one, a bar); `+runner.progress_interval_s=60` for sparser logs.
+    """
+
+    def __init__(self, progress_interval_s: float | None = None):  # None: harness.progress.INTERVAL_S
+        self.progress_interval_s = progress_interval_s
 
     def run(self, cfg: DictConfig, out_dir: Path, progress: bool = True) -> pl.DataFrame:
         out_dir = Path(out_dir)
-        start_run(out_dir, OUTPUTS)  # first: from now on this directory is this run's, unfinished
-        started = time.perf_counter()
-        sim, loop = build(cfg)
-        sim.acct.timeline.stream_to(out_dir / "timeline.parquet")
-        with tqdm(total=round(sim.horizon), unit="sim-s", desc=f"replay {loop.name}", leave=False,
-                  disable=None if progress else True) as bar:
-            sim.run(loop, progress=lambda t: bar.update(round(t) - bar.n))
-        wall = time.perf_counter() - started
-        jobs, nodes = jobs_frame(sim), nodes_frame(sim)
-        extra = {"loop": loop.name, "seed": int(cfg.seed), "trace": str(cfg.trace.path),
-                 "cluster": sim.cluster.name, "policy": loop_policy(loop).name, "wall_s": wall}
-        metrics = summary_row(sim, jobs, nodes, extra)
-        write_parquet(jobs, out_dir / "jobs.parquet")
-        write_parquet(nodes, out_dir / "nodes.parquet")
-        sim.acct.timeline.close()
-        write_text(OmegaConf.to_yaml(cfg), out_dir / "config.yaml")
-        write_parquet(metrics, out_dir / "metrics.parquet")  # last: marks the run complete
+        with start_run(out_dir, OUTPUTS):  # first: from now on this directory is this run's, unfinished
+            started = time.perf_counter()
+            sim, loop = build(cfg)
+            note = estimate(sim, loop.name) if progress else ""
+            if note:
+                print(note, file=sys.stderr, flush=True)
+            meta = provenance(cfg, trace_meta(to_absolute_path(str(cfg.trace.path))))
+            sim.acct.timeline.stream_to(out_dir / "timeline.parquet", meta)
+            with replay_progress(sim, loop.name, self.progress_interval_s, progress) as bar:
+                sim.run(loop, progress=bar.update_to if progress else None)
+            wall = time.perf_counter() - started
+            jobs, nodes = jobs_frame(sim), nodes_frame(sim)
+            extra = {"loop": loop.name, "seed": int(cfg.seed), "trace": str(cfg.trace.path),
+                     "cluster": sim.cluster.name, "policy": loop_policy(loop).name}
+            metrics = summary_row(sim, jobs, nodes, extra)
+            write_parquet(jobs, out_dir / "jobs.parquet", meta)
+            write_parquet(nodes, out_dir / "nodes.parquet", meta)
+            sim.acct.timeline.close()
+            write_run_info(out_dir, wall)
+            write_text(OmegaConf.to_yaml(cfg), out_dir / "config.yaml")
+            write_parquet(metrics, out_dir / "metrics.parquet", meta)  # last: marks the run complete
         return metrics
 
 
@@ -78,14 +123,8 @@ def loop_policy(loop):
     return loop.placer.policy if hasattr(loop, "placer") else loop.scheduler.policy
 
 
-HEADLINE = ["loop", "idle_accel_hours", "idle_accel_hours_booting", "idle_accel_hours_unallocated",
-            "idle_accel_hours_gang_wait", "idle_accel_hours_committed", "accel_utilization", "frag_ratio",
-            "gang_latency_p50_s", "gang_latency_p99_s", "gangs_never_started", "cost_usd",
-            "nodes_provisioned", "nodes_never_used", "wall_s"]
-
-
 def replay_task(cfg: DictConfig) -> None:
-    """Hydra task of `loopbench replay`: run, write the run directory, print the headline."""
+    """Hydra task of `loopbench replay`: run, write the run directory, print the results."""
     from hydra.core.hydra_config import HydraConfig
 
     out_dir = Path(HydraConfig.get().runtime.output_dir)
@@ -95,7 +134,8 @@ def replay_task(cfg: DictConfig) -> None:
         print(f"run directory {out_dir}: already complete with this config, skipped")
         return
     metrics = instantiate(cfg.runner).run(cfg, out_dir)
-    cols = [c for c in HEADLINE if c in metrics.columns]
-    with pl.Config(tbl_cols=-1, tbl_width_chars=200, float_precision=3):
-        print(metrics.select(cols) if cols else metrics)
+    if "loop" not in metrics.columns:  # other runners' rows: as polars shows them
+        print(metrics)
+    else:  # the wall time apart from the results: it changes from one execution to the next
+        print(readout(metrics.with_columns(wall_s=pl.lit(wall_s(out_dir), pl.Float64))))
     print(f"run directory: {out_dir}")

@@ -12,7 +12,10 @@ regeneration can be compared byte for byte:
   every autoscaler switch off, paired by seed, i.e. what turning a capability on saved;
 - `runs.csv`: every run's metrics row (one line per run);
 - `report.html`: the tables and the plots in one self-contained page (PNG data URIs, no
-  network), and the same plots as PNG files for `summary.md`.
+  network), and the same plots as PNG files for `summary.md`;
+- `provenance.json`: the code that built the report and each run's provenance (version,
+  commit, config hash, trace source); it names a commit, so it is the one file that differs
+  between regenerations of the same results.
 
 Seeds are shown as mean [min, max]: where the ranges of two variants overlap, or a saving's
 [min, max] straddles 0, the difference is not consistent across seeds.
@@ -25,6 +28,7 @@ import base64
 import html
 import io
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,8 +39,9 @@ from omegaconf import OmegaConf
 from harness.errors import LoopbenchError
 from harness.metrics import REASON_NAMES
 from harness.output import COMPLETE_MARKER, atomic_dir, write_text
+from harness.summary import BY_COLUMN, IDLE_CAUSES, METRICS, verdict
+from harness.provenance import write_report_provenance
 
-IDLE_CAUSES = ["booting", "unallocated", "gang_wait", "committed"]
 #: Switches of the separate loops, in ablation order, with the capability each adds; any other
 #: boolean of `loop.scheduler` / `loop.autoscaler` set true counts as a switch named by its key.
 SWITCHES = {"autoscaler.topology_aware": "topology", "autoscaler.gang_aware": "gang",
@@ -53,39 +58,15 @@ CLUSTER_AUTOSCALER = "harness.autoscaler.ClusterAutoscaler"
 CONTEXT = ["trace", "cluster", "policy"]
 
 
-@dataclass(frozen=True)
-class Metric:
-    column: str
-    label: str
-    digits: int  # decimals shown in the documents (the CSVs keep 4)
-    count: bool = False  # a whole number per run: min and max are shown without decimals
-
-
-METRICS = [
-    Metric("idle_accel_hours", "idle accel h", 0),
-    *[Metric(f"idle_accel_hours_{c}", f"idle h: {c.replace('_', ' ')}", 0) for c in IDLE_CAUSES],
-    Metric("billed_accel_hours", "billed accel h", 0),
-    Metric("used_accel_hours", "used accel h", 0),
-    Metric("accel_utilization", "accel utilisation", 3),
-    Metric("frag_ratio", "frag ratio", 3),
-    Metric("frag_amount", "frag amount", 3),
-    Metric("gang_latency_p50_s", "gang start p50 s", 0),
-    Metric("gang_latency_p90_s", "gang start p90 s", 0),
-    Metric("gang_latency_p99_s", "gang start p99 s", 0),
-    Metric("gang_latency_max_s", "gang start max s", 0),
-    Metric("gangs_never_started", "gangs never started", 1, True),
-    Metric("cost_usd", "cost USD", 0),
-    *[Metric(f"pending_s_{r}", f"pending pod-h: {r.replace('_', ' ')}", 1) for r in REASON_NAMES],
-    Metric("nodes_provisioned", "nodes provisioned", 1, True),
-    Metric("nodes_never_used", "nodes never used", 1, True),
-    Metric("job_completion_p50_s", "job completion p50 s", 0),
-]
-BY_COLUMN = {m.column: m for m in METRICS}
 HEADLINE = ["idle_accel_hours", "accel_utilization", "frag_ratio", "gang_latency_p50_s", "gang_latency_p99_s",
             "gangs_never_started", "cost_usd", "nodes_provisioned", "nodes_never_used"]
 ABLATION = ["idle_accel_hours", "gang_latency_p50_s", "gang_latency_p99_s", "cost_usd"]
-#: Columns of a run's metrics that are not results (they change from one machine or run to the next).
+#: Columns that are not results (they change from one execution to the next): runs written before
+#: the wall time moved to run.json (harness/provenance.py) have it in their metrics.
 UNSTABLE = ["wall_s"]
+#: Number columns of one Markdown table at most: a wider table is cut into several, each
+#: repeating the leading columns, so that it fits a page (the HTML page wraps cells instead).
+MAX_NUMBER_COLUMNS = 5
 
 
 # ---- finding and labelling runs ----------------------------------------------------------
@@ -265,6 +246,18 @@ class Table:
     rows: list[list[str]]
     note: str = ""
     text_cols: int = 1  # leading columns of text (left-aligned); the rest are numbers
+    lead: int = 2  # leading columns that say what a row is (variant, seeds), repeated in each part
+    group: int = 1  # number columns that belong together (a value and what it saved): never parted
+
+    def parts(self) -> list[tuple[list[int], int]]:
+        """The table's columns cut into parts of at most MAX_NUMBER_COLUMNS after the lead
+        (balanced, whole groups), each (column indices, text columns)."""
+        lead = max(self.lead, self.text_cols)
+        groups = [list(range(i, i + self.group)) for i in range(lead, len(self.header), self.group)]
+        n = max(1, math.ceil(len(groups) / max(1, MAX_NUMBER_COLUMNS // self.group)))
+        size = math.ceil(len(groups) / n) if groups else 0
+        chunks = [groups[i:i + size] for i in range(0, len(groups), size)] if groups else [[]]
+        return [(list(range(lead)) + [c for g in chunk for c in g], self.text_cols) for chunk in chunks]
 
 
 @dataclass
@@ -279,6 +272,7 @@ class Figure:
 class Report:
     title: str
     intro: list[str]
+    verdict: list[str] = field(default_factory=list)  # first thing a reader sees
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
 
@@ -299,16 +293,36 @@ def _spread(mean, lo, hi, digits: int, count: bool = False) -> str:
     return f"{_num(mean, digits)} [{_num(lo, ends)}, {_num(hi, ends)}]"
 
 
-def _cells(summary: pl.DataFrame, variants: list[Variant], columns: list[str], scale: dict[str, float]) -> list[list[str]]:
+def _cells(summary: pl.DataFrame, variants: list[Variant], columns: list[str]) -> list[list[str]]:
     by = {(r["variant"], r["metric"]): r for r in summary.iter_rows(named=True)}
     rows = []
     for v in variants:
         row = [v.label, str(max((by[(v.label, c)]["seeds"] for c in columns if (v.label, c) in by), default=0))]
         for c in columns:
-            r, k, m = by.get((v.label, c)), scale.get(c, 1.0), BY_COLUMN[c]
+            r, m = by.get((v.label, c)), BY_COLUMN[c]
+            k = m.scale
             row.append(_spread(r["mean"] * k, r["min"] * k, r["max"] * k, m.digits, m.count) if r else "–")
         rows.append(row)
     return rows
+
+
+def _metric_table(id: str, title: str, summary: pl.DataFrame, variants: list[Variant], columns: list[str],
+                  note: str = "") -> Table:
+    return Table(id, title, ["variant", "seeds", *[BY_COLUMN[c].header for c in columns]],
+                 _cells(summary, variants, columns), note)
+
+
+def verdicts(summary: pl.DataFrame, variants: list[Variant]) -> list[str]:
+    """Each variant against the baseline (the all-off separate loops, else the first variant),
+    on the means over seeds."""
+    if len(variants) < 2:
+        return []
+    bases = [v for v in variants if v.is_baseline]
+    base = bases[0] if len(bases) == 1 else variants[0]
+    means: dict[str, dict[str, float]] = {v.label: {} for v in variants}
+    for r in summary.iter_rows(named=True):
+        means[r["variant"]][r["metric"]] = r["mean"]
+    return [verdict(v.label, base.label, means[v.label], means[base.label]) for v in variants if v is not base]
 
 
 def tables(summary: pl.DataFrame, abl: pl.DataFrame | None, variants: list[Variant], present: set[str]) -> list[Table]:
@@ -316,28 +330,24 @@ def tables(summary: pl.DataFrame, abl: pl.DataFrame | None, variants: list[Varia
         return [c for c in cols if c in present]
 
     out = [Table("variants", "Variants", ["variant", "loop", "capability"],
-                 [[v.label, v.loop, v.capability] for v in variants], text_cols=3)]
-    head = have(HEADLINE)
-    out.append(Table("headline", "Headline (mean [min, max] over seeds)", ["variant", "seeds", *[BY_COLUMN[c].label for c in head]],
-                     _cells(summary, variants, head, {})))
-    idle = have(["idle_accel_hours", *[f"idle_accel_hours_{c}" for c in IDLE_CAUSES]])
-    out.append(Table("idle", "Idle accelerator hours by cause", ["variant", "seeds", *[BY_COLUMN[c].label for c in idle]],
-                     _cells(summary, variants, idle, {}),
-                     "idle = billed - used = booting + unallocated + gang wait + committed (docs/model.md)."))
-    pend = have([f"pending_s_{r}" for r in REASON_NAMES])
-    out.append(Table("pending", "Pending pod-hours by reason", ["variant", "seeds", *[BY_COLUMN[c].label for c in pend]],
-                     _cells(summary, variants, pend, {c: 1 / 3600 for c in pend}),
-                     "Seconds pods spent pending, integrated by the reason of their last scheduling attempt, in hours."))
-    rest = have(["billed_accel_hours", "used_accel_hours", "frag_amount", "gang_latency_p90_s", "gang_latency_max_s",
-                 "job_completion_p50_s"])
-    out.append(Table("more", "More metrics", ["variant", "seeds", *[BY_COLUMN[c].label for c in rest]],
-                     _cells(summary, variants, rest, {})))
+                 [[v.label, v.loop, v.capability] for v in variants], text_cols=3, lead=3)]
+    out.append(_metric_table("headline", "Headline (mean [min, max] over seeds)", summary, variants, have(HEADLINE)))
+    out.append(_metric_table("idle", "Idle accelerator hours by cause", summary, variants,
+                             have(["idle_accel_hours", *[f"idle_accel_hours_{c}" for c in IDLE_CAUSES]]),
+                             "idle = billed - used = booting + unallocated + gang wait + committed (docs/model.md)."))
+    out.append(_metric_table("pending", "Pending pod-hours by reason", summary, variants,
+                             have([f"pending_s_{r}" for r in REASON_NAMES]),
+                             "Seconds pods spent pending, integrated by the reason of their last scheduling attempt, "
+                             "in hours."))
+    out.append(_metric_table("more", "More metrics", summary, variants,
+                             have(["billed_accel_hours", "used_accel_hours", "frag_amount", "gang_latency_p90_s",
+                                   "gang_latency_max_s", "job_completion_p50_s"])))
     if abl is not None and abl.height:
         cols = [c for c in ABLATION if c in abl["metric"].to_list()]
         by = {(r["variant"], r["metric"]): r for r in abl.iter_rows(named=True)}
         header = ["variant", "capability"]
         for c in cols:
-            header += [BY_COLUMN[c].label, "saved"]
+            header += [BY_COLUMN[c].header, "saved"]
         rows = []
         for v in variants:
             row = [v.label, v.capability]
@@ -353,7 +363,7 @@ def tables(summary: pl.DataFrame, abl: pl.DataFrame | None, variants: list[Varia
         out.append(Table("ablation", "Ablation: what each capability saved vs the all-off separate loops", header, rows,
                          "saved = baseline - variant on the same seed (positive = better), mean [min, max] over seeds; "
                          "(k/n) = seeds on which it was better. A [min, max] that straddles 0 is not a consistent "
-                         "difference.", text_cols=2))
+                         "difference.", text_cols=2, group=2))
     return out
 
 
@@ -363,16 +373,19 @@ def _md_cell(s: str) -> str:
 
 def markdown(rep: Report, pngs: dict[str, str]) -> str:
     lines = [f"# {rep.title}", ""]
+    if rep.verdict:
+        lines += [*[f"- {v}" for v in rep.verdict], ""]
     for p in rep.intro:
         lines += [p, ""]
     for t in rep.tables:
         lines += [f"## {t.title}", ""]
         if t.note:
             lines += [t.note, ""]
-        lines += ["| " + " | ".join(map(_md_cell, t.header)) + " |",
-                  "|" + "|".join(["---"] * t.text_cols + ["---:"] * (len(t.header) - t.text_cols)) + "|"]
-        lines += ["| " + " | ".join(map(_md_cell, r)) + " |" for r in t.rows]
-        lines.append("")
+        for cols, text in t.parts():
+            lines += ["| " + " | ".join(_md_cell(t.header[c]) for c in cols) + " |",
+                      "|" + "|".join(["---"] * text + ["---:"] * (len(cols) - text)) + "|"]
+            lines += ["| " + " | ".join(_md_cell(r[c]) for c in cols) + " |" for r in t.rows]
+            lines.append("")
     if rep.figures:
         lines += ["## Plots", "", "The same plots, self-contained: [report.html](report.html).", ""]
     for f in rep.figures:
@@ -383,26 +396,43 @@ def markdown(rep: Report, pngs: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
+#: Cells wrap so that a wide table fits the page: text at spaces and underscores, numbers only
+#: before a bracket (`_html_text`, `_html_number`).
 CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px}
-th{background:#f3f3f3}td{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}td.t{text-align:left}
-.scroll{overflow-x:auto}
+table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}th,td{border:1px solid #ccc;padding:3px 5px}
+th{background:#f3f3f3;font-weight:600}td{text-align:right;font-variant-numeric:tabular-nums}td.t{text-align:left}
+.scroll{overflow-x:auto}ul.verdict{font-size:15px;line-height:1.5}
 figure{margin:1em 0 2em}img{max-width:100%;border:1px solid #eee}.note{color:#555;font-size:13px}"""
-#: Once loaded, marks on <body> how many images decoded and were laid out, and how many tables
-#: have rows on screen, for the headless-browser check (tests/test_report.py).
+#: Once loaded, marks on <body> how many images decoded and were laid out, how many tables
+#: have rows on screen and how many are wider than the page (they would scroll), for the
+#: headless-browser check (tests/test_report.py).
 SCRIPT = """window.addEventListener('load',function(){
 function shown(e){var r=e.getBoundingClientRect();return r.width>0&&r.height>0;}
 var im=Array.prototype.slice.call(document.images),tb=Array.prototype.slice.call(document.querySelectorAll('table'));
 var ok=im.filter(function(i){return i.complete&&i.naturalWidth>0&&shown(i);}).length;
 var rows=tb.filter(function(t){return t.tBodies[0].rows.length>0&&shown(t);}).length;
 document.body.setAttribute('data-images-decoded',ok+'/'+im.length);
-document.body.setAttribute('data-tables-shown',rows+'/'+tb.length);});"""
+document.body.setAttribute('data-tables-shown',rows+'/'+tb.length);
+var wide=tb.filter(function(t){var box=t.parentNode;return box.scrollWidth>box.clientWidth;}).length;
+document.body.setAttribute('data-tables-overflowing',String(wide));});"""
+
+
+def _html_text(cell: str) -> str:
+    """A text cell that may also break after an underscore: `separate_<wbr>reservation`."""
+    return html.escape(cell).replace("_", "_<wbr>")
+
+
+def _html_number(cell: str) -> str:
+    """A number cell that may break only before a bracket: `7,315 [6,727, 7,643] (5/5)`."""
+    return re.sub(r" (?![\[(])", "&nbsp;", html.escape(cell))
 
 
 def html_page(rep: Report) -> str:
     e = html.escape
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{e(rep.title)}</title>",
              f"<style>{CSS}</style></head><body>", f"<h1>{e(rep.title)}</h1>"]
+    if rep.verdict:
+        parts.append('<ul class="verdict">' + "".join(f"<li>{e(v)}</li>" for v in rep.verdict) + "</ul>")
     parts += [f"<p>{e(p)}</p>" for p in rep.intro]
     for t in rep.tables:
         parts.append(f'<h2>{e(t.title)}</h2>')
@@ -410,8 +440,8 @@ def html_page(rep: Report) -> str:
             parts.append(f'<p class="note">{e(t.note)}</p>')
         parts.append(f'<div class="scroll"><table id="table-{t.id}"><thead><tr>' + "".join(f"<th>{e(h)}</th>" for h in t.header)
                      + "</tr></thead><tbody>")
-        parts += ["<tr>" + "".join(f'<td{" class=t" if i < t.text_cols else ""}>{e(c)}</td>' for i, c in enumerate(r))
-                  + "</tr>" for r in t.rows]
+        parts += ["<tr>" + "".join(f"<td class=t>{_html_text(c)}</td>" if i < t.text_cols else f"<td>{_html_number(c)}</td>"
+                                   for i, c in enumerate(r)) + "</tr>" for r in t.rows]
         parts.append("</tbody></table></div>")
     if rep.figures:
         parts.append("<h2>Plots</h2>")
@@ -453,27 +483,31 @@ def _colors(n: int) -> list:
 
 
 def _stacked(summary: pl.DataFrame, variants: list[Variant], parts: list[tuple[str, str]], total: str | None,
-             ylabel: str, scale: float = 1.0) -> bytes:
+             xlabel: str, scale: float = 1.0) -> bytes:
+    """Horizontal stacked bars, one per variant, top to bottom in the tables' order: the
+    variant names read level however many there are."""
     by = {(r["variant"], r["metric"]): r for r in summary.iter_rows(named=True)}
     names = [v.label for v in variants]
-    fig = _figure(max(6.0, 0.9 * len(names) + 2), 4.2)
+    fig = _figure(8.0, 0.32 * len(names) + 1.6)
     ax = fig.subplots()
-    x = np.arange(len(names))
-    bottom = np.zeros(len(names))
+    y = np.arange(len(names))
+    left = np.zeros(len(names))
     for (col, label), color in zip(parts, _colors(len(parts))):
-        h = np.array([by[(n, col)]["mean"] * scale if (n, col) in by else 0.0 for n in names])
-        ax.bar(x, h, bottom=bottom, label=label, color=color)
-        bottom += h
+        w = np.array([by[(n, col)]["mean"] * scale if (n, col) in by else 0.0 for n in names])
+        ax.barh(y, w, left=left, label=label, color=color)
+        left += w
     if total:
         rows = [by.get((n, total)) for n in names]
         mean = np.array([r["mean"] * scale if r else np.nan for r in rows])
         err = np.array([[mean[i] - r["min"] * scale, r["max"] * scale - mean[i]] if r else [0, 0]
                         for i, r in enumerate(rows)]).T
-        ax.errorbar(x, mean, yerr=err, fmt="none", ecolor="black", capsize=4, lw=1, label="total: min-max over seeds")
-    ax.set_xticks(x, names, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel(ylabel)
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
+        ax.errorbar(mean, y, xerr=err, fmt="none", ecolor="black", capsize=3, lw=1, label="total: min-max over seeds")
+    ax.set_yticks(y, names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.xaxis.set_major_formatter("{x:,.0f}")
+    ax.grid(axis="x", alpha=0.3)
+    fig.legend(fontsize=8, loc="outside lower center", ncols=3)  # below the bars, never over them
     return _png(fig)
 
 
@@ -614,8 +648,8 @@ def _intro(metrics: pl.DataFrame, variants: list[Variant], runs: list[Path]) -> 
     if "horizon_s" in metrics.columns:
         facts.append(f"horizon: {', '.join(f'{x / 3600:,.1f} h' for x in sorted(metrics['horizon_s'].unique().to_list()))}.")
     return [" ".join(facts),
-            "Values are mean [min, max] over seeds; a bracket is left out when every seed gave the same "
-            "value. Metric definitions: docs/model.md."]
+            "Values are mean [min, max] over seeds (the comparisons at the top: means); a bracket is left out when every seed gave the same "
+            "value. ↓: lower is better, ↑: higher is better. Metric definitions: docs/model.md."]
 
 
 def build(paths: list[str | Path], out: Path, title: str | None = None, notes: list[str] = ()) -> Report:
@@ -632,7 +666,7 @@ def build(paths: list[str | Path], out: Path, title: str | None = None, notes: l
     abl = ablation(metrics, variants)
     jobs = _read_all(runs, labels, "jobs.parquet", ["is_gang", "refused", "start_latency_s"])
     timeline = _read_all(runs, labels, "timeline.parquet", ["t_s", "billed_gpus", "used_gpus", "frag_ratio", "frag_amount"])
-    rep = Report(title or out.name, [*notes, *_intro(metrics, variants, runs)])
+    rep = Report(title or out.name, [*notes, *_intro(metrics, variants, runs)], verdicts(summary, variants))
     baselines = [v.label for v in variants if v.is_baseline]
     if len(baselines) > 1:
         rep.intro.append(f"No ablation table: {len(baselines)} variants are all-off separate loops "
@@ -650,6 +684,8 @@ def build(paths: list[str | Path], out: Path, title: str | None = None, notes: l
             _write_csv(abl, tmp / "ablation.csv")
         write_text(markdown(rep, pngs), tmp / "summary.md")
         write_text(html_page(rep), tmp / "report.html")
+        by_row = sorted(range(len(runs)), key=lambda i: (order[labels[i]], metrics["seed"][i]))
+        write_report_provenance(tmp, [({"variant": labels[i], "seed": metrics["seed"][i]}, runs[i]) for i in by_row])
     return rep
 
 

@@ -13,6 +13,7 @@ between matplotlib builds), so a committed table that no longer matches the code
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import shutil
 import subprocess
@@ -24,8 +25,13 @@ from pathlib import Path
 
 from harness.cluster import Cluster
 from harness.errors import ConfigError, LoopbenchError
+from harness.output import COMPLETE_MARKER
+from harness.progress import Progress
+from harness.provenance import PROVENANCE
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Seconds between two counts of a sweep's finished runs.
+POLL_S = 1.0
 
 
 def _resolve(path) -> Path:
@@ -91,19 +97,32 @@ def _hydra_config(name: str, overrides: list[str]):
         return compose("config", [f"experiment={name}", *overrides], return_hydra_config=True)
 
 
-def shards(params: dict[str, str], jobs: int) -> list[list[str]]:
-    """The sweep `params` (key -> Hydra sweep value) cut into at most `jobs` sweeps along the
-    key with the most values, its values dealt round robin."""
+def _sweep_values(params: dict[str, str]) -> dict[str, list[str]]:
+    """Each key of the sweep `params` (key -> Hydra sweep value) with its list of values."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parser = OverridesParser.create()
-    values = {k: list(parser.parse_override(f"{k}={v}").sweep_string_iterator())
-              if parser.parse_override(f"{k}={v}").is_sweep_override() else [str(v)] for k, v in params.items()}
+    values = {}
+    for k, v in params.items():
+        o = parser.parse_override(f"{k}={v}")
+        values[k] = list(o.sweep_string_iterator()) if o.is_sweep_override() else [str(v)]
+    return values
+
+
+def shards(params: dict[str, str], jobs: int) -> list[list[str]]:
+    """The sweep `params` (key -> Hydra sweep value) cut into at most `jobs` sweeps along the
+    key with the most values, its values dealt round robin."""
+    values = _sweep_values(params)
     if not values:
         return [[]]
     axis = max(values, key=lambda k: len(values[k]))
     n = max(1, min(jobs, len(values[axis])))
     return [[f"{k}={','.join(values[axis][i::n]) if k == axis else v}" for k, v in params.items()] for i in range(n)]
+
+
+def sweep_size(params: dict[str, str]) -> int:
+    """How many runs the sweep `params` makes."""
+    return math.prod(len(v) for v in _sweep_values(params).values())
 
 
 def prepare(exp: Experiment, cfg) -> None:
@@ -140,11 +159,20 @@ def sweep(exp: Experiment, runs: Path, jobs: int) -> None:
                f"hydra.sweep.dir={runs / f'shard-{i}'}"]
         with log.open("w") as fh:
             procs.append((subprocess.Popen(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT), log, cmd))
+    _wait(procs, runs, exp.name, sweep_size(params))
     failed = [(log, cmd) for p, log, cmd in procs if p.wait() != 0]
     if failed:
         log, cmd = failed[0]
         tail = "\n".join(log.read_text().splitlines()[-15:])
         raise LoopbenchError(f"{exp.name}: sweep failed: {' '.join(cmd)}\n{tail}")
+
+
+def _wait(procs: list, runs: Path, name: str, total: int) -> None:
+    """Wait for the sweep's processes, showing how many of its runs have finished."""
+    with Progress(f"results {name}", total, "runs", status=lambda n: f"{n:,.0f} of {total:,} runs done") as bar:
+        while any(p.poll() is None for p, _, _ in procs):
+            bar.update_to(sum(1 for _ in runs.rglob(COMPLETE_MARKER)))
+            time.sleep(POLL_S)
 
 
 def report(exp: Experiment, runs: Path, out: Path) -> None:
@@ -173,9 +201,10 @@ _DATA_URI = re.compile(rb"data:image/png;base64,[A-Za-z0-9+/=]+")
 
 def differences(committed: Path, fresh: Path) -> list[str]:
     """Files that differ between two results folders: tables byte for byte, report.html with
-    its embedded images masked, PNG files only present and valid."""
+    its embedded images masked, PNG files only present and valid; provenance.json, which names
+    the commit that generated the results, not at all."""
     diffs = []
-    names = sorted({p.name for p in committed.iterdir()} | {p.name for p in fresh.iterdir()})
+    names = sorted(({p.name for p in committed.iterdir()} | {p.name for p in fresh.iterdir()}) - {PROVENANCE})
     for name in names:
         a, b = committed / name, fresh / name
         if not a.exists() or not b.exists():

@@ -63,8 +63,8 @@ def reference(trace, tmp_path_factory) -> dict[int, pl.DataFrame]:
 def same_metrics(run_dir: Path, ref: pl.DataFrame) -> None:
     """Equal metrics; floats to 1e-12 relative, as numpy's SIMD sums may differ in the last bit
     between processes whose arrays sit at different alignments (the reference runs in pytest)."""
-    got = pl.read_parquet(run_dir / COMPLETE_MARKER).drop("wall_s").to_dicts()[0]
-    want = ref.drop("wall_s").to_dicts()[0]
+    got = pl.read_parquet(run_dir / COMPLETE_MARKER).to_dicts()[0]
+    want = ref.to_dicts()[0]
     text = {k for k, v in want.items() if isinstance(v, str)}
     assert {k: got[k] for k in text} == {k: want[k] for k in text}
     assert {k: v for k, v in got.items() if k not in text} == pytest.approx(
@@ -144,11 +144,11 @@ def test_rerun_interrupted_between_its_outputs_is_not_reported(trace, reference,
     cfg_b = compose("config", [f"trace.path={trace}", "loop=merged", "seed=1"])
     seen = []
 
-    def write_then_stop(df, path):
+    def write_then_stop(df, path, metadata):
         seen.append((path.name, is_complete(run)))
         if path.name == "nodes.parquet":
             raise KeyboardInterrupt
-        return write_parquet(df, path)
+        return write_parquet(df, path, metadata)
 
     monkeypatch.setattr(replay, "write_parquet", write_then_stop)
     with pytest.raises(KeyboardInterrupt):

@@ -127,7 +127,7 @@ def test_runner_through_hydra_and_report(tmp_path, monkeypatch):
             out = tmp_path / "sweep" / f"{policy}-{seed}"
             metrics = runner.run(cfg, out)
             assert metrics.height == 1 and metrics["seed"][0] == seed
-            assert {p.name for p in out.iterdir()} == {"curve.parquet", "metrics.parquet", "config.yaml"}
+            assert {p.name for p in out.iterdir()} == {"curve.parquet", "metrics.parquet", "run.json", "config.yaml"}
             curve = pl.read_parquet(out / "curve.parquet")
             assert {"index", "arrived_gpu_milli", "arrived_pct", "allocated_gpu_milli", "alloc_rate",
                     "frag_milli", "frag_ratio", "frag_amount", "placed"} <= set(curve.columns)
@@ -148,7 +148,7 @@ def test_runner_through_hydra_and_report(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         instantiate(cfg.runner).run(cfg, tmp_path / "sweep" / "fgd-1")
     monkeypatch.undo()
-    assert {p.name for p in (tmp_path / "sweep" / "fgd-1").iterdir()} == {"curve.parquet"}
+    assert {p.name for p in (tmp_path / "sweep" / "fgd-1").iterdir()} == {"curve.parquet", "run.json"}
     assert report_main([str(tmp_path / "sweep"), "-o", str(tmp_path / "report2")]) == 0
     assert pl.read_csv(tmp_path / "report2" / "summary.csv").sort("policy")["seeds"].to_list() == [2, 1]
 

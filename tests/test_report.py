@@ -4,6 +4,7 @@ committed results/ checked against a fresh regeneration."""
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import shutil
@@ -105,6 +106,18 @@ def test_aggregates_seeds_and_ablation_by_hand(runs, tmp_path):
     assert runs_csv["variant"].to_list() == ["separate", "separate", "separate_topology", "separate_topology",
                                              "merged", "merged"]
     assert "wall_s" not in runs_csv.columns  # not a result: it changes from run to run
+
+
+def test_no_plot_label_is_rotated(runs, tmp_path, monkeypatch):
+    figures = []
+    monkeypatch.setattr(report, "_png", lambda fig: figures.append(fig) or b"\x89PNG")
+    report.build([wide_runs(tmp_path / "wide")], tmp_path / "out")
+    assert len(figures) == 6
+    for fig in figures:
+        fig.canvas.draw()
+        for ax in fig.axes:
+            for label in [*ax.get_xticklabels(), *ax.get_yticklabels()]:
+                assert label.get_rotation() == 0, (ax.get_xlabel(), label.get_text())
 
 
 def test_outputs_are_deterministic_and_self_contained(runs, tmp_path):
@@ -228,6 +241,50 @@ def test_an_existing_folder_that_is_no_report_is_not_replaced(runs, tmp_path, ca
     assert snapshot(run) == files
 
 
+def test_summary_and_page_open_with_the_verdict(runs, tmp_path):
+    """Each variant against the baseline, on seed means: separate idle (10+14)/2 = 12, cost 110,
+    gang p99 2 x 700 = 1400; separate_topology 10 (-17%), 105 (-5%), 1400 (±0%); merged 5
+    (-58%), 70 (-36%), 300 (-79%)."""
+    report.build([runs], tmp_path / "out", "golden")
+    verdicts = ["separate_topology vs separate: idle accelerator hours -17% (12 -> 10), cost -5%, gang start p99 ±0%",
+                "merged vs separate: idle accelerator hours -58% (12 -> 5), cost -36%, gang start p99 -79%"]
+    md = (tmp_path / "out" / "summary.md").read_text().splitlines()
+    assert md[:5] == ["# golden", "", *[f"- {v}" for v in verdicts], ""]
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "<h1>golden</h1>\n<ul class=\"verdict\">" + "".join(f"<li>{html.escape(v)}</li>" for v in verdicts) + "</ul>" in page
+    assert "<td>12 [10,&nbsp;14]</td>" in page  # a cell wraps before its bracket, never inside it
+
+
+WIDE_LOOPS = ["separate", "separate_topology", "separate_gang", "separate_sharing", "separate_reservation",
+              "separate_provreq", "separate_all", "separate_sees", "separate_prefers", "separate_karpenter", "merged"]
+
+
+def wide_runs(root: Path) -> Path:
+    """loops_synthetic's shape: 11 variants x 2 seeds, every metric of the report, large numbers."""
+    for i, name in enumerate(WIDE_LOOPS):
+        cfg = loop_cfg(name) if name in ("separate", "merged") else loop_cfg(name, **{f"x{i}": True})
+        for seed in (0, 1):
+            d = make_run(root / f"{i}-{seed}", cfg, seed, 9519.0 + 1099 * seed, 107_554.0 + 9489 * seed, 12_160.0 + 16531 * seed)
+            m = pl.read_parquet(d / "metrics.parquet")
+            more = {c: 0.3312 + 0.02 * seed if mc.digits == 3 else 1523 + 323 * seed + i if mc.count
+                    else 100_000.0 + 17_043 * seed + i for c, mc in report.BY_COLUMN.items() if c not in m.columns}
+            m.with_columns(**{c: pl.lit(v) for c, v in more.items()}).write_parquet(d / "metrics.parquet")
+    return root
+
+
+def test_wide_tables_are_split_in_markdown(tmp_path):
+    report.build([wide_runs(tmp_path / "runs")], tmp_path / "out")
+    md = (tmp_path / "out" / "summary.md").read_text().splitlines()
+    rules = [line for line in md if line.startswith("|---")]
+    assert rules and max(r.count("---:") for r in rules) <= report.MAX_NUMBER_COLUMNS + 1  # + seeds
+    # the headline's 9 metrics in two tables, each repeating the variant and its seeds
+    section = md[md.index("## Headline (mean [min, max] over seeds)"):md.index("## Idle accelerator hours by cause")]
+    headers = [line for line in section if line.startswith("| variant |")]
+    assert len(headers) == 2 and all(h.startswith("| variant | seeds | ") for h in headers)
+    assert sum(h.count(" | ") - 1 for h in headers) == len(report.HEADLINE)
+    assert sum(line.startswith("| merged | 2 | ") for line in section) == 2
+
+
 # ---- the report in a real browser ----------------------------------------------------------
 
 def chromium() -> str:
@@ -245,7 +302,8 @@ def render(page: Path, tmp_path: Path) -> str:
     profile = tmp_path / f"profile-{page.parent.name}"
     cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={profile}", "--virtual-time-budget=10000", "--dump-dom", page.resolve().as_uri()]
+           f"--user-data-dir={profile}", "--window-size=1280,1000", "--virtual-time-budget=10000", "--dump-dom",
+           page.resolve().as_uri()]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
@@ -268,6 +326,14 @@ def test_report_renders_in_chromium(runs, tmp_path):
     check_rendered(tmp_path / "out" / "report.html", tmp_path, {f.id for f in rep.figures}, {t.id for t in rep.tables})
 
 
+def test_wide_tables_fit_a_laptop_screen_in_chromium(tmp_path):
+    """11 variants and 9 headline metrics of six-digit [min, max] (loops_synthetic's shape):
+    no table is wider than the page at 1280 px."""
+    report.build([wide_runs(tmp_path / "runs")], tmp_path / "out")
+    dom = render(tmp_path / "out" / "report.html", tmp_path)
+    assert 'data-tables-overflowing="0"' in dom
+
+
 ALL_TABLES = {"variants", "headline", "idle", "pending", "more", "ablation"}
 ALL_PLOTS = {"idle", "gang-cdf", "fragmentation", "billed-used", "cost", "pending"}
 
@@ -284,27 +350,38 @@ def test_committed_reports_render_in_chromium(name, figures, tmp_path):
 
 # ---- the committed results against a regeneration --------------------------------------------
 
-def test_committed_openb_autoscaled_equals_a_fresh_regeneration():
-    """The whole experiment, regenerated (20 replays on 2 processes, about three minutes)."""
-    if not SHARED.exists():
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(results.BY_NAME))
+def test_committed_results_equal_a_fresh_regeneration(name):
+    """A whole experiment regenerated (minutes each: openb_autoscaled ~20 replays, Karpenter's
+    slowest). CI runs one (see .ci/run); `loopbench results --check` runs them all."""
+    if name != "loops_synthetic" and not SHARED.exists():
         if IN_CI:
             pytest.fail(f"{SHARED} is missing")
         pytest.skip(f"{SHARED} is absent (public traces, read in place)")
-    diffs = results.check(results.BY_NAME["openb_autoscaled"], RESULTS, jobs=2)
-    assert diffs == [], "results/ is stale: run `loopbench results` and commit results/"
+    diffs = results.check(results.BY_NAME[name], RESULTS, jobs=2)
+    assert diffs == [], f"results/{name} is stale: run `loopbench results {name}` and commit results/"
 
 
-@pytest.mark.parametrize("loop", ["separate", "merged"])
-def test_committed_loops_synthetic_rows_are_current(loop, tmp_path):
-    """Two of loops_synthetic's runs, replayed again, give the committed rows of runs.csv."""
+@pytest.mark.parametrize("name,loop", [("loops_synthetic", "separate"), ("loops_synthetic", "merged"),
+                                       ("openb_autoscaled", "separate"), ("openb_autoscaled", "merged")])
+def test_committed_rows_are_current(name, loop, tmp_path):
+    """Seed 0 of two loops of an experiment, replayed again, gives a committed row of its
+    runs.csv: a quick staleness check of every replay experiment (the whole regenerations are
+    the slow tests above)."""
     from harness.cli import compose
     from harness.replay import Replay
 
-    cfg = compose("config", ["experiment=loops_synthetic", f"loop={loop}", "seed=0"])
+    if name == "openb_autoscaled" and not SHARED.exists():
+        if IN_CI:
+            pytest.fail(f"{SHARED} is missing")
+        pytest.skip(f"{SHARED} is absent (public traces, read in place)")
+    cfg = compose("config", [f"experiment={name}", f"loop={loop}", "seed=0"])
+    results.prepare(results.BY_NAME[name], cfg)  # the imported trace, where the experiment has one
     Replay().run(cfg, tmp_path / "runs" / loop, progress=False)
     report.build([tmp_path / "runs"], tmp_path / "out")
     fresh = (tmp_path / "out" / "runs.csv").read_text().splitlines()
-    committed = (RESULTS / "loops_synthetic" / "runs.csv").read_text().splitlines()
-    stale = "results/loops_synthetic is stale: run `loopbench results` and commit results/"
+    committed = (RESULTS / name / "runs.csv").read_text().splitlines()
+    stale = f"results/{name} is stale: run `loopbench results {name}` and commit results/"
     assert fresh[0] == committed[0], stale
     assert fresh[1] in committed[1:], stale

@@ -17,6 +17,7 @@ inventory, or with `--autoscaled` one derived from it (see
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -192,6 +193,27 @@ def _cluster_yaml(config: dict, fmt: str, nodes: str, autoscaled: bool) -> str:
     return head + yaml.safe_dump(config, sort_keys=False, default_flow_style=None, width=110)
 
 
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)  # also through symlinks and hard links
+    except OSError:  # one of them does not exist (yet)
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _check_outputs(outputs: list[tuple[str, str | None]], inputs: list[str]) -> None:
+    """Refuse, before anything is written, an output (flag, path) that is an input of this
+    import, a directory, or the other output."""
+    outputs = [(flag, path) for flag, path in outputs if path]
+    for flag, path in outputs:
+        if os.path.isdir(path):
+            raise ConfigError(flag, f"{path}: is a directory; give a file to write")
+        for src in inputs:
+            if _same_file(path, src):
+                raise ConfigError(flag, f"{path}: is an input of this import ({src}); write elsewhere")
+    if len(outputs) == 2 and _same_file(outputs[0][1], outputs[1][1]):
+        raise ConfigError(outputs[1][0], f"{outputs[1][1]}: is also the trace output (-o); give another file")
+
+
 def run(argv: list[str]) -> int:
     formats = _formats()
     args = _parser(formats).parse_args(argv)
@@ -204,12 +226,14 @@ def run(argv: list[str]) -> int:
         raise ConfigError("SOURCE", f"format {args.format} reads one file ({fmt.sources})")
     if args.nodes and fmt.nodes is None:
         raise ConfigError("--nodes", f"format {args.format} publishes no node list")
+    out = args.cluster_out or (str(Path(args.output).with_suffix("")) + ".cluster.yaml" if args.output else None)
+    _check_outputs([("-o", args.output if args.sources else None), ("--cluster-out", out if args.nodes else None)],
+                   [p for p in (*args.sources, args.nodes, args.inflate_cluster, args.transforms) if p])
     cluster = None
     if args.nodes:
         cluster = fmt.nodes(args.nodes)
         if args.autoscaled:
             cluster = autoscaled_cluster(cluster)
-        out = args.cluster_out or (str(Path(args.output).with_suffix("")) + ".cluster.yaml" if args.output else None)
         if out is None:
             raise ConfigError("--cluster-out", "where to write the cluster: --cluster-out CLUSTER.yaml")
         write_text(_cluster_yaml(cluster, args.format, args.nodes, args.autoscaled), Path(out))

@@ -27,9 +27,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pv
-from tqdm import tqdm
 
 from harness.errors import TraceError
+from harness.progress import Progress
 from harness.trace import MAX_GPUS_PER_POD, SCHEMA, TraceMeta
 
 NULLS = ["", "NA", "N/A", "NaN", "nan", "null", "NULL", "None"]
@@ -89,7 +89,7 @@ class Tally:
 class _Counting(io.RawIOBase):
     """A file that advances a progress bar by the bytes read through it."""
 
-    def __init__(self, raw, bar: tqdm):
+    def __init__(self, raw, bar: Progress):
         self.raw, self.bar = raw, bar
 
     def readable(self) -> bool:
@@ -105,9 +105,10 @@ class _Counting(io.RawIOBase):
         super().close()
 
 
-def progress_bar(path: str | os.PathLike, desc: str) -> tqdm:
+def progress_bar(path: str | os.PathLike, desc: str) -> Progress:
     size = os.path.getsize(path)
-    return tqdm(total=size, desc=desc, unit="B", unit_scale=True, disable=size < PROGRESS_BYTES, leave=False)
+    return Progress(desc, size, "B", enabled=size >= PROGRESS_BYTES,
+                    status=lambda done: f"read {done / 2**20:,.1f} of {size / 2**20:,.1f} MiB")
 
 
 def _has_header(path: Path, first_name: str) -> bool:

@@ -1,0 +1,104 @@
+"""Progress of long tasks (replays, imports, sweeps), on stderr, wherever it goes.
+
+On a terminal it is a tqdm bar. Anywhere else (a log file, CI, a pipe) a bar's carriage
+returns make one unreadable line, and tqdm's default hides it altogether, so instead a plain
+line is printed every `interval_s` seconds of wall time: a fifteen-minute replay in a log is
+never silent.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Self
+
+from tqdm import tqdm
+
+from harness.summary import duration
+
+#: Seconds between two lines off a terminal.
+INTERVAL_S = 10.0
+#: Seconds between two refreshes of a terminal bar (its updates cost nothing in between).
+BAR_REFRESH_S = 0.5
+
+
+def on_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
+class Progress:
+    """`update_to(done)` as often as wanted; it shows at most every refresh interval.
+
+    `status(done)` adds what the task knows (simulated time, events per second) to the
+    elapsed time and the ETA, which come from `done` against `total`.
+    """
+
+    def __init__(self, desc: str, total: float, unit: str = "", *, status: Callable[[float], str] | None = None,
+                 interval_s: float | None = None, enabled: bool = True, **bar_options):
+        self.desc, self.total, self.unit, self.status = desc, float(total), unit, status
+        self.enabled = enabled
+        if status is not None:  # the status says what was done: the bar shows only how far and how long
+            bar_options.setdefault("bar_format", "{desc} {percentage:3.0f}%|{bar}| {elapsed}<{remaining}{postfix}")
+        on_tty = enabled and on_terminal()
+        self.bar = tqdm(total=round(total), desc=desc, unit=unit, leave=False, **bar_options) if on_tty else None
+        self.every = BAR_REFRESH_S if self.bar is not None else INTERVAL_S if interval_s is None else interval_s
+        self.started = self.last = time.monotonic()
+        self.done = 0.0
+
+    def update(self, n: float) -> None:
+        self.update_to(self.done + n)
+
+    def update_to(self, done: float) -> None:
+        self.done = done
+        now = time.monotonic()
+        if not self.enabled or now - self.last < self.every:
+            return
+        self.last = now
+        if self.bar is not None:
+            if self.status is not None:
+                self.bar.set_postfix_str(self.status(done), refresh=False)
+            self.bar.update(round(done) - self.bar.n)
+        else:
+            print(self.line(now), file=sys.stderr, flush=True)
+
+    def line(self, now: float) -> str:
+        """`replay merged  26%: sim 12.5 h of 48.0 h, ..., elapsed 1 min 2 s, ETA 2 min 56 s`"""
+        elapsed = now - self.started
+        what = self.status(self.done) if self.status is not None else f"{self.done:,.0f} of {self.total:,.0f} {self.unit}"
+        parts = [what.rstrip(), f"elapsed {duration(elapsed)}"]
+        if 0 < self.done < self.total:
+            parts.append(f"ETA {duration(elapsed * (self.total - self.done) / self.done)}")
+        pct = f" {min(self.done / self.total, 1.0):4.0%}" if self.total > 0 else ""
+        return f"{self.desc}{pct}: {', '.join(parts)}"
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def steps(items: list, what: str, desc: str) -> Iterator:
+    """Iterate `items`, saying which one of how many is under way: `compare: loop 2 of 3 (merged)`,
+    as an overall bar on a terminal (the task's own bar shows below it), as a line elsewhere."""
+    n = len(items)
+    bar = tqdm(total=n, desc=desc, unit=what, leave=False) if on_terminal() else None
+    try:
+        for i, item in enumerate(items, 1):
+            text = f"{what} {i} of {n} ({item})"
+            if bar is not None:
+                bar.set_description_str(f"{desc}: {text}")
+            else:
+                print(f"{desc}: {text}", file=sys.stderr, flush=True)
+            yield item
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+

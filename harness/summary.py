@@ -1,0 +1,178 @@
+"""How results read: the metric catalogue (label, unit, which way is better, digits) and the
+text built from it, so `loopbench replay`, `compare` and `report` say the same thing the same way.
+
+A run's metrics print as a table (metrics as rows, one column per loop), its wall time on a
+line of its own (it is not a result: it changes from one machine or run to the next), and one
+verdict line per loop against the first, e.g.
+
+    merged vs separate: idle accelerator hours -75% (7,484 -> 1,866), cost -47%, gang start p99 -82%
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import polars as pl
+
+from harness.metrics import REASON_NAMES
+
+IDLE_CAUSES = ["booting", "unallocated", "gang_wait", "committed"]
+LOWER, HIGHER = "lower", "higher"
+
+
+@dataclass(frozen=True)
+class Metric:
+    column: str
+    label: str
+    unit: str = ""
+    better: str = ""  # LOWER, HIGHER, or "" when neither is (a description of the run, not a score)
+    digits: int = 0  # decimals shown (the CSVs keep 4)
+    count: bool = False  # a whole number per run: printed without decimals
+    scale: float = 1.0  # shown value = column value x scale (seconds shown as hours)
+
+    @property
+    def header(self) -> str:
+        """Label, unit and an arrow for the better direction: `cost (USD) ↓`."""
+        arrow = {LOWER: " ↓", HIGHER: " ↑"}.get(self.better, "")
+        return self.label + (f" ({self.unit})" if self.unit else "") + arrow
+
+
+METRICS = [
+    Metric("idle_accel_hours", "idle accelerator hours", "h", LOWER),
+    *[Metric(f"idle_accel_hours_{c}", f"idle: {c.replace('_', ' ')}", "h", LOWER) for c in IDLE_CAUSES],
+    Metric("billed_accel_hours", "billed accelerator hours", "h", LOWER),
+    Metric("used_accel_hours", "used accelerator hours", "h"),
+    Metric("accel_utilization", "accelerator utilisation", "", HIGHER, 3),
+    Metric("frag_ratio", "fragmentation ratio", "", LOWER, 3),
+    Metric("frag_amount", "fragmentation amount", "", LOWER, 3),
+    Metric("gang_latency_p50_s", "gang start p50", "s", LOWER),
+    Metric("gang_latency_p90_s", "gang start p90", "s", LOWER),
+    Metric("gang_latency_p99_s", "gang start p99", "s", LOWER),
+    Metric("gang_latency_max_s", "gang start max", "s", LOWER),
+    Metric("gangs_never_started", "gangs never started", "", LOWER, 1, True),
+    Metric("cost_usd", "cost", "USD", LOWER),
+    *[Metric(f"pending_s_{r}", f"pending: {r.replace('_', ' ')}", "pod-h", LOWER, 1, scale=1 / 3600)
+      for r in REASON_NAMES],
+    Metric("nodes_provisioned", "nodes provisioned", "", "", 1, True),
+    Metric("nodes_never_used", "nodes never used", "", LOWER, 1, True),
+    Metric("job_completion_p50_s", "job completion p50", "s", LOWER),
+]
+BY_COLUMN = {m.column: m for m in METRICS}
+#: What `loopbench replay` and `compare` print, in this order.
+HEADLINE = ["idle_accel_hours", *[f"idle_accel_hours_{c}" for c in IDLE_CAUSES], "accel_utilization", "frag_ratio",
+            "gang_latency_p50_s", "gang_latency_p99_s", "gangs_never_started", "cost_usd", "nodes_provisioned",
+            "nodes_never_used"]
+#: The verdict's metrics; the first also shows its two values. Gangs never started join when
+#: either side has some: a latency percentile counts only the gangs that started.
+VERDICT = ["idle_accel_hours", "cost_usd", "gang_latency_p99_s"]
+NEVER_STARTED = "gangs_never_started"
+MISSING = "–"
+
+
+def _missing(x) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def number(x, metric: Metric) -> str:
+    """One value as shown: thousands separators, the metric's decimals; a count without them
+    (a mean of counts over seeds keeps its decimals)."""
+    if _missing(x):
+        return MISSING
+    x = x * metric.scale
+    return f"{round(x):,}" if metric.count and x == round(x) else f"{x:,.{metric.digits}f}"
+
+
+def duration(seconds: float) -> str:
+    """A span of time as a person says it: 3.2 s, 4 min 10 s, 2.5 h, 30.0 days."""
+    if round(seconds, 1) < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        m, s = divmod(round(seconds), 60)
+        return f"{m} min {s} s" if s else f"{m} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def _change(metric: Metric, base, value) -> str | None:
+    """`-75%`, or the two values when the baseline is 0; None when either is missing."""
+    if _missing(base) or _missing(value):
+        return None
+    if base == 0:
+        return f"{number(base, metric)} -> {number(value, metric)}"
+    pct = (value - base) / abs(base) * 100
+    if round(pct, 1) == 0:
+        return "±0%"
+    return f"{pct:+.0f}%" if abs(pct) >= 1 else f"{pct:+.1f}%"
+
+
+def verdict(name: str, base_name: str, values: dict, base: dict) -> str:
+    """`name vs base_name: <metric> <change>, ...` over VERDICT (values by column)."""
+    columns = list(VERDICT)
+    if any(not _missing(d.get(NEVER_STARTED)) and d.get(NEVER_STARTED) > 0 for d in (values, base)):
+        columns.append(NEVER_STARTED)
+    parts = []
+    for i, c in enumerate(columns):
+        m, b, v = BY_COLUMN[c], base.get(c), values.get(c)
+        change = _change(m, b, v)
+        if change is None:
+            parts.append(f"{m.label} n/a")
+        elif i == 0 and b != 0:
+            parts.append(f"{m.label} {change} ({number(b, m)} -> {number(v, m)})")
+        else:
+            parts.append(f"{m.label} {change}")
+    return f"{name} vs {base_name}: {', '.join(parts)}"
+
+
+def _rows(metrics: pl.DataFrame, columns: list[str]) -> list[list[str]]:
+    """Header and one row per metric (label, unit, better), one column per loop (a row of `metrics`)."""
+    runs = metrics.to_dicts()
+    rows = [["metric", "unit", "better", *[str(r.get("loop", i + 1)) for i, r in enumerate(runs)]]]
+    for c in columns:
+        if c in metrics.columns:
+            m = BY_COLUMN[c]
+            rows.append([m.label, m.unit, m.better, *[number(r[c], m) for r in runs]])
+    return rows
+
+
+def table(metrics: pl.DataFrame, columns: list[str] = HEADLINE) -> str:
+    """The metrics as aligned text: names, units and direction left, numbers right."""
+    rows = _rows(metrics, columns)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for r in [rows[0], ["-" * w for w in widths], *rows[1:]]:
+        cells = [c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def markdown_table(metrics: pl.DataFrame, columns: list[str] = HEADLINE) -> str:
+    """The same table in Markdown."""
+    head, *body = _rows(metrics, columns)
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 3 + "---:|" * (len(head) - 3)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in body])
+
+
+def wall_line(metrics: pl.DataFrame) -> str:
+    """`wall time: 3.2 s`, or one figure per loop."""
+    if "wall_s" not in metrics.columns:
+        return ""
+    runs = metrics.to_dicts()
+    if len(runs) == 1:
+        return f"wall time: {duration(runs[0]['wall_s'])}"
+    return "wall time: " + ", ".join(f"{r.get('loop', i + 1)} {duration(r['wall_s'])}" for i, r in enumerate(runs))
+
+
+def verdicts(metrics: pl.DataFrame) -> list[str]:
+    """One verdict line per loop (row) after the first, against the first."""
+    runs = metrics.to_dicts()
+    return [verdict(str(r.get("loop")), str(runs[0].get("loop")), r, runs[0]) for r in runs[1:]]
+
+
+def readout(metrics: pl.DataFrame, markdown: bool = False) -> str:
+    """What replay and compare print: the table, the wall time, the verdicts (one paragraph
+    each in Markdown)."""
+    if markdown:
+        return "\n\n".join([markdown_table(metrics), wall_line(metrics), *verdicts(metrics)]) + "\n"
+    return "\n".join([table(metrics), "", wall_line(metrics), *verdicts(metrics)])

@@ -1,0 +1,100 @@
+"""The text every command prints from a run's metrics: the table (units, which way is better,
+whole numbers as whole numbers), the wall time apart, and the verdict's arithmetic."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import polars as pl
+
+from harness.summary import duration, readout, verdict
+from tests.test_cli import loopbench
+from tests.test_progress import tiny_trace
+
+#: Two loops' metrics rows as Replay writes them (a subset of the columns), numbers by hand.
+TWO_LOOPS = pl.DataFrame([
+    {"loop": "separate", "seed": 0, "wall_s": 3.21, "idle_accel_hours": 7484.4, "idle_accel_hours_booting": 12.5,
+     "accel_utilization": 0.3312, "gang_latency_p99_s": 61641.0, "gangs_never_started": 0, "cost_usd": 89510.2,
+     "nodes_provisioned": 1670, "pods": 3405},
+    {"loop": "merged", "seed": 0, "wall_s": 95.0, "idle_accel_hours": 1866.0, "idle_accel_hours_booting": 0.0,
+     "accel_utilization": 0.6021, "gang_latency_p99_s": 11095.4, "gangs_never_started": 0, "cost_usd": 47440.4,
+     "nodes_provisioned": 183, "pods": 3405},
+])
+
+GOLDEN = """\
+metric                   unit  better  separate  merged
+-----------------------  ----  ------  --------  ------
+idle accelerator hours   h     lower      7,484   1,866
+idle: booting            h     lower         12       0
+accelerator utilisation        higher     0.331   0.602
+gang start p99           s     lower     61,641  11,095
+gangs never started            lower          0       0
+cost                     USD   lower     89,510  47,440
+nodes provisioned                         1,670     183
+
+wall time: separate 3.2 s, merged 1 min 35 s
+merged vs separate: idle accelerator hours -75% (7,484 -> 1,866), cost -47%, gang start p99 -82%"""
+
+
+def test_two_loops_read_as_a_table_with_units_wall_time_apart_and_a_verdict():
+    assert readout(TWO_LOOPS) == GOLDEN
+
+
+def test_the_same_in_markdown_for_comparison_md():
+    md = readout(TWO_LOOPS, markdown=True)
+    assert md.startswith("| metric | unit | better | separate | merged |\n|---|---|---|---:|---:|\n"
+                         "| idle accelerator hours | h | lower | 7,484 | 1,866 |\n")
+    assert md.endswith("\n\nwall time: separate 3.2 s, merged 1 min 35 s\n\n" + GOLDEN.splitlines()[-1] + "\n")
+
+
+def test_one_run_prints_no_verdict_and_its_wall_time_alone():
+    text = readout(TWO_LOOPS.head(1))
+    assert text.splitlines()[-1] == "wall time: 3.2 s"
+    assert " vs " not in text and "wall_s" not in text
+
+
+def test_verdict_arithmetic_by_hand():
+    base = {"idle_accel_hours": 200.0, "cost_usd": 1000.0, "gang_latency_p99_s": 0.0, "gangs_never_started": 0}
+    new = {"idle_accel_hours": 150.0, "cost_usd": 1004.0, "gang_latency_p99_s": 30.0, "gangs_never_started": 2}
+    # (150 - 200) / 200 = -25%; (1004 - 1000) / 1000 = +0.4%; a zero baseline shows both values;
+    # gangs never started join the verdict as one side has some
+    assert verdict("b", "a", new, base) == (
+        "b vs a: idle accelerator hours -25% (200 -> 150), cost +0.4%, gang start p99 0 -> 30, "
+        "gangs never started 0 -> 2")
+    # a missing metric (absent, or NaN as a run without gangs writes it) says so
+    assert verdict("b", "a", {"idle_accel_hours": 200.0, "gang_latency_p99_s": math.nan},
+                   {"idle_accel_hours": 200.0, "cost_usd": 3.0, "gang_latency_p99_s": math.nan}) == (
+        "b vs a: idle accelerator hours ±0% (200 -> 200), cost n/a, gang start p99 n/a")
+    # a first metric with a zero baseline shows its values once
+    assert verdict("b", "a", {"idle_accel_hours": 5.0}, {"idle_accel_hours": 0.0}).startswith(
+        "b vs a: idle accelerator hours 0 -> 5, ")
+    # doubling is +100%, a 1/3 cut rounds to -33%
+    assert verdict("b", "a", {"idle_accel_hours": 2.0, "cost_usd": 2.0}, {"idle_accel_hours": 1.0, "cost_usd": 3.0}
+                   ).startswith("b vs a: idle accelerator hours +100% (1 -> 2), cost -33%")
+
+
+def test_counts_print_as_whole_numbers_with_separators():
+    table = readout(TWO_LOOPS.with_columns(pl.col("nodes_provisioned").cast(pl.Float64)))
+    assert "nodes provisioned                         1,670     183" in table
+    assert "1670" not in table and "183.0" not in table
+    # a mean over seeds of a count keeps its decimal: 0.4 gangs never started is not 0
+    assert verdict("b", "a", {"gangs_never_started": 0.4}, {"gangs_never_started": 0.0}).endswith(
+        "gangs never started 0 -> 0.4")
+
+
+def test_durations():
+    assert [duration(s) for s in (3.21, 59.96, 95.0, 3600.0 * 2.5, 86400 * 30)] == [
+        "3.2 s", "1 min", "1 min 35 s", "2.5 h", "30.0 days"]
+
+
+def test_replay_prints_the_readout_not_a_dataframe(tmp_path):
+    tiny = tiny_trace(tmp_path)
+    r = loopbench("replay", f"trace.path={tiny}", "loop=merged", "horizon_s=7200", f"hydra.run.dir={tmp_path}/run",
+                  cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert re.fullmatch(r"metric +unit +better +merged", lines[0])
+    assert re.fullmatch(r"cost +USD +lower +[\d,]+", next(x for x in lines if x.startswith("cost ")))
+    assert re.fullmatch(r"wall time: [\d.]+ s", lines[-2]) and lines[-1] == f"run directory: {tmp_path}/run"
+    assert "shape:" not in r.stdout and "wall_s" not in r.stdout
