@@ -38,12 +38,11 @@ from itertools import pairwise
 
 import numpy as np
 
-from harness.errors import ConfigError
 from harness.filters import devices_taken, feasible, fits_count, fits_on
+from harness.settings import check
 from harness.state import ABSENT, READY, ClusterState
 from harness.workload import LOCALITY_CODE, PENDING, Workload, pools_fit
 
-EXPANDERS = ("random", "least-waste", "price", "priority")
 
 
 def view_of(w: Workload, topology_aware: bool, sharing_aware: bool) -> Workload:
@@ -110,6 +109,8 @@ class ScaleDown:
 
     def __init__(self, utilization_threshold: float = 0.5, unneeded_time_s: float = 600.0,
                  delay_after_add_s: float = 600.0):
+        check("harness.autoscaler.ScaleDown", "scale_down", utilization_threshold=utilization_threshold,
+              unneeded_time_s=unneeded_time_s, delay_after_add_s=delay_after_add_s)
         self.threshold = float(utilization_threshold)
         self.unneeded_time_s = float(unneeded_time_s)
         self.delay_after_add_s = float(delay_after_add_s)
@@ -211,8 +212,11 @@ class ClusterAutoscaler:
                  reservation_aware: bool = False, provisioning_request: bool = False,
                  scheduler_sees: bool = False, scheduler_prefers: bool = False,
                  booking_s: float = 600.0, backoff_s: float = 300.0, scale_down: ScaleDown | None = None):
-        if expander not in EXPANDERS:
-            raise ConfigError("loop.autoscaler.expander", f"must be one of {EXPANDERS}, got '{expander}'")
+        check("harness.autoscaler.ClusterAutoscaler", "loop.autoscaler", scan_interval_s=scan_interval_s,
+              expander=expander, topology_aware=topology_aware, sharing_aware=sharing_aware, gang_aware=gang_aware,
+              reservation_aware=reservation_aware, provisioning_request=provisioning_request,
+              scheduler_sees=scheduler_sees, scheduler_prefers=scheduler_prefers, booking_s=booking_s,
+              backoff_s=backoff_s)
         self.scan_interval_s = float(scan_interval_s)
         self.expander = expander
         self.topology_aware, self.sharing_aware = bool(topology_aware), bool(sharing_aware)

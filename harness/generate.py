@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.errors import ConfigError, LoopbenchError
+from harness.settings import MAX_JOBS, check, check_config
 from harness.trace import SCHEMA
 
 DAY_S = 86400.0
@@ -152,18 +153,10 @@ def _build_class(name: str, cfg: dict | None) -> JobClass:
     unknown = sorted(set(cfg) - known)
     if unknown:
         raise ConfigError(f"workload.{name}", f"unknown key '{unknown[0]}' (known: {', '.join(sorted(known))})")
-    obj = cls(**cfg)
+    obj = cls(**cfg)  # each knob alone is checked by harness/settings.py; here how they relate
     where = f"workload.{name}"
-    if obj.rate_per_h < 0:
-        raise ConfigError(f"{where}.rate_per_h", "must be >= 0")
-    if not 0 <= obj.diurnal_amplitude <= 1:
-        raise ConfigError(f"{where}.diurnal_amplitude", "must be in [0, 1]")
-    if obj.burst_factor < 1 or obj.bursts_per_day < 0 or obj.burst_len_s <= 0:
-        raise ConfigError(where, "need burst_factor >= 1, bursts_per_day >= 0, burst_len_s > 0")
-    if not 0 < obj.duration_min_s <= obj.duration_median_s <= obj.duration_max_s:
-        raise ConfigError(where, "need 0 < duration_min_s <= duration_median_s <= duration_max_s")
-    if obj.duration_sigma < 0:
-        raise ConfigError(f"{where}.duration_sigma", "must be >= 0")
+    if not obj.duration_min_s <= obj.duration_median_s <= obj.duration_max_s:
+        raise ConfigError(where, "need duration_min_s <= duration_median_s <= duration_max_s")
     if not obj.queues:
         raise ConfigError(f"{where}.queues", "needs at least one queue")
     for q, spec in obj.queues.items():
@@ -239,16 +232,20 @@ class SyntheticWorkload:
         gangs: dict | None = None,
         cpu: dict | None = None,
     ):
-        self.span_s = float(span_s)
-        if not self.span_s > 0:
-            raise ConfigError("workload.span_s", "must be > 0")
-        self.n_jobs = None if n_jobs is None else int(n_jobs)
-        if self.n_jobs is not None and self.n_jobs < 0:
-            raise ConfigError("workload.n_jobs", "must be >= 0 or null (counts drawn from the rates)")
         given = {"inference": inference, "training": training, "gangs": gangs, "cpu": cpu}
+        check("harness.generate.SyntheticWorkload", "workload", span_s=span_s, n_jobs=n_jobs, **given)
+        self.span_s = float(span_s)
+        self.n_jobs = None if n_jobs is None else int(n_jobs)
         self.classes: dict[str, JobClass] = {name: _build_class(name, given[name]) for name in CLASSES}
         if self.n_jobs and sum(c.rate_per_h for c in self.classes.values()) <= 0:
             raise ConfigError("workload", "n_jobs is set but every class has rate_per_h 0")
+        if self.n_jobs is None:  # the mean job count of the rates, bursts included, must fit in memory
+            mean = self.span_s / 3600.0 * sum(
+                c.rate_per_h * (1.0 + (c.burst_factor - 1.0) * c.bursts_per_day * c.burst_len_s / DAY_S)
+                for c in self.classes.values())
+            if not mean <= MAX_JOBS:
+                raise ConfigError("workload", f"the rates draw about {mean:.3g} jobs over span_s, more than "
+                                  f"{MAX_JOBS:,}: lower the rates or span_s, or set n_jobs")
 
     # ---- description -----------------------------------------------------------------
     def params(self) -> dict[str, Any]:
@@ -602,6 +599,7 @@ def generate_task(cfg) -> None:
     from harness.workload import compile_workload
 
     t0 = time.perf_counter()
+    check_config(cfg)
     workload = _instantiate(cfg.workload)
     seed = int(cfg.seed)
     table = workload.table(seed)

@@ -49,12 +49,11 @@ from itertools import pairwise
 import numpy as np
 
 from harness.autoscaler import equivalence_classes, first_fit_nodes, view_of
-from harness.errors import ConfigError
 from harness.filters import devices_taken, feasible, fits_on
+from harness.settings import check
 from harness.state import ABSENT, BOOTING, READY, WHOLE, ClusterState
 from harness.workload import PENDING, Workload
 
-POLICIES = ("WhenEmpty", "WhenEmptyOrUnderutilized")
 TAINT = -2  # `scheduler.booked_for` of a node being disrupted: usable by no job
 
 
@@ -143,13 +142,10 @@ class KarpenterAutoscaler:
                  poll_s: float = 10.0, consolidation_policy: str = "WhenEmptyOrUnderutilized",
                  consolidate_after_s: float = 0.0, budget_nodes: float = 0.1, max_candidates: int = 100,
                  topology_aware: bool = False, sharing_aware: bool = False):
-        if consolidation_policy not in POLICIES:
-            raise ConfigError("loop.autoscaler.consolidation_policy",
-                              f"must be one of {POLICIES}, got '{consolidation_policy}'")
-        if not 0.0 <= float(budget_nodes) <= 1.0:
-            raise ConfigError("loop.autoscaler.budget_nodes", f"a fraction of nodes in [0, 1], got {budget_nodes}")
-        if int(max_candidates) < 0:
-            raise ConfigError("loop.autoscaler.max_candidates", f"must be >= 0, got {max_candidates}")
+        check("harness.karpenter.KarpenterAutoscaler", "loop.autoscaler", batch_idle_s=batch_idle_s,
+              batch_max_s=batch_max_s, requeue_s=requeue_s, poll_s=poll_s, consolidation_policy=consolidation_policy,
+              consolidate_after_s=consolidate_after_s, budget_nodes=budget_nodes, max_candidates=max_candidates,
+              topology_aware=topology_aware, sharing_aware=sharing_aware)
         self.batch_idle_s, self.batch_max_s, self.requeue_s = float(batch_idle_s), float(batch_max_s), float(requeue_s)
         self.poll_s = float(poll_s)
         self.underutilized = consolidation_policy == "WhenEmptyOrUnderutilized"

@@ -23,6 +23,7 @@ from harness.autoscaler import ScaleDown
 from harness.filters import feasible
 from harness.scheduler import Scheduler
 from harness.scores import ScorePlugin
+from harness.settings import check
 from harness.state import BOOTING
 from harness.workload import LOCALITY_CODE, pools_fit
 
@@ -30,6 +31,7 @@ from harness.workload import LOCALITY_CODE, pools_fit
 class MergedLoop:
     def __init__(self, policy: ScorePlugin, scan_interval_s: float = 10.0,
                  scale_down: ScaleDown | None = None, name: str = "merged"):
+        check("harness.merged.MergedLoop", "loop", scan_interval_s=scan_interval_s)
         self.placer = Scheduler(policy, gang_mode="atomic")
         self.scan_interval_s = float(scan_interval_s)
         self.scale_down = scale_down or ScaleDown()

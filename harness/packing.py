@@ -28,6 +28,7 @@ from harness.importers.openb import openb_node_slots, read_openb_nodes, read_ope
 from harness.output import atomic_dir, atomic_path, start_run, write_parquet, write_text
 from harness.provenance import RUN_INFO, provenance, write_report_provenance, write_run_info
 from harness.scores import FGD, ScorePlugin, WeightedSum
+from harness.settings import check, check_config
 from harness.state import ClusterState
 from harness.workload import Workload, compile_workload
 
@@ -64,6 +65,7 @@ class OpenbPacking:
     """Runner of one packing run: one policy, one seed, one openb pod list on one node list."""
 
     def __init__(self, pods_csv: str | Path, nodes_csv: str | Path, target_ratio: float = 1.3, coverage: float = COVERAGE):
+        check("harness.packing.OpenbPacking", "runner", target_ratio=target_ratio, coverage=coverage)
         self.pods_csv, self.nodes_csv = _resolve(pods_csv), _resolve(nodes_csv)
         self.target_ratio, self.coverage = float(target_ratio), float(coverage)
         table = read_openb_pods(self.pods_csv)
@@ -193,6 +195,7 @@ class OpenbPacking:
         from hydra.utils import instantiate
         from omegaconf import OmegaConf
 
+        check_config(cfg)  # before the run directory is touched
         out_dir = Path(out_dir)
         with start_run(out_dir, ("curve.parquet", RUN_INFO, "config.yaml")):  # unfinished till the end
             policy = instantiate(cfg.policy)

@@ -13,7 +13,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 from hydra.utils import instantiate, to_absolute_path
 from omegaconf import DictConfig, OmegaConf
@@ -23,6 +22,7 @@ from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.output import is_complete, start_run, write_parquet, write_text
 from harness.progress import Progress
 from harness.provenance import RUN_INFO, provenance, trace_meta, wall_s, write_run_info
+from harness.settings import check_config
 from harness.sim import Simulation
 from harness.summary import duration, readout
 from harness.trace import read_trace
@@ -34,24 +34,30 @@ OUTPUTS = ("jobs.parquet", "nodes.parquet", "timeline.parquet", RUN_INFO, "confi
 
 
 def build(cfg: DictConfig) -> tuple[Simulation, object]:
-    """Instantiate trace, cluster and loop from a composed config."""
+    """Instantiate trace, cluster and loop from a composed config, once its settings are valid."""
+    check_config(cfg)
     path = to_absolute_path(str(cfg.trace.path))
     table, _ = read_trace(path)
     try:
         cluster = instantiate(cfg.cluster, _convert_="all")
+    except Exception as exc:
+        raise _config_error(exc, "cluster") from None
+    try:
         loop = instantiate(cfg.loop, _convert_="all")
-    except Exception as exc:  # Hydra wraps constructor errors; surface ours unwrapped
-        cause = exc.__cause__ or exc
-        if isinstance(cause, ConfigError):
-            raise cause from None
-        raise ConfigError("config", f"cannot instantiate cluster or loop: {cause}") from None
+    except Exception as exc:
+        raise _config_error(exc, "loop") from None
     w = compile_workload(table, cluster)
     horizon = cfg.horizon_s if cfg.horizon_s is not None else float(w.submit.max()) + DEFAULT_TAIL_S
-    if not np.isfinite(horizon) or horizon <= 0:
-        raise ConfigError("horizon_s", "must be a positive number of seconds")
     sim = Simulation(w, cluster, seed=int(cfg.seed), horizon_s=float(horizon),
                      timeline_interval_s=float(cfg.timeline_interval_s))
     return sim, loop
+
+
+def _config_error(exc: Exception, what: str) -> ConfigError:
+    """Hydra wraps constructor errors: ours unwrapped, anything else as one line naming `what`
+    could not be built."""
+    cause = exc.__cause__ or exc
+    return cause if isinstance(cause, ConfigError) else ConfigError(what, f"cannot instantiate: {cause}")
 
 
 #: Wall time a pod costs, low and high, in microseconds: the merged and the separate loops
@@ -133,6 +139,7 @@ def replay_task(cfg: DictConfig) -> None:
         # a rerun of an interrupted sweep redoes only the runs that did not finish
         print(f"run directory {out_dir}: already complete with this config, skipped")
         return
+    check_config(cfg)  # before any runner is built
     metrics = instantiate(cfg.runner).run(cfg, out_dir)
     if "loop" not in metrics.columns:  # other runners' rows: as polars shows them
         print(metrics)

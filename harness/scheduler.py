@@ -23,22 +23,21 @@ from dataclasses import replace
 
 import numpy as np
 
-from harness.errors import ConfigError
 from harness.filters import feasible, groups_that_fit
 from harness.metrics import PendingReason
 from harness.scores import ScorePlugin
+from harness.settings import check
 from harness.state import BOOTING, READY, WHOLE
 from harness.workload import BOUND, LOCALITY_CODE, PENDING
 
-GANG_MODES = ("none", "coscheduling", "atomic")
 GANG = -2  # the group of a failure key for a whole gang
 
 
 class Scheduler:
     def __init__(self, policy: ScorePlugin, gang_mode: str = "coscheduling", gang_timeout_s: float = 60.0,
                  waits_for_capacity: bool = False):
-        if gang_mode not in GANG_MODES:
-            raise ConfigError("loop.scheduler.gang_mode", f"must be one of {GANG_MODES}, got '{gang_mode}'")
+        check("harness.scheduler.Scheduler", "loop.scheduler", gang_mode=gang_mode, gang_timeout_s=gang_timeout_s,
+              waits_for_capacity=waits_for_capacity)
         self.policy = policy
         self.gang_mode = gang_mode
         self.gang_timeout_s = float(gang_timeout_s)

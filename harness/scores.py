@@ -10,12 +10,11 @@ share.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from harness.errors import ConfigError
 from harness.fragmentation import COVERAGE, TargetWorkload, node_fragmentation
+from harness.settings import check
 from harness.state import ClusterState
 from harness.workload import Workload
 
@@ -25,9 +24,8 @@ class ScorePlugin:
     is what `WeightedSum` multiplies them by (alone, a plugin's weight changes nothing)."""
 
     def __init__(self, weight: float = 1.0):
+        check("harness.scores.ScorePlugin", "policy", weight=weight)
         self.weight = float(weight)
-        if not (math.isfinite(self.weight) and self.weight > 0):
-            raise ConfigError("policy.weight", f"must be a positive number, got {weight}")
 
     @property
     def name(self) -> str:
@@ -164,6 +162,7 @@ class DotProd(ScorePlugin):
 
     def __init__(self, weight: float = 1.0, cpu_scale: float = MAX_SPEC_CPU, gpu_scale: float = MAX_SPEC_GPU):
         super().__init__(weight)
+        check("harness.scores.DotProd", "policy", cpu_scale=cpu_scale, gpu_scale=gpu_scale)
         self.cpu_scale, self.gpu_scale = float(cpu_scale), float(gpu_scale)
 
     def score(self, state, w, pod, nodes, rng):
@@ -185,6 +184,7 @@ class GpuClustering(ScorePlugin):
 
     def __init__(self, weight: float = 1.0, gpu_scale: int = MAX_SPEC_GPU):
         super().__init__(weight)
+        check("harness.scores.GpuClustering", "policy", gpu_scale=gpu_scale)
         self.gpu_scale = int(gpu_scale)
         self._cluster = None
         self._bits: dict[tuple[int, int], int] = {}
@@ -258,6 +258,7 @@ class BestFit(ScorePlugin):
 
     def __init__(self, weight: float = 1.0, cpu_scale: float = MAX_SPEC_CPU, gpu_scale: float = MAX_SPEC_GPU):
         super().__init__(weight)
+        check("harness.scores.BestFit", "policy", cpu_scale=cpu_scale, gpu_scale=gpu_scale)
         self.cpu_scale, self.gpu_scale = float(cpu_scale), float(gpu_scale)
 
     def score(self, state, w, pod, nodes, rng):
@@ -290,6 +291,7 @@ class FGD(ScorePlugin):
 
     def __init__(self, weight: float = 1.0, coverage: float = COVERAGE):
         super().__init__(weight)
+        check("harness.scores.FGD", "policy", coverage=coverage)
         self.coverage = float(coverage)
         self.target: TargetWorkload | None = None
         self._state = self._cluster = self._w = self._given = self._target = None

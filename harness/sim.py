@@ -22,6 +22,7 @@ from harness.cloud import Cloud
 from harness.cluster import Cluster
 from harness.fragmentation import TargetWorkload, node_fragmentation
 from harness.metrics import Accounting, PendingReason
+from harness.settings import check
 from harness.state import BOOTING, READY, ClusterState
 from harness.workload import BOUND, DONE, NOT_ARRIVED, PENDING, REFUSED, RUNNING, Workload
 
@@ -41,6 +42,7 @@ class NodeRecord:
 class Simulation:
     def __init__(self, workload: Workload, cluster: Cluster, seed: int, horizon_s: float,
                  timeline_interval_s: float = 60.0, target: TargetWorkload | None = None):
+        check("", "", seed=seed, horizon_s=horizon_s, timeline_interval_s=timeline_interval_s)
         self.w = workload
         self.cluster = cluster
         self.seed = int(seed)

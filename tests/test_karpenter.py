@@ -15,10 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.errors import ConfigError
-from harness.karpenter import POLICIES, KarpenterAutoscaler
+from harness.karpenter import KarpenterAutoscaler
 from harness.scheduler import Scheduler
 from harness.scores import LeastAllocated
 from harness.separate import SeparateLoops
+from harness.settings import CONSOLIDATION_POLICIES
 from harness.state import ABSENT, READY
 from tests import scenarios as sc
 
@@ -298,7 +299,7 @@ def churn(draw):
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(table=churn(), max_candidates=st.sampled_from([0, 1, 2, 100]), sharing=st.booleans(),
-       quiet=st.sampled_from([0.0, 30.0]), budget=st.sampled_from([0.1, 1.0]), policy=st.sampled_from(POLICIES))
+       quiet=st.sampled_from([0.0, 30.0]), budget=st.sampled_from([0.1, 1.0]), policy=st.sampled_from(CONSOLIDATION_POLICIES))
 def test_candidates_match_the_node_by_node_walk(table, max_candidates, sharing, quiet, budget, policy):
     # min_size holds one g4 and one CPU node back; WhenEmpty leaves busy nodes on the shortlist
     cl = sc.cluster([sc.node_type("g8"), sc.node_type("g4", gpus=4), sc.node_type("cpu", gpus=0)],

@@ -113,7 +113,7 @@ def test_a_horizon_that_cannot_end_a_replay_is_refused(horizon, tmp_path):
     cfg = compose("config", [f"trace.path={path}", "loop=merged"])
     OmegaConf.set_struct(cfg, False)
     cfg.horizon_s = float(horizon)
-    with pytest.raises(ConfigError, match="horizon_s: must be a positive number of seconds"):
+    with pytest.raises(ConfigError, match=r"^horizon_s = .*: must be null or a number in \(0, "):
         build(cfg)
 
 

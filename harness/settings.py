@@ -1,0 +1,357 @@
+"""Every setting of a run and the rule it must meet: one table, checked before anything is built.
+
+A bad setting must not hang a replay (a period of 0 never moves the clock), crash it deep
+inside (a seed of 'abc'), or quietly mean something else (a threshold of 2). So each setting
+has a rule here, beside its reason, and a run is refused by key, value and rule:
+
+    loop.autoscaler.scan_interval_s = 0: must be a number >= 1 (seconds between autoscaler scans ...)
+
+`check_config` walks a composed Hydra config before instantiation (`loopbench replay`, every
+runner, `loopbench generate`); the constructors call `check` on what they are given, so a
+loop built from Python meets the same rules. Rules are keyed by component, the `_target_` of
+a config node ("" for the top level), then by the setting's path inside it, `*` standing for
+any one key (a queue's name, say); a component also has the rules of its base classes. A
+cluster is validated by harness/cluster.py, against its own node types and pools.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import import_module
+
+from omegaconf import Container, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from harness.errors import ConfigError
+from harness.trace import MAX_CPU_MILLI, MAX_GPUS_PER_POD, MAX_MEMORY_MIB, MAX_TIME_S
+
+#: Components validated elsewhere (walked past here): the cluster checks itself.
+ELSEWHERE = {"harness.cluster.Cluster": "harness/cluster.py"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What one setting may be: a number or integer within bounds, a flag, one of a set of
+    words, or an integer grid [lo, hi, step]; `why` says what the setting means."""
+
+    kind: str  # "number" | "integer" | "flag" | "choice" | "grid"
+    why: str
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+    null: bool = False
+    choices: tuple[str, ...] = ()
+
+    def allows(self, value) -> bool:
+        if value is None:
+            return self.null
+        if self.kind == "flag":
+            return isinstance(value, bool)
+        if self.kind == "choice":
+            return isinstance(value, str) and value in self.choices
+        if self.kind == "grid":
+            return (isinstance(value, Sequence) and not isinstance(value, str) and len(value) in (2, 3)
+                    and all(self._in_bounds(v, integer=True) for v in value)
+                    and value[0] <= value[1] and (len(value) == 2 or value[2] > 0))
+        return self._in_bounds(value, integer=self.kind == "integer")
+
+    def _in_bounds(self, value, integer: bool) -> bool:
+        kind = numbers.Integral if integer else numbers.Real
+        if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value):
+            return False
+        lo_ok = self.lo is None or (value > self.lo if self.lo_open else value >= self.lo)
+        hi_ok = self.hi is None or (value < self.hi if self.hi_open else value <= self.hi)
+        return lo_ok and hi_ok
+
+    def __str__(self) -> str:
+        if self.kind == "flag":
+            text = "true or false"
+        elif self.kind == "choice":
+            text = "one of " + ", ".join(self.choices)
+        elif self.kind == "grid":
+            text = (f"[lo, hi] or [lo, hi, step] of integers with {_num(self.lo)} <= lo <= hi"
+                    f"{'' if self.hi is None else f' <= {_num(self.hi)}'} and step > 0")
+        else:
+            text = f"{'an integer' if self.kind == 'integer' else 'a number'}{self._bounds()}"
+        return f"must be {'null or ' if self.null else ''}{text}"
+
+    def _bounds(self) -> str:
+        if self.lo is not None and self.hi is not None:
+            return f" in {'(' if self.lo_open else '['}{_num(self.lo)}, {_num(self.hi)}{')' if self.hi_open else ']'}"
+        if self.lo is not None:
+            return f" {'>' if self.lo_open else '>='} {_num(self.lo)}"
+        if self.hi is not None:
+            return f" {'<' if self.hi_open else '<='} {_num(self.hi)}"
+        return ""
+
+
+def _num(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+
+def number(why: str, *, gt=None, ge=None, le=None, lt=None, null=False) -> Rule:
+    return Rule("number", why, lo=ge if gt is None else gt, hi=le if lt is None else lt,
+                lo_open=gt is not None, hi_open=lt is not None, null=null)
+
+
+def integer(why: str, *, ge=None, le=None, null=False) -> Rule:
+    return Rule("integer", why, lo=ge, hi=le, null=null)
+
+
+def flag(why: str) -> Rule:
+    return Rule("flag", why)
+
+
+def one_of(choices: tuple[str, ...], why: str) -> Rule:
+    return Rule("choice", why, choices=choices)
+
+
+def grid(why: str, hi: int) -> Rule:
+    return Rule("grid", why, lo=0, hi=hi)
+
+
+def fraction(why: str) -> Rule:
+    return number(why, ge=0, le=1)
+
+
+def period(why: str) -> Rule:
+    """A period the replay wakes on: from 1 s, as finer ones only multiply its steps (and 0
+    would never move the clock)."""
+    return number(why, ge=1)
+
+
+def duration(why: str) -> Rule:
+    return number(why, ge=0)
+
+
+def weight(why: str) -> Rule:
+    return number(why, ge=0)
+
+
+#: a replay ends at most a day after the latest submission a trace may hold
+MAX_HORIZON_S = MAX_TIME_S + 86400.0
+#: how many jobs `loopbench generate` may draw: 100x the scale preset
+MAX_JOBS = 100_000_000
+GANG_MODES = ("none", "coscheduling", "atomic")
+EXPANDERS = ("random", "least-waste", "price", "priority")
+CONSOLIDATION_POLICIES = ("WhenEmpty", "WhenEmptyOrUnderutilized")
+
+RULES: dict[str, dict[str, Rule]] = {
+    "": {  # top level of conf/config.yaml and conf/generate.yaml
+        "seed": integer("seeds the random streams: boot delays, tie-breaks, the generator", ge=0),
+        "horizon_s": number("seconds from trace start at which the replay ends; null = last submission + 24 h",
+                            gt=0, le=MAX_HORIZON_S, null=True),
+        "timeline_interval_s": period("seconds between timeline samples; metrics integrate exactly regardless"),
+        "check_fits": flag("check that every generated pod fits some node type of the cluster"),
+    },
+    "harness.scheduler.Scheduler": {
+        "gang_mode": one_of(GANG_MODES, "how a gang's pods are placed"),
+        "gang_timeout_s": period("seconds a partly placed gang holds its nodes before releasing them"),
+        "waits_for_capacity": flag("a gang reserves nothing until it fits ready + booting nodes"),
+    },
+    "harness.autoscaler.ClusterAutoscaler": {
+        "scan_interval_s": period("seconds between autoscaler scans"),
+        "expander": one_of(EXPANDERS, "how the autoscaler picks a pool"),
+        "topology_aware": flag("the autoscaler sees NVLink/NUMA/NIC claims"),
+        "sharing_aware": flag("the autoscaler packs GPU shares per device instead of whole GPUs"),
+        "gang_aware": flag("the autoscaler sizes a gang's pods together, all or nothing"),
+        "reservation_aware": flag("the autoscaler prefers pools with free committed slots"),
+        "provisioning_request": flag("gangs become ProvisioningRequests"),
+        "scheduler_sees": flag("whether a pod fits existing or in-flight capacity is the scheduler's verdict"),
+        "scheduler_prefers": flag("the autoscaler asks for the capacity the scheduler prefers"),
+        "booking_s": duration("seconds a ProvisioningRequest's nodes stay booked for its gang"),
+        "backoff_s": duration("seconds a pool whose request came back short is skipped"),
+    },
+    "harness.autoscaler.ScaleDown": {
+        "utilization_threshold": fraction("a node below this accelerator utilisation is unneeded"),
+        "unneeded_time_s": duration("seconds a node stays unneeded before it is removed"),
+        "delay_after_add_s": duration("seconds after a scale-up before scale-down resumes"),
+    },
+    "harness.merged.MergedLoop": {
+        "scan_interval_s": period("seconds between the merged loop's scans"),
+    },
+    "harness.karpenter.KarpenterAutoscaler": {
+        "batch_idle_s": duration("seconds without a new pending pod that close a batch window"),
+        "batch_max_s": duration("seconds after which a batch window closes anyway"),
+        "requeue_s": period("seconds after which a still-pending pod re-triggers provisioning"),
+        "poll_s": period("seconds between consolidation polls"),
+        "consolidation_policy": one_of(CONSOLIDATION_POLICIES, "which nodes consolidation may remove"),
+        "consolidate_after_s": duration("seconds a node's pods stay unchanged before it may be consolidated"),
+        "budget_nodes": fraction("share of ready nodes disrupted at once"),
+        "max_candidates": integer("nodes multi-node consolidation considers at most", ge=0),
+        "topology_aware": flag("read DRA-style claims (NVLink/NUMA/NIC)"),
+        "sharing_aware": flag("pack GPU shares per device instead of whole GPUs"),
+    },
+    "harness.scores.ScorePlugin": {
+        "weight": number("multiplies the plugin's scores in a weighted sum", gt=0),
+    },
+    "harness.scores.DotProd": {
+        "cpu_scale": number("CPU milli that normalises a node's free CPU", gt=0),
+        "gpu_scale": number("GPU milli that normalises a node's free GPUs", gt=0),
+    },
+    "harness.scores.BestFit": {
+        "cpu_scale": number("CPU milli that normalises a node's free CPU", gt=0),
+        "gpu_scale": number("GPU milli that normalises a node's free GPUs", gt=0),
+    },
+    "harness.scores.GpuClustering": {
+        "gpu_scale": integer("GPU milli that normalises a node's free GPUs", ge=1),
+    },
+    "harness.scores.FGD": {
+        "coverage": number("share of pods the typical pod shapes cover", gt=0, le=1),
+    },
+    "harness.packing.OpenbPacking": {
+        "target_ratio": number("arrived GPU requests as a multiple of the cluster's GPUs, 1.3 in the paper",
+                               gt=0, le=10),
+        "coverage": number("share of pods the typical pod shapes cover", gt=0, le=1),
+    },
+    "harness.results.openb_cluster": {
+        "autoscaled": flag("pools from 0 to the node list's count instead of the static inventory"),
+    },
+    "harness.generate.SyntheticWorkload": {
+        "span_s": number("seconds over which jobs arrive", gt=0, le=MAX_TIME_S),
+        "n_jobs": integer("jobs in total, split over the classes by rate; null = drawn from the rates",
+                          ge=0, le=MAX_JOBS, null=True),
+        "*.rate_per_h": number("mean jobs per hour of the class; 0 disables it", ge=0),
+        "*.diurnal_amplitude": fraction("depth of the daily cycle of arrivals"),
+        "*.peak_hour": number("hour of the day at which arrivals peak", ge=0, le=24),
+        "*.bursts_per_day": number("mean burst windows per day", ge=0),
+        "*.burst_len_s": number("mean seconds a burst window lasts", gt=0),
+        "*.burst_factor": number("arrival rate multiplier within a burst", ge=1),
+        "*.duration_median_s": number("median seconds a job runs", gt=0, le=MAX_TIME_S),
+        "*.duration_sigma": number("spread of the lognormal job duration", ge=0),
+        "*.duration_min_s": number("shortest job, seconds", gt=0, le=MAX_TIME_S),
+        "*.duration_max_s": number("longest job, seconds", gt=0, le=MAX_TIME_S),
+        "*.queues.*.weight": weight("share of the class's jobs in this queue"),
+        "*.queues.*.priority": integer("priority of the queue's pods", ge=-2**31, le=2**31 - 1),
+        "*.share_milli.*": weight("weight of this GPU share among the class's share pods"),
+        "*.p_any_model": fraction("probability that a share pod accepts any GPU model"),
+        "*.p_partition": fraction("probability that a pod asks for a partition profile"),
+        "*.partitions.*": weight("weight of this partition profile"),
+        "*.cpu_milli": grid("per-pod CPU milli drawn on this grid", MAX_CPU_MILLI),
+        "*.memory_mib": grid("per-pod memory MiB drawn on this grid", MAX_MEMORY_MIB),
+        "*.gpu_counts.*": weight("weight of this GPU count per pod"),
+        "*.p_topology.*": fraction("probability that a pod of this GPU count claims topology"),
+        "*.numa_max_gpus": integer("largest pod that also claims one NUMA domain", ge=0, le=MAX_GPUS_PER_POD),
+        "*.nic_min_gpus": integer("smallest pod that also claims a NIC per GPU", ge=0, le=MAX_GPUS_PER_POD),
+        "*.cpu_milli_per_gpu": integer("CPU milli per GPU of a pod", ge=0, le=MAX_CPU_MILLI),
+        "*.memory_mib_per_gpu": integer("memory MiB per GPU of a pod", ge=0, le=MAX_MEMORY_MIB),
+        "*.gpus_per_pod": integer("GPUs of each gang pod", ge=0, le=MAX_GPUS_PER_POD),
+        "*.locality.*": weight("weight of this gang locality"),
+        "*.min_members": integer("fewest pods of a gang", ge=1),
+        "*.max_members.*": integer("most pods of a gang of this locality", ge=1),
+        "*.nvlink": flag("gang pods claim one NVLink domain"),
+        "*.nic_per_gpu": flag("gang pods claim a NIC per GPU"),
+        "*.cpu_milli_per_pod": integer("CPU milli of each gang pod", ge=0, le=MAX_CPU_MILLI),
+        "*.memory_mib_per_pod": integer("memory MiB of each gang pod", ge=0, le=MAX_MEMORY_MIB),
+    },
+}
+
+
+class SettingError(ConfigError):
+    """A setting that breaks its rule: names the full key, the value and the rule."""
+
+    def __init__(self, key: str, value, rule: str):
+        super().__init__(key, rule)
+        self.value = value
+        self.args = (f"{key} = {value!r}: {rule}",)
+
+
+@cache
+def rules_of(component: str) -> dict[str, Rule]:
+    """The rules of a component and of its base classes (a plugin's `weight` is ScorePlugin's)."""
+    module, _, name = component.rpartition(".")
+    try:
+        target = getattr(import_module(module), name) if module else None
+    except (ImportError, AttributeError):  # Hydra's instantiate names a bad _target_
+        target = None
+    bases = reversed(target.__mro__) if isinstance(target, type) else ()
+    rules: dict[str, Rule] = {}
+    for base in [*(f"{c.__module__}.{c.__qualname__}" for c in bases), component]:
+        rules.update(RULES.get(base, {}))
+    return rules
+
+
+def rule_for(component: str, path: tuple[str, ...]) -> Rule | None:
+    """The rule of the setting at `path` inside `component`, None if it has none."""
+    for pattern, rule in rules_of(component).items():
+        parts = pattern.split(".")
+        if len(parts) == len(path) and all(p in ("*", k) for p, k in zip(parts, path)):
+            return rule
+    return None
+
+
+def check(component: str, where: str, **settings) -> None:
+    """A constructor's settings, given from Python: `where` is where a config puts them
+    (e.g. "loop.autoscaler"); raises SettingError on the first that breaks its rule."""
+    _check(walk(settings, component, where))
+
+
+def check_config(cfg) -> None:
+    """Every setting of a composed config (DictConfig or plain mapping) against its rule."""
+    _check(walk(cfg))
+
+
+def _check(settings) -> None:
+    for s in settings:
+        if s.rule is not None and not s.rule.allows(s.value):
+            raise SettingError(s.key, s.value, f"{s.rule} ({s.rule.why})")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting met in a config: its component, path inside it, full key, value and rule
+    (None: a leaf no rule covers)."""
+
+    component: str
+    path: tuple[str, ...]
+    key: str
+    value: object
+    rule: Rule | None
+
+
+def walk(node, component: str = "", key: str = "", path: tuple[str, ...] = ()):
+    """The settings under `node`: each one a rule covers (a whole list, for a grid), and each
+    leaf none covers; a cluster is left to harness/cluster.py."""
+    if isinstance(node, Mapping):
+        if path and "_target_" in node:
+            component, path = str(node["_target_"]), ()
+        if component in ELSEWHERE:
+            return
+        items = [k for k in node if not (str(k).startswith("_") and str(k).endswith("_"))]
+    elif isinstance(node, Sequence) and not isinstance(node, str):
+        items = list(range(len(node)))
+    else:
+        yield Setting(component, path, key, node, None)
+        return
+    for k in items:
+        child = f"{key}[{k}]" if isinstance(node, Sequence) else (f"{key}.{k}" if key else str(k))
+        value = _read(node, k, child)
+        if value is _DEFINED_ELSEWHERE:
+            continue
+        rule = rule_for(component, (*path, str(k)))
+        if rule is None:
+            yield from walk(value, component, child, (*path, str(k)))
+        else:
+            yield Setting(component, (*path, str(k)), child, value, rule)
+
+
+_DEFINED_ELSEWHERE = object()
+
+
+def _read(node, k, key: str):
+    """node[k] as a plain value; a container interpolated from elsewhere (`policy: ${policy}`)
+    is checked where it is defined."""
+    if not isinstance(node, Container):
+        return node[k]
+    try:
+        value = node[k]
+    except OmegaConfBaseException as exc:
+        raise ConfigError(key, f"cannot be read: {str(exc).splitlines()[0]}") from None
+    if isinstance(value, Container):
+        return _DEFINED_ELSEWHERE if OmegaConf.is_interpolation(node, k) else value
+    return value

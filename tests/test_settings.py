@@ -1,0 +1,205 @@
+"""No setting can hang or crash a run: every setting has a rule in harness/settings.py, a bad
+one is refused by key, value and rule before anything is built, from the command line (one
+line, exit 1) and from Python (the constructors check the same table)."""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import numbers
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra.utils import get_object
+
+from harness.autoscaler import ClusterAutoscaler, ScaleDown
+from harness.cli import compose
+from harness.errors import ConfigError
+from harness.generate import SyntheticWorkload
+from harness.karpenter import KarpenterAutoscaler
+from harness.merged import MergedLoop
+from harness.scheduler import Scheduler
+from harness.scores import FGD, LeastAllocated
+from harness.settings import Rule, SettingError, check_config, fraction, integer, number, rule_for, walk
+from harness.sim import Simulation
+from harness.workload import compile_workload
+from tests import scenarios as sc
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+ENV = {"PATH": "/usr/bin:/bin", **{k: v for k, v in __import__("os").environ.items() if k == "PYTHONPATH"}}
+
+
+def loopbench(*args: str, cwd: Path, conf: Path = CONF) -> subprocess.CompletedProcess:
+    """The CLI in a subprocess; a setting that hangs the replay fails the test at the timeout."""
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**ENV, "LOOPBENCH_CONF": str(conf)}, timeout=60)
+
+
+def one_error_line(r: subprocess.CompletedProcess) -> str:
+    assert r.returncode == 1, (r.returncode, r.stderr[-2000:])
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert lines[0].startswith("loopbench: error: ")
+    return lines[0].removeprefix("loopbench: error: ")
+
+
+# ---- the command line: the known bad cases, each of which hung or crashed before ---------------
+
+#: override(s) -> the start of the error line: key = value: rule
+REPLAY = {
+    "timeline_interval_s=0": "timeline_interval_s = 0: must be a number >= 1 (seconds between timeline samples",
+    "timeline_interval_s=-60": "timeline_interval_s = -60: must be a number >= 1",
+    "loop.autoscaler.scan_interval_s=0": "loop.autoscaler.scan_interval_s = 0: must be a number >= 1 (seconds between "
+                                         "autoscaler scans)",
+    "loop.autoscaler.scan_interval_s=-1": "loop.autoscaler.scan_interval_s = -1: must be a number >= 1",
+    "loop=merged loop.scan_interval_s=0": "loop.scan_interval_s = 0: must be a number >= 1",
+    "loop=separate_karpenter loop.autoscaler.poll_s=0": "loop.autoscaler.poll_s = 0: must be a number >= 1",
+    "loop=separate_karpenter loop.autoscaler.requeue_s=0": "loop.autoscaler.requeue_s = 0: must be a number >= 1",
+    "loop.scheduler.gang_timeout_s=0": "loop.scheduler.gang_timeout_s = 0: must be a number >= 1",
+    "seed=abc": "seed = 'abc': must be an integer >= 0",
+    "seed=-1": "seed = -1: must be an integer >= 0",
+    "horizon_s=abc": "horizon_s = 'abc': must be null or a number in (0, ",
+    "loop.autoscaler.scale_down.utilization_threshold=1.5":
+        "loop.autoscaler.scale_down.utilization_threshold = 1.5: must be a number in [0, 1]",
+    "experiment=openb_packing runner.target_ratio=0": "runner.target_ratio = 0: must be a number in (0, 10]",
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_trace(tmp_path_factory) -> Path:
+    from harness.trace import TraceMeta, write_trace
+
+    path = tmp_path_factory.mktemp("trace") / "tiny.parquet"
+    gang = {"job_id": "g", "min_member": 2, "gpu_count": 8}
+    write_trace(sc.trace([{}, gang, gang]), path, TraceMeta("test", "CC0-1.0", "trace start"))
+    return path
+
+
+@pytest.mark.parametrize("overrides", sorted(REPLAY))
+def test_a_bad_setting_is_one_line_and_exit_1(overrides, tiny_trace, tmp_path):
+    r = loopbench("replay", f"trace.path={tiny_trace}", f"hydra.run.dir={tmp_path}/run", *overrides.split(),
+                  cwd=tmp_path)
+    assert one_error_line(r).startswith(REPLAY[overrides])
+    assert not (tmp_path / "run" / "metrics.parquet").exists()
+
+
+@pytest.mark.parametrize("override, error", [
+    ("seed=abc", "seed = 'abc': must be an integer >= 0"),
+    ("workload.gangs.rate_per_h=abc", "workload.gangs.rate_per_h = 'abc': must be a number >= 0"),
+    ("workload.span_s=0", "workload.span_s = 0: must be a number in (0, "),
+    ("workload.inference.cpu_milli=[4000,1000]", "workload.inference.cpu_milli = [4000, 1000]: must be [lo, hi]"),
+    ("workload.gangs.rate_per_h=1e12", "workload: the rates draw about 2.8e+13 jobs over span_s, more than"),
+])
+def test_a_bad_generator_setting_is_one_line_and_exit_1(override, error, tmp_path):
+    r = loopbench("generate", override, f"out={tmp_path}/t.parquet", cwd=tmp_path)
+    assert one_error_line(r).startswith(error)
+    assert not (tmp_path / "t.parquet").exists()
+
+
+def test_a_cluster_error_names_the_yaml_file_the_pool_and_the_value(tmp_path):
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF, conf)
+    cluster = yaml.safe_load((CONF / "cluster" / "default.yaml").read_text())
+    cluster["pools"][1]["stock"] = -2
+    (conf / "cluster" / "broken.yaml").write_text(yaml.safe_dump(cluster))
+    r = loopbench("replay", "cluster=broken", f"trace.path={ROOT / 'traces' / 'default.parquet'}",
+                  f"hydra.run.dir={tmp_path}/run", cwd=tmp_path, conf=conf)
+    assert one_error_line(r) == ("conf/cluster/broken.yaml: cluster.pools[1] (nvl-ondemand).stock = -2: "
+                                 "must be >= 0 or null (unlimited)")
+
+
+# ---- Python: the constructors check the same table ------------------------------------------
+
+def tiny_sim(**kw) -> Simulation:
+    cl = sc.cluster([sc.node_type("h8")], [sc.pool("h", "h8")])
+    return Simulation(compile_workload(sc.trace([{}]), cl, ), cl, **{"seed": 0, "horizon_s": 3600.0, **kw})
+
+
+@pytest.mark.parametrize("build, error", [
+    (lambda: ClusterAutoscaler(scan_interval_s=0), "loop.autoscaler.scan_interval_s = 0: must be a number >= 1"),
+    (lambda: ClusterAutoscaler(backoff_s=-1.0), "loop.autoscaler.backoff_s = -1.0: must be a number >= 0"),
+    (lambda: ClusterAutoscaler(expander="cheapest"), "loop.autoscaler.expander = 'cheapest': must be one of random,"),
+    (lambda: ScaleDown(utilization_threshold=-0.1), "scale_down.utilization_threshold = -0.1: must be a number in [0, 1]"),
+    (lambda: MergedLoop(LeastAllocated(), scan_interval_s=-10), "loop.scan_interval_s = -10: must be a number >= 1"),
+    (lambda: KarpenterAutoscaler(poll_s=0), "loop.autoscaler.poll_s = 0: must be a number >= 1"),
+    (lambda: KarpenterAutoscaler(max_candidates=2.5), "loop.autoscaler.max_candidates = 2.5: must be an integer >= 0"),
+    (lambda: Scheduler(LeastAllocated(), gang_timeout_s=0), "loop.scheduler.gang_timeout_s = 0: must be a number >= 1"),
+    (lambda: Scheduler(LeastAllocated(), gang_mode="strict"), "loop.scheduler.gang_mode = 'strict': must be one of"),
+    (lambda: FGD(coverage=0), "policy.coverage = 0: must be a number in (0, 1]"),
+    (lambda: tiny_sim(timeline_interval_s=0), "timeline_interval_s = 0: must be a number >= 1"),
+    (lambda: tiny_sim(seed=-1), "seed = -1: must be an integer >= 0"),
+    (lambda: SyntheticWorkload(span_s=float("inf")), "workload.span_s = inf: must be a number in (0, "),
+    (lambda: SyntheticWorkload(cpu={"duration_sigma": -1}), "workload.cpu.duration_sigma = -1: must be a number >= 0"),
+])
+def test_a_constructor_refuses_a_bad_setting(build, error):
+    with pytest.raises(SettingError) as err:
+        build()
+    assert str(err.value).startswith(error)
+
+
+def test_the_generator_refuses_rates_that_would_not_fit_in_memory():
+    with pytest.raises(ConfigError, match=r"the rates draw about 8.76e\+09 jobs"):
+        SyntheticWorkload(span_s=86400.0 * 365, inference={"rate_per_h": 1e6})
+    SyntheticWorkload(span_s=86400.0 * 365, inference={"rate_per_h": 1e3})  # ~10M jobs: allowed
+
+
+# ---- the table covers every setting --------------------------------------------------------
+
+def replay_configs():
+    """Every loop, policy, cluster and experiment, each with the others at their defaults."""
+    for group in ("loop", "policy", "cluster", "experiment"):
+        for option in sorted(p.stem for p in (CONF / group).glob("*.yaml")):
+            yield [f"{group}={option}"]
+
+
+def generate_configs():
+    for workload, cluster in itertools.product(*(sorted(p.stem for p in (CONF / g).glob("*.yaml"))
+                                                 for g in ("workload", "cluster"))):
+        yield [f"workload={workload}", f"cluster={cluster}"]
+
+
+ALL = [("config", o) for o in replay_configs()] + [("generate", o) for o in generate_configs()]
+
+
+@pytest.mark.parametrize("name, overrides", ALL, ids=lambda x: x if isinstance(x, str) else " ".join(x))
+def test_every_setting_of_every_config_has_a_rule_and_the_defaults_pass(name, overrides):
+    cfg = compose(name, overrides)
+    check_config(cfg)  # the shipped configs are valid
+    unruled = [s.key for s in walk(cfg) if s.rule is None and isinstance(s.value, (numbers.Number, bool))]
+    assert not unruled, f"settings without a rule in harness/settings.py: {unruled}"
+
+
+def test_every_numeric_constructor_parameter_has_a_rule():
+    targets = {s.component for name, overrides in ALL for s in walk(compose(name, overrides))} - {""}
+    targets |= {"harness.scores.DotProd", "harness.scores.BestFit", "harness.scores.GpuClustering"}  # no YAML sets
+    missing = []
+    for target in sorted(targets):
+        for p in inspect.signature(get_object(target)).parameters.values():
+            if isinstance(p.default, (numbers.Number, bool)) and rule_for(target, (p.name,)) is None:
+                missing.append(f"{target}({p.name})")
+    assert not missing, f"constructor settings without a rule in harness/settings.py: {missing}"
+
+
+# ---- the rules themselves -------------------------------------------------------------------
+
+@pytest.mark.parametrize("rule, good, bad, text", [
+    (number("x", gt=0), [1e-3, 5, 1e300], [0, -1, float("nan"), float("inf"), "1", True, None], "must be a number > 0"),
+    (number("x", gt=0, le=10, null=True), [None, 10, 0.5], [0, 10.5], "must be null or a number in (0, 10]"),
+    (fraction("x"), [0, 1, 0.5], [-0.01, 1.01], "must be a number in [0, 1]"),
+    (integer("x", ge=0), [0, 7, 10**30], [-1, 2.0, 2.5, "3", False], "must be an integer >= 0"),
+])
+def test_a_rule_says_what_it_allows(rule: Rule, good, bad, text):
+    assert all(rule.allows(v) for v in good)
+    assert not any(rule.allows(v) for v in bad)
+    assert str(rule) == text
+
+
+def test_an_unknown_component_or_setting_has_no_rule():
+    assert rule_for("harness.nope.Nothing", ("weight",)) is None
+    assert rule_for("", ("trace", "path")) is None
+    assert rule_for("harness.scores.FGD", ("weight",)) is rule_for("harness.scores.ScorePlugin", ("weight",))
