@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,6 +89,11 @@ def _named(kind: str, cfg: dict, where: str) -> str:
     return f"{kind} {cfg['name']!r} at {where}" if isinstance(cfg.get("name"), str) else where
 
 
+def _twice(names: list[str]) -> str:
+    """The first name that appears more than once."""
+    return next(n for n, k in Counter(names).items() if k > 1)
+
+
 def _need(cfg: dict, key: str, where: str):
     if key not in cfg:
         raise ConfigError(where, f"missing required key '{key}'")
@@ -147,7 +153,7 @@ class Cluster:
         self.partition_profiles = {}
         for prof, milli in _mapping(partition_profiles or {}, "cluster.partition_profiles").items():
             if not isinstance(milli, numbers.Integral) or isinstance(milli, bool) or not 0 < milli <= 1000:
-                raise ConfigError(f"cluster.partition_profiles.{prof}", "milli must be in (0, 1000]")
+                raise ConfigError(f"cluster.partition_profiles.{prof}", f"milli must be in (0, 1000], got {milli!r}")
             self.partition_profiles[str(prof)] = int(milli)
         for key, value in (("node_types", node_types), ("pools", pools)):
             if isinstance(value, str) or not isinstance(value, Sequence):
@@ -164,22 +170,22 @@ class Cluster:
             nt = _build(NodeType, cfg, where)
             for key, most in (("cpu_milli", MAX_CPU_MILLI), ("memory_mib", MAX_MEMORY_MIB)):  # as a pod's bounds
                 if not 0 < getattr(nt, key) <= most:
-                    raise ConfigError(f"{where}.{key}", f"must be > 0 and at most {most:,}")
+                    raise ConfigError(f"{where}.{key}", f"must be > 0 and at most {most:,}, got {getattr(nt, key)}")
             if nt.gpus < 0 or nt.gpus > 64:
-                raise ConfigError(f"{where}.gpus", "must be in [0, 64]")
+                raise ConfigError(f"{where}.gpus", f"must be in [0, 64], got {nt.gpus}")
             for key in ("nvlink_domains", "numa_domains"):
                 d = getattr(nt, key)
                 if d < 1 or (nt.gpus and nt.gpus % d):
-                    raise ConfigError(f"{where}.{key}", f"must be >= 1 and divide gpus ({nt.gpus})")
+                    raise ConfigError(f"{where}.{key}", f"must be >= 1 and divide gpus ({nt.gpus}), got {d}")
             for prof in nt.partition_profiles:
                 if prof not in self.partition_profiles:
                     raise ConfigError(f"{where}.partition_profiles", f"profile '{prof}' is not in cluster.partition_profiles")
             if nt.gpus and not nt.gpu_model:
-                raise ConfigError(f"{where}.gpu_model", "a node type with GPUs needs a gpu_model")
+                raise ConfigError(f"{where}.gpu_model", f"a node type with GPUs needs a gpu_model, got {nt.gpu_model!r}")
             self.node_types.append(nt)
         names = [t.name for t in self.node_types]
         if len(set(names)) != len(names):
-            raise ConfigError("cluster.node_types", "node type names must be unique")
+            raise ConfigError("cluster.node_types", f"node type names must be unique, got {_twice(names)!r} twice")
         self.pools: list[Pool] = []
         for i, cfg in enumerate(pools):
             where = f"cluster.pools[{i}]"
@@ -192,27 +198,31 @@ class Cluster:
                                        f"{where}.boot_delay")
             pool = _build(Pool, cfg, where)
             if not 0 <= pool.min_size <= pool.max_size:
-                raise ConfigError(where, "need 0 <= min_size <= max_size")
+                raise ConfigError(where, f"need 0 <= min_size <= max_size, got {pool.min_size} and {pool.max_size}")
             if pool.max_size > MAX_POOL_NODES:
-                raise ConfigError(f"{where}.max_size", f"must be at most {MAX_POOL_NODES:,}")
+                raise ConfigError(f"{where}.max_size", f"must be at most {MAX_POOL_NODES:,}, got {pool.max_size}")
             for key in ("price_on_demand", "price_spot", "price_committed"):
                 if (getattr(pool, key) or 0) < 0:
-                    raise ConfigError(f"{where}.{key}", "a price must be >= 0")
+                    raise ConfigError(f"{where}.{key}", f"a price must be >= 0, got {getattr(pool, key)}")
             if not 0 <= pool.committed <= pool.max_size:
-                raise ConfigError(f"{where}.committed", "must be in [0, max_size]")
+                raise ConfigError(f"{where}.committed", f"must be in [0, max_size] = [0, {pool.max_size}], "
+                                  f"got {pool.committed}")
             if pool.stock is not None and pool.stock < 0:
-                raise ConfigError(f"{where}.stock", "must be >= 0 or null (unlimited)")
+                raise ConfigError(f"{where}.stock", f"must be >= 0 or null (unlimited), got {pool.stock}")
             if not 1 <= pool.nodes_per_rack <= MAX_POOL_NODES:
-                raise ConfigError(f"{where}.nodes_per_rack", f"must be >= 1 and at most {MAX_POOL_NODES:,}")
+                raise ConfigError(f"{where}.nodes_per_rack",
+                                  f"must be >= 1 and at most {MAX_POOL_NODES:,}, got {pool.nodes_per_rack}")
             if not 0 <= pool.boot_delay.min_s <= pool.boot_delay.max_s:
-                raise ConfigError(f"{where}.boot_delay", "need 0 <= min_s <= max_s")
+                raise ConfigError(f"{where}.boot_delay", "need 0 <= min_s <= max_s, got "
+                                  f"{pool.boot_delay.min_s:g} and {pool.boot_delay.max_s:g}")
             if pool.spot and pool.price_spot is None:
                 raise ConfigError(f"{where}.price_spot", "a spot pool needs price_spot")
             self.pools.append(pool)
         if not self.pools:
             raise ConfigError("cluster.pools", "a cluster needs at least one pool")
         if len({p.name for p in self.pools}) != len(self.pools):
-            raise ConfigError("cluster.pools", "pool names must be unique")
+            raise ConfigError("cluster.pools", f"pool names must be unique, got {_twice([p.name for p in self.pools])!r} "
+                              "twice")
         self.models = sorted({t.gpu_model for t in self.node_types if t.gpus})
         if len(self.models) > 62:
             raise ConfigError("cluster.node_types", "at most 62 distinct GPU models")

@@ -1,5 +1,6 @@
 """The malformed-input corpus (tests/malformed, written by its build.py): every file gets a
-clear error naming file, column, row and rule, or is handled as documented.
+clear error naming file, column, row and rule, or is handled as documented; so does every bad
+setting of a replay (SETTINGS: Hydra overrides, refused by key, value and rule).
 
 Documented handling: unsorted submit times are fine (the engine orders arrivals itself);
 a pod no node type can hold, or that asks for a GPU model or partition profile the cluster
@@ -33,6 +34,7 @@ from harness.importers.openb import read_openb_nodes, read_openb_pods
 from harness.importers.pai import read_pai, read_pai_machines
 from harness.metrics import jobs_frame, nodes_frame
 from harness.replay import build
+from harness.settings import SettingError
 from harness.trace import TraceMeta, read_trace, write_trace
 from tests import scenarios as sc
 
@@ -118,27 +120,35 @@ CLUSTERS = {
     "unknown_node_type_key.yaml": cfg_err("node type 'h100x8' at cluster.node_types[0]", "unknown key 'gpu_count'"),
     "unknown_pool_key.yaml": cfg_err("pool 'cpu' at cluster.pools[1]", "unknown key 'size'"),
     "unknown_boot_delay_key.yaml": cfg_err("pool 'gpu' at cluster.pools[0].boot_delay", "unknown key 'mean_s'"),
-    "unknown_top_level_key.yaml": cfg_err("config", "unexpected keyword argument 'autoscale'"),
-    "negative_cpu.yaml": cfg_err("node type 'cpu' at cluster.node_types[1].cpu_milli", "must be > 0"),
-    "zero_memory.yaml": cfg_err("node type 'h100x8' at cluster.node_types[0].memory_mib", "must be > 0"),
-    "negative_max_size.yaml": cfg_err("pool 'gpu' at cluster.pools[0]", "need 0 <= min_size <= max_size"),
-    "min_above_max.yaml": cfg_err("pool 'cpu' at cluster.pools[1]", "need 0 <= min_size <= max_size"),
-    "absurd_max_size.yaml": cfg_err("pool 'gpu' at cluster.pools[0].max_size", "must be at most"),
-    "committed_above_max.yaml": cfg_err("pool 'gpu' at cluster.pools[0].committed", "must be in [0, max_size]"),
-    "negative_stock.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock", "must be >= 0"),
-    "boot_min_above_max.yaml": cfg_err("pool 'gpu' at cluster.pools[0].boot_delay", "need 0 <= min_s <= max_s"),
-    "negative_price.yaml": cfg_err("pool 'cpu' at cluster.pools[1].price_on_demand", "a price must be >= 0"),
+    "unknown_top_level_key.yaml": cfg_err("cluster", "unexpected keyword argument 'autoscale'"),
+    "negative_cpu.yaml": cfg_err("node type 'cpu' at cluster.node_types[1].cpu_milli",
+                                 "must be > 0 and at most 100,000,000, got -64000"),
+    "zero_memory.yaml": cfg_err("node type 'h100x8' at cluster.node_types[0].memory_mib",
+                                "must be > 0 and at most 1,099,511,627,776, got 0"),
+    "negative_max_size.yaml": cfg_err("pool 'gpu' at cluster.pools[0]", "need 0 <= min_size <= max_size, got 0 and -1"),
+    "min_above_max.yaml": cfg_err("pool 'cpu' at cluster.pools[1]", "need 0 <= min_size <= max_size, got 3 and 2"),
+    "absurd_max_size.yaml": cfg_err("pool 'gpu' at cluster.pools[0].max_size",
+                                    "must be at most 1,000,000, got 1000000000000"),
+    "committed_above_max.yaml": cfg_err("pool 'gpu' at cluster.pools[0].committed",
+                                        "must be in [0, max_size] = [0, 4], got 5"),
+    "negative_stock.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock", "must be >= 0 or null (unlimited), got -2"),
+    "boot_min_above_max.yaml": cfg_err("pool 'gpu' at cluster.pools[0].boot_delay",
+                                       "need 0 <= min_s <= max_s, got 500 and 400"),
+    "negative_price.yaml": cfg_err("pool 'cpu' at cluster.pools[1].price_on_demand", "a price must be >= 0, got -2.0"),
     "spot_without_price.yaml": cfg_err("pool 'gpu' at cluster.pools[0].price_spot", "a spot pool needs price_spot"),
     "unknown_node_type.yaml": cfg_err("pool 'cpu' at cluster.pools[1].node_type", "unknown node type 'cpu-large'"),
-    "duplicate_node_type.yaml": cfg_err("cluster.node_types", "names must be unique"),
-    "duplicate_pool.yaml": cfg_err("cluster.pools", "names must be unique"),
+    "duplicate_node_type.yaml": cfg_err("cluster.node_types", "names must be unique, got 'cpu' twice"),
+    "duplicate_pool.yaml": cfg_err("cluster.pools", "names must be unique, got 'cpu' twice"),
     "no_pools.yaml": cfg_err("cluster.pools", "at least one pool"),
-    "gpus_not_divisible.yaml": cfg_err("node type 'h100x8' at cluster.node_types[0].nvlink_domains", "divide gpus (8)"),
-    "too_many_gpus.yaml": cfg_err("node type 'h100x8' at cluster.node_types[0].gpus", "must be in [0, 64]"),
-    "gpus_without_model.yaml": cfg_err("node type 'h100x8' at cluster.node_types[0].gpu_model", "needs a gpu_model"),
-    "undeclared_profile.yaml": cfg_err("node type 'h100x8' at cluster.node_types[0].partition_profiles", "profile '3g' is not in"),
-    "profile_milli_zero.yaml": cfg_err("cluster.partition_profiles.1g", "milli must be in (0, 1000]"),
-    "profile_milli_text.yaml": cfg_err("cluster.partition_profiles.1g", "milli must be in (0, 1000]"),
+    "gpus_not_divisible.yaml": cfg_err("node type 'h100x8' at cluster.node_types[0].nvlink_domains",
+                                       "divide gpus (8), got 3"),
+    "too_many_gpus.yaml": cfg_err("node type 'h100x8' at cluster.node_types[0].gpus", "must be in [0, 64], got 128"),
+    "gpus_without_model.yaml": cfg_err("node type 'h100x8' at cluster.node_types[0].gpu_model",
+                                       "needs a gpu_model, got ''"),
+    "undeclared_profile.yaml": cfg_err("node type 'h100x8' at cluster.node_types[0].partition_profiles",
+                                       "profile '3g' is not in"),
+    "profile_milli_zero.yaml": cfg_err("cluster.partition_profiles.1g", "milli must be in (0, 1000], got 0"),
+    "profile_milli_text.yaml": cfg_err("cluster.partition_profiles.1g", "milli must be in (0, 1000], got 'a seventh'"),
     "text_cpu.yaml": cfg_err("node type 'h100x8' at cluster.node_types[0].cpu_milli", "expected int, got 'lots'"),
     "fractional_gpus.yaml": cfg_err("node type 'h100x8' at cluster.node_types[0].gpus", "expected int, got 2.5"),
     "text_max_size.yaml": cfg_err("pool 'gpu' at cluster.pools[0].max_size", "expected int, got '4'"),
@@ -147,24 +157,101 @@ CLUSTERS = {
     "pool_not_mapping.yaml": cfg_err("cluster.pools[2]", "expected a mapping"),
     "pools_not_list.yaml": cfg_err("cluster.pools", "expected a list"),
     "boot_delay_not_mapping.yaml": cfg_err("pool 'gpu' at cluster.pools[0].boot_delay", "expected a mapping"),
-    "nodes_per_rack_zero.yaml": cfg_err("pool 'gpu' at cluster.pools[0].nodes_per_rack", "must be >= 1"),
+    "nodes_per_rack_zero.yaml": cfg_err("pool 'gpu' at cluster.pools[0].nodes_per_rack",
+                                        "must be >= 1 and at most 1,000,000, got 0"),
     "nan_price.yaml": cfg_err("pool 'cpu' at cluster.pools[1].price_on_demand", "expected finite float, got nan"),
-    "infinite_spot_price.yaml": cfg_err("pool 'gpu' at cluster.pools[0].price_spot", "expected finite float or null, got inf"),
+    "infinite_spot_price.yaml": cfg_err("pool 'gpu' at cluster.pools[0].price_spot",
+                                        "expected finite float or null, got inf"),
     "infinite_committed_price.yaml": cfg_err("pool 'gpu' at cluster.pools[0].price_committed",
                                              "expected finite float or null, got inf"),
-    "infinite_boot_delay.yaml": cfg_err("pool 'gpu' at cluster.pools[0].boot_delay.max_s", "expected finite float, got inf"),
+    "infinite_boot_delay.yaml": cfg_err("pool 'gpu' at cluster.pools[0].boot_delay.max_s",
+                                        "expected finite float, got inf"),
     "nan_boot_delay.yaml": cfg_err("pool 'gpu' at cluster.pools[0].boot_delay.min_s", "expected finite float, got nan"),
     "text_autoscaling.yaml": cfg_err("cluster.autoscaling", "expected bool, got 'maybe'"),
     "numeric_autoscaling.yaml": cfg_err("cluster.autoscaling", "expected bool, got 1"),
     "null_autoscaling.yaml": cfg_err("cluster.autoscaling", "expected bool, got None"),
     "text_atomic.yaml": cfg_err("pool 'gpu' at cluster.pools[0].atomic", "expected bool, got 'yes'"),
     "numeric_spot.yaml": cfg_err("pool 'gpu' at cluster.pools[0].spot", "expected bool, got 1"),
-    "text_nic_per_gpu.yaml": cfg_err("node type 'h100x8' at cluster.node_types[0].nic_per_gpu", "expected bool, got 'false'"),
+    "text_nic_per_gpu.yaml": cfg_err("node type 'h100x8' at cluster.node_types[0].nic_per_gpu",
+                                     "expected bool, got 'false'"),
     "numeric_cluster_name.yaml": cfg_err("cluster.name", "expected str, got 2024"),
-    "huge_cpu.yaml": cfg_err("node type 'cpu' at cluster.node_types[1].cpu_milli", "must be > 0 and at most 100,000,000"),
-    "huge_memory.yaml": cfg_err("node type 'h100x8' at cluster.node_types[0].memory_mib", "must be > 0 and at most 1,099,511,627,776"),
-    "huge_nodes_per_rack.yaml": cfg_err("pool 'gpu' at cluster.pools[0].nodes_per_rack", "must be >= 1 and at most 1,000,000"),
+    "huge_cpu.yaml": cfg_err("node type 'cpu' at cluster.node_types[1].cpu_milli",
+                             "must be > 0 and at most 100,000,000, got 10000000000000000000"),
+    "huge_memory.yaml": cfg_err("node type 'h100x8' at cluster.node_types[0].memory_mib",
+                                "must be > 0 and at most 1,099,511,627,776, got 9223372036854775808"),
+    "huge_nodes_per_rack.yaml": cfg_err("pool 'gpu' at cluster.pools[0].nodes_per_rack",
+                                        "must be >= 1 and at most 1,000,000, got 1000000000000000000000000000000"),
     "not_yaml_mapping.yaml": cfg_err("cluster", "expected a mapping"),
+}
+
+def setting_err(key: str, rule: str, value) -> Err:
+    """A setting refused by harness/settings.py: its message reads `key = value: rule (why)`."""
+    return Err(key, None, f"{key} = {value!r}: {rule}", SettingError)
+
+
+#: Hydra overrides of a replay -> refused by build() before anything is built, naming key, value
+#: and rule (harness/settings.py). Each of these hung the replay, crashed it, or ran with a meaning
+#: the setting cannot have.
+SETTINGS = {
+    "timeline_interval_s=0": setting_err("timeline_interval_s", "must be a number >= 1 (seconds between", 0),
+    "seed=abc": setting_err("seed", "must be an integer >= 0", "abc"),
+    "seed=-1": setting_err("seed", "must be an integer >= 0", -1),
+    "seed=1.5": setting_err("seed", "must be an integer >= 0", 1.5),
+    "horizon_s=abc": setting_err("horizon_s", "must be null or a number in (0, 315,446,400]", "abc"),
+    "horizon_s=1e300": setting_err("horizon_s", "must be null or a number in (0, 315,446,400]", 1e300),
+    "loop.autoscaler.scan_interval_s=0": setting_err("loop.autoscaler.scan_interval_s", "must be a number >= 1", 0),
+    "loop.autoscaler.scan_interval_s=-10": setting_err("loop.autoscaler.scan_interval_s", "must be a number >= 1", -10),
+    "loop.autoscaler.scan_interval_s=inf":
+        setting_err("loop.autoscaler.scan_interval_s", "must be a number >= 1", float("inf")),
+    "loop.autoscaler.expander=cheapest":
+        setting_err("loop.autoscaler.expander", "must be one of random, least-waste, price, priority "
+                    "(how the autoscaler picks a pool)", "cheapest"),
+    "loop.autoscaler.booking_s=-1": setting_err("loop.autoscaler.booking_s", "must be a number >= 0", -1),
+    "loop.autoscaler.backoff_s=-1": setting_err("loop.autoscaler.backoff_s", "must be a number >= 0", -1),
+    "loop.autoscaler.gang_aware=yes": setting_err("loop.autoscaler.gang_aware", "must be true or false", "yes"),
+    "loop.autoscaler.scale_down.unneeded_time_s=-600":
+        setting_err("loop.autoscaler.scale_down.unneeded_time_s", "must be a number >= 0", -600),
+    "loop.autoscaler.scale_down.delay_after_add_s=-1":
+        setting_err("loop.autoscaler.scale_down.delay_after_add_s", "must be a number >= 0", -1),
+    "loop.autoscaler.scale_down.utilization_threshold=1.5":
+        setting_err("loop.autoscaler.scale_down.utilization_threshold", "must be a number in [0, 1]", 1.5),
+    "loop.autoscaler.scale_down.utilization_threshold=-0.5":
+        setting_err("loop.autoscaler.scale_down.utilization_threshold", "must be a number in [0, 1]", -0.5),
+    "loop.scheduler.gang_timeout_s=-60": setting_err("loop.scheduler.gang_timeout_s", "must be a number >= 1", -60),
+    "loop.scheduler.gang_timeout_s=0": setting_err("loop.scheduler.gang_timeout_s", "must be a number >= 1", 0),
+    "loop.scheduler.gang_mode=strict":
+        setting_err("loop.scheduler.gang_mode", "must be one of none, coscheduling, atomic", "strict"),
+    "loop=merged loop.scan_interval_s=0": setting_err("loop.scan_interval_s", "must be a number >= 1", 0),
+    "loop=merged loop.scale_down.utilization_threshold=2":
+        setting_err("loop.scale_down.utilization_threshold", "must be a number in [0, 1]", 2),
+    "loop=separate_karpenter loop.autoscaler.poll_s=0":
+        setting_err("loop.autoscaler.poll_s", "must be a number >= 1", 0),
+    "loop=separate_karpenter loop.autoscaler.poll_s=-5":
+        setting_err("loop.autoscaler.poll_s", "must be a number >= 1", -5),
+    "loop=separate_karpenter loop.autoscaler.requeue_s=0":
+        setting_err("loop.autoscaler.requeue_s", "must be a number >= 1", 0),
+    "loop=separate_karpenter loop.autoscaler.batch_idle_s=-1":
+        setting_err("loop.autoscaler.batch_idle_s", "must be a number >= 0", -1),
+    "loop=separate_karpenter loop.autoscaler.batch_max_s=-1":
+        setting_err("loop.autoscaler.batch_max_s", "must be a number >= 0", -1),
+    "loop=separate_karpenter loop.autoscaler.consolidate_after_s=-1":
+        setting_err("loop.autoscaler.consolidate_after_s", "must be a number >= 0", -1),
+    "loop=separate_karpenter loop.autoscaler.budget_nodes=1.5":
+        setting_err("loop.autoscaler.budget_nodes", "must be a number in [0, 1]", 1.5),
+    "loop=separate_karpenter loop.autoscaler.max_candidates=-1":
+        setting_err("loop.autoscaler.max_candidates", "must be an integer >= 0", -1),
+    "loop=separate_karpenter loop.autoscaler.max_candidates=2.5":
+        setting_err("loop.autoscaler.max_candidates", "must be an integer >= 0", 2.5),
+    "loop=separate_karpenter loop.autoscaler.consolidation_policy=Always":
+        setting_err("loop.autoscaler.consolidation_policy", "must be one of WhenEmpty, WhenEmptyOrUnderutilized",
+                    "Always"),
+    "policy.weight=0": setting_err("policy.weight", "must be a number > 0", 0),
+    "policy=fgd policy.coverage=0": setting_err("policy.coverage", "must be a number in (0, 1]", 0),
+    "policy=fgd_most_allocated policy.plugins.1.weight=-1":
+        setting_err("policy.plugins[1].weight", "must be a number > 0", -1),
+    "experiment=openb_packing runner.target_ratio=0":
+        setting_err("runner.target_ratio", "must be a number in (0, 10]", 0),
+    "experiment=openb_packing runner.coverage=1.5": setting_err("runner.coverage", "must be a number in (0, 1]", 1.5),
 }
 
 #: importer source folder -> reader; a trace reader's table is then written (and validated)
@@ -299,6 +386,14 @@ def test_malformed_cluster_gives_config_error_naming_the_key(name, tiny_trace):
     with pytest.raises(LoopbenchError) as err:
         load_cluster_yaml(CORPUS / "cluster" / name, tiny_trace)
     check_error(err.value, CLUSTERS[name], None)
+
+
+@pytest.mark.parametrize("overrides", sorted(SETTINGS))
+def test_malformed_setting_is_refused_by_key_value_and_rule(overrides, tiny_trace):
+    cfg = compose("config", [f"trace.path={tiny_trace}", *overrides.split()])
+    with pytest.raises(LoopbenchError) as err:
+        build(cfg)
+    check_error(err.value, SETTINGS[overrides], None)
 
 
 def test_the_corpus_cluster_itself_is_valid(tiny_trace, tmp_path):
