@@ -44,7 +44,6 @@ from harness.state import ABSENT, READY, ClusterState
 from harness.workload import LOCALITY_CODE, PENDING, Workload, pools_fit
 
 
-
 def view_of(w: Workload, topology_aware: bool, sharing_aware: bool) -> Workload:
     """The workload as an autoscaler with these switches sees it."""
     changes = {}

@@ -4,7 +4,7 @@ A bad setting must not hang a replay (a period of 0 never moves the clock), cras
 inside (a seed of 'abc'), or quietly mean something else (a threshold of 2). So each setting
 has a rule here, beside its reason, and a run is refused by key, value and rule:
 
-    loop.autoscaler.scan_interval_s = 0: must be a number >= 1 (seconds between autoscaler scans ...)
+    loop.autoscaler.scan_interval_s = 0: must be a number >= 1 (seconds between autoscaler scans)
 
 `check_config` walks a composed Hydra config before instantiation (`loopbench replay`, every
 runner, `loopbench generate`); the constructors call `check` on what they are given, so a
@@ -344,7 +344,7 @@ _DEFINED_ELSEWHERE = object()
 
 
 def _read(node, k, key: str):
-    """node[k] as a plain value; a container interpolated from elsewhere (`policy: ${policy}`)
+    """node[k], resolved; a container interpolated from elsewhere (`policy: ${policy}`)
     is checked where it is defined."""
     if not isinstance(node, Container):
         return node[k]
