@@ -322,7 +322,8 @@ def walk(node, component: str = "", key: str = "", path: tuple[str, ...] = ()):
             component, path = str(node["_target_"]), ()
         if component in ELSEWHERE:
             return
-        items = [k for k in node if not (str(k).startswith("_") and str(k).endswith("_"))]
+        items = [k for k in node if not (str(k).startswith("_") and str(k).endswith("_"))
+                 and not (k == "hydra" and not key)]  # Hydra's own settings are Hydra's to check
     elif isinstance(node, Sequence) and not isinstance(node, str):
         items = list(range(len(node)))
     else:

@@ -174,6 +174,16 @@ def test_every_setting_of_every_config_has_a_rule_and_the_defaults_pass(name, ov
     assert not unruled, f"settings without a rule in harness/settings.py: {unruled}"
 
 
+def test_hydra_s_own_settings_are_left_to_hydra():
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = hydra_compose("config", ["experiment=loops_synthetic"], return_hydra_config=True)
+    check_config(cfg)  # ${now:...} in hydra.run.dir resolves only in a run
+    assert not [s for s in walk(cfg) if s.key.startswith("hydra")]
+
+
 def test_every_numeric_constructor_parameter_has_a_rule():
     targets = {s.component for name, overrides in ALL for s in walk(compose(name, overrides))} - {""}
     targets |= {"harness.scores.DotProd", "harness.scores.BestFit", "harness.scores.GpuClustering"}  # no YAML sets
