@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import numbers
+import os
 import shutil
 import subprocess
 import sys
@@ -31,7 +32,7 @@ from tests import scenarios as sc
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
-ENV = {"PATH": "/usr/bin:/bin", **{k: v for k, v in __import__("os").environ.items() if k == "PYTHONPATH"}}
+ENV = {"PATH": "/usr/bin:/bin", **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}
 
 
 def loopbench(*args: str, cwd: Path, conf: Path = CONF) -> subprocess.CompletedProcess:
@@ -48,7 +49,7 @@ def one_error_line(r: subprocess.CompletedProcess) -> str:
     return lines[0].removeprefix("loopbench: error: ")
 
 
-# ---- the command line: the known bad cases, each of which hung or crashed before ---------------
+# ---- the command line: the known bad cases; before, each hung, crashed or ran meaning nothing ---
 
 #: override(s) -> the start of the error line: key = value: rule
 REPLAY = {
@@ -117,7 +118,7 @@ def test_a_cluster_error_names_the_yaml_file_the_pool_and_the_value(tmp_path):
 
 def tiny_sim(**kw) -> Simulation:
     cl = sc.cluster([sc.node_type("h8")], [sc.pool("h", "h8")])
-    return Simulation(compile_workload(sc.trace([{}]), cl, ), cl, **{"seed": 0, "horizon_s": 3600.0, **kw})
+    return Simulation(compile_workload(sc.trace([{}]), cl), cl, **{"seed": 0, "horizon_s": 3600.0, **kw})
 
 
 @pytest.mark.parametrize("build, error", [
