@@ -22,7 +22,7 @@ from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.output import is_complete, start_run, write_parquet, write_text
 from harness.progress import Progress
 from harness.provenance import RUN_INFO, provenance, trace_meta, wall_s, write_run_info
-from harness.settings import check_config
+from harness.settings import check, check_config
 from harness.sim import Simulation
 from harness.summary import duration, readout
 from harness.trace import read_trace
@@ -97,6 +97,7 @@ class Replay:
     """
 
     def __init__(self, progress_interval_s: float | None = None):  # None: harness.progress.INTERVAL_S
+        check("harness.replay.Replay", "runner", progress_interval_s=progress_interval_s)
         self.progress_interval_s = progress_interval_s
 
     def run(self, cfg: DictConfig, out_dir: Path, progress: bool = True) -> pl.DataFrame:

@@ -149,6 +149,10 @@ RULES: dict[str, dict[str, Rule]] = {
         "timeline_interval_s": period("seconds between timeline samples; metrics integrate exactly regardless"),
         "check_fits": flag("check that every generated pod fits some node type of the cluster"),
     },
+    "harness.replay.Replay": {
+        "progress_interval_s": number("wall seconds between two progress lines off a terminal; null = 10 s",
+                                      gt=0, null=True),
+    },
     "harness.scheduler.Scheduler": {
         "gang_mode": one_of(GANG_MODES, "how a gang's pods are placed"),
         "gang_timeout_s": period("seconds a partly placed gang holds its nodes before releasing them"),

@@ -8,6 +8,7 @@ import inspect
 import itertools
 import numbers
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from hydra.utils import get_object
+from omegaconf import OmegaConf
 
 from harness.autoscaler import ClusterAutoscaler, ScaleDown
 from harness.cli import compose
@@ -25,7 +27,7 @@ from harness.karpenter import KarpenterAutoscaler
 from harness.merged import MergedLoop
 from harness.scheduler import Scheduler
 from harness.scores import FGD, LeastAllocated
-from harness.settings import Rule, SettingError, check_config, fraction, integer, number, rule_for, walk
+from harness.settings import ELSEWHERE, Rule, SettingError, check_config, fraction, integer, number, rule_for, walk
 from harness.sim import Simulation
 from harness.workload import compile_workload
 from tests import scenarios as sc
@@ -41,12 +43,12 @@ def loopbench(*args: str, cwd: Path, conf: Path = CONF) -> subprocess.CompletedP
                           env={**ENV, "LOOPBENCH_CONF": str(conf)}, timeout=60)
 
 
-def one_error_line(r: subprocess.CompletedProcess) -> str:
+def one_error_line(r: subprocess.CompletedProcess, command: str) -> str:
     assert r.returncode == 1, (r.returncode, r.stderr[-2000:])
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
-    assert lines[0].startswith("loopbench: error: ")
-    return lines[0].removeprefix("loopbench: error: ")
+    assert lines[0].startswith(f"loopbench {command}: error: "), lines[0]
+    return lines[0].removeprefix(f"loopbench {command}: error: ")
 
 
 # ---- the command line: the known bad cases; before, each hung, crashed or ran meaning nothing ---
@@ -85,7 +87,7 @@ def tiny_trace(tmp_path_factory) -> Path:
 def test_a_bad_setting_is_one_line_and_exit_1(overrides, tiny_trace, tmp_path):
     r = loopbench("replay", f"trace.path={tiny_trace}", f"hydra.run.dir={tmp_path}/run", *overrides.split(),
                   cwd=tmp_path)
-    assert one_error_line(r).startswith(REPLAY[overrides])
+    assert one_error_line(r, "replay").startswith(REPLAY[overrides])
     assert not (tmp_path / "run" / "metrics.parquet").exists()
 
 
@@ -98,7 +100,7 @@ def test_a_bad_setting_is_one_line_and_exit_1(overrides, tiny_trace, tmp_path):
 ])
 def test_a_bad_generator_setting_is_one_line_and_exit_1(override, error, tmp_path):
     r = loopbench("generate", override, f"out={tmp_path}/t.parquet", cwd=tmp_path)
-    assert one_error_line(r).startswith(error)
+    assert one_error_line(r, "generate").startswith(error)
     assert not (tmp_path / "t.parquet").exists()
 
 
@@ -110,8 +112,8 @@ def test_a_cluster_error_names_the_yaml_file_the_pool_and_the_value(tmp_path):
     (conf / "cluster" / "broken.yaml").write_text(yaml.safe_dump(cluster))
     r = loopbench("replay", "cluster=broken", f"trace.path={ROOT / 'traces' / 'default.parquet'}",
                   f"hydra.run.dir={tmp_path}/run", cwd=tmp_path, conf=conf)
-    assert one_error_line(r) == ("conf/cluster/broken.yaml: cluster.pools[1] (nvl-ondemand).stock = -2: "
-                                 "must be >= 0 or null (unlimited)")
+    assert one_error_line(r, "replay") == (f"{conf / 'cluster' / 'broken.yaml'}: pool 'nvl-ondemand' at "
+                                           "cluster.pools[1].stock: must be >= 0 or null (unlimited), got -2")
 
 
 # ---- Python: the constructors check the same table ------------------------------------------
@@ -164,7 +166,8 @@ def generate_configs():
         yield [f"workload={workload}", f"cluster={cluster}"]
 
 
-ALL = [("config", o) for o in replay_configs()] + [("generate", o) for o in generate_configs()]
+ALL = ([("config", o) for o in replay_configs()] + [("compare", [])]
+       + [("generate", o) for o in generate_configs()])
 
 
 @pytest.mark.parametrize("name, overrides", ALL, ids=lambda x: x if isinstance(x, str) else " ".join(x))
@@ -185,13 +188,23 @@ def test_hydra_s_own_settings_are_left_to_hydra():
     assert not [s for s in walk(cfg) if s.key.startswith("hydra")]
 
 
+def _targets(node):
+    """The `_target_` of every node of a config (as plain containers)."""
+    if isinstance(node, dict):
+        yield from [node["_target_"]] if "_target_" in node else []
+        node = list(node.values())
+    for v in node if isinstance(node, list) else []:
+        yield from _targets(v)
+
+
 def test_every_numeric_constructor_parameter_has_a_rule():
-    targets = {s.component for name, overrides in ALL for s in walk(compose(name, overrides))} - {""}
+    targets = {t for name, overrides in ALL for t in _targets(OmegaConf.to_container(compose(name, overrides)))}
     targets |= {"harness.scores.DotProd", "harness.scores.BestFit", "harness.scores.GpuClustering"}  # no YAML sets
     missing = []
-    for target in sorted(targets):
+    for target in sorted(targets - set(ELSEWHERE)):
         for p in inspect.signature(get_object(target)).parameters.values():
-            if isinstance(p.default, (numbers.Number, bool)) and rule_for(target, (p.name,)) is None:
+            numeric = isinstance(p.default, (numbers.Number, bool)) or re.search(r"\b(int|float|bool)\b", str(p.annotation))
+            if numeric and rule_for(target, (p.name,)) is None:
                 missing.append(f"{target}({p.name})")
     assert not missing, f"constructor settings without a rule in harness/settings.py: {missing}"
 
