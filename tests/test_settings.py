@@ -127,7 +127,8 @@ def tiny_sim(**kw) -> Simulation:
     (lambda: ClusterAutoscaler(scan_interval_s=0), "loop.autoscaler.scan_interval_s = 0: must be a number >= 1"),
     (lambda: ClusterAutoscaler(backoff_s=-1.0), "loop.autoscaler.backoff_s = -1.0: must be a number >= 0"),
     (lambda: ClusterAutoscaler(expander="cheapest"), "loop.autoscaler.expander = 'cheapest': must be one of random,"),
-    (lambda: ScaleDown(utilization_threshold=-0.1), "scale_down.utilization_threshold = -0.1: must be a number in [0, 1]"),
+    (lambda: ScaleDown(utilization_threshold=-0.1),
+     "scale_down.utilization_threshold = -0.1: must be a number in [0, 1]"),
     (lambda: MergedLoop(LeastAllocated(), scan_interval_s=-10), "loop.scan_interval_s = -10: must be a number >= 1"),
     (lambda: KarpenterAutoscaler(poll_s=0), "loop.autoscaler.poll_s = 0: must be a number >= 1"),
     (lambda: KarpenterAutoscaler(max_candidates=2.5), "loop.autoscaler.max_candidates = 2.5: must be an integer >= 0"),
@@ -203,7 +204,8 @@ def test_every_numeric_constructor_parameter_has_a_rule():
     missing = []
     for target in sorted(targets - set(ELSEWHERE)):
         for p in inspect.signature(get_object(target)).parameters.values():
-            numeric = isinstance(p.default, (numbers.Number, bool)) or re.search(r"\b(int|float|bool)\b", str(p.annotation))
+            typed = re.search(r"\b(int|float|bool)\b", str(p.annotation))
+            numeric = isinstance(p.default, (numbers.Number, bool)) or typed
             if numeric and rule_for(target, (p.name,)) is None:
                 missing.append(f"{target}({p.name})")
     assert not missing, f"constructor settings without a rule in harness/settings.py: {missing}"
