@@ -354,7 +354,7 @@ def test_committed_reports_render_in_chromium(name, figures, tmp_path):
 @pytest.mark.parametrize("name", list(results.BY_NAME))
 def test_committed_results_equal_a_fresh_regeneration(name):
     """A whole experiment regenerated (minutes each: openb_autoscaled ~20 replays, Karpenter's
-    slowest). CI runs one (see .ci/run); `loopbench results --check` runs them all."""
+    slowest), so CI leaves them out (see .ci/run); `loopbench results --check` runs them all."""
     if name != "loops_synthetic" and not SHARED.exists():
         if IN_CI:
             pytest.fail(f"{SHARED} is missing")
