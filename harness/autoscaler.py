@@ -44,6 +44,27 @@ from harness.state import ABSENT, READY, ClusterState
 from harness.workload import LOCALITY_CODE, PENDING, Workload, pools_fit
 
 EXPANDERS = ("random", "least-waste", "price", "priority")
+NO_TICKS = np.zeros(0)
+MAX_TICKS = 1 << 16  # quiet ticks handed over at once (memory stays small over a long gap)
+
+
+def grid_after(t: float, interval: float) -> float:
+    """The scan after one at t on the grid 0, s, 2s, ...: where a scan sets the next."""
+    return (np.floor(t / interval + 1e-9) + 1) * interval
+
+
+def grid_ticks(start: float, before: float, interval: float) -> np.ndarray:
+    """Consecutive scan instants from `start` (each `grid_after` the one before, exactly),
+    those before `before`; at most MAX_TICKS."""
+    n = min(int((before - start) / interval) + 2, MAX_TICKS)
+    ticks = np.r_[start, (np.floor(start / interval + 1e-9) + np.arange(1, n)) * interval]
+    exact = grid_after(ticks[:-1], interval) == ticks[1:]  # the recurrence holds (it does, bar huge t)
+    return ticks[:min(leading(exact) + 1, leading(ticks < before))]
+
+
+def leading(mask: np.ndarray) -> int:
+    """How many leading entries of `mask` are true."""
+    return len(mask) if mask.all() else int(np.argmin(mask))
 
 
 def view_of(w: Workload, topology_aware: bool, sharing_aware: bool) -> Workload:
@@ -121,6 +142,7 @@ class ScaleDown:
         self.protected = np.zeros(sim.state.n_slots, bool)
         self.seen_mutations = -1
         self.low = np.zeros(0, np.int64)
+        self.ran_at = -np.inf
 
     def utilization(self, nodes: np.ndarray) -> np.ndarray:
         """Accelerator utilisation of `nodes` for GPU nodes, max(CPU, memory) for the others."""
@@ -140,6 +162,7 @@ class ScaleDown:
         sim, st = self.sim, self.sim.state
         if not sim.cluster.autoscaling:
             return
+        self.ran_at = now
         changed = protect != self.protected
         if st.mutations != self.seen_mutations or changed.any():
             # a node's utilisation changes only with the node: re-judge the nodes changed since
@@ -177,6 +200,22 @@ class ScaleDown:
                     sim.unbind(pod)  # evicted: it restarts wherever the scheduler puts it
                 self._remove(n)
                 return
+
+    def quiet_for(self, ticks: np.ndarray) -> int:
+        """How many of these instants (increasing, after the last run) a run would pass as the
+        last one did, if no node changes meanwhile: no low node ripens and the delay after a
+        scale-up does not run out (so the same nodes are considered, with the same outcome)."""
+        if len(self.low) == 0:
+            return len(ticks)
+        t0, last_up = self.ran_at, self.sim.last_scale_up
+        n = len(ticks)
+        if t0 - last_up < self.delay_after_add_s:
+            n = min(n, leading(ticks - last_up < self.delay_after_add_s))
+        since = self.unneeded_since[self.low]
+        waiting = since[~(t0 - since >= self.unneeded_time_s)]
+        if len(waiting):  # the one low the longest ripens first
+            n = min(n, leading(ticks - waiting.min() < self.unneeded_time_s))
+        return n
 
     def _remove(self, n: int) -> None:
         self.sim.remove_node(n)
@@ -234,6 +273,8 @@ class ClusterAutoscaler:
         self.scale_down.attach(sim)
         self.grid_next = 0.0
         self.scanned_mutations = -1
+        self.scanned_at = -np.inf
+        self.quiet_key = None  # `_situation` after a scan that did nothing
         self.booked_slots = 0
         self.idle_key = None  # situation in which the last scale-up found nothing to do
         self.provreq_idle_key = None
@@ -251,8 +292,29 @@ class ClusterAutoscaler:
             return np.inf
         return max(self.grid_next, math.ceil(sim.now / self.scan_interval_s - 1e-9) * self.scan_interval_s)
 
+    def idle_ticks(self, start: float, before: float) -> np.ndarray:
+        """The scans from `start` (the next one) on, before `before`, that would provably do what
+        the last one did, nothing: no node, arrival or booking changed since, and no backoff,
+        booking or scale-down clock runs out. The cadence moves past them."""
+        if self.quiet_key != self._situation():
+            return NO_TICKS
+        ticks = grid_ticks(start, before, self.scan_interval_s)
+        n = self.scale_down.quiet_for(ticks)
+        for until in (self.backoff_until, self.provreq_until):  # a backoff or booking runs out
+            later = until[until > self.scanned_at]
+            if len(later):
+                n = min(n, int(np.searchsorted(ticks, later.min())))
+        if n:
+            self.grid_next = grid_after(ticks[n - 1], self.scan_interval_s)
+        return ticks[:n]
+
+    def _situation(self) -> tuple[int, int, int]:
+        """What a scan's outcome depends on, but for time: nodes, arrivals and bookings."""
+        return self.sim.state.mutations, self.sim.arrived_version, self.scheduler.bookings
+
     def scan(self, now: float) -> None:
-        self.grid_next = (np.floor(now / self.scan_interval_s + 1e-9) + 1) * self.scan_interval_s
+        self.grid_next = grid_after(now, self.scan_interval_s)
+        self.scanned_at = now
         if self.sim.cluster.autoscaling:
             if self.provisioning_request or self.scheduler_prefers:
                 self._gang_requests(now)
@@ -262,6 +324,18 @@ class ClusterAutoscaler:
             protect = protect | self.sim.state.slot_committed  # removing it would save nothing
         self.scale_down.run(now, protect=protect, booked_for=self.scheduler.booked_for)
         self.scanned_mutations = self.sim.state.mutations
+        self.quiet_key = self._situation() if self._did_nothing(now) else None
+
+    def _did_nothing(self, now: float) -> bool:
+        """Scale-up (and gang requests) ended on their idle keys, which hold the node changes
+        to the end of the scan: nothing was asked, nothing removed, no backoff or booking set."""
+        sim = self.sim
+        key = (sim.state.mutations, sim.arrived_version, tuple(self.backoff_until <= now))
+        if self.idle_key != key:
+            return False
+        if self.provisioning_request or self.scheduler_prefers:
+            return self.provreq_idle_key == (*key, int((self.provreq_until > now).sum()))
+        return True
 
     def _pending_units(self, gangs: bool | None) -> list[np.ndarray]:
         """Pending pods in queue order, grouped as the autoscaler reasons about them:

@@ -48,7 +48,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from harness.autoscaler import equivalence_classes, first_fit_nodes, view_of
+from harness.autoscaler import MAX_TICKS, NO_TICKS, equivalence_classes, first_fit_nodes, leading, view_of
 from harness.errors import ConfigError
 from harness.filters import devices_taken, feasible, fits_on
 from harness.state import ABSENT, BOOTING, READY, WHOLE, ClusterState
@@ -176,6 +176,8 @@ class KarpenterAutoscaler:
         self.last_trigger = -np.inf
         self.seen_version = -1
         self.next_poll = 0.0
+        self.polled_at = -np.inf
+        self.quiet_key = None  # `_situation` after a scan that only polled, and did nothing
         self.command: tuple[int, int, np.ndarray] | None = None  # replacement slot, its instance, replaced
         self.idle_key = None  # situation in which the last batch launched nothing
         self.spare_key = None  # layout version of `spare`
@@ -207,15 +209,45 @@ class KarpenterAutoscaler:
         return min(self.window_start + self.batch_max_s, self.last_trigger + self.batch_idle_s)
 
     def scan(self, now: float) -> None:
+        self.quiet_key = None
         self._observe(now)
-        if self.window_start is not None and now >= self._window_close():
+        closes = self.window_start is not None and now >= self._window_close()
+        if closes:
             self.window_start = None
             self._provision(now)
         if self.command is not None:
             self._finish_command()
         if now >= self.next_poll:
             self.next_poll = now + self.poll_s
-            self._consolidate(now)
+            self.polled_at = now
+            acted = self._consolidate(now)
+            if not (acted or closes or self.command is not None or self.sim.queue):
+                self.quiet_key = self._situation()
+
+    def idle_ticks(self, start: float, before: float) -> np.ndarray:
+        """The polls from the next one (`start`) on, before `before`, that would provably do
+        what the last one did, nothing: nothing is pending, no node, arrival or booking changed
+        since, and no node's nomination or consolidateAfter runs out (the candidates stay the
+        same). The cadence moves past them."""
+        if self.quiet_key != self._situation():
+            return NO_TICKS
+        n = min(int((before - self.next_poll) / self.poll_s) + 2, MAX_TICKS)
+        polls = np.add.accumulate(np.r_[self.next_poll, np.full(n - 1, self.poll_s)])  # as now + poll_s does
+        n = leading(polls < before)
+        t0 = self.polled_at
+        later = self.nominated_until[self.nominated_until > t0]
+        if len(later):
+            n = min(n, int(np.searchsorted(polls, later.min())))
+        waiting = ~(t0 - self.last_change >= self.consolidate_after_s)
+        if waiting.any():  # the one changed the longest ago becomes quiet first
+            n = min(n, leading(polls - self.last_change[waiting].min() < self.consolidate_after_s))
+        if n:
+            self.next_poll = polls[n - 1] + self.poll_s
+        return polls[:n]
+
+    def _situation(self) -> tuple[int, int, int]:
+        """What a poll's outcome depends on, but for time: nodes, arrivals and bookings."""
+        return self.sim.state.mutations, self.sim.arrived_version, self.scheduler.bookings
 
     # ---- shared helpers ------------------------------------------------------------------
     def _order(self, pods: np.ndarray) -> np.ndarray:
@@ -295,7 +327,8 @@ class KarpenterAutoscaler:
         self.idle_key = None if launched else key
 
     # ---- consolidation -------------------------------------------------------------------
-    def _consolidate(self, now: float) -> None:
+    def _consolidate(self, now: float) -> bool:
+        """One disruption poll; returns whether it acted (deleted, or launched a replacement)."""
         st = self.sim.state
         snap = (st.pods_on.copy(), st.cpu_free.copy(), st.gpu_used.copy(), st.status.copy())
         if self.seen is not None:
@@ -305,27 +338,28 @@ class KarpenterAutoscaler:
             self.last_change[changed] = now
         self.seen = snap
         if self.command is not None:
-            return  # one disruption at a time: wait for the replacement
+            return False  # one disruption at a time: wait for the replacement
         ready = st.status == READY
         budget = math.ceil(self.budget_nodes * int(ready.sum())) - int((ready & (self.scheduler.booked_for == TAINT)).sum())
         if budget <= 0:
-            return
+            return False
         cands = self._candidates(now)
         if not len(cands):
-            return
+            return False
         key = (st.mutations, cands.tobytes(), budget)
         if key == self.consolidation_idle_key:
-            return
+            return False
         empty = cands[st.pods_on[cands] == 0]
         if len(empty):
             self._delete(empty[:budget])
-            return
+            return True
         if self.underutilized:
             busy = cands[self.node_price[cands] > 0]  # removing a committed node saves nothing
             pending = self._pending()
             if self._multi(busy[:min(budget, self.max_candidates)], pending) or self._single(busy, pending):
-                return
+                return True
         self.consolidation_idle_key = key
+        return False
 
     def _candidates(self, now: float) -> np.ndarray:
         """Disruptable nodes, fewest pods first (then least used, then slot): ready, not tainted

@@ -1,0 +1,146 @@
+"""Quiet time costs nothing: a loop with nothing it could change sleeps until the next event or
+time threshold, and the results stay exactly those of stepping at every scan of its cadence.
+
+Counted in loop steps, not timed (timings flake): a replay with a pod at t=0 and one 30 days
+later steps a few dozen times, for every loop. Exactness: every replay gives bit-for-bit the
+same metrics, timeline, jobs and nodes as with the quiet ticks stepped one by one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.autoscaler import NO_TICKS
+from harness.karpenter import KarpenterAutoscaler
+from harness.metrics import jobs_frame, nodes_frame, summary_row
+from harness.scheduler import Scheduler
+from harness.scores import LeastAllocated
+from harness.separate import SeparateLoops
+from harness.sim import Simulation
+from harness.workload import compile_workload
+from tests import scenarios as sc
+from tests.test_invariants import LOOPS, small_cluster, workloads
+
+DAY = 86400.0
+LOOPS_BY_NAME = {
+    "separate": lambda: sc.separate(),
+    "separate_provreq": lambda: sc.separate(provisioning_request=True),
+    "separate_karpenter": lambda: SeparateLoops(Scheduler(LeastAllocated()), KarpenterAutoscaler()),
+    "merged": lambda: sc.merged(),
+}
+
+
+def idle_pool_cluster():
+    """An idle min_size:1 GPU pool that can never shrink, beside an autoscaled one."""
+    return sc.cluster([sc.node_type("h8"), {"name": "l4", "cpu_milli": 32000, "memory_mib": 128000, "gpus": 4,
+                                            "gpu_model": "L4"}],
+                      [sc.pool("l4", "l4", min_size=1, max_size=2, boot_s=60.0), sc.pool("h", "h8", boot_s=60.0)])
+
+
+class TooManySteps(Exception):
+    pass
+
+
+def count_steps(loop, limit: int) -> list[float]:
+    """Record the loop's steps; stop the replay past `limit` of them (old code: 260k per month)."""
+    steps, step = [], loop.step
+
+    def counted(sim, now):
+        steps.append(now)
+        if len(steps) > limit:
+            raise TooManySteps(f"more than {limit} steps, the last at {now:.0f} s")
+        step(sim, now)
+
+    loop.step = counted
+    return steps
+
+
+@pytest.mark.parametrize("name", sorted(LOOPS_BY_NAME))
+def test_a_month_of_quiet_costs_a_few_dozen_steps(name):
+    # one pod at t=0 (on the idle pool's node: it runs an hour, the node stays low), one at
+    # 30 days, 8 GPUs (a new node of the other pool: boots, runs, scales down at the end)
+    table = sc.trace([{"job_id": "a", "submit_s": 0.0}, {"job_id": "b", "submit_s": 30 * DAY, "gpu_count": 8}])
+    loop = LOOPS_BY_NAME[name]()
+    steps = count_steps(loop, limit=40)
+    row, sim = sc.run(table, idle_pool_cluster(), loop, horizon_s=31 * DAY)
+    assert row["pods_done"] == 2 and row["nodes_provisioned"] == 2
+    assert sim.nodes[1].removed_at < 31 * DAY  # the new node was scaled down: scans resumed for it
+    assert len(steps) <= 40
+
+
+def test_a_pod_that_can_never_be_placed_keeps_no_scan_going():
+    # the only pool that can hold it is at max_size, its node busy for the whole replay
+    cl = sc.cluster([sc.node_type("h8")], [sc.pool("h", "h8", min_size=1, max_size=1)])
+    table = sc.trace([{"job_id": "a", "gpu_count": 8, "duration_s": None},
+                      {"job_id": "b", "submit_s": 60.0, "gpu_count": 8}])
+    for name in ("separate", "separate_provreq", "merged"):
+        loop = LOOPS_BY_NAME[name]()
+        steps = count_steps(loop, limit=60)
+        row, _ = sc.run(table, cl, loop, horizon_s=30 * DAY)
+        assert row["pods_pending"] == 1 and len(steps) <= 60, name
+
+
+def replay(table, loop, horizon_s: float, autoscaling: bool, quiet: bool):
+    cl = small_cluster(autoscaling)
+    sim = Simulation(compile_workload(table, cl), cl, seed=1, horizon_s=horizon_s, timeline_interval_s=45.0)
+    if not quiet:
+        loop.idle_ticks = lambda start, before: NO_TICKS
+    sim.run(loop)
+    jobs, nodes = jobs_frame(sim), nodes_frame(sim)
+    return summary_row(sim, jobs, nodes, {}), jobs, nodes, sim.acct.timeline.frame()
+
+
+def bits(frame) -> list:
+    """Every value of a frame, floats as their bit patterns (NaN equal to itself, -0.0 not 0.0)."""
+    return [s.to_numpy().view(np.int64).tolist() if s.dtype.is_float() else s.to_list() for s in frame.iter_columns()]
+
+
+@pytest.mark.parametrize("name", sorted(LOOPS))
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(table=workloads(), autoscaling=st.booleans(), horizon=st.sampled_from([3 * 3600.0, 6 * 3600.0 + 5.5]))
+def test_quiet_ticks_in_bulk_give_exactly_the_results_of_stepping_each(name, table, autoscaling, horizon):
+    bulk = replay(table, LOOPS[name](), horizon, autoscaling, quiet=True)
+    stepped = replay(table, LOOPS[name](), horizon, autoscaling, quiet=False)
+    for a, b in zip(bulk, stepped, strict=True):
+        assert a.columns == b.columns and bits(a) == bits(b)
+
+
+def test_samples_of_a_quiet_stretch_are_taken_in_bulk_at_the_instants_of_one_by_one():
+    # no autoscaling, no events for a day: one integration step, 123,429 samples 0.7 s apart
+    cl = sc.cluster([sc.node_type("h8")], [sc.pool("h", "h8", min_size=1, max_size=1)], autoscaling=False)
+    table = sc.trace([{"job_id": "a", "submit_s": 3600.0, "duration_s": DAY}])
+    sim = Simulation(compile_workload(table, cl), cl, seed=0, horizon_s=DAY, timeline_interval_s=0.7)
+    sim.run(sc.separate())
+    t, expected = 0.0, []
+    while t <= DAY:
+        expected.append(t)
+        t += 0.7  # as one sample at a time adds the interval
+    tl = sim.acct.timeline.frame()
+    assert tl["t_s"].to_list() == expected
+    used = np.asarray(expected) >= 3600.0
+    assert tl["used_gpus"].to_list() == np.where(used, 1.0, 0.0).tolist()
+    assert tl["pending_shortage"].to_list() == [0] * len(expected)
+
+
+def test_bulk_steps_integrate_exactly_as_one_by_one():
+    # a shared GPU: fractional rates, and many steps of uneven length
+    cl = sc.cluster([sc.node_type("h8")], [sc.pool("h", "h8", min_size=1, max_size=1)], autoscaling=False)
+    table = sc.trace([{"job_id": "a", "gpu_milli": 333, "duration_s": None}])
+    sims = [Simulation(compile_workload(table, cl), cl, seed=0, horizon_s=DAY, timeline_interval_s=60.0)
+            for _ in range(2)]
+    for sim in sims:
+        loop = sc.separate()
+        loop.attach(sim)
+        sim.advance_to(0.0)
+        loop.step(sim, 0.0)
+    ticks = np.cumsum(np.random.default_rng(0).uniform(0.1, 30.0, 5000)) + 0.3
+    sims[0].acct.advance_steps(ticks)
+    for t in ticks.tolist():
+        sims[1].acct.advance(t)
+    a, b = (s.acct for s in sims)
+    assert a.last == b.last and a.next_sample == b.next_sample
+    assert a.totals == b.totals and a.pending_s == b.pending_s
+    assert bits(a.timeline.frame()) == bits(b.timeline.frame())
