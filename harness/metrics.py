@@ -180,8 +180,13 @@ class Accounting:
 
 def _add_in_turn(total: float, steps: np.ndarray) -> float:
     """total + steps[0] + steps[1] + ..., added in that order (numpy's accumulate is sequential,
-    unlike its pairwise sum), so the result is exactly that of adding them one by one."""
-    return float(np.add.accumulate(np.r_[total, steps])[-1])
+    unlike its pairwise sum), so the result is exactly that of adding them one by one. Steps
+    of 0 change nothing (a total is never -0.0: it starts at +0.0)."""
+    if not steps.any():
+        return total
+    run = np.empty(len(steps) + 1)
+    run[0], run[1:] = total, steps
+    return float(np.add.accumulate(run, out=run)[-1])
 
 
 TIMELINE_SCHEMA = pa.schema(
