@@ -15,7 +15,7 @@ from .bench_quiet import TRACES, write_gap_trace
 class QuietYear:
     params = ["separate", "separate_provreq", "separate_karpenter", "merged"]
     param_names = ["loop"]
-    timeout = 900  # commits before quiet time was free take ~10 minutes
+    timeout = 120  # commits before quiet time was free take ~10 minutes a replay: they time out
     number = 1
     repeat = (3, 5, 30.0)
     warmup_time = 0.0

@@ -40,31 +40,11 @@ import numpy as np
 
 from harness.errors import ConfigError
 from harness.filters import devices_taken, feasible, fits_count, fits_on
+from harness.quiet import NO_TICKS, Clock, ends, grid_after, grid_ticks, still_quiet
 from harness.state import ABSENT, READY, ClusterState
 from harness.workload import LOCALITY_CODE, PENDING, Workload, pools_fit
 
 EXPANDERS = ("random", "least-waste", "price", "priority")
-NO_TICKS = np.zeros(0)
-MAX_TICKS = 1 << 16  # quiet ticks handed over at once (memory stays small over a long gap)
-
-
-def grid_after(t: float, interval: float) -> float:
-    """The scan after one at t on the grid 0, s, 2s, ...: where a scan sets the next."""
-    return (np.floor(t / interval + 1e-9) + 1) * interval
-
-
-def grid_ticks(start: float, before: float, interval: float) -> np.ndarray:
-    """Consecutive scan instants from `start` (each `grid_after` the one before, exactly),
-    those before `before`; at most MAX_TICKS."""
-    n = min(int((before - start) / interval) + 2, MAX_TICKS)
-    ticks = np.r_[start, (np.floor(start / interval + 1e-9) + np.arange(1, n)) * interval]
-    exact = grid_after(ticks[:-1], interval) == ticks[1:]  # the recurrence holds (it does, bar huge t)
-    return ticks[:min(leading(exact) + 1, leading(ticks < before))]
-
-
-def leading(mask: np.ndarray) -> int:
-    """How many leading entries of `mask` are true."""
-    return len(mask) if mask.all() else int(np.argmin(mask))
 
 
 def view_of(w: Workload, topology_aware: bool, sharing_aware: bool) -> Workload:
@@ -201,21 +181,19 @@ class ScaleDown:
                 self._remove(n)
                 return
 
-    def quiet_for(self, ticks: np.ndarray) -> int:
-        """How many of these instants (increasing, after the last run) a run would pass as the
-        last one did, if no node changes meanwhile: no low node ripens and the delay after a
-        scale-up does not run out (so the same nodes are considered, with the same outcome)."""
+    def clocks(self) -> list[Clock]:
+        """What could make a run see other nodes than the last one did, if no node changes
+        meanwhile (see `harness.quiet`): the delay after a scale-up running out, a low node
+        ripening (the one low the longest, first). No clock while no node is low."""
         if len(self.low) == 0:
-            return len(ticks)
+            return []
         t0, last_up = self.ran_at, self.sim.last_scale_up
-        n = len(ticks)
-        if t0 - last_up < self.delay_after_add_s:
-            n = min(n, leading(ticks - last_up < self.delay_after_add_s))
+        clocks = [(last_up, self.delay_after_add_s)] if t0 - last_up < self.delay_after_add_s else []
         since = self.unneeded_since[self.low]
         waiting = since[~(t0 - since >= self.unneeded_time_s)]
-        if len(waiting):  # the one low the longest ripens first
-            n = min(n, leading(ticks - waiting.min() < self.unneeded_time_s))
-        return n
+        if len(waiting):
+            clocks.append((waiting.min(), self.unneeded_time_s))
+        return clocks
 
     def _remove(self, n: int) -> None:
         self.sim.remove_node(n)
@@ -298,15 +276,16 @@ class ClusterAutoscaler:
         booking or scale-down clock runs out. The cadence moves past them."""
         if self.quiet_key != self._situation():
             return NO_TICKS
-        ticks = grid_ticks(start, before, self.scan_interval_s)
-        n = self.scale_down.quiet_for(ticks)
+        clocks = self.scale_down.clocks()
         for until in (self.backoff_until, self.provreq_until):  # a backoff or booking runs out
             later = until[until > self.scanned_at]
             if len(later):
-                n = min(n, int(np.searchsorted(ticks, later.min())))
-        if n:
-            self.grid_next = grid_after(ticks[n - 1], self.scan_interval_s)
-        return ticks[:n]
+                clocks.append((later.min(), 0.0))
+        ticks = grid_ticks(start, min(before, ends(clocks) + self.scan_interval_s), self.scan_interval_s)
+        ticks = ticks[:still_quiet(ticks, clocks)]
+        if len(ticks):
+            self.grid_next = grid_after(ticks[-1], self.scan_interval_s)
+        return ticks
 
     def _situation(self) -> tuple[int, int, int]:
         """What a scan's outcome depends on, but for time: nodes, arrivals and bookings."""

@@ -19,8 +19,9 @@ import math
 
 import numpy as np
 
-from harness.autoscaler import NO_TICKS, ScaleDown, grid_after, grid_ticks
+from harness.autoscaler import ScaleDown
 from harness.filters import feasible
+from harness.quiet import NO_TICKS, ends, grid_after, grid_ticks, still_quiet
 from harness.scheduler import Scheduler
 from harness.scores import ScorePlugin
 from harness.state import BOOTING
@@ -62,8 +63,9 @@ class MergedLoop:
         sim = self.sim
         if self.quiet_key != (sim.state.mutations, sim.arrived_version):
             return NO_TICKS
-        ticks = grid_ticks(start, before, self.scan_interval_s)
-        ticks = ticks[:self.scale_down.quiet_for(ticks)]
+        clocks = self.scale_down.clocks()
+        ticks = grid_ticks(start, min(before, ends(clocks) + self.scan_interval_s), self.scan_interval_s)
+        ticks = ticks[:still_quiet(ticks, clocks)]
         if len(ticks):
             self.next_scan = grid_after(ticks[-1], self.scan_interval_s)
         return ticks
