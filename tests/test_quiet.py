@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.autoscaler import NO_TICKS
 from harness.cluster import Cluster
 from harness.karpenter import KarpenterAutoscaler
 from harness.metrics import Timeline, jobs_frame, nodes_frame, summary_row
+from harness.quiet import NO_TICKS
 from harness.scheduler import Scheduler
 from harness.scores import LeastAllocated
 from harness.separate import SeparateLoops
