@@ -39,6 +39,7 @@ from itertools import pairwise
 import numpy as np
 
 from harness.filters import devices_taken, feasible, fits_count, fits_on
+from harness.quiet import NO_TICKS, Clock, ends, grid_after, grid_ticks, still_quiet
 from harness.settings import check
 from harness.state import ABSENT, READY, ClusterState
 from harness.workload import LOCALITY_CODE, PENDING, Workload, pools_fit
@@ -121,6 +122,7 @@ class ScaleDown:
         self.protected = np.zeros(sim.state.n_slots, bool)
         self.seen_mutations = -1
         self.low = np.zeros(0, np.int64)
+        self.ran_at = -np.inf
 
     def utilization(self, nodes: np.ndarray) -> np.ndarray:
         """Accelerator utilisation of `nodes` for GPU nodes, max(CPU, memory) for the others."""
@@ -140,6 +142,7 @@ class ScaleDown:
         sim, st = self.sim, self.sim.state
         if not sim.cluster.autoscaling:
             return
+        self.ran_at = now
         changed = protect != self.protected
         if st.mutations != self.seen_mutations or changed.any():
             # a node's utilisation changes only with the node: re-judge the nodes changed since
@@ -177,6 +180,20 @@ class ScaleDown:
                     sim.unbind(pod)  # evicted: it restarts wherever the scheduler puts it
                 self._remove(n)
                 return
+
+    def clocks(self) -> list[Clock]:
+        """What could make a run see other nodes than the last one did, if no node changes
+        meanwhile (see `harness.quiet`): the delay after a scale-up running out, a low node
+        ripening (the one low the longest, first). No clock while no node is low."""
+        if len(self.low) == 0:
+            return []
+        t0, last_up = self.ran_at, self.sim.last_scale_up
+        clocks = [(last_up, self.delay_after_add_s)] if t0 - last_up < self.delay_after_add_s else []
+        since = self.unneeded_since[self.low]
+        waiting = since[~(t0 - since >= self.unneeded_time_s)]
+        if len(waiting):
+            clocks.append((waiting.min(), self.unneeded_time_s))
+        return clocks
 
     def _remove(self, n: int) -> None:
         self.sim.remove_node(n)
@@ -237,6 +254,8 @@ class ClusterAutoscaler:
         self.scale_down.attach(sim)
         self.grid_next = 0.0
         self.scanned_mutations = -1
+        self.scanned_at = -np.inf
+        self.quiet_key = None  # `_situation` after a scan that did nothing
         self.booked_slots = 0
         self.idle_key = None  # situation in which the last scale-up found nothing to do
         self.provreq_idle_key = None
@@ -254,8 +273,30 @@ class ClusterAutoscaler:
             return np.inf
         return max(self.grid_next, math.ceil(sim.now / self.scan_interval_s - 1e-9) * self.scan_interval_s)
 
+    def idle_ticks(self, start: float, before: float) -> np.ndarray:
+        """The scans from `start` (the next one) on, before `before`, that would provably do what
+        the last one did, nothing: no node, arrival or booking changed since, and no backoff,
+        booking or scale-down clock runs out. The cadence moves past them."""
+        if self.quiet_key != self._situation():
+            return NO_TICKS
+        clocks = self.scale_down.clocks()
+        for until in (self.backoff_until, self.provreq_until):  # a backoff or booking runs out
+            later = until[until > self.scanned_at]
+            if len(later):
+                clocks.append((later.min(), 0.0))
+        ticks = grid_ticks(start, min(before, ends(clocks) + self.scan_interval_s), self.scan_interval_s)
+        ticks = ticks[:still_quiet(ticks, clocks)]
+        if len(ticks):
+            self.grid_next = grid_after(ticks[-1], self.scan_interval_s)
+        return ticks
+
+    def _situation(self) -> tuple[int, int, int]:
+        """What a scan's outcome depends on, but for time: nodes, arrivals and bookings."""
+        return self.sim.state.mutations, self.sim.arrived_version, self.scheduler.bookings
+
     def scan(self, now: float) -> None:
-        self.grid_next = (np.floor(now / self.scan_interval_s + 1e-9) + 1) * self.scan_interval_s
+        self.grid_next = grid_after(now, self.scan_interval_s)
+        self.scanned_at = now
         if self.sim.cluster.autoscaling:
             if self.provisioning_request or self.scheduler_prefers:
                 self._gang_requests(now)
@@ -265,6 +306,18 @@ class ClusterAutoscaler:
             protect = protect | self.sim.state.slot_committed  # removing it would save nothing
         self.scale_down.run(now, protect=protect, booked_for=self.scheduler.booked_for)
         self.scanned_mutations = self.sim.state.mutations
+        self.quiet_key = self._situation() if self._did_nothing(now) else None
+
+    def _did_nothing(self, now: float) -> bool:
+        """Scale-up (and gang requests) ended on their idle keys, which hold the node changes
+        to the end of the scan: nothing was asked, nothing removed, no backoff or booking set."""
+        sim = self.sim
+        key = (sim.state.mutations, sim.arrived_version, tuple(self.backoff_until <= now))
+        if self.idle_key != key:
+            return False
+        if self.provisioning_request or self.scheduler_prefers:
+            return self.provreq_idle_key == (*key, int((self.provreq_until > now).sum()))
+        return True
 
     def _pending_units(self, gangs: bool | None) -> list[np.ndarray]:
         """Pending pods in queue order, grouped as the autoscaler reasons about them:

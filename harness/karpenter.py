@@ -50,11 +50,23 @@ import numpy as np
 
 from harness.autoscaler import equivalence_classes, first_fit_nodes, view_of
 from harness.filters import devices_taken, feasible, fits_on
+from harness.quiet import MAX_TICKS, NO_TICKS, Clock, ends, every, leading, still_quiet
 from harness.settings import check
 from harness.state import ABSENT, BOOTING, READY, WHOLE, ClusterState
 from harness.workload import PENDING, Workload
 
 TAINT = -2  # `scheduler.booked_for` of a node being disrupted: usable by no job
+
+
+def _agree(polls: np.ndarray, until: np.ndarray, was_free: np.ndarray) -> np.ndarray:
+    """At each poll, whether every node's nomination (`until`) reads as it did (`was_free`:
+    not nominated) then."""
+    ok = np.ones(len(polls), bool)
+    if was_free.any():
+        ok &= polls >= until[was_free].max()
+    if not was_free.all():
+        ok &= polls < until[~was_free].min()
+    return ok
 
 
 class WhatIf:
@@ -172,6 +184,10 @@ class KarpenterAutoscaler:
         self.last_trigger = -np.inf
         self.seen_version = -1
         self.next_poll = 0.0
+        self.nominated_version = 0  # bumps when a batch nominates nodes anew
+        self.quiet_key = None  # `_situation` after a poll that did nothing
+        self.poll_clocks: list[Clock] = []  # ... and what could change its candidates meanwhile
+        self.nominated_free = np.zeros(0, bool)  # ... and, per nominated node, not nominated then
         self.command: tuple[int, int, np.ndarray] | None = None  # replacement slot, its instance, replaced
         self.idle_key = None  # situation in which the last batch launched nothing
         self.spare_key = None  # layout version of `spare`
@@ -211,7 +227,83 @@ class KarpenterAutoscaler:
             self._finish_command()
         if now >= self.next_poll:
             self.next_poll = now + self.poll_s
-            self._consolidate(now)
+            acted = self._consolidate(now)
+            self.quiet_key = None if acted or self.command is not None else self._situation()
+            if self.quiet_key is not None:
+                self._remember_poll(now)
+
+    def _remember_poll(self, now: float) -> None:
+        """What could give a later poll other candidates than this one, nothing else changing:
+        a node's nomination running out (the nominated nodes apart: batches renew them; see
+        `_renewals_agree`) or a node becoming quiet for consolidateAfter."""
+        until = self.nominated_until
+        free = until <= now
+        renewed = np.zeros(len(until), bool)
+        renewed[self.nominated] = True
+        self.nominated_free = free[self.nominated]
+        held = until[~free & ~renewed]
+        self.poll_clocks = [(held.min(), 0.0)] if len(held) else []
+        waiting = ~(now - self.last_change >= self.consolidate_after_s)
+        if waiting.any():  # the one changed the longest ago becomes quiet first
+            self.poll_clocks.append((self.last_change[waiting].min(), self.consolidate_after_s))
+
+    def idle_ticks(self, start: float, before: float) -> np.ndarray:
+        """The wake-ups from the next one (`start`) on, before `before`, that would provably do
+        nothing but keep the cadence: polls that would find what the last one found (no node,
+        arrival, booking or nomination changed since it, no clock of `_remember_poll` runs out:
+        the same candidates) and, while pods stay pending, the batches they re-trigger every
+        `requeue_s`, each launching nothing (as the last one did) and renewing the nominations.
+        The cadence moves past them."""
+        sim = self.sim
+        if self.quiet_key != self._situation() or self.window_start is not None:
+            return NO_TICKS
+        pending = bool(sim.queue)
+        if pending and (self.idle_key != (sim.state.mutations, sim.arrived_version)
+                        or not min(self.batch_max_s, self.batch_idle_s) < self.requeue_s):
+            return NO_TICKS  # a batch would pack the pods again, or windows would overlap
+        if pending and len(self.nominated) and self.nomination_s <= self.requeue_s:
+            return NO_TICKS  # nominations lapse between batches: polls see nodes come and go
+        end = min(before, ends(self.poll_clocks) + self.poll_s)
+        polls = every(self.next_poll, self.poll_s, end)  # as now + poll_s does
+        triggers = every(self.last_trigger + self.requeue_s, self.requeue_s, end) if pending else NO_TICKS
+        for made in (polls, triggers):
+            if len(made) == MAX_TICKS:  # cut short: none past its last
+                end = min(end, made[-1])
+        polls = polls[polls < end]
+        closes = np.minimum(triggers + self.batch_max_s, triggers + self.batch_idle_s)  # `_window_close`
+        quiet = min(still_quiet(polls, self.poll_clocks), leading(self._renewals_agree(polls, closes)))
+        if quiet < len(polls):
+            end = polls[quiet]
+        polls, triggers, closes = polls[polls < end], triggers[triggers < end], closes[closes < end]
+        if len(polls):
+            self.next_poll = polls[-1] + self.poll_s
+        if len(triggers):
+            self.last_trigger = triggers[-1]
+            self.window_start = triggers[-1] if len(closes) < len(triggers) else None
+        if len(closes):
+            self.nominated_until[self.nominated] = closes[-1] + self.nomination_s
+        return np.unique(np.concatenate((polls, triggers, closes)))
+
+    def _renewals_agree(self, polls: np.ndarray, closes: np.ndarray) -> np.ndarray:
+        """At each poll, whether every nominated node reads nominated or not as at the last
+        poll, its nomination renewed at each batch close (a poll at a close's instant sees it)."""
+        until, was_free = self.nominated_until[self.nominated], self.nominated_free
+        ok = _agree(polls, until, was_free)
+        if not len(closes) or not len(until):
+            return ok
+        last = np.searchsorted(closes, polls, side="right") - 1  # the last close by each poll
+        first = last < 0
+        free = closes[np.maximum(last, 0)] + self.nomination_s <= polls  # one value for them all
+        if was_free.all():
+            return first & ok | ~first & free
+        if not was_free.any():
+            return first & ok | ~first & ~free
+        return first & ok
+
+    def _situation(self) -> tuple[int, int, int, int]:
+        """What a poll's outcome depends on, but for time: nodes, arrivals, bookings and the
+        nominated nodes."""
+        return self.sim.state.mutations, self.sim.arrived_version, self.scheduler.bookings, self.nominated_version
 
     # ---- shared helpers ------------------------------------------------------------------
     def _order(self, pods: np.ndarray) -> np.ndarray:
@@ -287,11 +379,13 @@ class KarpenterAutoscaler:
             remaining[pool] -= 1
             committed[pool] -= 1
         self.nominated = np.unique(np.r_[where[where >= 0], np.asarray(launched, np.int64)]).astype(np.int64)
+        self.nominated_version += 1
         self.nominated_until[self.nominated] = now + self.nomination_s
         self.idle_key = None if launched else key
 
     # ---- consolidation -------------------------------------------------------------------
-    def _consolidate(self, now: float) -> None:
+    def _consolidate(self, now: float) -> bool:
+        """One disruption poll; returns whether it acted (deleted, or launched a replacement)."""
         st = self.sim.state
         snap = (st.pods_on.copy(), st.cpu_free.copy(), st.gpu_used.copy(), st.status.copy())
         if self.seen is not None:
@@ -301,27 +395,28 @@ class KarpenterAutoscaler:
             self.last_change[changed] = now
         self.seen = snap
         if self.command is not None:
-            return  # one disruption at a time: wait for the replacement
+            return False  # one disruption at a time: wait for the replacement
         ready = st.status == READY
         budget = math.ceil(self.budget_nodes * int(ready.sum())) - int((ready & (self.scheduler.booked_for == TAINT)).sum())
         if budget <= 0:
-            return
+            return False
         cands = self._candidates(now)
         if not len(cands):
-            return
+            return False
         key = (st.mutations, cands.tobytes(), budget)
         if key == self.consolidation_idle_key:
-            return
+            return False
         empty = cands[st.pods_on[cands] == 0]
         if len(empty):
             self._delete(empty[:budget])
-            return
+            return True
         if self.underutilized:
             busy = cands[self.node_price[cands] > 0]  # removing a committed node saves nothing
             pending = self._pending()
             if self._multi(busy[:min(budget, self.max_candidates)], pending) or self._single(busy, pending):
-                return
+                return True
         self.consolidation_idle_key = key
+        return False
 
     def _candidates(self, now: float) -> np.ndarray:
         """Disruptable nodes, fewest pods first (then least used, then slot): ready, not tainted

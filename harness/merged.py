@@ -21,6 +21,7 @@ import numpy as np
 
 from harness.autoscaler import ScaleDown
 from harness.filters import feasible
+from harness.quiet import NO_TICKS, ends, grid_after, grid_ticks, still_quiet
 from harness.scheduler import Scheduler
 from harness.scores import ScorePlugin
 from harness.settings import check
@@ -43,6 +44,7 @@ class MergedLoop:
         self.scale_down.attach(sim)
         self.next_scan = 0.0
         self.scanned_mutations = -1
+        self.quiet_key = None  # (node changes, arrivals) after a scan that changed nothing
         self.planned_at = np.full(sim.w.n_jobs, -1, np.int64)  # layout version of the last failed plan
         self.fits_pool = pools_fit(sim.cluster, sim.w)
 
@@ -55,17 +57,35 @@ class MergedLoop:
             return np.inf
         return max(self.next_scan, math.ceil(now / self.scan_interval_s - 1e-9) * self.scan_interval_s)
 
+    def idle_ticks(self, start: float, before: float) -> np.ndarray:
+        """The scans from `start` (the next one) on, before `before`, that would provably do what
+        the last one did, nothing: no node changed and nothing arrived since (every queued job
+        already failed to plan on this layout), and no node ripens for scale-down. The cadence
+        moves past them."""
+        sim = self.sim
+        if self.quiet_key != (sim.state.mutations, sim.arrived_version):
+            return NO_TICKS
+        clocks = self.scale_down.clocks()
+        ticks = grid_ticks(start, min(before, ends(clocks) + self.scan_interval_s), self.scan_interval_s)
+        ticks = ticks[:still_quiet(ticks, clocks)]
+        if len(ticks):
+            self.next_scan = grid_after(ticks[-1], self.scan_interval_s)
+        return ticks
+
     def step(self, sim, now: float) -> None:
         self.placer.cycle(now)  # 1. whole jobs onto ready capacity
         if not sim.cluster.autoscaling or now < self.next_wakeup(now):
             return
-        self.next_scan = (np.floor(now / self.scan_interval_s + 1e-9) + 1) * self.scan_interval_s
+        self.next_scan = grid_after(now, self.scan_interval_s)
+        before = sim.state.mutations
         for _, _, j in list(sim.queue):  # 2. in-flight and provisionable capacity
             if self.planned_at[j] != sim.state.layout_version and not self._provision_for(j):
                 self.planned_at[j] = sim.state.layout_version
         # never remove a node a plan counts on, nor a committed one (removing it saves nothing)
         self.scale_down.run(now, protect=(sim.held > 0) | sim.state.slot_committed)
         self.scanned_mutations = sim.state.mutations
+        # a plan binds or provisions and scale-down removes: each changes a node
+        self.quiet_key = (sim.state.mutations, sim.arrived_version) if sim.state.mutations == before else None
         self.placer.cycle(now)
 
     # ---- planning over provisionable capacity ---------------------------------------

@@ -13,6 +13,7 @@ fractions). Fragmentation is the FGD measure over ready nodes (`harness.fragment
 
 from __future__ import annotations
 
+import operator
 from enum import IntEnum
 from pathlib import Path
 
@@ -109,26 +110,39 @@ class Accounting:
             return
         r = self.rates()
         self._sample_until(min(t, self.sim.horizon), r, inclusive=False)
-        dt = t - self.last
+        self._integrate(r, t - self.last, operator.add)
+        self.last = t
+
+    def advance_steps(self, times: np.ndarray) -> None:
+        """`advance` to each of these increasing instants in turn, while the state stays
+        constant (loop ticks that change nothing), in a few vector steps with the same
+        arithmetic: each step's integral is added one after another, as stepping adds them."""
+        r = self.rates()
+        self._sample_until(min(float(times[-1]), self.sim.horizon), r, inclusive=False)
+        self._integrate(r, np.diff(times, prepend=self.last), _add_in_turn)
+        self.last = float(times[-1])
+
+    def _integrate(self, r: tuple, dt, add) -> None:
+        """Add the integrals of rates r over dt: one step (add = `operator.add`), or consecutive
+        steps (an array of durations, add = `_add_in_turn`)."""
         tot = self.totals
         billed, used, booting, unallocated, gang_wait, committed, ready_cap, frag, cost_rate = r
-        tot["billed"] += billed * dt
-        tot["used"] += used * dt
-        tot["booting"] += booting * dt
-        tot["unallocated"] += unallocated * dt
-        tot["gang_wait"] += gang_wait * dt
-        tot["committed"] += committed * dt
+        tot["billed"] = add(tot["billed"], billed * dt)
+        tot["used"] = add(tot["used"], used * dt)
+        tot["booting"] = add(tot["booting"], booting * dt)
+        tot["unallocated"] = add(tot["unallocated"], unallocated * dt)
+        tot["gang_wait"] = add(tot["gang_wait"], gang_wait * dt)
+        tot["committed"] = add(tot["committed"], committed * dt)
         idle_ready = ready_cap - (used + gang_wait)
         if idle_ready > 0:
-            tot["frag_ratio_time"] += frag / idle_ready * dt
-            tot["frag_ratio_weight"] += dt
+            tot["frag_ratio_time"] = add(tot["frag_ratio_time"], frag / idle_ready * dt)
+            tot["frag_ratio_weight"] = add(tot["frag_ratio_weight"], dt)
         if ready_cap > 0:
-            tot["frag_amount_time"] += frag / ready_cap * dt
-            tot["frag_amount_weight"] += dt
-        tot["cost"] += cost_rate * dt / 3600.0
-        for r, count in enumerate(self.reason_count.tolist()):  # 5 reasons: quicker than numpy
-            self.pending_s[r] += count * dt
-        self.last = t
+            tot["frag_amount_time"] = add(tot["frag_amount_time"], frag / ready_cap * dt)
+            tot["frag_amount_weight"] = add(tot["frag_amount_weight"], dt)
+        tot["cost"] = add(tot["cost"], cost_rate * dt / 3600.0)
+        for reason, count in enumerate(self.reason_count.tolist()):  # 5 reasons: quicker than numpy
+            self.pending_s[reason] = add(self.pending_s[reason], count * dt)
 
     def finish(self) -> None:
         """Integrate up to the horizon and take the samples due at it (the final state)."""
@@ -136,21 +150,43 @@ class Accounting:
         self._sample_until(self.sim.horizon, self.rates(), inclusive=True)
 
     def _sample_until(self, t: float, r: tuple, inclusive: bool) -> None:
+        """The samples due before t (or at it, if inclusive), all of the state of rates r:
+        one by one when one is due, else in bulk (a long quiet stretch), at the same instants
+        (the interval added one after another)."""
         while self.next_sample < t or (inclusive and self.next_sample == t):
-            self._sample(self.next_sample, r)
-            self.next_sample += self.interval
+            if not (self.next_sample + self.interval < t):  # one sample due (the usual case)
+                self.timeline.append((self.next_sample, *self._row(r)))
+                self.next_sample += self.interval
+                continue
+            k = min(int((t - self.next_sample) / self.interval) + 2, self.timeline.ROW_GROUP)
+            times = np.add.accumulate(np.r_[self.next_sample, np.full(k, self.interval)])
+            due = min(int(np.count_nonzero((times <= t) if inclusive else (times < t))), k)
+            self.timeline.extend(times[:due], self._row(r))
+            self.next_sample = float(times[due])
 
-    def _sample(self, t: float, r: tuple) -> None:
+    def _row(self, r: tuple) -> tuple:
+        """The timeline row of the state of rates r, without its instant."""
         billed, used, booting, unallocated, gang_wait, committed, ready_cap, frag, cost_rate = r
         idle_ready = ready_cap - (used + gang_wait)
         status = self.sim.state.status
-        self.timeline.append((
-            t, billed / 1000, used / 1000, booting / 1000, unallocated / 1000, gang_wait / 1000, committed / 1000,
+        return (
+            billed / 1000, used / 1000, booting / 1000, unallocated / 1000, gang_wait / 1000, committed / 1000,
             frag / idle_ready if idle_ready > 0 else 0.0,
             frag / ready_cap if ready_cap > 0 else 0.0,
             int((status == READY).sum()), int((status == BOOTING).sum()), *[int(c) for c in self.reason_count],
             cost_rate,
-        ))
+        )
+
+
+def _add_in_turn(total: float, steps: np.ndarray) -> float:
+    """total + steps[0] + steps[1] + ..., added in that order (numpy's accumulate is sequential,
+    unlike its pairwise sum), so the result is exactly that of adding them one by one. Steps
+    of 0 change nothing (a total is never -0.0: it starts at +0.0)."""
+    if not steps.any():
+        return total
+    run = np.empty(len(steps) + 1)
+    run[0], run[1:] = total, steps
+    return float(np.add.accumulate(run, out=run)[-1])
 
 
 TIMELINE_SCHEMA = pa.schema(
@@ -162,12 +198,15 @@ TIMELINE_SCHEMA = pa.schema(
 
 class Timeline:
     """Timeline samples, streamed to Parquet in row groups once a path is given, so memory
-    does not grow with the length of a replay; the file appears (renamed) only on `close`."""
+    does not grow with the length of a replay; the file appears (renamed) only on `close`.
+    Samples come one by one (rows) or as a block of constant samples (a quiet stretch)."""
 
     ROW_GROUP = 8192
 
     def __init__(self):
-        self.rows: list[tuple] = []
+        self.rows: list[tuple] = []  # the latest single samples
+        self.blocks: list[pa.Table] = []  # earlier samples not yet written, in order
+        self.held = 0  # samples in `blocks`
         self.writer = None
 
     def stream_to(self, path: Path, metadata: dict[str, str] | None = None) -> None:
@@ -178,26 +217,50 @@ class Timeline:
 
     def append(self, row: tuple) -> None:
         self.rows.append(row)
-        if self.writer is not None and len(self.rows) >= self.ROW_GROUP:
-            self._flush()
+        if self.writer is not None and self.held + len(self.rows) >= self.ROW_GROUP:
+            self._flush(whole_groups=True)
+
+    def extend(self, times: np.ndarray, row: tuple) -> None:
+        """Samples at each of `times`, all reading `row` (the columns after t_s)."""
+        self._seal()
+        columns = [times, *(np.full(len(times), v) for v in row)]
+        self.blocks.append(pa.table([pa.array(c, f.type) for c, f in zip(columns, TIMELINE_SCHEMA)],
+                                    schema=TIMELINE_SCHEMA))
+        self.held += len(times)
+        if self.writer is not None and self.held >= self.ROW_GROUP:
+            self._flush(whole_groups=True)
 
     def frame(self) -> pl.DataFrame:
         """The samples not yet streamed (all of them when not streaming)."""
         return pl.from_arrow(self._table())
 
     def close(self) -> None:
-        self._flush()
+        self._flush(whole_groups=False)
         self.writer.close()
         self.atomic.__exit__(None, None, None)
 
-    def _table(self) -> pa.Table:
-        columns = list(zip(*self.rows)) if self.rows else [[] for _ in TIMELINE_SCHEMA]
-        return pa.table([pa.array(c, f.type) for c, f in zip(columns, TIMELINE_SCHEMA)], schema=TIMELINE_SCHEMA)
-
-    def _flush(self) -> None:
+    def _seal(self) -> None:
+        """The single samples so far become a block (they precede what comes next)."""
         if self.rows:
-            self.writer.write_table(self._table())
-        self.rows = []
+            columns = list(zip(*self.rows))
+            self.blocks.append(pa.table([pa.array(c, f.type) for c, f in zip(columns, TIMELINE_SCHEMA)],
+                                        schema=TIMELINE_SCHEMA))
+            self.held += len(self.rows)
+            self.rows = []
+
+    def _table(self) -> pa.Table:
+        self._seal()
+        return pa.concat_tables(self.blocks) if self.blocks else TIMELINE_SCHEMA.empty_table()
+
+    def _flush(self, whole_groups: bool) -> None:
+        """Write the samples held in row groups of ROW_GROUP; with `whole_groups`, the rest
+        (less than a group) stays held."""
+        table = self._table()
+        n = len(table) - len(table) % self.ROW_GROUP if whole_groups else len(table)
+        if n:
+            self.writer.write_table(table.slice(0, n), row_group_size=self.ROW_GROUP)
+        self.blocks = [table.slice(n)] if n < len(table) else []
+        self.held = len(table) - n
 
 
 def _quantiles(values: np.ndarray) -> dict[str, float]:

@@ -15,8 +15,9 @@ from harness.scheduler import Scheduler
 
 
 class SeparateLoops:
-    """The autoscaler is any object with attach(sim, scheduler), next_scan and scan(now):
-    the Cluster-Autoscaler-like one, or the Karpenter-like one (harness.karpenter)."""
+    """The autoscaler is any object with attach(sim, scheduler), next_scan, scan(now) and
+    idle_ticks(start, before): the Cluster-Autoscaler-like one, or the Karpenter-like one
+    (harness.karpenter)."""
 
     def __init__(self, scheduler: Scheduler, autoscaler: ClusterAutoscaler, name: str = "separate"):
         self.scheduler = scheduler
@@ -30,6 +31,11 @@ class SeparateLoops:
 
     def next_wakeup(self, now: float) -> float:
         return self.autoscaler.next_scan if self.sim.cluster.autoscaling else np.inf
+
+    def idle_ticks(self, start: float, before: float) -> np.ndarray:
+        """Upcoming wake-ups that provably change nothing (see `Simulation.run`): the
+        autoscaler's; the scheduler has nothing to do while nothing changes."""
+        return self.autoscaler.idle_ticks(start, before)
 
     def step(self, sim, now: float) -> None:
         self.scheduler.cycle(now)

@@ -322,14 +322,28 @@ class Simulation:
 
     # ---- the run -----------------------------------------------------------------------
     def run(self, loop, progress=None) -> None:
-        """Replay until the horizon: events, arrivals, then the loop's step at each instant."""
+        """Replay until the horizon: events, arrivals, then the loop's step at each instant.
+
+        A loop that wakes on a cadence (a scan every s seconds) may have nothing it could change
+        over a long quiet stretch: it hands over those wake-ups (`loop.idle_ticks(start,
+        before)`, all before the next event), and they pass in bulk: the loop's cadence moves
+        past them and the metrics integrate as if it had stepped at each one."""
         loop.attach(self)
         self.advance_to(0.0)
         loop.step(self, 0.0)
         while True:
-            t = min(self.next_event_time(), loop.next_wakeup(self.now))
+            t_event = self.next_event_time()
+            t = min(t_event, loop.next_wakeup(self.now))
             if t > self.horizon or not math.isfinite(t):
                 break
+            if t < t_event:
+                ticks = loop.idle_ticks(t, min(t_event, np.nextafter(self.horizon, np.inf)))
+                if len(ticks):
+                    self.acct.advance_steps(ticks)
+                    self.now = float(ticks[-1])
+                    if progress is not None:
+                        progress(self.now)
+                    continue
             self.advance_to(t)
             loop.step(self, t)
             if progress is not None:
