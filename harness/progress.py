@@ -41,6 +41,7 @@ class Progress:
         if status is not None:  # the status says what was done: the bar shows only how far and how long
             bar_options.setdefault("bar_format", "{desc} {percentage:3.0f}%|{bar}| {elapsed}<{remaining}{postfix}")
         on_tty = enabled and on_terminal()
+        bar_options.setdefault("mininterval", 0)  # we pace redraws ourselves (BAR_REFRESH_S)
         self.bar = tqdm(total=round(total), desc=desc, unit=unit, leave=False, **bar_options) if on_tty else None
         self.every = BAR_REFRESH_S if self.bar is not None else INTERVAL_S if interval_s is None else interval_s
         self.started = self.last = time.monotonic()
