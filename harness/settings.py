@@ -150,8 +150,8 @@ RULES: dict[str, dict[str, Rule]] = {
         "check_fits": flag("check that every generated pod fits some node type of the cluster"),
     },
     "harness.replay.Replay": {
-        "progress_interval_s": number("wall seconds between two progress lines off a terminal; null = 10 s",
-                                      gt=0, null=True),
+        "progress_interval_s": number("wall seconds between two progress lines off a terminal (0: every "
+                                      "update); null = 10 s", ge=0, null=True),
     },
     "harness.scheduler.Scheduler": {
         "gang_mode": one_of(GANG_MODES, "how a gang's pods are placed"),

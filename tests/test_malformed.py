@@ -251,7 +251,7 @@ SETTINGS = {
         setting_err("policy.plugins[1].weight", "must be a number > 0", -1),
     "experiment=openb_packing runner.target_ratio=0":
         setting_err("runner.target_ratio", "must be a number in (0, 10]", 0),
-    "+runner.progress_interval_s=abc": setting_err("runner.progress_interval_s", "must be null or a number > 0", "abc"),
+    "+runner.progress_interval_s=abc": setting_err("runner.progress_interval_s", "must be null or a number >= 0", "abc"),
     "experiment=openb_packing runner.coverage=1.5": setting_err("runner.coverage", "must be a number in (0, 1]", 1.5),
 }
 
