@@ -31,17 +31,21 @@ LOOPS = {
 }
 
 
-def small_cluster(autoscaling: bool) -> Cluster:
+def small_cluster(autoscaling: bool, stock: tuple[int | None, int | None] = (3, None), l4_kept: int = 0,
+                  name: str = "inv") -> Cluster:
+    """Three pools (NVLink, PCIe, L4); `stock` caps pools a and b below their max_size (requests
+    come back short), `l4_kept` L4 nodes are the pool's min_size even when autoscaled."""
     return Cluster(
         node_types=[sc.node_type("nvl8", nvlink_domains=1, numa_domains=2, nic_per_gpu=True, partition_profiles=["1g"]),
                     sc.node_type("pcie8", nvlink_domains=4, numa_domains=2),
                     {"name": "l4x4", "cpu_milli": 32000, "memory_mib": 128000, "gpus": 4, "gpu_model": "L4"}],
-        pools=[sc.pool("a", "nvl8", block="a", stock=3, atomic=True, committed=1, price_on_demand=10,
+        pools=[sc.pool("a", "nvl8", block="a", stock=stock[0], atomic=True, committed=1, price_on_demand=10,
                        nodes_per_rack=2, max_size=3, min_size=0 if autoscaling else 3),
-               sc.pool("b", "pcie8", block="b", price_on_demand=6, max_size=3, min_size=0 if autoscaling else 3),
+               sc.pool("b", "pcie8", block="b", stock=stock[1], price_on_demand=6, max_size=3,
+                       min_size=0 if autoscaling else 3),
                sc.pool("c", "l4x4", block="c", boot_s=60, price_on_demand=2, max_size=3,
-                       min_size=0 if autoscaling else 3)],
-        partition_profiles={"1g": 143}, autoscaling=autoscaling, name="inv")
+                       min_size=l4_kept if autoscaling else 3)],
+        partition_profiles={"1g": 143}, autoscaling=autoscaling, name=name)
 
 
 @st.composite

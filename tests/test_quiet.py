@@ -24,7 +24,7 @@ from harness.separate import SeparateLoops
 from harness.sim import Simulation
 from harness.workload import compile_workload
 from tests import scenarios as sc
-from tests.test_invariants import LOOPS, workloads
+from tests.test_invariants import LOOPS, small_cluster, workloads
 
 DAY = 86400.0
 LOOPS_BY_NAME = {
@@ -132,16 +132,7 @@ EXACT_LOOPS = {**LOOPS, "separate_karpenter_after": lambda: SeparateLoops(
 def quiet_cluster(autoscaling: bool) -> Cluster:
     """test_invariants' small cluster, but a pool's stock runs out before its max_size
     (requests come back short: backoffs) and one node of the L4 pool can never go."""
-    return Cluster(
-        node_types=[sc.node_type("nvl8", nvlink_domains=1, numa_domains=2, nic_per_gpu=True, partition_profiles=["1g"]),
-                    sc.node_type("pcie8", nvlink_domains=4, numa_domains=2),
-                    {"name": "l4x4", "cpu_milli": 32000, "memory_mib": 128000, "gpus": 4, "gpu_model": "L4"}],
-        pools=[sc.pool("a", "nvl8", block="a", stock=2, atomic=True, committed=1, price_on_demand=10,
-                       nodes_per_rack=2, max_size=3, min_size=0 if autoscaling else 3),
-               sc.pool("b", "pcie8", block="b", stock=1, price_on_demand=6, max_size=3,
-                       min_size=0 if autoscaling else 3),
-               sc.pool("c", "l4x4", block="c", boot_s=60, price_on_demand=2, max_size=3, min_size=1)],
-        partition_profiles={"1g": 143}, autoscaling=autoscaling, name="quiet")
+    return small_cluster(autoscaling, stock=(2, 1), l4_kept=1, name="quiet")
 
 
 def replay(table, loop, horizon_s: float, autoscaling: bool, quiet: bool):
