@@ -39,7 +39,7 @@ from itertools import pairwise
 import numpy as np
 
 from harness.filters import devices_taken, feasible, fits_count, fits_on
-from harness.quiet import NO_TICKS, Clock, ends, grid_after, grid_ticks, still_quiet
+from harness.quiet import NO_TICKS, Clock, grid_after, quiet_scans
 from harness.settings import check
 from harness.state import ABSENT, READY, ClusterState
 from harness.workload import LOCALITY_CODE, PENDING, Workload, pools_fit
@@ -284,8 +284,7 @@ class ClusterAutoscaler:
             later = until[until > self.scanned_at]
             if len(later):
                 clocks.append((later.min(), 0.0))
-        ticks = grid_ticks(start, min(before, ends(clocks) + self.scan_interval_s), self.scan_interval_s)
-        ticks = ticks[:still_quiet(ticks, clocks)]
+        ticks = quiet_scans(start, before, self.scan_interval_s, clocks)
         if len(ticks):
             self.grid_next = grid_after(ticks[-1], self.scan_interval_s)
         return ticks

@@ -21,7 +21,7 @@ import numpy as np
 
 from harness.autoscaler import ScaleDown
 from harness.filters import feasible
-from harness.quiet import NO_TICKS, ends, grid_after, grid_ticks, still_quiet
+from harness.quiet import NO_TICKS, grid_after, quiet_scans
 from harness.scheduler import Scheduler
 from harness.scores import ScorePlugin
 from harness.settings import check
@@ -66,8 +66,7 @@ class MergedLoop:
         if self.quiet_key != (sim.state.mutations, sim.arrived_version):
             return NO_TICKS
         clocks = self.scale_down.clocks()
-        ticks = grid_ticks(start, min(before, ends(clocks) + self.scan_interval_s), self.scan_interval_s)
-        ticks = ticks[:still_quiet(ticks, clocks)]
+        ticks = quiet_scans(start, before, self.scan_interval_s, clocks)
         if len(ticks):
             self.next_scan = grid_after(ticks[-1], self.scan_interval_s)
         return ticks

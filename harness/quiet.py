@@ -33,6 +33,12 @@ def grid_ticks(start: float, before: float, interval: float) -> np.ndarray:
     return ticks[:min(leading(exact) + 1, leading(ticks < before))]
 
 
+def quiet_scans(start: float, before: float, interval: float, clocks: list[Clock]) -> np.ndarray:
+    """The scans on the grid from `start`, before `before`, that come before any clock runs out."""
+    ticks = grid_ticks(start, min(before, ends(clocks) + interval), interval)
+    return ticks[:still_quiet(ticks, clocks)]
+
+
 def every(first: float, step: float, before: float) -> np.ndarray:
     """first, first + step, (first + step) + step, ...: a cadence that sets its next time by
     adding the step to the last (added one after another, as it does), those before `before`."""
