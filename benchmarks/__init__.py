@@ -30,7 +30,7 @@ def checkout() -> Path:
 def compose(overrides: list[str]):
     """`loopbench replay`'s config with `overrides`, from the tested commit's conf/, with the
     trace path made absolute (asv runs benchmarks in a temporary directory)."""
-    from harness.cli import compose as hydra_compose
+    from harness.config import compose as hydra_compose
 
     os.environ["LOOPBENCH_CONF"] = str(checkout() / "conf")
     cfg = hydra_compose("config", overrides)

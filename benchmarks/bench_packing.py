@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from harness import scores
-from harness.packing import OpenbPacking
+from harness.openb_packing import OpenbPacking
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces" / "alibaba-gpu-v2023"
 POLICIES = ["RandomScore", "DotProd", "GpuClustering", "GpuPacking", "BestFit", "FGD"]

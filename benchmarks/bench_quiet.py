@@ -37,7 +37,7 @@ def write_gap_trace(path: Path, pods: list[tuple[float, int]]) -> Path:
 
 def replay_seconds(loop: str, trace: Path) -> tuple[float, float]:
     """(wall seconds of the replay, its horizon in seconds: last submission + 24 h)."""
-    from harness.cli import compose
+    from harness.config import compose
     from harness.replay import build
 
     sim, control = build(compose("config", [f"loop={loop}", f"trace.path={trace}"]))

@@ -28,7 +28,7 @@ SPAN_PER_POD_S = 2592000 / 1_000_000
 def run_one(loop: str, trace: Path) -> dict:
     code = f"""
 import json, resource, time
-from harness.cli import compose
+from harness.config import compose
 from harness.replay import build
 cfg = compose("config", ["loop={loop}", "cluster=scale", "trace.path={trace}"])
 t0 = time.perf_counter(); sim, lp = build(cfg); t1 = time.perf_counter()

@@ -19,52 +19,12 @@ import re
 import sys
 from pathlib import Path
 
+from harness.config import catalog, conf_dir
 from harness.errors import ConfigError, LoopbenchError
 
 USAGE = __doc__
 #: Config groups whose options `--help` lists with one line each.
 CATALOG = ("loop", "policy")
-
-
-def conf_dir() -> Path:
-    """The Hydra config folder: $LOOPBENCH_CONF, ./conf, or the one beside the package."""
-    env = os.environ.get("LOOPBENCH_CONF")
-    if env:
-        return Path(env).resolve()
-    here = Path.cwd() / "conf"
-    if (here / "config.yaml").exists():
-        return here.resolve()
-    return (Path(__file__).resolve().parent.parent / "conf").resolve()
-
-
-def compose(config_name: str, overrides: list[str]):
-    """Compose a Hydra config outside `hydra.main` (for in-process runs and tests)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-        return hydra_compose(config_name=config_name, overrides=overrides)
-
-
-def describe(path: Path) -> str:
-    """A config's one-line description: the first comment line of its YAML file."""
-    for line in path.read_text().splitlines():
-        if not line.startswith("#"):
-            break
-        text = line.lstrip("#").strip()
-        if text and not text.startswith("@package"):
-            return text
-    return ""
-
-
-def catalog(*groups: str) -> str:
-    """The options of config `groups` in conf/, one line each (for --help)."""
-    blocks = []
-    for group in groups:
-        files = sorted((conf_dir() / group).glob("*.yaml"))
-        width = max((len(f.stem) for f in files), default=0)
-        blocks.append("\n".join([f"{group}=NAME, one of:", *(f"  {f.stem:<{width}}  {describe(f)}" for f in files)]))
-    return "\n\n".join(blocks)
 
 
 def _help_catalog(*groups: str) -> str:
@@ -134,7 +94,7 @@ def _dispatch(command: str, rest: list[str]) -> int:
 
         return import_main(rest)
     elif command == "packing-report":
-        from harness.packing import report_main
+        from harness.openb_packing import report_main
 
         return report_main(rest)
     elif command == "report":

@@ -52,8 +52,8 @@ SWITCHES = {"autoscaler.topology_aware": "topology", "autoscaler.gang_aware": "g
             "scheduler.waits_for_capacity": "gangs wait for capacity",
             "autoscaler.scheduler_prefers": "scheduler prefers provisionable capacity"}
 CAPABILITIES = list(SWITCHES)[:5]  # the mission's ablation: one capability of the autoscaler each
-SEPARATE, MERGED = "harness.separate.SeparateLoops", "harness.merged.MergedLoop"
-CLUSTER_AUTOSCALER = "harness.autoscaler.ClusterAutoscaler"
+SEPARATE, MERGED = "harness.loops.separate.SeparateLoops", "harness.loops.merged.MergedLoop"
+CLUSTER_AUTOSCALER = "harness.loops.cluster_autoscaler.ClusterAutoscaler"
 #: Run metadata that tells variants apart when it differs between runs.
 CONTEXT = ["trace", "cluster", "policy"]
 

@@ -61,7 +61,7 @@ class Experiment:
     name: str
     title: str
     notes: list[str]
-    report: str = "replay"  # replay: harness.report; packing: harness.packing.report_main
+    report: str = "replay"  # replay: harness.report; packing: harness.openb_packing.report_main
     sweep: list[str] = field(default_factory=list)  # overrides beyond the config's sweeper params
 
 
@@ -91,7 +91,7 @@ BY_NAME = {e.name: e for e in EXPERIMENTS}
 def _hydra_config(name: str, overrides: list[str]):
     from hydra import compose, initialize_config_dir
 
-    from harness.cli import conf_dir
+    from harness.config import conf_dir
 
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         return compose("config", [f"experiment={name}", *overrides], return_hydra_config=True)
@@ -178,7 +178,7 @@ def _wait(procs: list, runs: Path, name: str, total: int) -> None:
 def report(exp: Experiment, runs: Path, out: Path) -> None:
     """The experiment's report into `out`, swapped in whole: a failed build leaves the old one."""
     if exp.report == "packing":
-        from harness.packing import report_main
+        from harness.openb_packing import report_main
 
         report_main([str(runs), "-o", str(out)])
     else:

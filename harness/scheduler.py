@@ -27,7 +27,7 @@ from harness.filters import feasible, groups_that_fit
 from harness.metrics import PendingReason
 from harness.scores import ScorePlugin
 from harness.settings import check
-from harness.state import BOOTING, READY, WHOLE
+from harness.state import BOOTING, WHOLE
 from harness.workload import BOUND, LOCALITY_CODE, PENDING
 
 GANG = -2  # the group of a failure key for a whole gang

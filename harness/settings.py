@@ -158,7 +158,7 @@ RULES: dict[str, dict[str, Rule]] = {
         "gang_timeout_s": period("seconds a partly placed gang holds its nodes before releasing them"),
         "waits_for_capacity": flag("a gang reserves nothing until it fits ready + booting nodes"),
     },
-    "harness.autoscaler.ClusterAutoscaler": {
+    "harness.loops.cluster_autoscaler.ClusterAutoscaler": {
         "scan_interval_s": period("seconds between autoscaler scans"),
         "expander": one_of(EXPANDERS, "how the autoscaler picks a pool"),
         "topology_aware": flag("the autoscaler sees NVLink/NUMA/NIC claims"),
@@ -171,15 +171,15 @@ RULES: dict[str, dict[str, Rule]] = {
         "booking_s": duration("seconds a ProvisioningRequest's nodes stay booked for its gang"),
         "backoff_s": duration("seconds a pool whose request came back short is skipped"),
     },
-    "harness.autoscaler.ScaleDown": {
+    "harness.loops.scale_down.ScaleDown": {
         "utilization_threshold": fraction("a node below this accelerator utilisation is unneeded"),
         "unneeded_time_s": duration("seconds a node stays unneeded before it is removed"),
         "delay_after_add_s": duration("seconds after a scale-up before scale-down resumes"),
     },
-    "harness.merged.MergedLoop": {
+    "harness.loops.merged.MergedLoop": {
         "scan_interval_s": period("seconds between the merged loop's scans"),
     },
-    "harness.karpenter.KarpenterAutoscaler": {
+    "harness.loops.karpenter.KarpenterAutoscaler": {
         "batch_idle_s": duration("seconds without a new pending pod that close a batch window"),
         "batch_max_s": duration("seconds after which a batch window closes anyway"),
         "requeue_s": period("seconds after which a still-pending pod re-triggers provisioning"),
@@ -208,7 +208,7 @@ RULES: dict[str, dict[str, Rule]] = {
     "harness.scores.FGD": {
         "coverage": number("share of pods the typical pod shapes cover", gt=0, le=1),
     },
-    "harness.packing.OpenbPacking": {
+    "harness.openb_packing.OpenbPacking": {
         "target_ratio": number("arrived GPU requests as a multiple of the cluster's GPUs, 1.3 in the paper",
                                gt=0, le=10),
         "coverage": number("share of pods the typical pod shapes cover", gt=0, le=1),

@@ -16,8 +16,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.autoscaler import first_fit_many
-from harness.karpenter import WhatIf
+from harness.whatif import first_fit_many
+from harness.loops.karpenter import WhatIf
 from harness.cluster import Cluster
 from harness.filters import feasible, fits_count
 from harness.sim import Simulation

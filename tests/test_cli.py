@@ -222,7 +222,7 @@ def test_help_lists_every_loop_and_policy_with_one_line(command, tmp_path):
 
 @pytest.mark.parametrize("group", ["loop", "policy"])
 def test_every_loop_and_policy_says_what_it_is_in_its_first_line(group):
-    from harness.cli import describe
+    from harness.config import describe
 
     for path in sorted((ROOT / "conf" / group).glob("*.yaml")):
         text = describe(path)

@@ -15,7 +15,7 @@ from hydra.utils import instantiate
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.cli import compose
+from harness.config import compose
 from harness.errors import ConfigError
 from harness.generate import SyntheticWorkload, gang_misfits, generate_task, summary
 from harness.trace import SCHEMA, read_trace, validate_table

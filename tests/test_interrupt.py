@@ -18,7 +18,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from harness import replay
-from harness.cli import compose
+from harness.config import compose
 from harness.errors import LoopbenchError
 from harness.output import COMPLETE_MARKER, is_complete, write_parquet
 from harness.replay import Replay

@@ -1,4 +1,4 @@
-"""Golden scenarios for the Karpenter-like autoscaler (harness/karpenter.py), computed by hand.
+"""Golden scenarios for the Karpenter-like autoscaler (harness/loops/karpenter.py), computed by hand.
 
 Conventions (docs/model.md plus the module docstring): a pending pod opens a batch window that
 closes 1 s after the last new pending pod (10 s at most); pods still pending re-trigger it 10 s
@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.errors import ConfigError
-from harness.karpenter import KarpenterAutoscaler
+from harness.loops.karpenter import KarpenterAutoscaler
 from harness.scheduler import Scheduler
 from harness.scores import LeastAllocated
-from harness.separate import SeparateLoops
+from harness.loops.separate import SeparateLoops
 from harness.settings import CONSOLIDATION_POLICIES
 from harness.state import ABSENT, READY
 from tests import scenarios as sc
@@ -194,7 +194,7 @@ def test_bad_settings_are_refused(kw):
 def test_loop_config_composes():
     from hydra.utils import instantiate
 
-    from harness.cli import compose
+    from harness.config import compose
 
     cfg = compose("config", ["loop=separate_karpenter"])
     loop = instantiate(cfg.loop, _convert_="all")

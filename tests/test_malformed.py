@@ -22,7 +22,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from harness.cli import compose
+from harness.config import compose
 from harness.cluster import Cluster
 from harness.errors import ConfigError, LoopbenchError, TraceError
 from harness.importers import philly

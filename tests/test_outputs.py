@@ -16,7 +16,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from harness import output
-from harness.cli import compose
+from harness.config import compose
 from harness.errors import LoopbenchError
 from harness.importers.cli import main as import_main
 from harness.output import LOCK, atomic_dir, is_complete, run_lock, write_text

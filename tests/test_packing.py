@@ -1,4 +1,4 @@
-"""The openb packing experiment (harness/packing.py): golden run by hand, the procedure's
+"""The openb packing experiment (harness/openb_packing.py): golden run by hand, the procedure's
 sequence, determinism, the Hydra runner and the report; the paper's ranking on the real trace."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import polars as pl
 import pytest
 from hydra.utils import instantiate
 
-from harness.cli import compose
+from harness.config import compose
 from harness.errors import LoopbenchError
 from harness.fragmentation import node_fragmentation
-from harness.packing import OpenbPacking, report_main, value_at
+from harness.openb_packing import OpenbPacking, report_main, value_at
 from harness.scores import (
     FGD,
     BestFit,
@@ -144,7 +144,7 @@ def test_runner_through_hydra_and_report(tmp_path, monkeypatch):
     def interrupted(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("harness.packing.write_text", interrupted)
+    monkeypatch.setattr("harness.openb_packing.write_text", interrupted)
     with pytest.raises(KeyboardInterrupt):
         instantiate(cfg.runner).run(cfg, tmp_path / "sweep" / "fgd-1")
     monkeypatch.undo()
@@ -155,7 +155,7 @@ def test_runner_through_hydra_and_report(tmp_path, monkeypatch):
 
 def test_trace_variant_override():
     cfg = compose("config", ["experiment=openb_packing", "trace_variant=gpushare40"])
-    assert cfg.runner._target_ == "harness.packing.OpenbPacking"
+    assert cfg.runner._target_ == "harness.openb_packing.OpenbPacking"
     assert cfg.runner.pods_csv.endswith("openb_pod_list_gpushare40.csv")
     assert cfg.seed == 42
 

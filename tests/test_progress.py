@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness import replay
-from harness.cli import compose
+from harness.config import compose
 from harness.generate import generate_task
 from harness.replay import Replay
 from tests.test_cli import loopbench

@@ -18,8 +18,8 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from harness import provenance, report, results
-from harness.cli import compose
-from harness.packing import report_main
+from harness.config import compose
+from harness.openb_packing import report_main
 from harness.provenance import PROVENANCE, RUN_INFO, git_commit, run_provenance, wall_s
 from harness.replay import Replay
 from harness.trace import read_trace

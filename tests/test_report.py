@@ -24,15 +24,15 @@ RESULTS = ROOT / "results"
 SHARED = ROOT.parent / "shared" / "traces" / "alibaba-gpu-v2023"
 IN_CI = os.environ.get("CI") == "true"
 
-SEPARATE = {"_target_": "harness.separate.SeparateLoops",
-            "autoscaler": {"_target_": "harness.autoscaler.ClusterAutoscaler", "topology_aware": False,
+SEPARATE = {"_target_": "harness.loops.separate.SeparateLoops",
+            "autoscaler": {"_target_": "harness.loops.cluster_autoscaler.ClusterAutoscaler", "topology_aware": False,
                            "gang_aware": False, "sharing_aware": False, "reservation_aware": False,
                            "provisioning_request": False}}
 
 
 def loop_cfg(name: str, **switches) -> dict:
     if name == "merged":
-        return {"_target_": "harness.merged.MergedLoop", "name": name}
+        return {"_target_": "harness.loops.merged.MergedLoop", "name": name}
     cfg = {**SEPARATE, "name": name, "autoscaler": {**SEPARATE["autoscaler"], **switches}}
     return cfg
 
@@ -140,7 +140,7 @@ def test_variants_that_share_a_loop_name_are_told_apart(tmp_path):
     make_run(tmp_path / "r" / "0", loop_cfg("separate"), 0, 10.0, 1.0, 1.0)
     make_run(tmp_path / "r" / "1", loop_cfg("separate", gang_aware=True), 0, 8.0, 1.0, 1.0)
     make_run(tmp_path / "r" / "2", loop_cfg("separate_karpenter") | {
-        "autoscaler": {"_target_": "harness.karpenter.KarpenterAutoscaler"}}, 0, 5.0, 1.0, 1.0)
+        "autoscaler": {"_target_": "harness.loops.karpenter.KarpenterAutoscaler"}}, 0, 5.0, 1.0, 1.0)
     make_run(tmp_path / "r" / "3", loop_cfg("separate_sees", scheduler_sees=True) | {
         "scheduler": {"waits_for_capacity": True, "gang_timeout_s": 60}}, 0, 9.0, 1.0, 1.0)
     report.build([tmp_path / "r"], tmp_path / "out")
@@ -369,7 +369,7 @@ def test_committed_rows_are_current(name, loop, tmp_path):
     """Seed 0 of two loops of an experiment, replayed again, gives a committed row of its
     runs.csv: a quick staleness check of every replay experiment (the whole regenerations are
     the slow tests above)."""
-    from harness.cli import compose
+    from harness.config import compose
     from harness.replay import Replay
 
     if name == "openb_autoscaled" and not SHARED.exists():

@@ -321,7 +321,7 @@ def test_scores_are_integers_in_range():
 def test_policy_configs_instantiate(name):
     from hydra.utils import instantiate
 
-    from harness.cli import compose
+    from harness.config import compose
 
     plugin = instantiate(compose("config", [f"policy={name}"]).policy, _convert_="all")
     assert isinstance(plugin, ScorePlugin)

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
-from harness.cli import compose
+from harness.config import compose
 from harness.errors import ConfigError
 from harness.metrics import MILLI_HOUR, jobs_frame, nodes_frame, summary_row
 from harness.replay import build

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from harness.autoscaler import ScaleDown
+from harness.loops.scale_down import ScaleDown
 from harness.filters import feasible
 from harness.quiet import NO_TICKS, grid_after, quiet_scans
 from harness.scheduler import Scheduler
@@ -32,7 +32,7 @@ from harness.workload import LOCALITY_CODE, pools_fit
 class MergedLoop:
     def __init__(self, policy: ScorePlugin, scan_interval_s: float = 10.0,
                  scale_down: ScaleDown | None = None, name: str = "merged"):
-        check("harness.merged.MergedLoop", "loop", scan_interval_s=scan_interval_s)
+        check("harness.loops.merged.MergedLoop", "loop", scan_interval_s=scan_interval_s)
         self.placer = Scheduler(policy, gang_mode="atomic")
         self.scan_interval_s = float(scan_interval_s)
         self.scale_down = scale_down or ScaleDown()
@@ -133,7 +133,7 @@ class MergedLoop:
         """First-fit every pod onto booting nodes `inflight` (of the gang's rack/block if it
         asks) or onto new nodes from `slots`, on a scratch state of just those candidates.
         Returns (opened slots, [(pod, node, gpus)]) or None."""
-        sim, w, st = self.sim, self.sim.w, self.sim.state
+        w, st = self.sim.w, self.sim.state
         groups = self.placer.groups_of(j)
         if groups is not None:
             if pool is not None and len(slots):

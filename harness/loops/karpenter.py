@@ -1,7 +1,7 @@
 """A Karpenter-like autoscaler: batched provisioning of the cheapest compatible offering, and
 consolidation that deletes or replaces nodes whenever that is cheaper.
 
-It plugs into `harness.separate.SeparateLoops` in place of the Cluster-Autoscaler-like one: the
+It plugs into `harness.loops.separate.SeparateLoops` in place of the Cluster-Autoscaler-like one: the
 scheduler still places every pod; this only adds and removes nodes. Pools are Karpenter's
 offerings (a node type in a zone/block, on-demand or committed); all pools form one NodePool.
 
@@ -36,7 +36,7 @@ after step 1.
 
 Its view of a pod: Karpenter counts resources, so by default it ignores DRA-style topology
 claims (NVLink, NUMA, NIC) and rounds a GPU share up to a whole device; `topology_aware` and
-`sharing_aware` turn each on (the view of `harness.autoscaler.view_of`). No gang awareness: pod
+`sharing_aware` turn each on (the view of `harness.whatif.view_of`). No gang awareness: pod
 by pod. Defaults are Karpenter's documented ones (settings BATCH_IDLE_DURATION,
 BATCH_MAX_DURATION; NodePool disruption defaults).
 """
@@ -48,7 +48,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from harness.autoscaler import equivalence_classes, first_fit_nodes, view_of
+from harness.whatif import equivalence_classes, first_fit_nodes, view_of
 from harness.filters import devices_taken, feasible, fits_on
 from harness.quiet import MAX_TICKS, NO_TICKS, Clock, ends, every, leading, still_quiet
 from harness.settings import check
@@ -154,7 +154,7 @@ class KarpenterAutoscaler:
                  poll_s: float = 10.0, consolidation_policy: str = "WhenEmptyOrUnderutilized",
                  consolidate_after_s: float = 0.0, budget_nodes: float = 0.1, max_candidates: int = 100,
                  topology_aware: bool = False, sharing_aware: bool = False):
-        check("harness.karpenter.KarpenterAutoscaler", "loop.autoscaler", batch_idle_s=batch_idle_s,
+        check("harness.loops.karpenter.KarpenterAutoscaler", "loop.autoscaler", batch_idle_s=batch_idle_s,
               batch_max_s=batch_max_s, requeue_s=requeue_s, poll_s=poll_s, consolidation_policy=consolidation_policy,
               consolidate_after_s=consolidate_after_s, budget_nodes=budget_nodes, max_candidates=max_candidates,
               topology_aware=topology_aware, sharing_aware=sharing_aware)

@@ -33,193 +33,17 @@ booking 10 min).
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from itertools import pairwise
 
 import numpy as np
 
-from harness.filters import devices_taken, feasible, fits_count, fits_on
-from harness.quiet import NO_TICKS, Clock, grid_after, quiet_scans
+from harness.filters import feasible, fits_count
+from harness.loops.scale_down import ScaleDown
+from harness.quiet import NO_TICKS, grid_after, quiet_scans
 from harness.settings import check
-from harness.state import ABSENT, READY, ClusterState
+from harness.state import ABSENT, ClusterState
+from harness.whatif import equivalence_classes, first_fit_many, view_of
 from harness.workload import LOCALITY_CODE, PENDING, Workload, pools_fit
-
-
-def view_of(w: Workload, topology_aware: bool, sharing_aware: bool) -> Workload:
-    """The workload as an autoscaler with these switches sees it."""
-    changes = {}
-    if not sharing_aware:
-        changes["milli"] = np.where(w.gpus > 0, 1000, 0).astype(np.int32)
-        changes["profile_bit"] = np.zeros_like(w.profile_bit)
-    if not topology_aware:
-        no = np.zeros(w.n_pods, bool)
-        changes.update(nvlink=no, numa=no, nic=no)
-    return replace(w, **changes) if changes else w
-
-
-def equivalence_classes(w: Workload) -> np.ndarray:
-    """Per pod, its class of pods identical in this view. `w.shape` classes the full pods, so
-    in a blind view (claims and shares forgotten) several shapes may be one class."""
-    if w.n_pods == 0:
-        return w.shape
-    _, first, shape = np.unique(w.shape, return_index=True, return_inverse=True)  # one pod per shape
-    key = np.stack([w.cpu[first], w.mem[first], w.gpus[first], w.milli[first], w.profile_bit[first],
-                    w.model_mask[first], w.nvlink[first], w.numa[first], w.nic[first]], axis=1)
-    _, cls = np.unique(key, axis=0, return_inverse=True)
-    return cls.ravel()[shape.ravel()]
-
-
-def first_fit_many(scratch: ClusterState, w: Workload, pod: int, mask: np.ndarray, k: int,
-                   bind: bool = True) -> int:
-    """Bind up to k pods shaped like `pod` first-fit over the `mask` nodes in slot order (see
-    `first_fit_nodes`). Returns how many were placed; with bind=False only counts them (the
-    last packing of a scan: nothing reads the scratch after it)."""
-    if bind:
-        return int(first_fit_nodes(scratch, w, pod, mask, k)[1].sum())
-    nodes = np.flatnonzero(feasible(scratch, w, pod, mask))[:k]  # each takes one or more
-    if len(nodes) == k:
-        return k
-    return int(min(np.minimum(fits_on(scratch, w, pod, nodes), k).sum(), k))
-
-
-def first_fit_nodes(scratch: ClusterState, w: Workload, pod: int, mask: np.ndarray,
-                    k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Bind up to k pods shaped like `pod` first-fit over the `mask` nodes in slot order, in
-    one vector step: the lowest-index node takes all it exactly can, then the next, and each
-    takes the devices that binding them one by one would. The same placements as k rounds of
-    (feasible, first node, pick_devices, bind). Returns the nodes used and how many each took."""
-    nodes = np.flatnonzero(feasible(scratch, w, pod, mask))[:k]  # each takes one or more
-    if k == 1 or len(nodes) == 0:  # at most one node: bound as one pod is (fewer array steps)
-        got = np.ones(len(nodes), np.int64)
-        if len(nodes):
-            n = int(nodes[0])
-            g = scratch.pick_devices(n, int(w.gpus[pod]), int(w.milli[pod]), bool(w.nvlink[pod]), bool(w.numa[pod]))
-            scratch.bind(n, int(w.cpu[pod]), int(w.mem[pod]), g, int(w.milli[pod]))
-        return nodes, got
-    can = np.minimum(fits_on(scratch, w, pod, nodes), k)
-    got = np.clip(k - (np.cumsum(can) - can), 0, can)
-    nodes, got = nodes[got > 0], got[got > 0]
-    if len(nodes):
-        scratch.bind_many(nodes, got, int(w.cpu[pod]), int(w.mem[pod]), devices_taken(scratch, w, pod, nodes, got))
-    return nodes, got
-
-
-class ScaleDown:
-    """Removes nodes that stayed under-utilised; shared by every loop."""
-
-    def __init__(self, utilization_threshold: float = 0.5, unneeded_time_s: float = 600.0,
-                 delay_after_add_s: float = 600.0):
-        check("harness.autoscaler.ScaleDown", "scale_down", utilization_threshold=utilization_threshold,
-              unneeded_time_s=unneeded_time_s, delay_after_add_s=delay_after_add_s)
-        self.threshold = float(utilization_threshold)
-        self.unneeded_time_s = float(unneeded_time_s)
-        self.delay_after_add_s = float(delay_after_add_s)
-
-    def attach(self, sim) -> None:
-        self.sim = sim
-        self.unneeded_since = np.full(sim.state.n_slots, np.nan)
-        self.is_low = np.zeros(sim.state.n_slots, bool)
-        self.protected = np.zeros(sim.state.n_slots, bool)
-        self.seen_mutations = -1
-        self.low = np.zeros(0, np.int64)
-        self.ran_at = -np.inf
-
-    def utilization(self, nodes: np.ndarray) -> np.ndarray:
-        """Accelerator utilisation of `nodes` for GPU nodes, max(CPU, memory) for the others."""
-        st = self.sim.state
-        gcap = st.gpu_milli_cap[nodes]
-        if gcap.all():  # GPU nodes only, the usual case
-            return st.gpu_used[nodes] / gcap
-        ccap, mcap = st.cpu_cap[nodes], st.mem_cap[nodes]
-        gpu = np.divide(st.gpu_used[nodes], gcap, out=np.zeros(len(nodes)), where=gcap > 0)
-        cpu = 1.0 - np.divide(st.cpu_free[nodes], ccap, out=np.ones(len(nodes)), where=ccap > 0)
-        mem = 1.0 - np.divide(st.mem_free[nodes], mcap, out=np.ones(len(nodes)), where=mcap > 0)
-        return np.where(gcap > 0, gpu, np.maximum(cpu, mem))
-
-    def run(self, now: float, protect: np.ndarray, booked_for: np.ndarray | None = None) -> None:
-        """One scale-down pass; `protect`ed nodes are never removed; `booked_for` (node -> job
-        it is booked for, -1 free) limits where a drained node's pods may go."""
-        sim, st = self.sim, self.sim.state
-        if not sim.cluster.autoscaling:
-            return
-        self.ran_at = now
-        changed = protect != self.protected
-        if st.mutations != self.seen_mutations or changed.any():
-            # a node's utilisation changes only with the node: re-judge the nodes changed since
-            idx = np.flatnonzero(changed | (st.changed_at > self.seen_mutations))
-            self.seen_mutations, self.protected = st.mutations, protect
-            low = (st.status[idx] == READY) & (self.utilization(idx) < self.threshold) & ~protect[idx]
-            self.unneeded_since[idx[low & ~self.is_low[idx]]] = now
-            self.unneeded_since[idx[~low]] = np.nan
-            self.is_low[idx] = low
-            self.low = np.flatnonzero(self.is_low)
-        if now - sim.last_scale_up < self.delay_after_add_s or len(self.low) == 0:
-            return
-        ripe = self.low[now - self.unneeded_since[self.low] >= self.unneeded_time_s]
-        if len(ripe) == 0:
-            return
-        present = np.bincount(st.slot_pool[st.status != ABSENT], minlength=len(sim.cluster.pools))
-        spare = present - np.array([p.min_size for p in sim.cluster.pools])  # nodes each pool may lose
-        # empty nodes go, in order, as far as each pool's min_size allows
-        empty = ripe[st.pods_on[ripe] == 0]
-        pool = st.slot_pool[empty]
-        by_pool = np.argsort(pool, kind="stable")
-        rank = np.empty(len(empty), np.int64)
-        rank[by_pool] = np.arange(len(empty)) - np.searchsorted(pool[by_pool], pool[by_pool])
-        gone = empty[rank < spare[pool]]
-        for n in gone.tolist():
-            self._remove(n)
-        spare -= np.bincount(st.slot_pool[gone], minlength=len(spare))
-        # then at most one non-empty node per scan, as Cluster Autoscaler: the first one (fewest
-        # pods first) holding no gang member whose pods all fit elsewhere
-        busy = ripe[np.argsort(st.pods_on[ripe], kind="stable")]
-        busy = busy[(st.pods_on[busy] > 0) & (sim.gang_pods_on[busy] == 0) & (spare[st.slot_pool[busy]] > 0)]
-        for n in busy.tolist():
-            if self._can_drain(n, booked_for):
-                for pod in sim.pods_on(n):
-                    sim.unbind(pod)  # evicted: it restarts wherever the scheduler puts it
-                self._remove(n)
-                return
-
-    def clocks(self) -> list[Clock]:
-        """What could make a run see other nodes than the last one did, if no node changes
-        meanwhile (see `harness.quiet`): the delay after a scale-up running out, a low node
-        ripening (the one low the longest, first). No clock while no node is low."""
-        if len(self.low) == 0:
-            return []
-        t0, last_up = self.ran_at, self.sim.last_scale_up
-        clocks = [(last_up, self.delay_after_add_s)] if t0 - last_up < self.delay_after_add_s else []
-        since = self.unneeded_since[self.low]
-        waiting = since[~(t0 - since >= self.unneeded_time_s)]
-        if len(waiting):
-            clocks.append((waiting.min(), self.unneeded_time_s))
-        return clocks
-
-    def _remove(self, n: int) -> None:
-        self.sim.remove_node(n)
-        self.unneeded_since[n] = np.nan
-
-    def _can_drain(self, n: int, booked_for: np.ndarray | None = None) -> bool:
-        """Each of its pods fits on another ready node it may use (first fit, in slot order):
-        not one booked for another job, where the scheduler would not put it either."""
-        sim = self.sim
-        pods = sim.pods_on(n)
-        others = np.flatnonzero(sim.state.ready)
-        others = others[others != n]
-        if len(pods) == 1:  # where it would go does not matter: only whether it fits somewhere
-            usable = None if booked_for is None else (booked_for == -1) | (booked_for == sim.w.job[pods[0]])
-            return bool(feasible(sim.state, sim.w, pods[0], usable, at=others).any())
-        scratch = sim.state.subset(others)  # local order is slot order
-        booked = None if booked_for is None else booked_for[others]
-        for p in pods:
-            usable = None if booked is None else (booked == -1) | (booked == sim.w.job[p])
-            cand = np.flatnonzero(feasible(scratch, sim.w, p, usable))
-            if len(cand) == 0:
-                return False
-            m = int(cand[0])
-            gpu_idx = scratch.pick_devices(m, int(sim.w.gpus[p]), int(sim.w.milli[p]), bool(sim.w.nvlink[p]), bool(sim.w.numa[p]))
-            scratch.bind(m, int(sim.w.cpu[p]), int(sim.w.mem[p]), gpu_idx, int(sim.w.milli[p]))
-        return True
 
 
 class ClusterAutoscaler:
@@ -228,7 +52,7 @@ class ClusterAutoscaler:
                  reservation_aware: bool = False, provisioning_request: bool = False,
                  scheduler_sees: bool = False, scheduler_prefers: bool = False,
                  booking_s: float = 600.0, backoff_s: float = 300.0, scale_down: ScaleDown | None = None):
-        check("harness.autoscaler.ClusterAutoscaler", "loop.autoscaler", scan_interval_s=scan_interval_s,
+        check("harness.loops.cluster_autoscaler.ClusterAutoscaler", "loop.autoscaler", scan_interval_s=scan_interval_s,
               expander=expander, topology_aware=topology_aware, sharing_aware=sharing_aware, gang_aware=gang_aware,
               reservation_aware=reservation_aware, provisioning_request=provisioning_request,
               scheduler_sees=scheduler_sees, scheduler_prefers=scheduler_prefers, booking_s=booking_s,

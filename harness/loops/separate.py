@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.autoscaler import ClusterAutoscaler
+from harness.loops.cluster_autoscaler import ClusterAutoscaler
 from harness.scheduler import Scheduler
 
 
 class SeparateLoops:
     """The autoscaler is any object with attach(sim, scheduler), next_scan, scan(now) and
     idle_ticks(start, before): the Cluster-Autoscaler-like one, or the Karpenter-like one
-    (harness.karpenter)."""
+    (harness.loops.karpenter)."""
 
     def __init__(self, scheduler: Scheduler, autoscaler: ClusterAutoscaler, name: str = "separate"):
         self.scheduler = scheduler

@@ -65,7 +65,7 @@ class OpenbPacking:
     """Runner of one packing run: one policy, one seed, one openb pod list on one node list."""
 
     def __init__(self, pods_csv: str | Path, nodes_csv: str | Path, target_ratio: float = 1.3, coverage: float = COVERAGE):
-        check("harness.packing.OpenbPacking", "runner", target_ratio=target_ratio, coverage=coverage)
+        check("harness.openb_packing.OpenbPacking", "runner", target_ratio=target_ratio, coverage=coverage)
         self.pods_csv, self.nodes_csv = _resolve(pods_csv), _resolve(nodes_csv)
         self.target_ratio, self.coverage = float(target_ratio), float(coverage)
         table = read_openb_pods(self.pods_csv)

@@ -1,0 +1,49 @@
+"""Where the Hydra configs live and how to compose one outside `hydra.main` (in-process runs,
+experiments, tests), and the one-line catalogue of a config group that `--help` shows.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def conf_dir() -> Path:
+    """The Hydra config folder: $LOOPBENCH_CONF, ./conf, or the one beside the package."""
+    env = os.environ.get("LOOPBENCH_CONF")
+    if env:
+        return Path(env).resolve()
+    here = Path.cwd() / "conf"
+    if (here / "config.yaml").exists():
+        return here.resolve()
+    return (Path(__file__).resolve().parent.parent / "conf").resolve()
+
+
+def compose(config_name: str, overrides: list[str]):
+    """Compose a Hydra config outside `hydra.main` (for in-process runs and tests)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        return hydra_compose(config_name=config_name, overrides=overrides)
+
+
+def describe(path: Path) -> str:
+    """A config's one-line description: the first comment line of its YAML file."""
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        text = line.lstrip("#").strip()
+        if text and not text.startswith("@package"):
+            return text
+    return ""
+
+
+def catalog(*groups: str) -> str:
+    """The options of config `groups` in conf/, one line each (for --help)."""
+    blocks = []
+    for group in groups:
+        files = sorted((conf_dir() / group).glob("*.yaml"))
+        width = max((len(f.stem) for f in files), default=0)
+        blocks.append("\n".join([f"{group}=NAME, one of:", *(f"  {f.stem:<{width}}  {describe(f)}" for f in files)]))
+    return "\n\n".join(blocks)
