@@ -108,7 +108,7 @@ def _describe(run: Path, cfg: DictConfig) -> Description:
     try:
         return build_loop(cfg).describe()
     except LoopbenchError as exc:
-        raise _broken(run / "config.yaml", f"its loop cannot be built: {exc}") from None
+        raise _broken(run / "config.yaml", f"its loop cannot be built: {' '.join(str(exc).split())}") from None
 
 
 def _broken(path: Path, what: str, exc: Exception | None = None) -> LoopbenchError:

@@ -204,5 +204,5 @@ def conform(obj: object, protocol: type, where: str) -> None:
             missing.append(m)
     if missing:
         kind = f"{type(obj).__module__}.{type(obj).__qualname__}"
-        raise ConfigError(where, f"{kind} is not a {protocol.__name__}: it has no {', '.join(missing)} "
-                                 f"(harness/loops/base.py says what a {protocol.__name__} provides)")
+        raise ConfigError(where, f"{kind} is no {protocol.__name__}: it has no {', '.join(missing)} "
+                                 f"(see {protocol.__name__} in harness/loops/base.py)")
