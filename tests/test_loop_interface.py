@@ -132,8 +132,8 @@ def test_an_object_that_is_not_a_loop_is_refused_by_its_config(user):
     r = loopbench("replay", "loop=unfinished", *RUN, "hydra.run.dir=runs/bad", cwd=root, mods=mods, conf=conf)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert r.stderr.strip().splitlines() == [
-        "loopbench replay: error: loop 'unfinished': static_loop.Unfinished is no Loop: it has no policy, "
-        "describe, next_wakeup, idle_ticks, step (see Loop in harness/loops/base.py)"]
+        ("loopbench replay: error: loop 'unfinished': static_loop.Unfinished is no Loop: it has no policy, "
+         "describe, next_wakeup, idle_ticks, step (see Loop in harness/loops/base.py)")]
     assert not (root / "runs" / "bad" / "metrics.parquet").exists()
 
 
@@ -149,8 +149,8 @@ def test_an_autoscaler_that_is_not_one_is_refused_by_its_config():
 
 @pytest.mark.parametrize("target, says", [
     ("types.SimpleNamespace", "loop 'x': types.SimpleNamespace is no Loop: it has no policy, describe, "),
-    ("harness.separate.SeparateLoops", "loop: cannot instantiate: Error loading 'harness.separate.SeparateLoops': "
-                                       "ModuleNotFoundError(\"No module named 'harness.separate'\")"),
+    ("harness.separate.SeparateLoops", ("loop: cannot instantiate: Error loading 'harness.separate.SeparateLoops': "
+                                        "ModuleNotFoundError(\"No module named 'harness.separate'\")")),
 ])
 def test_a_run_whose_loop_cannot_be_described_is_refused_by_its_config(target, says, tmp_path):
     """A report names the run's config.yaml: its loop is none, or its class is gone (a run
@@ -167,7 +167,7 @@ def test_a_run_whose_loop_cannot_be_described_is_refused_by_its_config(target, s
 
 
 def test_the_shipped_loops_and_the_simulation_meet_the_interfaces():
-    sim, loop = build(compose("config", ["horizon_s=60"]))
+    sim, _ = build(compose("config", ["horizon_s=60"]))
     conform(sim, SimulationView, "sim")  # what the loops may ask of it, it has
     for name in sorted(p.stem for p in (ROOT / "conf" / "loop").glob("*.yaml")):
         conform(build(compose("config", [f"loop={name}", "horizon_s=60"]))[1], Loop, name)
