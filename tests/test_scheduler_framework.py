@@ -41,6 +41,13 @@ def test_the_coscheduling_timeout_is_read_from_yaml():
     assert instantiate(cfg.loop.scheduler).gang.timeout_s == 30.0
 
 
+def test_an_unknown_gang_plugin_is_refused_with_the_options():
+    from hydra.errors import MissingConfigException
+
+    with pytest.raises(MissingConfigException, match=r"(?s)loop/scheduler/gang/strict.*atomic.*coscheduling.*none"):
+        compose("config", ["loop/scheduler/gang=strict"])
+
+
 # ---- QueueSort --------------------------------------------------------------------------------
 
 class LastJobFirst:
