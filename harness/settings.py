@@ -152,7 +152,7 @@ RULES: dict[str, dict[str, Rule]] = {
         "progress_interval_s": number("wall seconds between two progress lines off a terminal (0: every "
                                       "update); null = 10 s", ge=0, null=True),
     },
-    "harness.scheduler.Scheduler": {
+    "harness.scheduler.framework.Scheduler": {  # also `harness.scheduler.Scheduler`, its public name
         "waits_for_capacity": flag("a gang reserves nothing until it fits ready + booting nodes"),
     },
     "harness.scheduler.gang.Coscheduling": {

@@ -6,7 +6,8 @@ It only ever places pods on nodes that exist and are ready. A profile (conf/loop
   QueueSort   `queue_sort` (harness.scheduler.queue_sort): the order of the queued jobs;
   PreFilter   `waits_for_capacity` (harness.scheduler.capacity): a gang may wait for capacity;
   Filter      `filter` (harness.scheduler.filter): a mask of the nodes that can take a pod;
-  PostFilter  `gang` (harness.scheduler.gang): a member that fits nowhere rejects its gang?
+  PostFilter  `gang` (harness.scheduler.gang): does a member that fits nowhere reject the
+              members reserved with it (Atomic) or not (NoGang, Coscheduling)?
   Score       `policy` (harness.scores): an array of scores over the feasible nodes, weighted;
   Reserve     the policy picks the devices (`pick_devices`) and records the placement
               (`on_bind`); Unreserve: a trial rolls back (`checkpoint` / `restore`);
