@@ -137,7 +137,6 @@ def weight(why: str) -> Rule:
 MAX_HORIZON_S = MAX_TIME_S + 86400.0
 #: how many jobs `loopbench generate` may draw: 100x the scale preset
 MAX_JOBS = 100_000_000
-GANG_MODES = ("none", "coscheduling", "atomic")
 EXPANDERS = ("random", "least-waste", "price", "priority")
 CONSOLIDATION_POLICIES = ("WhenEmpty", "WhenEmptyOrUnderutilized")
 
@@ -153,10 +152,11 @@ RULES: dict[str, dict[str, Rule]] = {
         "progress_interval_s": number("wall seconds between two progress lines off a terminal (0: every "
                                       "update); null = 10 s", ge=0, null=True),
     },
-    "harness.scheduler.Scheduler": {
-        "gang_mode": one_of(GANG_MODES, "how a gang's pods are placed"),
-        "gang_timeout_s": period("seconds a partly placed gang holds its nodes before releasing them"),
+    "harness.scheduler.framework.Scheduler": {  # also `harness.scheduler.Scheduler`, its public name
         "waits_for_capacity": flag("a gang reserves nothing until it fits ready + booting nodes"),
+    },
+    "harness.scheduler.gang.Coscheduling": {
+        "timeout_s": period("seconds a partly placed gang holds its nodes before releasing them"),
     },
     "harness.loops.cluster_autoscaler.ClusterAutoscaler": {
         "scan_interval_s": period("seconds between autoscaler scans"),

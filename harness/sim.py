@@ -72,7 +72,9 @@ class Simulation:
         self.job_started = np.full(w.n_jobs, np.nan)
         self.job_done = np.zeros(w.n_jobs, np.int32)
         self.job_finished = np.full(w.n_jobs, np.nan)
-        self.queue: list[tuple[int, float, int]] = []  # (-priority, submit, job), sorted
+        self.queue: list[tuple[tuple, int]] = []  # (the QueueSort plugin's key, job), sorted
+        self.queue_sort = None  # the scheduler's QueueSort plugin (`order_queue`)
+        self._queue_entry: dict[int, tuple[tuple, int]] = {}  # a queued job's entry in `queue`
         self._queued_jobs: np.ndarray | None = None  # the queue's jobs as an array, until it changes
         self.in_queue = np.zeros(w.n_jobs, bool)
         self.arrival_order = np.lexsort((np.arange(w.n_jobs), w.job_submit))
@@ -140,23 +142,28 @@ class Simulation:
             self.acct.set_reasons(pods, PendingReason.SHORTAGE)
         self._enqueue(j)
 
+    def order_queue(self, queue_sort) -> None:
+        """Keep the queue in the order of this QueueSort plugin (the scheduler's, on attach)."""
+        self.queue_sort = queue_sort
+
     def _enqueue(self, j: int) -> None:
         if not self.in_queue[j]:
-            insort(self.queue, (-int(self.w.job_priority[j]), float(self.w.job_submit[j]), j))
+            entry = self._queue_entry[j] = (self.queue_sort.key(self.w, j), j)
+            insort(self.queue, entry)
             self._queued_jobs = None
             self.in_queue[j] = True
             self.arrived_version += 1
 
     def dequeue(self, j: int) -> None:
         if self.in_queue[j]:
-            self.queue.remove((-int(self.w.job_priority[j]), float(self.w.job_submit[j]), j))
+            self.queue.remove(self._queue_entry.pop(j))
             self._queued_jobs = None
             self.in_queue[j] = False
 
     def queued_jobs(self) -> np.ndarray:
         """The queued jobs in queue order, as an array (read-only: shared until the queue changes)."""
         if self._queued_jobs is None:
-            self._queued_jobs = np.fromiter((j for _, _, j in self.queue), np.int64, len(self.queue))
+            self._queued_jobs = np.fromiter((j for _, j in self.queue), np.int64, len(self.queue))
             self._queued_jobs.flags.writeable = False
         return self._queued_jobs
 

@@ -8,6 +8,7 @@ from harness.cluster import Cluster
 from harness.loops.merged import MergedLoop
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.scheduler import Scheduler
+from harness.scheduler.gang import Atomic, Coscheduling, NoGang
 from harness.scores import LeastAllocated
 from harness.loops.separate import SeparateLoops
 from harness.sim import Simulation
@@ -39,14 +40,18 @@ def trace(pods: list[dict]):
     return validate_table(table_from_columns(cols), "<golden>")
 
 
+#: the gang plugin of each gang mode (conf/loop/scheduler/gang/*.yaml)
+GANG = {"none": NoGang, "coscheduling": Coscheduling, "atomic": Atomic}
+
+
 def separate(gang_mode: str = "coscheduling", policy=None, **autoscaler) -> SeparateLoops:
     autoscaler.setdefault("expander", "price")
-    return SeparateLoops(Scheduler(policy or LeastAllocated(), gang_mode=gang_mode),
+    return SeparateLoops(Scheduler(policy or LeastAllocated(), gang=GANG[gang_mode]()),
                          ClusterAutoscaler(scale_down=ScaleDown(), **autoscaler))
 
 
 def merged(policy=None) -> MergedLoop:
-    return MergedLoop(policy or LeastAllocated())
+    return MergedLoop(Scheduler(policy or LeastAllocated(), gang=Atomic()))
 
 
 def run(table, cl: Cluster, loop, horizon_s: float, seed: int = 0):

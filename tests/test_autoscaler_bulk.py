@@ -258,7 +258,7 @@ def pending_units_one_by_one(ca, gangs):
     """The reference: the queue walked job by job."""
     sim, w = ca.sim, ca.sim.w
     units = []
-    for _, _, j in sim.queue:
+    for j in sim.queued_jobs().tolist():
         is_gang = w.job_min_member[j] > 1
         if gangs is not None and is_gang != gangs:
             continue

@@ -11,6 +11,7 @@ from harness.cluster import Cluster
 from harness.loops.karpenter import KarpenterAutoscaler
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.scheduler import Scheduler
+from harness.scheduler.gang import Atomic
 from harness.scores import LeastAllocated, MostAllocated
 from harness.loops.separate import SeparateLoops
 from harness.sim import BOUND, RUNNING, Simulation
@@ -25,7 +26,7 @@ LOOPS = {
     "separate_provreq": lambda: sc.separate(provisioning_request=True, gang_aware=True, topology_aware=True),
     "merged": lambda: sc.merged(policy=MostAllocated()),
     "separate_karpenter": lambda: SeparateLoops(Scheduler(LeastAllocated()), KarpenterAutoscaler(budget_nodes=1.0)),
-    "separate_karpenter_aware": lambda: SeparateLoops(Scheduler(MostAllocated(), gang_mode="atomic"),
+    "separate_karpenter_aware": lambda: SeparateLoops(Scheduler(MostAllocated(), gang=Atomic()),
                                                       KarpenterAutoscaler(sharing_aware=True, topology_aware=True,
                                                                           max_candidates=2)),
 }

@@ -217,10 +217,10 @@ SETTINGS = {
         setting_err("loop.autoscaler.scale_down.utilization_threshold", "must be a number in [0, 1]", 1.5),
     "loop.autoscaler.scale_down.utilization_threshold=-0.5":
         setting_err("loop.autoscaler.scale_down.utilization_threshold", "must be a number in [0, 1]", -0.5),
-    "loop.scheduler.gang_timeout_s=-60": setting_err("loop.scheduler.gang_timeout_s", "must be a number >= 1", -60),
-    "loop.scheduler.gang_timeout_s=0": setting_err("loop.scheduler.gang_timeout_s", "must be a number >= 1", 0),
-    "loop.scheduler.gang_mode=strict":
-        setting_err("loop.scheduler.gang_mode", "must be one of none, coscheduling, atomic", "strict"),
+    "loop.scheduler.gang.timeout_s=-60": setting_err("loop.scheduler.gang.timeout_s", "must be a number >= 1", -60),
+    "loop.scheduler.gang.timeout_s=0": setting_err("loop.scheduler.gang.timeout_s", "must be a number >= 1", 0),
+    "loop.scheduler.waits_for_capacity=yes":
+        setting_err("loop.scheduler.waits_for_capacity", "must be true or false", "yes"),
     "loop=merged loop.scan_interval_s=0": setting_err("loop.scan_interval_s", "must be a number >= 1", 0),
     "loop=merged loop.scale_down.utilization_threshold=2":
         setting_err("loop.scale_down.utilization_threshold", "must be a number in [0, 1]", 2),

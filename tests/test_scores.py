@@ -137,6 +137,7 @@ def test_gpu_clustering_forgets_a_failed_atomic_trial():
     """An atomic gang's trial places a member, fails and is rolled back: the member's kind
     must not stay in the node's tags and steer the next pod elsewhere."""
     from harness.scheduler import Scheduler
+    from harness.scheduler.gang import Atomic
     from harness.sim import Simulation
     from tests.scenarios import cluster, node_type, pool, trace
 
@@ -149,7 +150,7 @@ def test_gpu_clustering_forgets_a_failed_atomic_trial():
     pod = {pid: i for i, pid in enumerate(w.pod_id.tolist())}
     sim = Simulation(w, cl, seed=0, horizon_s=10.0)
     plugin = GpuClustering()
-    sched = Scheduler(plugin, gang_mode="atomic")
+    sched = Scheduler(plugin, gang=Atomic())
     sched.attach(sim)
     sim.advance_to(0.0)
     # n0: a 1-GPU pod; n1: a 2-GPU pod; n2: one of each

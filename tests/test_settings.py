@@ -27,6 +27,7 @@ from harness.generate import SyntheticWorkload
 from harness.loops.karpenter import KarpenterAutoscaler
 from harness.loops.merged import MergedLoop
 from harness.scheduler import Scheduler
+from harness.scheduler.gang import Coscheduling
 from harness.scores import FGD, LeastAllocated
 from harness.settings import ELSEWHERE, Rule, SettingError, check_config, fraction, integer, number, rule_for, walk
 from harness.sim import Simulation
@@ -64,7 +65,7 @@ REPLAY = {
     "loop=merged loop.scan_interval_s=0": "loop.scan_interval_s = 0: must be a number >= 1",
     "loop=separate_karpenter loop.autoscaler.poll_s=0": "loop.autoscaler.poll_s = 0: must be a number >= 1",
     "loop=separate_karpenter loop.autoscaler.requeue_s=0": "loop.autoscaler.requeue_s = 0: must be a number >= 1",
-    "loop.scheduler.gang_timeout_s=0": "loop.scheduler.gang_timeout_s = 0: must be a number >= 1",
+    "loop.scheduler.gang.timeout_s=0": "loop.scheduler.gang.timeout_s = 0: must be a number >= 1",
     "seed=abc": "seed = 'abc': must be an integer >= 0",
     "seed=-1": "seed = -1: must be an integer >= 0",
     "horizon_s=abc": "horizon_s = 'abc': must be null or a number in (0, ",
@@ -130,11 +131,12 @@ def tiny_sim(**kw) -> Simulation:
     (lambda: ClusterAutoscaler(expander="cheapest"), "loop.autoscaler.expander = 'cheapest': must be one of random,"),
     (lambda: ScaleDown(utilization_threshold=-0.1),
      "scale_down.utilization_threshold = -0.1: must be a number in [0, 1]"),
-    (lambda: MergedLoop(LeastAllocated(), scan_interval_s=-10), "loop.scan_interval_s = -10: must be a number >= 1"),
+    (lambda: MergedLoop(Scheduler(LeastAllocated()), scan_interval_s=-10), "loop.scan_interval_s = -10: must be a number >= 1"),
     (lambda: KarpenterAutoscaler(poll_s=0), "loop.autoscaler.poll_s = 0: must be a number >= 1"),
     (lambda: KarpenterAutoscaler(max_candidates=2.5), "loop.autoscaler.max_candidates = 2.5: must be an integer >= 0"),
-    (lambda: Scheduler(LeastAllocated(), gang_timeout_s=0), "loop.scheduler.gang_timeout_s = 0: must be a number >= 1"),
-    (lambda: Scheduler(LeastAllocated(), gang_mode="strict"), "loop.scheduler.gang_mode = 'strict': must be one of"),
+    (lambda: Coscheduling(timeout_s=0), "loop.scheduler.gang.timeout_s = 0: must be a number >= 1"),
+    (lambda: Scheduler(LeastAllocated(), waits_for_capacity="yes"),
+     "loop.scheduler.waits_for_capacity = 'yes': must be true or false"),
     (lambda: FGD(coverage=0), "policy.coverage = 0: must be a number in (0, 1]"),
     (lambda: tiny_sim(timeline_interval_s=0), "timeline_interval_s = 0: must be a number >= 1"),
     (lambda: tiny_sim(seed=-1), "seed = -1: must be an integer >= 0"),

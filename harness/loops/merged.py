@@ -24,17 +24,16 @@ from harness.loops.scale_down import ScaleDown
 from harness.filters import feasible
 from harness.quiet import NO_TICKS, grid_after, quiet_scans
 from harness.scheduler import Scheduler
-from harness.scores import ScorePlugin
 from harness.settings import check
 from harness.state import BOOTING
 from harness.workload import LOCALITY_CODE, pools_fit
 
 
 class MergedLoop:
-    def __init__(self, policy: ScorePlugin, scan_interval_s: float = 10.0,
+    def __init__(self, placer: Scheduler, scan_interval_s: float = 10.0,
                  scale_down: ScaleDown | None = None, name: str = "merged"):
         check("harness.loops.merged.MergedLoop", "loop", scan_interval_s=scan_interval_s)
-        self.placer = Scheduler(policy, gang_mode="atomic")
+        self.placer = placer  # whole jobs onto ready nodes: a profile whose gang plugin is Atomic
         self.scan_interval_s = float(scan_interval_s)
         self.scale_down = scale_down or ScaleDown()
         self.name = name
@@ -85,7 +84,7 @@ class MergedLoop:
             return
         self.next_scan = grid_after(now, self.scan_interval_s)
         before = sim.state.mutations
-        for _, _, j in list(sim.queue):  # 2. in-flight and provisionable capacity
+        for j in sim.queued_jobs().tolist():  # 2. in-flight and provisionable capacity
             if self.planned_at[j] != sim.state.layout_version and not self._provision_for(j):
                 self.planned_at[j] = sim.state.layout_version
         # never remove a node a plan counts on, nor a committed one (removing it saves nothing)

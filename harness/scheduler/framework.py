@@ -1,35 +1,42 @@
-"""A kube-scheduler-like scheduler: queue, vectorized filter, weighted score, bind, gang modes.
+"""The scheduler framework: one cycle through named extension points, as kube-scheduler's.
 
-It only ever places pods on nodes that exist and are ready. Queue order is priority, then
-arrival. A job that found no room is retried only when the cluster's capacity changes (a node
-becomes ready or a pod releases resources), and within one cycle a pod shape that found no
-node is not scanned again (equivalence classes).
+It only ever places pods on nodes that exist and are ready. A profile (conf/loop/*.yaml,
+`scheduler:`) names a plugin per extension point:
 
-Gang modes:
-  none          members bind one by one as they fit and hold their devices while waiting;
-  coscheduling  members are reserved as they fit and wait up to `gang_timeout_s` for the
-                rest, then all are released (the scheduler-plugins Coscheduling default: 60 s);
-  atomic        the whole gang is placed in one cycle or nothing is.
-Gang locality claims (one rack / one block) restrict all members to one group of nodes.
-With `waits_for_capacity` (the first proposed scheduler-autoscaler interface step: the
-scheduler *sees* in-flight capacity) a gang reserves nothing until all its members fit on
-ready plus booting nodes: it waits for capacity rather than hold devices it cannot use.
+  QueueSort   `queue_sort` (harness.scheduler.queue_sort): the order of the queued jobs;
+  PreFilter   `waits_for_capacity` (harness.scheduler.capacity): a gang may wait for capacity;
+  Filter      `filter` (harness.scheduler.filter): a mask of the nodes that can take a pod;
+  PostFilter  `gang` (harness.scheduler.gang): does a member that fits nowhere reject the
+              members reserved with it (Atomic) or not (NoGang, Coscheduling)?
+  Score       `policy` (harness.scores): an array of scores over the feasible nodes, weighted;
+  Reserve     the policy picks the devices (`pick_devices`) and records the placement
+              (`on_bind`); Unreserve: a trial rolls back (`checkpoint` / `restore`);
+  Permit      `gang`: what bound members wait for (none, a timeout, all in one cycle);
+  Bind        `Simulation.bind`.
+
+A job that found no room is retried only when the cluster's capacity changes (a node becomes
+ready or a pod releases resources; like kube-scheduler's QueueingHints), and within one cycle
+a pod shape that found no node is not scanned again (equivalence classes). Gang locality
+claims (one rack / one block) restrict all members to one group of nodes.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from harness.filters import feasible, groups_that_fit
+from harness.filters import groups_that_fit
 from harness.metrics import PendingReason
+from harness.scheduler.capacity import WaitsForCapacity
+from harness.scheduler.filter import Filter, NodeResourcesFit
+from harness.scheduler.gang import Coscheduling, Gang
+from harness.scheduler.queue_sort import PrioritySort, QueueSort
 from harness.scores import ScorePlugin
 from harness.settings import check
 from harness.state import BOOTING, WHOLE
-from harness.workload import BOUND, LOCALITY_CODE, PENDING
+from harness.workload import LOCALITY_CODE, PENDING
 
 if TYPE_CHECKING:  # the loops' package is above the scheduler: for annotations only
     from harness.loops.base import SimulationView
@@ -38,18 +45,24 @@ GANG = -2  # the group of a failure key for a whole gang
 
 
 class Scheduler:
-    def __init__(self, policy: ScorePlugin, gang_mode: str = "coscheduling", gang_timeout_s: float = 60.0,
-                 waits_for_capacity: bool = False):
-        check("harness.scheduler.Scheduler", "loop.scheduler", gang_mode=gang_mode, gang_timeout_s=gang_timeout_s,
-              waits_for_capacity=waits_for_capacity)
+    """A scheduling profile: the plugins of each extension point, and the cycle that runs them."""
+
+    def __init__(self, policy: ScorePlugin, gang: Gang | None = None, queue_sort: QueueSort | None = None,
+                 filter: Filter | None = None, waits_for_capacity: bool = False):
+        check("harness.scheduler.Scheduler", "loop.scheduler", waits_for_capacity=waits_for_capacity)
         self.policy = policy
-        self.gang_mode = gang_mode
-        self.gang_timeout_s = float(gang_timeout_s)
+        self.gang = gang if gang is not None else Coscheduling()
+        self.queue_sort = queue_sort if queue_sort is not None else PrioritySort()
+        self.filter = filter if filter is not None else NodeResourcesFit()
         self.waits_for_capacity = bool(waits_for_capacity)
 
     def attach(self, sim: SimulationView) -> None:
         self.sim = sim
         w = sim.w
+        sim.order_queue(self.queue_sort)
+        self.pre_filter = [WaitsForCapacity()] if self.waits_for_capacity else []
+        for plugin in (self.gang, *self.pre_filter):
+            plugin.attach(self)
         self.tried_at = np.full(w.n_jobs, -1, np.int64)  # capacity version of the last failure
         self.job_size = np.diff(w.job_bounds)
         starts, pods = w.job_bounds[:-1], w.pods_by_job
@@ -57,7 +70,6 @@ class Scheduler:
         self.job_shape = np.where(lo == hi, lo, -1)  # the shape of all of a job's pods, -1 if mixed
         self.job_first_pod = pods[starts]
         self.booked_jobs: set[int] = set()
-        self.timeout_armed = np.zeros(w.n_jobs, bool)
         self.reasons: dict | None = None
         self.any_booked = False
         self.seen = (-1, -1, -1)
@@ -107,7 +119,7 @@ class Scheduler:
                 self.tried_at[j] = st.version
                 waiting.append(j)
                 continue
-            if self.gang_mode == "atomic" and sim.w.job_min_member[j] > 1:
+            if self.gang.rejects_all(j):
                 placed = self._place_atomic(j, failed)
             else:
                 placed = self._place_incremental(j, failed)
@@ -152,7 +164,7 @@ class Scheduler:
                           np.int64, len(pods))
         reps = pods[np.unique(row, return_index=True)[1]] if len(shape_row) > 1 else pods[:1]
         at = int(nodes[0]) if len(nodes) == 1 else nodes  # one node: the filter on scalars is quicker
-        fits = np.array([feasible(st, w, p, self.free_ready, at=at) for p in reps.tolist()],
+        fits = np.array([self.filter.filter(st, w, p, self.free_ready, at=at) for p in reps.tolist()],
                         bool).reshape(len(reps), len(nodes))[row]  # pod x node
         # the rack or block that placed members of a local gang restrict the others to
         loc, anchor = w.job_locality[stale], sim.job_anchor[stale]
@@ -207,8 +219,13 @@ class Scheduler:
             return self.free_ready
         return self.sim.state.ready & ((self.booked_for == -1) | (self.booked_for == j))
 
+    def back_off(self, j: int) -> None:
+        """Job j is not retried until capacity changes again (its gang was released)."""
+        self.tried_at[j] = self.sim.state.version
+
     def choose(self, p: int, mask: np.ndarray) -> int:
-        """Best node by the policy's score among `mask`; ties by the seeded node order."""
+        """Score: the best node by the policy among `mask` (the Filter's verdict); ties by the
+        seeded node order."""
         cand = mask.nonzero()[0]
         if len(cand) == 0:
             return -1
@@ -225,7 +242,7 @@ class Scheduler:
             return self.sim.state.slot_block
         return None
 
-    # ---- atomic: all unbound members in one cycle, or none ------------------------------
+    # ---- PostFilter rejects all (Atomic): all unbound members in one cycle, or none ------
     def _failed_key(self, j: int, shape: int, group: int = -1) -> tuple:
         """What a failure says within one cycle, where capacity only shrinks: no pod of that
         shape finds a node (in that rack or block, for a local gang's restricted members;
@@ -277,7 +294,7 @@ class Scheduler:
         ok = True
         for p in pods:
             p = int(p)
-            n = self.choose(p, feasible(st, w, p, usable))
+            n = self.choose(p, self.filter.filter(st, w, p, usable))
             if n < 0:
                 ok = False
                 break
@@ -294,7 +311,7 @@ class Scheduler:
         del st.grown[grown:]
         return plan if ok else None
 
-    # ---- none / coscheduling: members bind as they fit ----------------------------------
+    # ---- members bind as they fit, then Permit (NoGang, Coscheduling) -------------------
     def _place_incremental(self, j: int, failed: dict[tuple, int]) -> bool:
         sim = self.sim
         st, w = sim.state, sim.w
@@ -303,18 +320,18 @@ class Scheduler:
         anchor = sim.job_anchor[j]
         # the rack or block the job's placed members restrict it to
         group = int(groups[anchor]) if groups is not None and anchor >= 0 else -1
-        if self.waits_for_capacity and w.job_min_member[j] > 1 and sim.job_ready_bound[j] == 0:
-            where = self._fits_with_inflight(j, usable | ((st.status == BOOTING) & (self.booked_for < 0)))
+        for plugin in self.pre_filter:  # e.g. reserve only where the whole gang will fit
+            where = plugin.pre_filter(j, usable, group)
             if where is None:
                 return False
-            group = where  # reserve only where the whole gang will fit
+            group = where
         all_placed = True
         for p in sim.unbound_pods(j).tolist():
             shape = int(w.shape[p])
             if self._failed_key(j, shape) in failed or self._failed_key(j, shape, group) in failed:
                 all_placed = False
                 continue
-            n = self.choose(p, feasible(st, w, p, usable if group < 0 else usable & (groups == group)))
+            n = self.choose(p, self.filter.filter(st, w, p, usable if group < 0 else usable & (groups == group)))
             if n < 0:  # no pod of this shape will find a node there this cycle
                 failed[self._failed_key(j, shape, group)] = 1
                 all_placed = False
@@ -323,34 +340,8 @@ class Scheduler:
             self.policy.on_bind(st, w, p, n)
             if groups is not None and group < 0:
                 group = int(groups[n])
-        if (self.gang_mode == "coscheduling" and not self.timeout_armed[j] and math.isnan(sim.job_started[j])
-                and (sim.pod_status[w.job_pods[j]] == BOUND).any()):
-            self.timeout_armed[j] = True
-            sim.at(sim.now + self.gang_timeout_s, self._gang_timeout, j)
+        self.gang.permit(j)
         return all_placed
-
-    def _fits_with_inflight(self, j: int, usable: np.ndarray) -> int | None:
-        """The group (rack or block, -1 = anywhere) of ready and booting nodes on which the
-        whole gang would fit, or None."""
-        pods = self.sim.unbound_pods(j)
-        groups = self.groups_of(j)
-        if groups is None:
-            return -1 if self.try_place(pods, usable) is not None else None
-        for g in groups_that_fit(self.sim.state, self.sim.w, pods, usable, groups):
-            if self.try_place(pods, usable & (groups == g)) is not None:
-                return int(g)
-        return None
-
-    def _gang_timeout(self, j: int) -> None:
-        """Coscheduling Permit timed out: release every reserved member of the gang."""
-        sim = self.sim
-        self.timeout_armed[j] = False
-        if not math.isnan(sim.job_started[j]):
-            return
-        pods = sim.w.job_pods[j]
-        for p in pods[sim.pod_status[pods] == BOUND]:
-            sim.unbind(int(p))
-        self.tried_at[j] = sim.state.version  # back off until capacity changes again
 
     # ---- why a pod is still pending ---------------------------------------------------
     def _reason_key(self, pods):
@@ -361,12 +352,13 @@ class Scheduler:
 
     def classify(self, p: int, usable: np.ndarray) -> PendingReason:
         st, w = self.sim.state, self.sim.w
-        if len(self.booting_slots) and feasible(st, w, p, self.booting, at=self.booting_slots).any():
+        fit = self.filter.filter
+        if len(self.booting_slots) and fit(st, w, p, self.booting, at=self.booting_slots).any():
             return PendingReason.BOOTING
-        if feasible(st, w, p, usable).any():  # it fits alone: its gang or gang locality failed
+        if fit(st, w, p, usable).any():  # it fits alone: its gang or gang locality failed
             j = int(w.job[p])
             return PendingReason.TOPOLOGY if w.job_locality[j] else PendingReason.GANG_WAIT
-        if (w.nvlink[p] or w.numa[p] or w.nic[p]) and feasible(st, self.w_no_claims, p, usable).any():
+        if (w.nvlink[p] or w.numa[p] or w.nic[p]) and fit(st, self.w_no_claims, p, usable).any():
             return PendingReason.TOPOLOGY
         if w.gpus[p]:  # room in total on a node of a type that could hold it: fragmentation
             need = int(w.gpus[p]) * int(w.milli[p])
