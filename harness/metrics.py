@@ -54,10 +54,10 @@ class Accounting:
         self.last = 0.0
         self.reason = sim.pod_reason
         self.reason_count = np.zeros(len(PendingReason), np.int64)
-        self.totals = {k: 0.0 for k in (
+        self.totals = dict.fromkeys((
             "billed", "used", "booting", "unallocated", "gang_wait", "committed",
             "frag_ratio_time", "frag_ratio_weight", "frag_amount_time", "frag_amount_weight",
-            "cost")}
+            "cost"), 0.0)
         self.pending_s = [0.0] * len(PendingReason)
         self.interval = float(timeline_interval_s)
         self.next_sample = 0.0

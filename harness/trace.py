@@ -95,7 +95,7 @@ class TraceMeta:
         }
 
     @classmethod
-    def from_metadata(cls, md: dict[str, str]) -> "TraceMeta":
+    def from_metadata(cls, md: dict[str, str]) -> TraceMeta:
         return cls(
             source=md.get("loopbench.source", "unknown"),
             licence=md.get("loopbench.licence", "unknown"),

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from harness.loops.cluster_autoscaler import ClusterAutoscaler
-from harness.loops.scale_down import ScaleDown
 from harness.cluster import Cluster
+from harness.loops.cluster_autoscaler import ClusterAutoscaler
 from harness.loops.merged import MergedLoop
+from harness.loops.scale_down import ScaleDown
+from harness.loops.separate import SeparateLoops
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.scheduler import Scheduler
 from harness.scores import LeastAllocated
-from harness.loops.separate import SeparateLoops
 from harness.sim import Simulation
 from harness.trace import DEFAULTS, table_from_columns, validate_table
 from harness.workload import compile_workload

@@ -16,12 +16,12 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.whatif import first_fit_many
-from harness.loops.karpenter import WhatIf
 from harness.cluster import Cluster
 from harness.filters import feasible, fits_count
+from harness.loops.karpenter import WhatIf
 from harness.sim import Simulation
 from harness.state import ABSENT, BOOTING, READY, WHOLE, ClusterState
+from harness.whatif import first_fit_many
 from harness.workload import BOUND, PENDING, compile_workload
 from tests import scenarios as sc
 

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from harness.errors import ConfigError
 from harness.loops.karpenter import KarpenterAutoscaler
+from harness.loops.separate import SeparateLoops
 from harness.scheduler import Scheduler
 from harness.scores import LeastAllocated
-from harness.loops.separate import SeparateLoops
 from harness.settings import CONSOLIDATION_POLICIES
 from harness.state import ABSENT, READY
 from tests import scenarios as sc

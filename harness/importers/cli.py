@@ -116,7 +116,7 @@ def _seconds(text: str, flag: str) -> float | None:
     text = text.strip()
     if not text:
         return None
-    unit = _UNITS.get(text[-1], None)
+    unit = _UNITS.get(text[-1])
     try:
         return float(text[:-1]) * unit if unit else float(text)
     except ValueError:

@@ -37,9 +37,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.errors import TraceError
+from harness.importers.common import (
+    ImportResult,
+    Tally,
+    concat,
+    csv_batches,
+    float_np,
+    job_rows_to_pods,
+    model_lists,
+    read_csv,
+    rebase,
+    require,
+    static_cluster,
+)
 from harness.trace import TraceMeta
-from harness.importers.common import ImportResult, Tally, concat, csv_batches, float_np, job_rows_to_pods, \
-    model_lists, read_csv, rebase, require, static_cluster
 
 TASK_COLUMNS = ["job_name", "task_name", "inst_num", "status", "start_time", "end_time",
                 "plan_cpu", "plan_mem", "plan_gpu", "gpu_type"]

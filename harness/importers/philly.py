@@ -32,16 +32,27 @@ from __future__ import annotations
 import codecs
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.errors import TraceError
-from harness.importers.common import MEM_PER_CPU_MIB, ImportResult, Tally, epoch_seconds, expand_gangs, \
-    float_np, progress_bar, read_csv, rebase, require, static_cluster
+from harness.importers.common import (
+    MEM_PER_CPU_MIB,
+    ImportResult,
+    Tally,
+    epoch_seconds,
+    expand_gangs,
+    float_np,
+    progress_bar,
+    read_csv,
+    rebase,
+    require,
+    static_cluster,
+)
 
 TZ = "America/Los_Angeles"
 CPU_PER_GPU_MILLI = 4000
