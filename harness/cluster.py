@@ -179,9 +179,11 @@ class Cluster:
                     raise ConfigError(f"{where}.{key}", f"must be >= 1 and divide gpus ({nt.gpus}), got {d}")
             for prof in nt.partition_profiles:
                 if prof not in self.partition_profiles:
-                    raise ConfigError(f"{where}.partition_profiles", f"profile '{prof}' is not in cluster.partition_profiles")
+                    raise ConfigError(f"{where}.partition_profiles",
+                                      f"profile '{prof}' is not in cluster.partition_profiles")
             if nt.gpus and not nt.gpu_model:
-                raise ConfigError(f"{where}.gpu_model", f"a node type with GPUs needs a gpu_model, got {nt.gpu_model!r}")
+                raise ConfigError(f"{where}.gpu_model",
+                                  f"a node type with GPUs needs a gpu_model, got {nt.gpu_model!r}")
             self.node_types.append(nt)
         names = [t.name for t in self.node_types]
         if len(set(names)) != len(names):
@@ -193,7 +195,8 @@ class Cluster:
             _need(cfg, "name", where)
             where = _named("pool", cfg, where)
             if cfg.get("node_type") not in names:
-                raise ConfigError(f"{where}.node_type", f"unknown node type '{cfg.get('node_type')}' (known: {', '.join(names)})")
+                raise ConfigError(f"{where}.node_type",
+                                  f"unknown node type '{cfg.get('node_type')}' (known: {', '.join(names)})")
             cfg["boot_delay"] = _build(BootDelay, _mapping(cfg.get("boot_delay") or {}, f"{where}.boot_delay"),
                                        f"{where}.boot_delay")
             pool = _build(Pool, cfg, where)
@@ -221,8 +224,8 @@ class Cluster:
         if not self.pools:
             raise ConfigError("cluster.pools", "a cluster needs at least one pool")
         if len({p.name for p in self.pools}) != len(self.pools):
-            raise ConfigError("cluster.pools", f"pool names must be unique, got {_twice([p.name for p in self.pools])!r} "
-                              "twice")
+            raise ConfigError("cluster.pools",
+                              f"pool names must be unique, got {_twice([p.name for p in self.pools])!r} twice")
         self.models = sorted({t.gpu_model for t in self.node_types if t.gpus})
         if len(self.models) > 62:
             raise ConfigError("cluster.node_types", "at most 62 distinct GPU models")

@@ -224,7 +224,7 @@ class Timeline:
         """Samples at each of `times`, all reading `row` (the columns after t_s)."""
         self._seal()
         columns = [times, *(np.full(len(times), v) for v in row)]
-        self.blocks.append(pa.table([pa.array(c, f.type) for c, f in zip(columns, TIMELINE_SCHEMA)],
+        self.blocks.append(pa.table([pa.array(c, f.type) for c, f in zip(columns, TIMELINE_SCHEMA, strict=True)],
                                     schema=TIMELINE_SCHEMA))
         self.held += len(times)
         if self.writer is not None and self.held >= self.ROW_GROUP:
@@ -242,8 +242,8 @@ class Timeline:
     def _seal(self) -> None:
         """The single samples so far become a block (they precede what comes next)."""
         if self.rows:
-            columns = list(zip(*self.rows))
-            self.blocks.append(pa.table([pa.array(c, f.type) for c, f in zip(columns, TIMELINE_SCHEMA)],
+            columns = list(zip(*self.rows, strict=True))
+            self.blocks.append(pa.table([pa.array(c, f.type) for c, f in zip(columns, TIMELINE_SCHEMA, strict=True)],
                                         schema=TIMELINE_SCHEMA))
             self.held += len(self.rows)
             self.rows = []
@@ -342,7 +342,7 @@ def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl
         **_quantiles(started["start_latency_s"].to_numpy()),
         "gangs_never_started": gangs.height - started.height,
         "cost_usd": tot["cost"],
-        **{f"pending_s_{n}": float(v) for n, v in zip(REASON_NAMES, sim.acct.pending_s)},
+        **{f"pending_s_{n}": float(v) for n, v in zip(REASON_NAMES, sim.acct.pending_s, strict=True)},
         "nodes_provisioned": nodes.height,
         "nodes_never_used": int((~nodes["used"]).sum()),
         "job_completion_p50_s": done["completion_s"].median() if done.height else float("nan"),

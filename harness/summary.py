@@ -142,7 +142,7 @@ def table(metrics: pl.DataFrame, columns: list[str] = HEADLINE) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []
     for r in [rows[0], ["-" * w for w in widths], *rows[1:]]:
-        cells = [c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))]
+        cells = [c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))]
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)
 

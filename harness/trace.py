@@ -122,7 +122,8 @@ def write_trace(table: pa.Table, path: str | os.PathLike, meta: TraceMeta) -> Pa
     """Validate and write a trace atomically (temp file + rename): no half-written trace."""
     path = Path(path)
     table = validate_table(table, str(path))
-    table = table.replace_schema_metadata({**(SCHEMA.metadata or {}), **{k.encode(): v.encode() for k, v in meta.to_metadata().items()}})
+    ours = {k.encode(): v.encode() for k, v in meta.to_metadata().items()}
+    table = table.replace_schema_metadata({**(SCHEMA.metadata or {}), **ours})
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression="zstd")
     return path

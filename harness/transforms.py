@@ -200,7 +200,8 @@ def inflate(table: pa.Table, ratio: float, cluster: Cluster | Mapping | str | os
     sizes = starts[draws + 1] - starts[draws]
     pos = np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)
     rows = order[np.repeat(starts[draws], sizes) + pos]
-    return pa.concat_tables([table, _copies(table, rows, np.repeat(np.arange(len(draws)), sizes), "i")]).combine_chunks()
+    copies = _copies(table, rows, np.repeat(np.arange(len(draws)), sizes), "i")
+    return pa.concat_tables([table, copies]).combine_chunks()
 
 
 # ---- Hydra-instantiable steps -----------------------------------------------------------

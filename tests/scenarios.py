@@ -14,7 +14,7 @@ from harness.sim import Simulation
 from harness.trace import DEFAULTS, table_from_columns, validate_table
 from harness.workload import compile_workload
 
-GPU8 = dict(cpu_milli=64000, memory_mib=512000, gpus=8, gpu_model="H100")
+GPU8 = {"cpu_milli": 64000, "memory_mib": 512000, "gpus": 8, "gpu_model": "H100"}
 
 
 def node_type(name: str, **kw) -> dict:

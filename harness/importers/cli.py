@@ -38,7 +38,8 @@ def _openb_pods(paths: list[str]) -> ImportResult:
     from harness.importers.openb import read_openb_pods
 
     table = read_openb_pods(paths[0])
-    meta = TraceMeta(source=f"Alibaba openb v2023 {Path(paths[0]).name}", licence="Alibaba clusterdata terms (research use)",
+    meta = TraceMeta(source=f"Alibaba openb v2023 {Path(paths[0]).name}",
+                     licence="Alibaba clusterdata terms (research use)",
                      time_origin="first pod creation (seconds as published)",
                      description="one independent pod per row; see harness/importers/openb.py")
     return ImportResult(table, meta, "pods", table.num_rows)
@@ -51,7 +52,8 @@ def _openb_nodes(path: str) -> dict:
     types = {t["name"]: t for t in cluster["node_types"]}
     for pool in cluster["pools"]:  # price and boot the pools like every other node list
         t = types[pool["node_type"]]
-        pool.setdefault("price_on_demand", node_price(t.get("gpu_model", ""), t.get("gpus", 0), t["cpu_milli"], t["memory_mib"]))
+        pool.setdefault("price_on_demand",
+                        node_price(t.get("gpu_model", ""), t.get("gpus", 0), t["cpu_milli"], t["memory_mib"]))
         pool.setdefault("boot_delay", boot_delay(t.get("gpus", 0)))
     return {"_target_": "harness.cluster.Cluster", **cluster}
 
@@ -136,7 +138,7 @@ def _steps(args, cluster: dict | None) -> list:
         steps.append(tf.Scale(args.scale, args.seed))
     if args.remap:
         pairs = [r.split("=", 1) for r in args.remap]
-        bad = [r for r, pr in zip(args.remap, pairs) if len(pr) != 2 or not pr[0] or not pr[1]]
+        bad = [r for r, pr in zip(args.remap, pairs, strict=True) if len(pr) != 2 or not pr[0] or not pr[1]]
         if bad:
             raise ConfigError("--remap", f"expected OLD=NEW, got {bad[0]!r}")
         steps.append(tf.RemapModels(dict(pairs)))
@@ -239,7 +241,8 @@ def run(argv: list[str]) -> int:
         write_text(_cluster_yaml(cluster, args.format, args.nodes, args.autoscaled), Path(out))
         n_nodes = sum(p["max_size"] for p in cluster["pools"])
         print(f"loopbench import {args.format}: {args.nodes} -> {out} "
-              f"({len(cluster['pools'])} pools, up to {n_nodes:,} nodes, autoscaling {'on' if args.autoscaled else 'off'})")
+              f"({len(cluster['pools'])} pools, up to {n_nodes:,} nodes, "
+              f"autoscaling {'on' if args.autoscaled else 'off'})")
     steps = _steps(args, cluster)
     if not args.sources:
         if steps:

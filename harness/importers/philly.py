@@ -208,7 +208,8 @@ def read_philly_machines(path: str | os.PathLike) -> dict:
     gpus = float_np(t.column("number of GPUs"), file, "number of GPUs", 0)
     require(gpus, ~((gpus >= 1) & (gpus <= 64)) | (gpus != np.floor(gpus)), file, "number of GPUs", 0,
             "must be a whole number in [1, 64]")
-    mem = pc.utf8_upper(pc.utf8_trim_whitespace(pc.fill_null(t.column("single GPU mem"), ""))).to_numpy(zero_copy_only=False)
+    mem = pc.utf8_upper(pc.utf8_trim_whitespace(pc.fill_null(t.column("single GPU mem"), "")))
+    mem = mem.to_numpy(zero_copy_only=False)
     require(mem, ~pc.match_substring_regex(pa.array(mem), r"^\d+(\.\d+)?\s*GB$").to_numpy(zero_copy_only=False),
             file, "single GPU mem", 0, "must look like '24GB'")
     models = np.char.add("philly-", np.char.lower(np.char.replace(mem.astype(str), " ", "")))
