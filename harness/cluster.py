@@ -76,7 +76,10 @@ class Pool:
     @property
     def price(self) -> float:
         """Hourly price of a node beyond the committed slots."""
-        return float(self.price_spot) if self.spot else float(self.price_on_demand)
+        if self.spot:
+            assert self.price_spot is not None, "Cluster() refuses a spot pool without price_spot"
+            return float(self.price_spot)
+        return float(self.price_on_demand)
 
     @property
     def committed_price(self) -> float:
@@ -152,7 +155,7 @@ class Cluster:
         self.autoscaling = bool(_typed(autoscaling, "bool", "cluster.autoscaling"))  # no bool("maybe")
         self.partition_profiles = {}
         for prof, milli in _mapping(partition_profiles or {}, "cluster.partition_profiles").items():
-            if not isinstance(milli, numbers.Integral) or isinstance(milli, bool) or not 0 < milli <= 1000:
+            if not isinstance(milli, numbers.Integral) or isinstance(milli, bool) or not 0 < int(milli) <= 1000:
                 raise ConfigError(f"cluster.partition_profiles.{prof}", f"milli must be in (0, 1000], got {milli!r}")
             self.partition_profiles[str(prof)] = int(milli)
         for key, value in (("node_types", node_types), ("pools", pools)):

@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import math
 import zlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -418,7 +419,8 @@ class SyntheticWorkload:
         }
         lams = {name: self._intensity(c, rngs[name]) for name, c in self.classes.items()}
         counts = self._class_counts(rngs, lams)
-        makers = {"inference": self._inference, "training": self._training, "gangs": self._gangs, "cpu": self._cpu}
+        makers: dict[str, Callable[..., _Part]] = {
+            "inference": self._inference, "training": self._training, "gangs": self._gangs, "cpu": self._cpu}
         parts = []
         for name, c in self.classes.items():
             n = counts[name]
@@ -460,7 +462,8 @@ def _assemble(parts: list[_Part], class_names: list[str]) -> pa.Table:
 
     def merged_strings(idx_attr: str, names_attr: str) -> pa.Array:
         """One dictionary over all classes' names; per-pod index shifted into it."""
-        names, idxs = [], []
+        names: list[str] = []
+        idxs = []
         for p in parts:
             local = getattr(p, idx_attr)
             offset = len(names)
@@ -538,7 +541,7 @@ def gang_misfits(table: pa.Table, cluster, compiled=None) -> list[str]:
     from harness.workload import compile_workload, type_fits
 
     wl = compiled if compiled is not None else compile_workload(table, cluster)
-    problems = []
+    problems: list[str] = []
     gang_jobs = np.flatnonzero(wl.job_min_member > 1)
     if not len(gang_jobs):
         return problems

@@ -110,7 +110,7 @@ def _change(metric: Metric, base, value) -> str | None:
 def verdict(name: str, base_name: str, values: dict, base: dict) -> str:
     """`name vs base_name: <metric> <change>, ...` over VERDICT (values by column)."""
     columns = list(VERDICT)
-    if any(not _missing(d.get(NEVER_STARTED)) and d.get(NEVER_STARTED) > 0 for d in (values, base)):
+    if any((d.get(NEVER_STARTED) or 0) > 0 for d in (values, base)):  # None or NaN: not > 0
         columns.append(NEVER_STARTED)
     parts = []
     for i, c in enumerate(columns):

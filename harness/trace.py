@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -62,7 +63,7 @@ SCHEMA = pa.schema(
 #: Columns whose value must be the same for every member of a gang.
 GANG_AGREEMENT = ("min_member", "submit_s", "priority", "queue", "gang_locality")
 
-DEFAULTS = {
+DEFAULTS: dict[str, Any] = {
     "duration_s": None,
     "gpu_partition": None,
     "gpu_models": [],

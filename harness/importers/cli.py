@@ -125,8 +125,8 @@ def _seconds(text: str, flag: str) -> float | None:
         raise ConfigError(flag, f"not a time: {text!r} (seconds, or a number with s/m/h/d)") from None
 
 
-def _steps(args, cluster: dict | None) -> list:
-    steps = []
+def _steps(args, cluster: dict | None) -> list[Callable[[pa.Table], pa.Table]]:
+    steps: list[Callable[[pa.Table], pa.Table]] = []
     if args.window:
         if ":" not in args.window:
             raise ConfigError("--window", f"expected START:END, got {args.window!r}")
@@ -205,15 +205,15 @@ def _same_file(a: str, b: str) -> bool:
 def _check_outputs(outputs: list[tuple[str, str | None]], inputs: list[str]) -> None:
     """Refuse, before anything is written, an output (flag, path) that is an input of this
     import, a directory, or the other output."""
-    outputs = [(flag, path) for flag, path in outputs if path]
-    for flag, path in outputs:
+    given = [(flag, path) for flag, path in outputs if path]
+    for flag, path in given:
         if os.path.isdir(path):
             raise ConfigError(flag, f"{path}: is a directory; give a file to write")
         for src in inputs:
             if _same_file(path, src):
                 raise ConfigError(flag, f"{path}: is an input of this import ({src}); write elsewhere")
-    if len(outputs) == 2 and _same_file(outputs[0][1], outputs[1][1]):
-        raise ConfigError(outputs[1][0], f"{outputs[1][1]}: is also the trace output (-o); give another file")
+    if len(given) == 2 and _same_file(given[0][1], given[1][1]):
+        raise ConfigError(given[1][0], f"{given[1][1]}: is also the trace output (-o); give another file")
 
 
 def run(argv: list[str]) -> int:
@@ -233,6 +233,7 @@ def run(argv: list[str]) -> int:
                    [p for p in (*args.sources, args.nodes, args.inflate_cluster, args.transforms) if p])
     cluster = None
     if args.nodes:
+        assert fmt.nodes is not None  # refused above
         cluster = fmt.nodes(args.nodes)
         if args.autoscaled:
             cluster = autoscaled_cluster(cluster)

@@ -30,6 +30,7 @@ a static cluster, one fixed-size pool per distinct shape; `gpu_type` CPU means n
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -81,7 +82,7 @@ def _users(path: Path) -> tuple[pa.Array, pa.Array]:
     return t.column("job_name").combine_chunks(), t.column("user").combine_chunks()
 
 
-def read_pai(paths: list[str | os.PathLike]) -> ImportResult:
+def read_pai(paths: Sequence[str | os.PathLike]) -> ImportResult:
     by_kind: dict[str, Path] = {}
     for p in map(Path, paths):
         kind = _kind(p)
