@@ -47,7 +47,8 @@ class Cloud:
         sl = self.state.pool_slots(p)
         return int(((self.state.status[sl] == ABSENT) & self.state.slot_committed[sl]).sum())
 
-    def request(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def request(self, p: int, count: int, atomic: bool,
+                slots: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Ask pool p for `count` nodes, in the given free slots (racks) or the lowest free ones.
         Returns (slots, boot delays) of what was granted."""
         pool = self.cluster.pools[p]

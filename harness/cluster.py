@@ -76,7 +76,10 @@ class Pool:
     @property
     def price(self) -> float:
         """Hourly price of a node beyond the committed slots."""
-        return float(self.price_spot) if self.spot else float(self.price_on_demand)
+        if self.spot:
+            assert self.price_spot is not None, "Cluster() refuses a spot pool without price_spot"
+            return float(self.price_spot)
+        return float(self.price_on_demand)
 
     @property
     def committed_price(self) -> float:
@@ -152,7 +155,7 @@ class Cluster:
         self.autoscaling = bool(_typed(autoscaling, "bool", "cluster.autoscaling"))  # no bool("maybe")
         self.partition_profiles = {}
         for prof, milli in _mapping(partition_profiles or {}, "cluster.partition_profiles").items():
-            if not isinstance(milli, numbers.Integral) or isinstance(milli, bool) or not 0 < milli <= 1000:
+            if not isinstance(milli, numbers.Integral) or isinstance(milli, bool) or not 0 < int(milli) <= 1000:
                 raise ConfigError(f"cluster.partition_profiles.{prof}", f"milli must be in (0, 1000], got {milli!r}")
             self.partition_profiles[str(prof)] = int(milli)
         for key, value in (("node_types", node_types), ("pools", pools)):
@@ -179,9 +182,11 @@ class Cluster:
                     raise ConfigError(f"{where}.{key}", f"must be >= 1 and divide gpus ({nt.gpus}), got {d}")
             for prof in nt.partition_profiles:
                 if prof not in self.partition_profiles:
-                    raise ConfigError(f"{where}.partition_profiles", f"profile '{prof}' is not in cluster.partition_profiles")
+                    raise ConfigError(f"{where}.partition_profiles",
+                                      f"profile '{prof}' is not in cluster.partition_profiles")
             if nt.gpus and not nt.gpu_model:
-                raise ConfigError(f"{where}.gpu_model", f"a node type with GPUs needs a gpu_model, got {nt.gpu_model!r}")
+                raise ConfigError(f"{where}.gpu_model",
+                                  f"a node type with GPUs needs a gpu_model, got {nt.gpu_model!r}")
             self.node_types.append(nt)
         names = [t.name for t in self.node_types]
         if len(set(names)) != len(names):
@@ -193,7 +198,8 @@ class Cluster:
             _need(cfg, "name", where)
             where = _named("pool", cfg, where)
             if cfg.get("node_type") not in names:
-                raise ConfigError(f"{where}.node_type", f"unknown node type '{cfg.get('node_type')}' (known: {', '.join(names)})")
+                raise ConfigError(f"{where}.node_type",
+                                  f"unknown node type '{cfg.get('node_type')}' (known: {', '.join(names)})")
             cfg["boot_delay"] = _build(BootDelay, _mapping(cfg.get("boot_delay") or {}, f"{where}.boot_delay"),
                                        f"{where}.boot_delay")
             pool = _build(Pool, cfg, where)
@@ -221,8 +227,8 @@ class Cluster:
         if not self.pools:
             raise ConfigError("cluster.pools", "a cluster needs at least one pool")
         if len({p.name for p in self.pools}) != len(self.pools):
-            raise ConfigError("cluster.pools", f"pool names must be unique, got {_twice([p.name for p in self.pools])!r} "
-                              "twice")
+            raise ConfigError("cluster.pools",
+                              f"pool names must be unique, got {_twice([p.name for p in self.pools])!r} twice")
         self.models = sorted({t.gpu_model for t in self.node_types if t.gpus})
         if len(self.models) > 62:
             raise ConfigError("cluster.node_types", "at most 62 distinct GPU models")

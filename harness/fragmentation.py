@@ -27,7 +27,7 @@ class TargetWorkload:
     popularity: np.ndarray  # float64, sums to 1
 
     @classmethod
-    def from_pods(cls, cpu, gpus, milli, model_mask, coverage: float = COVERAGE) -> "TargetWorkload":
+    def from_pods(cls, cpu, gpus, milli, model_mask, coverage: float = COVERAGE) -> TargetWorkload:
         """Count shapes (cpu, milli, gpus, models), keep the most frequent until they cover
         `coverage` of pods, and renormalise their popularity over the kept count."""
         key = np.stack([np.asarray(cpu, np.int64), np.asarray(milli, np.int64),

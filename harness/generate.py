@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import math
 import zlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -265,7 +266,8 @@ class SyntheticWorkload:
     def _class_counts(self, rng_by_class: dict[str, np.random.Generator], intensities: dict) -> dict[str, int]:
         if self.n_jobs is None:
             return {
-                name: int(rng_by_class[name].poisson((intensities[name] * self._bin_widths(len(intensities[name]))).sum()))
+                name: int(rng_by_class[name].poisson(
+                    (intensities[name] * self._bin_widths(len(intensities[name]))).sum()))
                 for name in self.classes
             }
         rates = np.array([c.rate_per_h for c in self.classes.values()], float)
@@ -275,7 +277,7 @@ class SyntheticWorkload:
         if rest:  # largest remainder, ties to the earlier class
             order = np.argsort(-(exact - counts), kind="stable")
             counts[order[:rest]] += 1
-        return {name: int(k) for name, k in zip(self.classes, counts)}
+        return {name: int(k) for name, k in zip(self.classes, counts, strict=True)}
 
     def _intensity(self, c: JobClass, rng: np.random.Generator) -> np.ndarray:
         """Jobs per second in each BIN_S bin of [0, span_s): daily cycle x burst windows."""
@@ -411,12 +413,14 @@ class SyntheticWorkload:
         """The canonical trace for `seed`: same seed and knobs -> byte-identical table."""
         seed = int(seed)
         rngs = {
-            name: np.random.default_rng(np.random.SeedSequence([seed & 0xFFFFFFFF, seed >> 32, zlib.crc32(name.encode())]))
+            name: np.random.default_rng(
+                np.random.SeedSequence([seed & 0xFFFFFFFF, seed >> 32, zlib.crc32(name.encode())]))
             for name in self.classes
         }
         lams = {name: self._intensity(c, rngs[name]) for name, c in self.classes.items()}
         counts = self._class_counts(rngs, lams)
-        makers = {"inference": self._inference, "training": self._training, "gangs": self._gangs, "cpu": self._cpu}
+        makers: dict[str, Callable[..., _Part]] = {
+            "inference": self._inference, "training": self._training, "gangs": self._gangs, "cpu": self._cpu}
         parts = []
         for name, c in self.classes.items():
             n = counts[name]
@@ -453,11 +457,13 @@ def _assemble(parts: list[_Part], class_names: list[str]) -> pa.Table:
     width = max(6, len(str(max(n_jobs - 1, 0))))
     prefixes = pa.array([PREFIX[c] + "-" for c in class_names], pa.string())
     job_ids = _ids(pc.take(prefixes, pa.array(cls.astype(np.int32))), job_no, width)
-    pod_ids = pc.binary_join_element_wise(job_ids, pc.utf8_lpad(pa.array(member.astype(np.int64)).cast(pa.string()), width=2, padding="0"), "-")
+    suffixes = pc.utf8_lpad(pa.array(member.astype(np.int64)).cast(pa.string()), width=2, padding="0")
+    pod_ids = pc.binary_join_element_wise(job_ids, suffixes, "-")
 
     def merged_strings(idx_attr: str, names_attr: str) -> pa.Array:
         """One dictionary over all classes' names; per-pod index shifted into it."""
-        names, idxs = [], []
+        names: list[str] = []
+        idxs = []
         for p in parts:
             local = getattr(p, idx_attr)
             offset = len(names)
@@ -535,7 +541,7 @@ def gang_misfits(table: pa.Table, cluster, compiled=None) -> list[str]:
     from harness.workload import compile_workload, type_fits
 
     wl = compiled if compiled is not None else compile_workload(table, cluster)
-    problems = []
+    problems: list[str] = []
     gang_jobs = np.flatnonzero(wl.job_min_member > 1)
     if not len(gang_jobs):
         return problems
@@ -557,7 +563,7 @@ def gang_misfits(table: pa.Table, cluster, compiled=None) -> list[str]:
     need = wl.job_min_member[gang_jobs]
     cap = np.select([wl.job_locality[gang_jobs] == 1, wl.job_locality[gang_jobs] == 2], [rack_cap, block_cap], total)
     # one pod per node is the conservative bound for the whole-node pods gangs use here
-    for j, c_, nd in zip(gang_jobs[need > cap], cap[need > cap], need[need > cap]):
+    for j, c_, nd in zip(gang_jobs[need > cap], cap[need > cap], need[need > cap], strict=True):
         problems.append(f"gang {wl.job_id[j]}: {nd} members but at most {c_} fitting nodes in one locality domain")
     return problems
 
@@ -617,7 +623,8 @@ def generate_task(cfg) -> None:
             )
         bad = gang_misfits(table, cluster, compiled)
         if bad:
-            raise ConfigError("workload.gangs", f"{len(bad)} gangs cannot fit the cluster's racks/blocks, e.g. {bad[0]}")
+            raise ConfigError("workload.gangs",
+                              f"{len(bad)} gangs cannot fit the cluster's racks/blocks, e.g. {bad[0]}")
     out = to_absolute_path(str(cfg.out))
     meta = TraceMeta(
         source=workload.describe(seed),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import operator
 from enum import IntEnum
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import polars as pl
@@ -54,10 +55,10 @@ class Accounting:
         self.last = 0.0
         self.reason = sim.pod_reason
         self.reason_count = np.zeros(len(PendingReason), np.int64)
-        self.totals = {k: 0.0 for k in (
+        self.totals = dict.fromkeys((
             "billed", "used", "booting", "unallocated", "gang_wait", "committed",
             "frag_ratio_time", "frag_ratio_weight", "frag_amount_time", "frag_amount_weight",
-            "cost")}
+            "cost"), 0.0)
         self.pending_s = [0.0] * len(PendingReason)
         self.interval = float(timeline_interval_s)
         self.next_sample = 0.0
@@ -78,7 +79,7 @@ class Accounting:
         if (old >= 0).any():
             self.reason_count -= np.bincount(old[old >= 0], minlength=n)
         self.reason[pods] = reasons
-        if np.ndim(reasons):
+        if isinstance(reasons, np.ndarray) and reasons.ndim:
             self.reason_count += np.bincount(reasons[reasons >= 0], minlength=n)
         elif reasons >= 0:
             self.reason_count[reasons] += len(pods)
@@ -224,7 +225,7 @@ class Timeline:
         """Samples at each of `times`, all reading `row` (the columns after t_s)."""
         self._seal()
         columns = [times, *(np.full(len(times), v) for v in row)]
-        self.blocks.append(pa.table([pa.array(c, f.type) for c, f in zip(columns, TIMELINE_SCHEMA)],
+        self.blocks.append(pa.table([pa.array(c, f.type) for c, f in zip(columns, TIMELINE_SCHEMA, strict=True)],
                                     schema=TIMELINE_SCHEMA))
         self.held += len(times)
         if self.writer is not None and self.held >= self.ROW_GROUP:
@@ -232,9 +233,10 @@ class Timeline:
 
     def frame(self) -> pl.DataFrame:
         """The samples not yet streamed (all of them when not streaming)."""
-        return pl.from_arrow(self._table())
+        return cast(pl.DataFrame, pl.from_arrow(self._table()))  # a table converts to a frame
 
     def close(self) -> None:
+        assert self.writer is not None, "close() ends what stream_to() began"
         self._flush(whole_groups=False)
         self.writer.close()
         self.atomic.__exit__(None, None, None)
@@ -242,8 +244,8 @@ class Timeline:
     def _seal(self) -> None:
         """The single samples so far become a block (they precede what comes next)."""
         if self.rows:
-            columns = list(zip(*self.rows))
-            self.blocks.append(pa.table([pa.array(c, f.type) for c, f in zip(columns, TIMELINE_SCHEMA)],
+            columns = list(zip(*self.rows, strict=True))
+            self.blocks.append(pa.table([pa.array(c, f.type) for c, f in zip(columns, TIMELINE_SCHEMA, strict=True)],
                                         schema=TIMELINE_SCHEMA))
             self.held += len(self.rows)
             self.rows = []
@@ -257,6 +259,7 @@ class Timeline:
         (less than a group) stays held."""
         table = self._table()
         n = len(table) - len(table) % self.ROW_GROUP if whole_groups else len(table)
+        assert self.writer is not None, "only a streaming timeline flushes"
         if n:
             self.writer.write_table(table.slice(0, n), row_group_size=self.ROW_GROUP)
         self.blocks = [table.slice(n)] if n < len(table) else []
@@ -267,12 +270,13 @@ def _quantiles(values: np.ndarray) -> dict[str, float]:
     if len(values) == 0:
         return {f"gang_latency_{k}_s": float("nan") for k in ("p50", "p90", "p95", "p99", "max")}
     s = pl.Series(values)
+    # polars types these Optional: None is for an empty or all-null series, and this one is neither
     return {
-        "gang_latency_p50_s": s.quantile(0.5, "linear"),
-        "gang_latency_p90_s": s.quantile(0.9, "linear"),
-        "gang_latency_p95_s": s.quantile(0.95, "linear"),
-        "gang_latency_p99_s": s.quantile(0.99, "linear"),
-        "gang_latency_max_s": float(s.max()),
+        "gang_latency_p50_s": cast(float, s.quantile(0.5, "linear")),
+        "gang_latency_p90_s": cast(float, s.quantile(0.9, "linear")),
+        "gang_latency_p95_s": cast(float, s.quantile(0.95, "linear")),
+        "gang_latency_p99_s": cast(float, s.quantile(0.99, "linear")),
+        "gang_latency_max_s": float(cast(float, s.max())),
     }
 
 
@@ -342,7 +346,7 @@ def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl
         **_quantiles(started["start_latency_s"].to_numpy()),
         "gangs_never_started": gangs.height - started.height,
         "cost_usd": tot["cost"],
-        **{f"pending_s_{n}": float(v) for n, v in zip(REASON_NAMES, sim.acct.pending_s)},
+        **{f"pending_s_{n}": float(v) for n, v in zip(REASON_NAMES, sim.acct.pending_s, strict=True)},
         "nodes_provisioned": nodes.height,
         "nodes_never_used": int((~nodes["used"]).sum()),
         "job_completion_p50_s": done["completion_s"].median() if done.height else float("nan"),

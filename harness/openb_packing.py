@@ -64,7 +64,8 @@ def value_at(arrived_pct: np.ndarray, values: np.ndarray, pct: int) -> float:
 class OpenbPacking:
     """Runner of one packing run: one policy, one seed, one openb pod list on one node list."""
 
-    def __init__(self, pods_csv: str | Path, nodes_csv: str | Path, target_ratio: float = 1.3, coverage: float = COVERAGE):
+    def __init__(self, pods_csv: str | Path, nodes_csv: str | Path, target_ratio: float = 1.3,
+                 coverage: float = COVERAGE):
         check("harness.openb_packing.OpenbPacking", "runner", target_ratio=target_ratio, coverage=coverage)
         self.pods_csv, self.nodes_csv = _resolve(pods_csv), _resolve(nodes_csv)
         self.target_ratio, self.coverage = float(target_ratio), float(coverage)
@@ -300,7 +301,8 @@ def report_main(argv: list[str]) -> int:
     out = Path(args.out)
     summary = summarize(metrics)
     plots = {}
-    with_curves = [(r, m) for r, m in zip(runs, metrics.iter_rows(named=True)) if (r / "curve.parquet").exists()]
+    with_curves = [(r, m) for r, m in zip(runs, metrics.iter_rows(named=True), strict=True)
+                   if (r / "curve.parquet").exists()]
     with atomic_dir(out, "summary.md") as tmp:  # `out` is the old report or the new one, whole
         if with_curves:
             curves = pl.concat([
@@ -315,6 +317,6 @@ def report_main(argv: list[str]) -> int:
         summary.write_csv(tmp / "summary.csv")
         write_text(_markdown(summary, plots), tmp / "summary.md")
         idents = metrics.select("trace", "policy", "seed").iter_rows(named=True)
-        write_report_provenance(tmp, sorted(zip(idents, runs), key=lambda r: tuple(r[0].values())))
+        write_report_provenance(tmp, sorted(zip(idents, runs, strict=True), key=lambda r: tuple(r[0].values())))
     print(f"{len(runs)} runs -> {out / 'summary.md'}")
     return 0

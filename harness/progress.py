@@ -66,7 +66,10 @@ class Progress:
     def line(self, now: float) -> str:
         """`replay merged  26%: sim 12.5 h of 48.0 h, ..., elapsed 1 min 2 s, ETA 2 min 56 s`"""
         elapsed = now - self.started
-        what = self.status(self.done) if self.status is not None else f"{self.done:,.0f} of {self.total:,.0f} {self.unit}"
+        if self.status is not None:
+            what = self.status(self.done)
+        else:
+            what = f"{self.done:,.0f} of {self.total:,.0f} {self.unit}"
         parts = [what.rstrip(), f"elapsed {duration(elapsed)}"]
         if 0 < self.done < self.total:
             parts.append(f"ETA {duration(elapsed * (self.total - self.done) / self.done)}")

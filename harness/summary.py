@@ -110,7 +110,7 @@ def _change(metric: Metric, base, value) -> str | None:
 def verdict(name: str, base_name: str, values: dict, base: dict) -> str:
     """`name vs base_name: <metric> <change>, ...` over VERDICT (values by column)."""
     columns = list(VERDICT)
-    if any(not _missing(d.get(NEVER_STARTED)) and d.get(NEVER_STARTED) > 0 for d in (values, base)):
+    if any((d.get(NEVER_STARTED) or 0) > 0 for d in (values, base)):  # None or NaN: not > 0
         columns.append(NEVER_STARTED)
     parts = []
     for i, c in enumerate(columns):
@@ -142,7 +142,7 @@ def table(metrics: pl.DataFrame, columns: list[str] = HEADLINE) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []
     for r in [rows[0], ["-" * w for w in widths], *rows[1:]]:
-        cells = [c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))]
+        cells = [c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))]
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -62,7 +63,7 @@ SCHEMA = pa.schema(
 #: Columns whose value must be the same for every member of a gang.
 GANG_AGREEMENT = ("min_member", "submit_s", "priority", "queue", "gang_locality")
 
-DEFAULTS = {
+DEFAULTS: dict[str, Any] = {
     "duration_s": None,
     "gpu_partition": None,
     "gpu_models": [],
@@ -95,7 +96,7 @@ class TraceMeta:
         }
 
     @classmethod
-    def from_metadata(cls, md: dict[str, str]) -> "TraceMeta":
+    def from_metadata(cls, md: dict[str, str]) -> TraceMeta:
         return cls(
             source=md.get("loopbench.source", "unknown"),
             licence=md.get("loopbench.licence", "unknown"),
@@ -122,7 +123,8 @@ def write_trace(table: pa.Table, path: str | os.PathLike, meta: TraceMeta) -> Pa
     """Validate and write a trace atomically (temp file + rename): no half-written trace."""
     path = Path(path)
     table = validate_table(table, str(path))
-    table = table.replace_schema_metadata({**(SCHEMA.metadata or {}), **{k.encode(): v.encode() for k, v in meta.to_metadata().items()}})
+    ours = {k.encode(): v.encode() for k, v in meta.to_metadata().items()}
+    table = table.replace_schema_metadata({**(SCHEMA.metadata or {}), **ours})
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression="zstd")
     return path

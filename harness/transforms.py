@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -135,7 +136,7 @@ def cluster_gpu_milli(cluster: Cluster | Mapping | str | os.PathLike | int) -> i
     if isinstance(cluster, (str, os.PathLike)):
         from omegaconf import OmegaConf
 
-        cluster = OmegaConf.to_container(OmegaConf.load(cluster), resolve=True)
+        cluster = cast(Mapping, OmegaConf.to_container(OmegaConf.load(os.fspath(cluster)), resolve=True))
     if isinstance(cluster, Mapping):
         cluster = Cluster(**{k: v for k, v in cluster.items() if k != "_target_"})
     gpus = {t.name: t.gpus for t in cluster.node_types}
@@ -200,7 +201,8 @@ def inflate(table: pa.Table, ratio: float, cluster: Cluster | Mapping | str | os
     sizes = starts[draws + 1] - starts[draws]
     pos = np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)
     rows = order[np.repeat(starts[draws], sizes) + pos]
-    return pa.concat_tables([table, _copies(table, rows, np.repeat(np.arange(len(draws)), sizes), "i")]).combine_chunks()
+    copies = _copies(table, rows, np.repeat(np.arange(len(draws)), sizes), "i")
+    return pa.concat_tables([table, copies]).combine_chunks()
 
 
 # ---- Hydra-instantiable steps -----------------------------------------------------------

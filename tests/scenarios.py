@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from harness.loops.cluster_autoscaler import ClusterAutoscaler
-from harness.loops.scale_down import ScaleDown
 from harness.cluster import Cluster
+from harness.loops.cluster_autoscaler import ClusterAutoscaler
 from harness.loops.merged import MergedLoop
+from harness.loops.scale_down import ScaleDown
+from harness.loops.separate import SeparateLoops
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.scheduler import Scheduler
 from harness.scheduler.gang import Atomic, Coscheduling, NoGang
 from harness.scores import LeastAllocated
-from harness.loops.separate import SeparateLoops
 from harness.sim import Simulation
 from harness.trace import DEFAULTS, table_from_columns, validate_table
 from harness.workload import compile_workload
 
-GPU8 = dict(cpu_milli=64000, memory_mib=512000, gpus=8, gpu_model="H100")
+GPU8 = {"cpu_milli": 64000, "memory_mib": 512000, "gpus": 8, "gpu_model": "H100"}
 
 
 def node_type(name: str, **kw) -> dict:

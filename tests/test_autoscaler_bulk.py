@@ -16,12 +16,12 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.whatif import first_fit_many
-from harness.loops.karpenter import WhatIf
 from harness.cluster import Cluster
 from harness.filters import feasible, fits_count
+from harness.loops.karpenter import WhatIf
 from harness.sim import Simulation
 from harness.state import ABSENT, BOOTING, READY, WHOLE, ClusterState
+from harness.whatif import first_fit_many
 from harness.workload import BOUND, PENDING, compile_workload
 from tests import scenarios as sc
 
@@ -335,7 +335,8 @@ def test_karpenter_what_if_by_runs_equals_pod_by_pod(setup, data):
     ref = WhatIfOneByOne(state.copy(), w, tiers, spare)
     bulk = WhatIf(state.copy(), w, tiers, spare)
     expected = [ref.place(p, max_claims) for p in range(w.n_pods)]
-    got = np.concatenate([bulk.place_run(np.arange(a, b), max_claims) for a, b in zip(bounds[:-1], bounds[1:])])
+    got = np.concatenate([bulk.place_run(np.arange(a, b), max_claims)
+                          for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
     assert got.tolist() == expected
     for name in SUMMARIES + ("status",):
         assert (getattr(ref.st, name) == getattr(bulk.st, name)).all(), name

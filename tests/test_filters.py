@@ -84,7 +84,7 @@ def fits(state: ClusterState, w, pod: int, n: int, usable: np.ndarray | None = N
         return any(free >= milli for free in row)
     nvl = nt.gpu_domains(nt.nvlink_domains) if w.nvlink[pod] else [0] * nt.gpus
     numa = nt.gpu_domains(nt.numa_domains) if w.numa[pod] else [0] * nt.gpus
-    per_domain = Counter((int(a), int(b)) for a, b, free in zip(nvl, numa, row) if free == WHOLE)
+    per_domain = Counter((int(a), int(b)) for a, b, free in zip(nvl, numa, row, strict=True) if free == WHOLE)
     return max(per_domain.values(), default=0) >= k
 
 

@@ -134,7 +134,7 @@ def test_class_mix(table, cluster):
     assert set(milli[inf & ~part]) == {250, 500}
     assert (milli[inf & part] == 0).all() and part[inf].mean() > 0.1
     assert set(table.column("gpu_partition").drop_null().to_pylist()) <= set(cluster.partition_profiles)
-    inf_models = {tuple(m) for m, i in zip(models, inf) if i}
+    inf_models = {tuple(m) for m, i in zip(models, inf, strict=True) if i}
     assert inf_models == {("L4",), ("H100",), ()}
     assert not (nvl | numa | nic)[inf].any() and (minm[inf] == 1).all()
 
@@ -180,7 +180,7 @@ def test_gangs_consistent(table):
     for name in ("submit_s", "duration_s", "priority", "queue", "gang_locality", "cpu_milli"):
         v = _np(table, name)[gang_rows]
         first = {}
-        for k, x in zip(inv, v):
+        for k, x in zip(inv, v, strict=True):
             assert first.setdefault(k, x) == x, name
     loc = _np(table, "gang_locality")[gang_rows]
     assert counts[inv][loc == "rack"].max() <= 4, "rack gangs fit a 4-node rack"

@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 
 from harness.cluster import Cluster
 from harness.loops.karpenter import KarpenterAutoscaler
+from harness.loops.separate import SeparateLoops
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.scheduler import Scheduler
 from harness.scheduler.gang import Atomic
 from harness.scores import LeastAllocated, MostAllocated
-from harness.loops.separate import SeparateLoops
 from harness.sim import BOUND, RUNNING, Simulation
 from harness.state import ABSENT, BOOTING, READY
 from harness.workload import LOCALITY_CODE, compile_workload

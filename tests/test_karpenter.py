@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from harness.errors import ConfigError
 from harness.loops.karpenter import KarpenterAutoscaler
+from harness.loops.separate import SeparateLoops
 from harness.scheduler import Scheduler
 from harness.scores import LeastAllocated
-from harness.loops.separate import SeparateLoops
 from harness.settings import CONSOLIDATION_POLICIES
 from harness.state import ABSENT, READY
 from tests import scenarios as sc
@@ -250,12 +250,12 @@ def may_move_walk(ka: KarpenterAutoscaler, cands) -> list[bool]:
         need = (sum(int(w.cpu[q]) for q in pods), sum(int(w.mem[q]) for q in pods),
                 sum(int(w.gpus[q]) * (int(w.milli[q]) if ka.sharing_aware else 1) for q in pods))
         elsewhere = [total[i] - free(n)[i] for i in range(3)]
-        ok = all(a <= b for a, b in zip(need, elsewhere))
+        ok = all(a <= b for a, b in zip(need, elsewhere, strict=True))
         for p, t in enumerate(ka.pool_type):
             price = 0.0 if committed[p] > 0 else ka.pool_price[p]
             if price < ka.node_price[n] and remaining[p] > 0:
                 cap = (int(st.type_cpu[t]), int(st.type_mem[t]), int(st.type_gpus[t]) * unit)
-                ok |= all(a <= b + c for a, b, c in zip(need, elsewhere, cap))
+                ok |= all(a <= b + c for a, b, c in zip(need, elsewhere, cap, strict=True))
         out.append(bool(ok))
     return out
 

@@ -58,7 +58,7 @@ def sweep(launcher: str, trace: Path, where: Path, *extra: str) -> pl.DataFrame:
 
 def _check(table: pl.DataFrame) -> None:
     assert table.height == 4
-    assert set(zip(table["loop"], table["seed"])) == EXPECTED
+    assert set(zip(table["loop"], table["seed"], strict=True)) == EXPECTED
     assert table["idle_accel_hours"].is_not_null().all() and (table["idle_accel_hours"] >= 0).all()
 
 

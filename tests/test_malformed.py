@@ -22,8 +22,8 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from harness.config import compose
 from harness.cluster import Cluster
+from harness.config import compose
 from harness.errors import ConfigError, LoopbenchError, TraceError
 from harness.importers import philly
 from harness.importers.acme import read_acme

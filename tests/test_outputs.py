@@ -89,9 +89,8 @@ def test_a_held_packing_run_folder_is_refused(tmp_path):
                  f"runner.nodes_csv={FIX / 'openb' / 'nodes.csv'}", "policy=best_fit", "seed=1"]
     cfg = compose("config", overrides)
     out = tmp_path / "run"
-    with run_lock(out):
-        with pytest.raises(LoopbenchError, match="in use by process"):
-            instantiate(cfg.runner).run(cfg, out)
+    with run_lock(out), pytest.raises(LoopbenchError, match="in use by process"):
+        instantiate(cfg.runner).run(cfg, out)
     assert not is_complete(out)
 
 
@@ -99,9 +98,8 @@ def test_a_report_folder_has_one_builder_at_a_time(tmp_path):
     out = tmp_path / "report"
     with atomic_dir(out, "summary.md") as first:
         (first / "summary.md").write_text("first")
-        with pytest.raises(LoopbenchError, match="in use by process"):
-            with atomic_dir(out, "summary.md"):
-                pass
+        with pytest.raises(LoopbenchError, match="in use by process"), atomic_dir(out, "summary.md"):
+            pass
         assert (first / "summary.md").exists()  # the refused build did not clear the first one's
     assert (out / "summary.md").read_text() == "first"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # no lock or scratch folder left

@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 
 from harness.cluster import Cluster
 from harness.loops.karpenter import KarpenterAutoscaler
+from harness.loops.separate import SeparateLoops
 from harness.metrics import Timeline, jobs_frame, nodes_frame, summary_row
 from harness.quiet import NO_TICKS
 from harness.scheduler import Scheduler
 from harness.scores import LeastAllocated
-from harness.loops.separate import SeparateLoops
 from harness.sim import Simulation
 from harness.workload import compile_workload
 from tests import scenarios as sc

@@ -267,26 +267,30 @@ def test_fgd_follows_a_mix_of_binds_releases_and_copies(monkeypatch, cache_score
         assert plugin._n_states <= plugin._max_states + state.n_slots  # at most one sync past the bound
 
 
+def node_frag(state, n, row, cpu, target):
+    """Fragmentation of node n alone, with GPU row `row` and `cpu` free."""
+    return node_fragmentation(row[None], np.array([state.gpu_cap[n]]), np.array([cpu]),
+                              np.array([state.model_bit[n]]), target)[0]
+
+
 def brute_force_fgd(state, w, pod, target):
     """Reference: loop over nodes and GPUs, one fragmentation call per placement."""
     out = []
     for n in range(state.n_slots):
         row, cap = state.gpu_free[n].astype(np.int64), state.gpu_cap[n]
-        one = lambda r, cpu: node_fragmentation(r[None], np.array([cap]), np.array([cpu]),  # noqa: E731
-                                                np.array([state.model_bit[n]]), target)[0]
-        before, cpu = one(row, state.cpu_free[n]), state.cpu_free[n] - w.cpu[pod]
+        before, cpu = node_frag(state, n, row, state.cpu_free[n], target), state.cpu_free[n] - w.cpu[pod]
         if w.gpus[pod] == 1 and w.milli[pod] < 1000:
             best = 0
             for g in range(cap):
                 if row[g] >= w.milli[pod]:
                     after = row.copy()
                     after[g] -= w.milli[pod]
-                    best = max(best, sig(before - one(after, cpu)))
+                    best = max(best, sig(before - node_frag(state, n, after, cpu, target)))
             out.append(best)
         else:
             after = row.copy()
             after[np.flatnonzero(row == 1000)[:w.gpus[pod]]] = 0
-            out.append(sig(before - one(after, cpu)))
+            out.append(sig(before - node_frag(state, n, after, cpu, target)))
     return out
 
 

@@ -26,7 +26,7 @@ def trace(sizes=(1, 3, 2, 1), gpus=(1, 8, 4, 0), submit=(0.0, 10.0, 20.0, 30.0),
     rank = np.concatenate([np.arange(s) for s in sizes])
     g = np.asarray(gpus)[job]
     return table_from_columns({
-        "pod_id": [f"j{j}-{r}" for j, r in zip(job, rank)], "job_id": [f"j{j}" for j in job],
+        "pod_id": [f"j{j}-{r}" for j, r in zip(job, rank, strict=True)], "job_id": [f"j{j}" for j in job],
         "min_member": np.asarray(sizes)[job].astype(np.int32), "submit_s": np.asarray(submit, float)[job],
         "duration_s": [100.0] * len(job), "cpu_milli": [1000] * len(job), "memory_mib": [1024] * len(job),
         "gpu_count": g.astype(np.int32), "gpu_milli": np.where(g > 0, 1000, 0).astype(np.int32),
@@ -38,7 +38,7 @@ def jobs_whole(table: pa.Table) -> None:
     validate_table(table, "test")  # gang agreement, min_member <= pods, unique pod ids
     job = table.column("job_id").to_numpy(zero_copy_only=False)
     _, counts = np.unique(job, return_counts=True)
-    minm = dict(zip(job, table.column("min_member").to_pylist()))
+    minm = dict(zip(job, table.column("min_member").to_pylist(), strict=True))
     assert sorted(counts.tolist()) == sorted(minm[j] for j in np.unique(job))
 
 

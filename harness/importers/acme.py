@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-
 from harness.importers.common import ImportResult, Tally, concat, node_job_log, rebase
 
 COLUMNS = ["job_id", "user", "node_num", "gpu_num", "cpu_num", "submit_time", "duration"]

@@ -25,8 +25,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from harness.importers.common import MEM_PER_CPU_MIB, ImportResult, Tally, concat, csv_batches, float_np, \
-    job_rows_to_pods, model_lists, read_csv, rebase, require, static_cluster
+from harness.importers.common import (
+    MEM_PER_CPU_MIB,
+    ImportResult,
+    Tally,
+    concat,
+    csv_batches,
+    float_np,
+    job_rows_to_pods,
+    model_lists,
+    read_csv,
+    rebase,
+    require,
+    static_cluster,
+)
 
 COLUMNS = ["job_name", "organization", "gpu_model", "cpu_request", "gpu_request", "worker_num",
            "submit_time", "duration", "job_type"]

@@ -38,7 +38,8 @@ def _openb_pods(paths: list[str]) -> ImportResult:
     from harness.importers.openb import read_openb_pods
 
     table = read_openb_pods(paths[0])
-    meta = TraceMeta(source=f"Alibaba openb v2023 {Path(paths[0]).name}", licence="Alibaba clusterdata terms (research use)",
+    meta = TraceMeta(source=f"Alibaba openb v2023 {Path(paths[0]).name}",
+                     licence="Alibaba clusterdata terms (research use)",
                      time_origin="first pod creation (seconds as published)",
                      description="one independent pod per row; see harness/importers/openb.py")
     return ImportResult(table, meta, "pods", table.num_rows)
@@ -51,7 +52,8 @@ def _openb_nodes(path: str) -> dict:
     types = {t["name"]: t for t in cluster["node_types"]}
     for pool in cluster["pools"]:  # price and boot the pools like every other node list
         t = types[pool["node_type"]]
-        pool.setdefault("price_on_demand", node_price(t.get("gpu_model", ""), t.get("gpus", 0), t["cpu_milli"], t["memory_mib"]))
+        pool.setdefault("price_on_demand",
+                        node_price(t.get("gpu_model", ""), t.get("gpus", 0), t["cpu_milli"], t["memory_mib"]))
         pool.setdefault("boot_delay", boot_delay(t.get("gpus", 0)))
     return {"_target_": "harness.cluster.Cluster", **cluster}
 
@@ -116,15 +118,15 @@ def _seconds(text: str, flag: str) -> float | None:
     text = text.strip()
     if not text:
         return None
-    unit = _UNITS.get(text[-1], None)
+    unit = _UNITS.get(text[-1])
     try:
         return float(text[:-1]) * unit if unit else float(text)
     except ValueError:
         raise ConfigError(flag, f"not a time: {text!r} (seconds, or a number with s/m/h/d)") from None
 
 
-def _steps(args, cluster: dict | None) -> list:
-    steps = []
+def _steps(args, cluster: dict | None) -> list[Callable[[pa.Table], pa.Table]]:
+    steps: list[Callable[[pa.Table], pa.Table]] = []
     if args.window:
         if ":" not in args.window:
             raise ConfigError("--window", f"expected START:END, got {args.window!r}")
@@ -136,7 +138,7 @@ def _steps(args, cluster: dict | None) -> list:
         steps.append(tf.Scale(args.scale, args.seed))
     if args.remap:
         pairs = [r.split("=", 1) for r in args.remap]
-        bad = [r for r, pr in zip(args.remap, pairs) if len(pr) != 2 or not pr[0] or not pr[1]]
+        bad = [r for r, pr in zip(args.remap, pairs, strict=True) if len(pr) != 2 or not pr[0] or not pr[1]]
         if bad:
             raise ConfigError("--remap", f"expected OLD=NEW, got {bad[0]!r}")
         steps.append(tf.RemapModels(dict(pairs)))
@@ -203,15 +205,15 @@ def _same_file(a: str, b: str) -> bool:
 def _check_outputs(outputs: list[tuple[str, str | None]], inputs: list[str]) -> None:
     """Refuse, before anything is written, an output (flag, path) that is an input of this
     import, a directory, or the other output."""
-    outputs = [(flag, path) for flag, path in outputs if path]
-    for flag, path in outputs:
+    given = [(flag, path) for flag, path in outputs if path]
+    for flag, path in given:
         if os.path.isdir(path):
             raise ConfigError(flag, f"{path}: is a directory; give a file to write")
         for src in inputs:
             if _same_file(path, src):
                 raise ConfigError(flag, f"{path}: is an input of this import ({src}); write elsewhere")
-    if len(outputs) == 2 and _same_file(outputs[0][1], outputs[1][1]):
-        raise ConfigError(outputs[1][0], f"{outputs[1][1]}: is also the trace output (-o); give another file")
+    if len(given) == 2 and _same_file(given[0][1], given[1][1]):
+        raise ConfigError(given[1][0], f"{given[1][1]}: is also the trace output (-o); give another file")
 
 
 def run(argv: list[str]) -> int:
@@ -231,6 +233,7 @@ def run(argv: list[str]) -> int:
                    [p for p in (*args.sources, args.nodes, args.inflate_cluster, args.transforms) if p])
     cluster = None
     if args.nodes:
+        assert fmt.nodes is not None  # refused above
         cluster = fmt.nodes(args.nodes)
         if args.autoscaled:
             cluster = autoscaled_cluster(cluster)
@@ -239,7 +242,8 @@ def run(argv: list[str]) -> int:
         write_text(_cluster_yaml(cluster, args.format, args.nodes, args.autoscaled), Path(out))
         n_nodes = sum(p["max_size"] for p in cluster["pools"])
         print(f"loopbench import {args.format}: {args.nodes} -> {out} "
-              f"({len(cluster['pools'])} pools, up to {n_nodes:,} nodes, autoscaling {'on' if args.autoscaled else 'off'})")
+              f"({len(cluster['pools'])} pools, up to {n_nodes:,} nodes, "
+              f"autoscaling {'on' if args.autoscaled else 'off'})")
     steps = _steps(args, cluster)
     if not args.sources:
         if steps:

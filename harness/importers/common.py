@@ -19,9 +19,9 @@ import io
 import os
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -160,7 +160,8 @@ def csv_batches(path: str | os.PathLike, columns: list[str], *, names: list[str]
     try:
         with open(path, "rb", buffering=0) as raw:
             try:  # the reader parses its first block when opened
-                reader = pv.open_csv(_Counting(raw, bar), read_options=read, parse_options=parse, convert_options=convert)
+                reader = pv.open_csv(_Counting(raw, bar), read_options=read, parse_options=parse,
+                                     convert_options=convert)
             except pa.ArrowInvalid as exc:
                 raise located(exc) from None
             except pa.ArrowKeyError as exc:  # the header line as the CSV parser reads it lacks a column
@@ -384,7 +385,7 @@ def static_cluster(nodes: dict[str, np.ndarray], name: str) -> dict:
     one node type and one fixed-size pool per distinct shape, autoscaling off."""
     model = np.where(np.asarray(nodes["gpus"]) > 0, np.asarray(nodes["gpu_model"], object), "")
     keys = list(zip(model.tolist(), *(np.asarray(nodes[k]).astype(np.int64).tolist()
-                                       for k in ("gpus", "cpu_milli", "memory_mib"))))
+                                       for k in ("gpus", "cpu_milli", "memory_mib")), strict=True))
     counts = Counter(keys)
     node_types, pools = [], []
     for (m, gpus, cpu, mem), count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-
 from harness.importers.common import ImportResult, Tally, concat, node_job_log, rebase
 
 COLUMNS = ["job_id", "vc", "gpu_num", "cpu_num", "node_num", "submit_time", "duration"]

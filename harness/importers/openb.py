@@ -121,10 +121,8 @@ def read_openb_pods(path) -> pa.Table:
            "a GPU share below 1000 is only allowed with num_gpu 1")
 
     n = t.num_rows
-    if "creation_time" in t.column_names:
-        submit = _times(t, "creation_time", file, optional=False)
-    else:
-        submit = np.zeros(n)
+    has_creation = "creation_time" in t.column_names
+    submit = _times(t, "creation_time", file, optional=False) if has_creation else np.zeros(n)
     duration = np.full(n, np.nan)
     if "deletion_time" in t.column_names:
         deletion = _times(t, "deletion_time", file, optional=True)
@@ -169,7 +167,7 @@ def _read_nodes(path):
 
 def _node_types(cpu, mem, gpu, model):
     """Distinct (cpu, memory, gpu, model) in order of first appearance, and each row's type."""
-    keys = list(zip(cpu.tolist(), mem.tolist(), gpu.tolist(), model.tolist()))
+    keys = list(zip(cpu.tolist(), mem.tolist(), gpu.tolist(), model.tolist(), strict=True))
     index: dict = {}
     row_type = np.array([index.setdefault(k, len(index)) for k in keys], np.int64)
     return list(index), row_type
@@ -186,7 +184,7 @@ def read_openb_nodes(path) -> dict:
     types, row_type = _node_types(cpu, mem, gpu, model)
     counts = np.bincount(row_type, minlength=len(types))
     node_types, pools = [], []
-    for (c, m, g, mod), count in zip(types, counts.tolist()):
+    for (c, m, g, mod), count in zip(types, counts.tolist(), strict=True):
         name = f"{mod or 'cpu'}x{g}-{c}m-{m}Mi"
         node_types.append({"name": name, "cpu_milli": c, "memory_mib": m, "gpus": g, "gpu_model": mod,
                            "nvlink_domains": 1, "numa_domains": 1})

@@ -30,6 +30,7 @@ a static cluster, one fixed-size pool per distinct shape; `gpu_type` CPU means n
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -37,9 +38,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.errors import TraceError
+from harness.importers.common import (
+    ImportResult,
+    Tally,
+    concat,
+    csv_batches,
+    float_np,
+    job_rows_to_pods,
+    model_lists,
+    read_csv,
+    rebase,
+    require,
+    static_cluster,
+)
 from harness.trace import TraceMeta
-from harness.importers.common import ImportResult, Tally, concat, csv_batches, float_np, job_rows_to_pods, \
-    model_lists, read_csv, rebase, require, static_cluster
 
 TASK_COLUMNS = ["job_name", "task_name", "inst_num", "status", "start_time", "end_time",
                 "plan_cpu", "plan_mem", "plan_gpu", "gpu_type"]
@@ -70,7 +82,7 @@ def _users(path: Path) -> tuple[pa.Array, pa.Array]:
     return t.column("job_name").combine_chunks(), t.column("user").combine_chunks()
 
 
-def read_pai(paths: list[str | os.PathLike]) -> ImportResult:
+def read_pai(paths: Sequence[str | os.PathLike]) -> ImportResult:
     by_kind: dict[str, Path] = {}
     for p in map(Path, paths):
         kind = _kind(p)

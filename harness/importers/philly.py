@@ -32,16 +32,27 @@ from __future__ import annotations
 import codecs
 import json
 import os
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.errors import TraceError
-from harness.importers.common import MEM_PER_CPU_MIB, ImportResult, Tally, epoch_seconds, expand_gangs, \
-    float_np, progress_bar, read_csv, rebase, require, static_cluster
+from harness.importers.common import (
+    MEM_PER_CPU_MIB,
+    ImportResult,
+    Tally,
+    epoch_seconds,
+    expand_gangs,
+    float_np,
+    progress_bar,
+    read_csv,
+    rebase,
+    require,
+    static_cluster,
+)
 
 TZ = "America/Los_Angeles"
 CPU_PER_GPU_MILLI = 4000
@@ -110,7 +121,8 @@ def iter_json_array(path: str | os.PathLike) -> Iterator[tuple[int, object]]:
             bar.close()
 
 
-def _job_fields(job: object, file: str, row: int) -> tuple[str, str, str]:
+def _job_fields(job: object, file: str, row: int) -> tuple[dict, str, str, str]:
+    """The job checked to be an object, with its id, submit time and queue."""
     if not isinstance(job, dict):
         raise TraceError(file, "each job must be a JSON object", row=row)
     for key in ("jobid", "submitted_time"):
@@ -119,18 +131,19 @@ def _job_fields(job: object, file: str, row: int) -> tuple[str, str, str]:
     attempts = job.get("attempts")
     if attempts is not None and not isinstance(attempts, list):
         raise TraceError(file, "must be a list of attempts or null", column="attempts", row=row)
-    return job["jobid"], job["submitted_time"], str(job.get("vc") or "default")
+    return job, job["jobid"], job["submitted_time"], str(job.get("vc") or "default")
 
 
-def read_philly(paths: list[str | os.PathLike]) -> ImportResult:
+def read_philly(paths: Sequence[str | os.PathLike]) -> ImportResult:
     tally = Tally()
-    job_id, vc, submitted, started, ended, rows, n_pods, gpus = [], [], [], [], [], [], [], []
+    job_id, vc, submitted, started, ended, rows, n_pods = [], [], [], [], [], [], []
+    gpus: list[int] = []
     files = []
     for path in paths:
         file = str(path)
         for row, job in iter_json_array(path):
             tally.rows_read += 1
-            jid, sub, queue = _job_fields(job, file, row)
+            job, jid, sub, queue = _job_fields(job, file, row)
             attempts = job.get("attempts") or []
             if not attempts:
                 tally.dropped["no attempts (never ran)"] += 1
@@ -164,6 +177,7 @@ def read_philly(paths: list[str | os.PathLike]) -> ImportResult:
         try:
             return epoch_seconds(pa.array(values, pa.string()), where, column, 0, tz=TZ, ambiguous=ambiguous)
         except TraceError as exc:  # name the job's own file and row
+            assert exc.row is not None  # epoch_seconds names the row of every value it refuses
             raise TraceError(files[exc.row], exc.rule, column=column, row=int(rows_np[exc.row])) from None
 
     submit, start, end = times(submitted, "submitted_time"), times(started, "start_time"), times(ended, "end_time")
@@ -197,7 +211,8 @@ def read_philly_machines(path: str | os.PathLike) -> dict:
     gpus = float_np(t.column("number of GPUs"), file, "number of GPUs", 0)
     require(gpus, ~((gpus >= 1) & (gpus <= 64)) | (gpus != np.floor(gpus)), file, "number of GPUs", 0,
             "must be a whole number in [1, 64]")
-    mem = pc.utf8_upper(pc.utf8_trim_whitespace(pc.fill_null(t.column("single GPU mem"), ""))).to_numpy(zero_copy_only=False)
+    mem = pc.utf8_upper(pc.utf8_trim_whitespace(pc.fill_null(t.column("single GPU mem"), "")))
+    mem = mem.to_numpy(zero_copy_only=False)
     require(mem, ~pc.match_substring_regex(pa.array(mem), r"^\d+(\.\d+)?\s*GB$").to_numpy(zero_copy_only=False),
             file, "single GPU mem", 0, "must look like '24GB'")
     models = np.char.add("philly-", np.char.lower(np.char.replace(mem.astype(str), " ", "")))
