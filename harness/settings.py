@@ -36,9 +36,10 @@ ELSEWHERE = {"harness.cluster.Cluster": "harness/cluster.py"}
 @dataclass(frozen=True)
 class Rule:
     """What one setting may be: a number or integer within bounds, a flag, one of a set of
-    words, or an integer grid [lo, hi, step]; `why` says what the setting means."""
+    words, an integer grid [lo, hi, step], or a component (a part with its own `_target_`,
+    an instance of class `base` from Python); `why` says what the setting means."""
 
-    kind: str  # "number" | "integer" | "flag" | "choice" | "grid"
+    kind: str  # "number" | "integer" | "flag" | "choice" | "grid" | "component"
     why: str
     lo: float | None = None
     hi: float | None = None
@@ -46,6 +47,7 @@ class Rule:
     hi_open: bool = False
     null: bool = False
     choices: tuple[str, ...] = ()
+    base: str = ""
 
     def allows(self, value) -> bool:
         if value is None:
@@ -54,6 +56,11 @@ class Rule:
             return isinstance(value, bool)
         if self.kind == "choice":
             return isinstance(value, str) and value in self.choices
+        if self.kind == "component":
+            if isinstance(value, Mapping):
+                return "_target_" in value
+            module, _, name = self.base.rpartition(".")
+            return isinstance(value, getattr(import_module(module), name))
         if self.kind == "grid":
             return (isinstance(value, Sequence) and not isinstance(value, str) and len(value) in (2, 3)
                     and all(self._in_bounds(v, integer=True) for v in value)
@@ -73,6 +80,8 @@ class Rule:
             text = "true or false"
         elif self.kind == "choice":
             text = "one of " + ", ".join(self.choices)
+        elif self.kind == "component":
+            text = f"an instance of {self.base.rpartition('.')[2]} or a config with a _target_ that builds one"
         elif self.kind == "grid":
             text = (f"[lo, hi] or [lo, hi, step] of integers with {_num(self.lo)} <= lo <= hi"
                     f"{'' if self.hi is None else f' <= {_num(self.hi)}'} and step > 0")
@@ -111,6 +120,11 @@ def one_of(choices: tuple[str, ...], why: str) -> Rule:
     return Rule("choice", why, choices=choices)
 
 
+def component(base: str, why: str, null: bool = False) -> Rule:
+    """A part configured by its own `_target_` node, whose settings have rules of their own."""
+    return Rule("component", why, null=null, base=base)
+
+
 def grid(why: str, hi: int) -> Rule:
     return Rule("grid", why, lo=0, hi=hi)
 
@@ -137,7 +151,6 @@ def weight(why: str) -> Rule:
 MAX_HORIZON_S = MAX_TIME_S + 86400.0
 #: how many jobs `loopbench generate` may draw: 100x the scale preset
 MAX_JOBS = 100_000_000
-EXPANDERS = ("random", "least-waste", "price", "priority")
 CONSOLIDATION_POLICIES = ("WhenEmpty", "WhenEmptyOrUnderutilized")
 
 RULES: dict[str, dict[str, Rule]] = {
@@ -160,7 +173,10 @@ RULES: dict[str, dict[str, Rule]] = {
     },
     "harness.loops.cluster_autoscaler.ClusterAutoscaler": {
         "scan_interval_s": period("seconds between autoscaler scans"),
-        "expander": one_of(EXPANDERS, "how the autoscaler picks a pool"),
+        "expander": component("harness.loops.expanders.Expander",
+                              "how the autoscaler picks a pool; null = random; pick one with "
+                              "loop/autoscaler/expander=NAME, NAME a file of conf/loop/autoscaler/expander",
+                              null=True),
         "topology_aware": flag("the autoscaler sees NVLink/NUMA/NIC claims"),
         "sharing_aware": flag("the autoscaler packs GPU shares per device instead of whole GPUs"),
         "gang_aware": flag("the autoscaler sizes a gang's pods together, all or nothing"),
@@ -339,7 +355,7 @@ def walk(node, component: str = "", key: str = "", path: tuple[str, ...] = ()):
         if value is _DEFINED_ELSEWHERE:
             continue
         rule = rule_for(component, (*path, str(k)))
-        if rule is None:
+        if rule is None or rule.kind == "component" and isinstance(value, Mapping) and rule.allows(value):
             yield from walk(value, component, child, (*path, str(k)))
         else:
             yield Setting(component, (*path, str(k)), child, value, rule)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from harness.cluster import Cluster
 from harness.loops.cluster_autoscaler import ClusterAutoscaler
+from harness.loops.expanders import Chain, Price
 from harness.loops.merged import MergedLoop
 from harness.loops.scale_down import ScaleDown
 from harness.loops.separate import SeparateLoops
@@ -45,7 +46,7 @@ GANG = {"none": NoGang, "coscheduling": Coscheduling, "atomic": Atomic}
 
 
 def separate(gang_mode: str = "coscheduling", policy=None, **autoscaler) -> SeparateLoops:
-    autoscaler.setdefault("expander", "price")
+    autoscaler.setdefault("expander", Chain([Price()]))
     return SeparateLoops(Scheduler(policy or LeastAllocated(), gang=GANG[gang_mode]()),
                          ClusterAutoscaler(scale_down=ScaleDown(), **autoscaler))
 

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.cluster import Cluster
+from harness.loops.expanders import Chain, LeastWaste, Priority
 from harness.loops.karpenter import KarpenterAutoscaler
 from harness.loops.separate import SeparateLoops
 from harness.metrics import jobs_frame, nodes_frame, summary_row
@@ -20,9 +21,9 @@ from harness.workload import LOCALITY_CODE, compile_workload
 from tests import scenarios as sc
 
 LOOPS = {
-    "separate_none": lambda: sc.separate(gang_mode="none", expander="random"),
-    "separate_cosched": lambda: sc.separate(gang_mode="coscheduling", expander="least-waste"),
-    "separate_atomic": lambda: sc.separate(gang_mode="atomic", expander="priority", sharing_aware=True),
+    "separate_none": lambda: sc.separate(gang_mode="none", expander=Chain()),
+    "separate_cosched": lambda: sc.separate(gang_mode="coscheduling", expander=Chain([LeastWaste()])),
+    "separate_atomic": lambda: sc.separate(gang_mode="atomic", expander=Chain([Priority()]), sharing_aware=True),
     "separate_provreq": lambda: sc.separate(provisioning_request=True, gang_aware=True, topology_aware=True),
     "merged": lambda: sc.merged(policy=MostAllocated()),
     "separate_karpenter": lambda: SeparateLoops(Scheduler(LeastAllocated()), KarpenterAutoscaler(budget_nodes=1.0)),

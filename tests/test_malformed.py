@@ -204,8 +204,9 @@ SETTINGS = {
     "loop.autoscaler.scan_interval_s=inf":
         setting_err("loop.autoscaler.scan_interval_s", "must be a number >= 1", float("inf")),
     "loop.autoscaler.expander=cheapest":
-        setting_err("loop.autoscaler.expander", "must be one of random, least-waste, price, priority "
-                    "(how the autoscaler picks a pool)", "cheapest"),
+        setting_err("loop.autoscaler.expander", "must be null or an instance of Expander or a config with a "
+                    "_target_ that builds one (how the autoscaler picks a pool; null = random; pick one with "
+                    "loop/autoscaler/expander=NAME, NAME a file of conf/loop/autoscaler/expander)", "cheapest"),
     "loop.autoscaler.booking_s=-1": setting_err("loop.autoscaler.booking_s", "must be a number >= 0", -1),
     "loop.autoscaler.backoff_s=-1": setting_err("loop.autoscaler.backoff_s", "must be a number >= 0", -1),
     "loop.autoscaler.gang_aware=yes": setting_err("loop.autoscaler.gang_aware", "must be true or false", "yes"),

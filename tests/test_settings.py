@@ -128,7 +128,8 @@ def tiny_sim(**kw) -> Simulation:
 @pytest.mark.parametrize("build, error", [
     (lambda: ClusterAutoscaler(scan_interval_s=0), "loop.autoscaler.scan_interval_s = 0: must be a number >= 1"),
     (lambda: ClusterAutoscaler(backoff_s=-1.0), "loop.autoscaler.backoff_s = -1.0: must be a number >= 0"),
-    (lambda: ClusterAutoscaler(expander="cheapest"), "loop.autoscaler.expander = 'cheapest': must be one of random,"),
+    (lambda: ClusterAutoscaler(expander="cheapest"),
+     "loop.autoscaler.expander = 'cheapest': must be null or an instance of Expander or a config with a _target_"),
     (lambda: ScaleDown(utilization_threshold=-0.1),
      "scale_down.utilization_threshold = -0.1: must be a number in [0, 1]"),
     (lambda: MergedLoop(Scheduler(LeastAllocated()), scan_interval_s=-10), "loop.scan_interval_s = -10: must be a number >= 1"),
@@ -158,10 +159,12 @@ def test_the_generator_refuses_rates_that_would_not_fit_in_memory():
 # ---- the table covers every setting --------------------------------------------------------
 
 def replay_configs():
-    """Every loop, policy, cluster and experiment, each with the others at their defaults."""
+    """Every loop, policy, cluster, experiment and expander, each with the others at their defaults."""
     for group in ("loop", "policy", "cluster", "experiment"):
         for option in sorted(p.stem for p in (CONF / group).glob("*.yaml")):
             yield [f"{group}={option}"]
+    for option in sorted(p.stem for p in (CONF / "loop" / "autoscaler" / "expander").glob("*.yaml")):
+        yield [f"loop/autoscaler/expander={option}"]
 
 
 def generate_configs():

@@ -3,7 +3,7 @@
 Every `scan_interval_s` it looks at the pods the scheduler left pending, drops those that fit
 capacity that exists or is being provisioned (in its view), estimates per pool how many new
 nodes the rest need by first-fit bin-packing onto template nodes (in its view), picks one pool
-with an expander and asks the cloud. A pool whose request came back short is backed off.
+with an expander (harness/loops/expanders.py) and asks the cloud. A pool whose request came back short is backed off.
 Both packings go by pod equivalence group, as Cluster Autoscaler's: the pending pods
 identical in its view are packed at once (exact per-node counts, one vector bind), so a scan
 costs O(pod shapes), not O(pending pods).
@@ -40,6 +40,7 @@ import numpy as np
 from harness.filters import feasible, fits_count
 from harness.loops.base import (GANG, PROVISIONING_REQUEST, RESERVATION, SCHEDULER_PREFERS, SCHEDULER_SEES,
                                 SHARING, TOPOLOGY, Description, SimulationView)
+from harness.loops.expanders import Chain, Expander, Option, Reserved, SchedulerPreference
 from harness.loops.scale_down import ScaleDown
 from harness.quiet import NO_TICKS, grid_after, quiet_scans
 from harness.scheduler import Scheduler
@@ -50,7 +51,7 @@ from harness.workload import LOCALITY_CODE, PENDING, Workload, pools_fit
 
 
 class ClusterAutoscaler:
-    def __init__(self, scan_interval_s: float = 10.0, expander: str = "random",
+    def __init__(self, scan_interval_s: float = 10.0, expander: Expander | None = None,
                  topology_aware: bool = False, sharing_aware: bool = False, gang_aware: bool = False,
                  reservation_aware: bool = False, provisioning_request: bool = False,
                  scheduler_sees: bool = False, scheduler_prefers: bool = False,
@@ -61,12 +62,12 @@ class ClusterAutoscaler:
               scheduler_sees=scheduler_sees, scheduler_prefers=scheduler_prefers, booking_s=booking_s,
               backoff_s=backoff_s)
         self.scan_interval_s = float(scan_interval_s)
-        self.expander = expander
         self.topology_aware, self.sharing_aware = bool(topology_aware), bool(sharing_aware)
         self.gang_aware, self.reservation_aware = bool(gang_aware), bool(reservation_aware)
         self.provisioning_request = bool(provisioning_request)
         self.scheduler_sees, self.scheduler_prefers = bool(scheduler_sees), bool(scheduler_prefers)
         self.booking_s, self.backoff_s = float(booking_s), float(backoff_s)
+        self.expander = self._choice(expander or Chain())
         self.scale_down = scale_down or ScaleDown()
 
     def describe(self) -> Description:
@@ -75,6 +76,17 @@ class ClusterAutoscaler:
               (self.reservation_aware, RESERVATION), (self.provisioning_request, PROVISIONING_REQUEST),
               (self.scheduler_sees, SCHEDULER_SEES), (self.scheduler_prefers, SCHEDULER_PREFERS)]
         return Description("separate loops", rank=0, switches=tuple(s for flag, s in on if flag), ablation=True)
+
+    def _choice(self, expander: Expander) -> Expander:
+        """The expander as the switches make it: the scheduler's preference replaces it; a
+        reservation-aware autoscaler runs its chain behind the `Reserved` filter."""
+        if self.scheduler_prefers:
+            return SchedulerPreference()
+        if self.reservation_aware and isinstance(expander, Chain):
+            return Chain([Reserved(), *expander.filters], expander.fallback)
+        if self.reservation_aware:
+            return Chain([Reserved()], expander)
+        return expander
 
     def attach(self, sim: SimulationView, scheduler: Scheduler) -> None:
         self.sim, self.scheduler = sim, scheduler
@@ -308,33 +320,20 @@ class ClusterAutoscaler:
         waste = float(np.mean(scratch.cpu_free[new] / scratch.cpu_cap[new] + scratch.mem_free[new] / scratch.mem_cap[new]) / 2)
         return len(new), helped, waste
 
-    def _expand(self, options: list[tuple[int, int, int, float]]) -> tuple[int, int]:
-        """Pick one (pool, node count) from options (pool, nodes, helped, waste)."""
-        sim = self.sim
-        if self.scheduler_prefers:  # the scheduler's preference: committed slots, then price
-            def cost(o):
-                committed = min(sim.cloud.free_committed(o[0]), o[1])
-                return ((o[1] - committed) * sim.cluster.pools[o[0]].price / o[2], o[0])
-            best = min(options, key=cost)
-            return best[0], best[1]
-        if self.reservation_aware:
-            reserved = [o for o in options if sim.cloud.free_committed(o[0]) > 0]
-            options = reserved or options
-        if self.expander == "least-waste":
-            best = min(o[3] for o in options)
-            options = [o for o in options if o[3] <= best + 1e-12]
-        elif self.expander == "price":
-            def unit_price(o):
-                pool = sim.cluster.pools[o[0]]
-                committed = min(sim.cloud.free_committed(o[0]), o[1]) if self.reservation_aware else 0
-                return (o[1] - committed) * pool.price / o[2]
-            best = min(unit_price(o) for o in options)
-            options = [o for o in options if unit_price(o) <= best + 1e-12]
-        elif self.expander == "priority":
-            best = max(sim.cluster.pools[o[0]].priority for o in options)
-            options = [o for o in options if sim.cluster.pools[o[0]].priority == best]
-        pick = options[int(self.rng.integers(len(options)))] if len(options) > 1 else options[0]
-        return pick[0], pick[1]
+    def _option(self, p: int, nodes: int, helped: int, waste: float) -> Option:
+        """Pool p's estimate as an expander option, priced in the autoscaler's view: the free
+        committed slots it would fill cost nothing if it knows of reservations."""
+        committed = 0
+        if self.reservation_aware or self.scheduler_prefers:
+            committed = min(self.sim.cloud.free_committed(p), nodes)
+        pool = self.sim.cluster.pools[p]
+        return Option(p, nodes, helped, (nodes - committed) * pool.price, waste, committed, pool.priority)
+
+    def _expand(self, options: list[Option]) -> tuple[int, int]:
+        """(pool, node count) of the option the expander picks (options is never empty)."""
+        best = self.expander.best_option(options, self.rng)
+        assert best is not None
+        return best.pool, best.nodes
 
     def _candidate_pools(self, now: float) -> list[int]:
         return [p for p in range(len(self.sim.cluster.pools)) if self.backoff_until[p] <= now]
@@ -354,7 +353,7 @@ class ClusterAutoscaler:
         for p in self._candidate_pools(now):
             nodes, helped, waste = self._estimate(p, units, groups)
             if nodes:
-                options.append((p, nodes, helped, waste))
+                options.append(self._option(p, nodes, helped, waste))
         if not options:
             self.idle_key = key
             return
@@ -382,7 +381,7 @@ class ClusterAutoscaler:
             for p in self._candidate_pools(now):
                 nodes, helped, waste = self._estimate(p, [unit])
                 if nodes and helped == len(unit):
-                    options.append((p, nodes, helped, waste))
+                    options.append(self._option(p, nodes, helped, waste))
             if not options:
                 continue
             p, count = self._expand(options)
