@@ -64,12 +64,13 @@ def test_random():
     assert Random().best_option([], rng()) is None
 
 
-def test_random_draws_only_on_a_real_choice():
-    """Results stay what they were: the seeded stream moves only when two options or more are left."""
-    stream = rng()
-    Random().best_option([opt(0)], stream)
-    Chain([LeastWaste()]).best_option([opt(0, waste=0.1), opt(1, waste=0.2)], stream)
-    assert stream.integers(1 << 30) == rng().integers(1 << 30)
+def test_the_seeded_stream_moves_once_per_real_choice():
+    """Results stay what they were: one draw among the options the filters left, none for one."""
+    stream, ref = rng(), rng()
+    options = [opt(0, waste=0.1), opt(1, waste=0.3), opt(2, waste=0.1), opt(3, waste=0.1)]
+    assert Chain([LeastWaste()]).best_option(options, stream) is [options[0], *options[2:]][int(ref.integers(3))]
+    assert Chain([LeastWaste()]).best_option(options[:2], stream) is options[0]
+    assert stream.integers(1 << 30) == ref.integers(1 << 30)
 
 
 # ---- upstream: expander/priority/priority_test.go (an integer per pool for the regexes) -------
