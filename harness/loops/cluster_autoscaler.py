@@ -3,7 +3,8 @@
 Every `scan_interval_s` it looks at the pods the scheduler left pending, drops those that fit
 capacity that exists or is being provisioned (in its view), estimates per pool how many new
 nodes the rest need by first-fit bin-packing onto template nodes (in its view), picks one pool
-with an expander (harness/loops/expanders.py) and asks the cloud. A pool whose request came back short is backed off.
+with an expander (harness/loops/expanders.py) and asks the cloud. A pool whose request came
+back short is backed off.
 Both packings go by pod equivalence group, as Cluster Autoscaler's: the pending pods
 identical in its view are packed at once (exact per-node counts, one vector bind), so a scan
 costs O(pod shapes), not O(pending pods).
