@@ -9,8 +9,20 @@ import pytest
 from hydra.utils import instantiate
 
 from harness.config import compose
-from harness.loops.expanders import (Chain, Expander, Filter, LeastNodes, LeastWaste, MostPods, Option, Price,
-                                     Priority, Random, Reserved, SchedulerPreference)
+from harness.loops.expanders import (
+    Chain,
+    Expander,
+    Filter,
+    LeastNodes,
+    LeastWaste,
+    MostPods,
+    Option,
+    Price,
+    Priority,
+    Random,
+    Reserved,
+    SchedulerPreference,
+)
 from harness.metrics import nodes_frame
 from harness.settings import SettingError, check_config
 from tests import scenarios as sc
