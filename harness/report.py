@@ -40,8 +40,8 @@ from harness.errors import LoopbenchError
 from harness.loops.base import Description
 from harness.metrics import REASON_NAMES
 from harness.output import COMPLETE_MARKER, atomic_dir, write_text
-from harness.summary import BY_COLUMN, IDLE_CAUSES, METRICS, verdict
 from harness.provenance import write_report_provenance
+from harness.summary import BY_COLUMN, IDLE_CAUSES, METRICS, verdict
 
 #: Run metadata that tells variants apart when it differs between runs.
 CONTEXT = ["trace", "cluster", "policy"]
