@@ -9,6 +9,7 @@ side-by-side table beside them as comparison.csv and comparison.md.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
@@ -46,7 +47,9 @@ def loop_configs(loops: list[str], overrides: list[str]) -> dict[str, DictConfig
         raise ConfigError("loops", f"loop '{twice}' is listed twice")
     if "loop" in map(_key, overrides):
         raise ConfigError("loop", "compare runs each of `loops`: pick them with loops=a,b, not loop=")
-    configs, unknown, available = {}, [], []
+    configs: dict[str, DictConfig] = {}
+    unknown: list[str] = []
+    available: Sequence[str] = []
     for name in loops:
         try:
             configs[name] = compose("config", [*overrides, f"loop={name}"])

@@ -29,6 +29,7 @@ import html
 import io
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,7 +69,8 @@ def find_runs(paths: list[str | Path]) -> list[Path]:
             raise LoopbenchError(f"{p}: no such file or directory")
         found |= {m.parent.resolve() for m in p.rglob(COMPLETE_MARKER)}
     if not found:
-        raise LoopbenchError(f"no finished run (a directory holding {COMPLETE_MARKER}) under {', '.join(map(str, paths))}")
+        raise LoopbenchError(f"no finished run (a directory holding {COMPLETE_MARKER}) "
+                             f"under {', '.join(map(str, paths))}")
     return sorted(found)
 
 
@@ -167,7 +169,7 @@ def label_runs(runs: list[Path], metrics: pl.DataFrame) -> tuple[pl.DataFrame, l
     context = [c for c in CONTEXT if c in metrics.columns and metrics[c].n_unique() > 1]
     loops = metrics["loop"].to_list()
     labels, variants = [], {}
-    for i, (loop, cfg) in enumerate(zip(loops, configs)):
+    for i, (loop, cfg) in enumerate(zip(loops, configs, strict=True)):
         same = [configs[j] for j in range(len(runs)) if loops[j] == loop]
         keys = sorted(k for k in set().union(*same) if len({_scalar(c.get(k)) for c in same}) > 1)
         extra = [f"{k}={_scalar(cfg.get(k))}" for k in keys] + [f"{c}={metrics[c][i]}" for c in context]
@@ -429,10 +431,11 @@ def html_page(rep: Report) -> str:
         parts.append(f'<h2>{e(t.title)}</h2>')
         if t.note:
             parts.append(f'<p class="note">{e(t.note)}</p>')
-        parts.append(f'<div class="scroll"><table id="table-{t.id}"><thead><tr>' + "".join(f"<th>{e(h)}</th>" for h in t.header)
-                     + "</tr></thead><tbody>")
-        parts += ["<tr>" + "".join(f"<td class=t>{_html_text(c)}</td>" if i < t.text_cols else f"<td>{_html_number(c)}</td>"
-                                   for i, c in enumerate(r)) + "</tr>" for r in t.rows]
+        parts.append(f'<div class="scroll"><table id="table-{t.id}"><thead><tr>'
+                     + "".join(f"<th>{e(h)}</th>" for h in t.header) + "</tr></thead><tbody>")
+        parts += ["<tr>" + "".join(f"<td class=t>{_html_text(c)}</td>" if i < t.text_cols
+                                   else f"<td>{_html_number(c)}</td>" for i, c in enumerate(r)) + "</tr>"
+                  for r in t.rows]
         parts.append("</tbody></table></div>")
     if rep.figures:
         parts.append("<h2>Plots</h2>")
@@ -483,7 +486,7 @@ def _stacked(summary: pl.DataFrame, variants: list[Variant], parts: list[tuple[s
     ax = fig.subplots()
     y = np.arange(len(names))
     left = np.zeros(len(names))
-    for (col, label), color in zip(parts, _colors(len(parts))):
+    for (col, label), color in zip(parts, _colors(len(parts)), strict=True):
         w = np.array([by[(n, col)]["mean"] * scale if (n, col) in by else 0.0 for n in names])
         ax.barh(y, w, left=left, label=label, color=color)
         left += w
@@ -514,7 +517,7 @@ def plot_gang_cdf(jobs: pl.DataFrame, variants: list[Variant]) -> bytes | None:
         return None
     fig = _figure(8, 4.5)
     ax = fig.subplots()
-    for v, color in zip(variants, _colors(len(variants))):
+    for v, color in zip(variants, _colors(len(variants)), strict=True):
         lat = gangs.filter(pl.col("variant") == v.label)["start_latency_s"]
         if lat.len() == 0:
             continue
@@ -544,10 +547,10 @@ def plot_fragmentation(timeline: pl.DataFrame, variants: list[Variant]) -> bytes
     tl = _seed_mean(timeline, ["frag_ratio", "frag_amount"])
     fig = _figure(12, 4.2)
     axes = fig.subplots(1, 2, sharex=True)
-    for v, color in zip(variants, _colors(len(variants))):
+    for v, color in zip(variants, _colors(len(variants)), strict=True):
         d = tl.filter(pl.col("variant") == v.label)
         hours = d["t_s"].to_numpy() / 3600
-        for ax, col in zip(axes, ("frag_ratio", "frag_amount")):
+        for ax, col in zip(axes, ("frag_ratio", "frag_amount"), strict=True):
             # one-hour rolling mean: the samples jump with every bind
             ax.plot(hours, d[col].rolling_mean(3600 // BIN_S, min_samples=1).to_numpy(), color=color, lw=1,
                     label=v.label)
@@ -566,7 +569,7 @@ def plot_billed_used(timeline: pl.DataFrame, variants: list[Variant]) -> bytes:
     nrows = math.ceil(len(variants) / ncols)
     fig = _figure(3.2 * ncols, 2.4 * nrows + 0.4)
     axes = np.atleast_1d(fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)).ravel()
-    for ax, v in zip(axes, variants):
+    for ax, v in zip(axes, variants, strict=False):
         d = tl.filter(pl.col("variant") == v.label)
         hours = d["t_s"].to_numpy() / 3600
         ax.fill_between(hours, d["used_gpus"].to_numpy(), color="tab:green", alpha=0.5, lw=0, label="used")
@@ -608,7 +611,7 @@ def figures(summary: pl.DataFrame, jobs: pl.DataFrame, timeline: pl.DataFrame, v
 
 def _read_all(runs: list[Path], labels: pl.Series, name: str, columns: list[str]) -> pl.DataFrame:
     frames = [_read(r / name, columns).with_columns(variant=pl.lit(v))
-              for r, v in zip(runs, labels) if (r / name).exists()]
+              for r, v in zip(runs, labels, strict=True) if (r / name).exists()]
     return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
 
 
@@ -635,15 +638,18 @@ def _intro(metrics: pl.DataFrame, variants: list[Variant], runs: list[Path]) -> 
             facts.append(f"{what}: {', '.join(sorted(map(str, metrics[c].unique().to_list())))}.")
     for c, what in (("pods", "pods"), ("gangs", "gangs")):
         if c in metrics.columns:
-            facts.append(f"{what}: {', '.join(f'{x:,}' for x in sorted(metrics[c].unique().to_list()))}.")
+            values = sorted(metrics[c].unique().to_list())
+            facts.append(f"{what}: {', '.join(f'{x:,}' for x in values)}.")
     if "horizon_s" in metrics.columns:
-        facts.append(f"horizon: {', '.join(f'{x / 3600:,.1f} h' for x in sorted(metrics['horizon_s'].unique().to_list()))}.")
+        horizons = sorted(metrics["horizon_s"].unique().to_list())
+        facts.append(f"horizon: {', '.join(f'{x / 3600:,.1f} h' for x in horizons)}.")
     return [" ".join(facts),
-            "Values are mean [min, max] over seeds (the comparisons at the top: means); a bracket is left out when every seed gave the same "
-            "value. ↓: lower is better, ↑: higher is better. Metric definitions: docs/model.md."]
+            "Values are mean [min, max] over seeds (the comparisons at the top: means); a bracket is left out "
+            "when every seed gave the same value. ↓: lower is better, ↑: higher is better. "
+            "Metric definitions: docs/model.md."]
 
 
-def build(paths: list[str | Path], out: Path, title: str | None = None, notes: list[str] = ()) -> Report:
+def build(paths: list[str | Path], out: Path, title: str | None = None, notes: Sequence[str] = ()) -> Report:
     """Aggregate the runs below `paths` and write the report files into `out`, replacing it whole."""
     runs = find_runs(paths)
     metrics = pl.concat([_read_metrics(r) for r in runs], how="diagonal_relaxed")
@@ -656,7 +662,8 @@ def build(paths: list[str | Path], out: Path, title: str | None = None, notes: l
     summary = summarize(metrics, variants)
     abl = ablation(metrics, variants)
     jobs = _read_all(runs, labels, "jobs.parquet", ["is_gang", "refused", "start_latency_s"])
-    timeline = _read_all(runs, labels, "timeline.parquet", ["t_s", "billed_gpus", "used_gpus", "frag_ratio", "frag_amount"])
+    timeline = _read_all(runs, labels, "timeline.parquet",
+                         ["t_s", "billed_gpus", "used_gpus", "frag_ratio", "frag_amount"])
     rep = Report(title or out.name, [*notes, *_intro(metrics, variants, runs)], verdicts(summary, variants))
     baselines = [v.label for v in variants if v.is_baseline]
     if len(baselines) > 1:

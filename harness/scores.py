@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.cluster import Cluster
 from harness.errors import ConfigError
 from harness.fragmentation import COVERAGE, TargetWorkload, node_fragmentation
 from harness.settings import check
@@ -87,7 +88,7 @@ class WeightedSum(ScorePlugin):
         return [plugin.checkpoint() for plugin in self.plugins]
 
     def restore(self, saved):
-        for plugin, mark in zip(self.plugins, saved):
+        for plugin, mark in zip(self.plugins, saved, strict=True):
             plugin.restore(mark)
 
 
@@ -186,7 +187,7 @@ class GpuClustering(ScorePlugin):
         super().__init__(weight)
         check("harness.scores.GpuClustering", "policy", gpu_scale=gpu_scale)
         self.gpu_scale = int(gpu_scale)
-        self._cluster = None
+        self._cluster: Cluster | None = None
         self._bits: dict[tuple[int, int], int] = {}
         self._node_tags = np.zeros(0, np.int64)
 
@@ -294,7 +295,11 @@ class FGD(ScorePlugin):
         check("harness.scores.FGD", "policy", coverage=coverage)
         self.coverage = float(coverage)
         self.target: TargetWorkload | None = None
-        self._state = self._cluster = self._w = self._given = self._target = None
+        self._state: ClusterState | None = None  # the state synced last
+        self._cluster: Cluster | None = None
+        self._w: Workload | None = None
+        self._given: TargetWorkload | None = None  # `target` as of the last reset
+        self._target: TargetWorkload  # set by the first sync, before any use
 
     # ---- interned node states ---------------------------------------------------------
     def _sync(self, state: ClusterState, w: Workload) -> None:
@@ -313,7 +318,7 @@ class FGD(ScorePlugin):
             self._state = state
             changed = np.flatnonzero((self._shadow_gpu != state.gpu_free).any(axis=1)
                                      | (self._shadow_cpu != state.cpu_free))
-        self._seen = state.mutations
+        self._seen: int = state.mutations
         if len(changed) == 0:
             return
         self._shadow_gpu[changed] = state.gpu_free[changed]
@@ -324,7 +329,7 @@ class FGD(ScorePlugin):
         ids = np.array([self._ids.setdefault(k.tobytes(), len(self._ids)) for k in keys])
         new, first = np.unique(ids[ids >= self._n_states], return_index=True)
         if len(new):
-            self._add_states(keys[ids >= self._n_states][first], new)
+            self._add_states(state, keys[ids >= self._n_states][first], new)
         self._node_state[changed] = ids
 
     def _reset(self, state: ClusterState, w: Workload) -> None:
@@ -353,7 +358,7 @@ class FGD(ScorePlugin):
         self._st_frag = np.zeros(cap)
         self._cache = np.full((len(self._cls_shape), cap), np.nan)
 
-    def _add_states(self, keys: np.ndarray, ids: np.ndarray) -> None:
+    def _add_states(self, state: ClusterState, keys: np.ndarray, ids: np.ndarray) -> None:
         n = int(ids.max()) + 1
         if n > len(self._st_type):
             grow = max(n, 2 * len(self._st_type)) - len(self._st_type)
@@ -363,12 +368,12 @@ class FGD(ScorePlugin):
             self._st_frag = np.r_[self._st_frag, np.zeros(grow)]
             self._cache = np.hstack([self._cache, np.full((len(self._cache), grow), np.nan)])
         self._st_type[ids], self._st_cpu[ids], self._st_rows[ids] = keys[:, 0], keys[:, 1], keys[:, 2:]
-        self._st_frag[ids] = self._frag(ids, self._st_rows[ids], self._st_cpu[ids])
+        self._st_frag[ids] = self._frag(state, ids, self._st_rows[ids], self._st_cpu[ids])
         self._n_states = n
 
-    def _frag(self, sids: np.ndarray, rows: np.ndarray, cpu: np.ndarray) -> np.ndarray:
+    def _frag(self, state: ClusterState, sids: np.ndarray, rows: np.ndarray, cpu: np.ndarray) -> np.ndarray:
         t = self._st_type[sids]
-        return node_fragmentation(rows, self._state.type_gpus[t], cpu, self._state.type_model_bit[t], self._target)
+        return node_fragmentation(rows, state.type_gpus[t], cpu, state.type_model_bit[t], self._target)
 
     @staticmethod
     def _to_score(f_before: np.ndarray, f_after: np.ndarray) -> np.ndarray:
@@ -377,7 +382,7 @@ class FGD(ScorePlugin):
         return np.floor(100.0 / (1.0 + np.exp(-d / 1000.0)))
 
     # ---- scoring ----------------------------------------------------------------------
-    def _compute(self, c: int, sids: np.ndarray) -> np.ndarray:
+    def _compute(self, state: ClusterState, c: int, sids: np.ndarray) -> np.ndarray:
         """Score of pod shape c on each interned state (all assumed feasible)."""
         cpu_req, k, milli = (int(v) for v in self._cls_shape[c])
         rows, cpu = self._st_rows[sids], self._st_cpu[sids] - cpu_req
@@ -386,14 +391,14 @@ class FGD(ScorePlugin):
             after = rows.copy()
             if k:
                 after[:, -k:] = 0  # rows are sorted ascending: the fully free GPUs come last
-            return self._to_score(before, self._frag(sids, after, cpu))
+            return self._to_score(before, self._frag(state, sids, after, cpu))
         # a share: try each distinct fitting free value (equal values give equal scores)
         distinct = np.ones_like(rows, bool)
         distinct[:, 1:] = rows[:, 1:] != rows[:, :-1]
         si, gj = np.nonzero((rows >= milli) & distinct)
         after = rows[si]
         after[np.arange(len(si)), gj] -= milli
-        per_gpu = self._to_score(before[si], self._frag(sids[si], after, cpu[si]))
+        per_gpu = self._to_score(before[si], self._frag(state, sids[si], after, cpu[si]))
         best = np.zeros(len(sids))
         np.maximum.at(best, si, per_gpu)
         return best
@@ -406,7 +411,7 @@ class FGD(ScorePlugin):
         miss = np.isnan(vals)
         if miss.any():
             todo = np.unique(sids[miss])
-            self._cache[c, todo] = self._compute(c, todo)
+            self._cache[c, todo] = self._compute(state, c, todo)
             vals = self._cache[c, sids]
         return vals
 

@@ -29,6 +29,7 @@ from harness.workload import BOUND, DONE, NOT_ARRIVED, PENDING, REFUSED, RUNNING
 
 if TYPE_CHECKING:  # the loops' package is above the simulation: for annotations only
     from harness.loops.base import Loop
+    from harness.scheduler.queue_sort import QueueSort
 
 
 @dataclass
@@ -73,7 +74,7 @@ class Simulation:
         self.job_done = np.zeros(w.n_jobs, np.int32)
         self.job_finished = np.full(w.n_jobs, np.nan)
         self.queue: list[tuple[tuple, int]] = []  # (the QueueSort plugin's key, job), sorted
-        self.queue_sort = None  # the scheduler's QueueSort plugin (`order_queue`)
+        self.queue_sort: QueueSort | None = None  # the scheduler's QueueSort plugin (`order_queue`)
         self._queue_entry: dict[int, tuple[tuple, int]] = {}  # a queued job's entry in `queue`
         self._queued_jobs: np.ndarray | None = None  # the queue's jobs as an array, until it changes
         self.in_queue = np.zeros(w.n_jobs, bool)
@@ -142,12 +143,13 @@ class Simulation:
             self.acct.set_reasons(pods, PendingReason.SHORTAGE)
         self._enqueue(j)
 
-    def order_queue(self, queue_sort) -> None:
+    def order_queue(self, queue_sort: QueueSort) -> None:
         """Keep the queue in the order of this QueueSort plugin (the scheduler's, on attach)."""
         self.queue_sort = queue_sort
 
     def _enqueue(self, j: int) -> None:
         if not self.in_queue[j]:
+            assert self.queue_sort is not None, "the scheduler orders the queue when it attaches"
             entry = self._queue_entry[j] = (self.queue_sort.key(self.w, j), j)
             insort(self.queue, entry)
             self._queued_jobs = None
@@ -212,6 +214,7 @@ class Simulation:
         w, st = self.w, self.state
         j, n = int(w.job[p]), int(self.pod_node[p])
         gpu_idx = self.pod_gpus[p]
+        assert gpu_idx is not None, "a bound pod holds its devices"
         if math.isnan(self.job_started[j]):
             self._hold(n, -int(w.milli[p]) * len(gpu_idx))
         if st.status[n] == READY:
@@ -255,7 +258,9 @@ class Simulation:
         if epoch != self.pod_epoch[p] or self.pod_status[p] != RUNNING:
             return
         w, n, j = self.w, int(self.pod_node[p]), int(self.w.job[p])
-        self.state.release(n, int(w.cpu[p]), int(w.mem[p]), self.pod_gpus[p], int(w.milli[p]))
+        gpu_idx = self.pod_gpus[p]
+        assert gpu_idx is not None, "a running pod holds its devices"
+        self.state.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
         self.node_pods[n].discard(p)
         self.gang_pods_on[n] -= self.in_gang[p]
         self.gpus_on[n] -= w.gpus[p]
@@ -270,7 +275,7 @@ class Simulation:
     def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None) -> np.ndarray:
         """Ask the cloud for nodes of pool p; granted nodes boot. Returns the granted slots."""
         slots, delays = self.cloud.request(p, count, atomic, slots)
-        for n, d in zip(slots, delays):
+        for n, d in zip(slots, delays, strict=False):
             self._add_node(int(n), ready=False)
             self.at(self.now + d, self._node_ready, int(n), self.node_instance[n])
         if len(slots):

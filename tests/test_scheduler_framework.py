@@ -17,7 +17,6 @@ from harness.sim import Simulation
 from harness.workload import BOUND, PENDING, compile_workload
 from tests.scenarios import cluster, node_type, pool, trace
 
-
 # ---- the profile in YAML ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("overrides, section, gang", [
