@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import import_module
+from typing import cast
 
 from omegaconf import Container, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -71,6 +72,7 @@ class Rule:
         kind = numbers.Integral if integer else numbers.Real
         if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value):
             return False
+        value = cast(float, value)  # a real number: compares with the float bounds
         lo_ok = self.lo is None or (value > self.lo if self.lo_open else value >= self.lo)
         hi_ok = self.hi is None or (value < self.hi if self.hi_open else value <= self.hi)
         return lo_ok and hi_ok
@@ -83,6 +85,7 @@ class Rule:
         elif self.kind == "component":
             text = f"an instance of {self.base.rpartition('.')[2]} or a config with a _target_ that builds one"
         elif self.kind == "grid":
+            assert self.lo is not None, "a grid's lower bound is part of its rule"
             text = (f"[lo, hi] or [lo, hi, step] of integers with {_num(self.lo)} <= lo <= hi"
                     f"{'' if self.hi is None else f' <= {_num(self.hi)}'} and step > 0")
         else:
@@ -300,7 +303,7 @@ def rule_for(component: str, path: tuple[str, ...]) -> Rule | None:
     """The rule of the setting at `path` inside `component`, None if it has none."""
     for pattern, rule in rules_of(component).items():
         parts = pattern.split(".")
-        if len(parts) == len(path) and all(p in ("*", k) for p, k in zip(parts, path)):
+        if len(parts) == len(path) and all(p in ("*", k) for p, k in zip(parts, path, strict=True)):
             return rule
     return None
 
