@@ -7,14 +7,13 @@ a kept trial (`keep`) counts as a change. `Scheduler.try_place` is such a trial.
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.state import ABSENT, BOOTING, ClusterState
 from harness.whatif import first_fit_nodes
 from tests.test_filters import (
     CLUSTER,
-    SETTINGS,
     bind_one,
     fits,
     pod_dicts,
@@ -22,6 +21,7 @@ from tests.test_filters import (
     workload,
 )
 
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SCALARS = ("version", "layout_version", "mutations", "ready_milli", "booting_milli", "alloc_ready_milli",
            "committed_empty_milli")
 
