@@ -110,3 +110,20 @@ def test_capacity_opened_and_take_grown():
     assert state.version == version + 1
     assert state.take_grown() == [0, 3, 4]
     assert state.take_grown() == []
+
+
+def test_try_place_is_a_trial():
+    """The scheduler's trial placement of a gang that does not fit leaves the state and every
+    cache key as before; one that fits and is kept counts as a change."""
+    from tests.test_autoscaler_bulk import attached, cluster
+
+    cl = cluster()
+    sim, ca = attached(cl, [{"job_id": "g", "min_member": 3, "gpu_count": 4} for _ in range(3)])
+    state, scheduler = sim.state, ca.scheduler
+    state.add_node(0, ready=True)  # an 8-GPU node: two of the three pods fit
+    state.grown.append(5)
+    before = everything(state)
+    assert scheduler.try_place(sim.w.job_pods[0], state.ready, keep=True) is None
+    assert_same(everything(state), before)
+    plan = scheduler.try_place(sim.w.job_pods[0][:2], state.ready, keep=True)
+    assert plan is not None and state.mutations > before["mutations"]
