@@ -18,6 +18,7 @@ from hydra.utils import instantiate, to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
 from harness.errors import ConfigError
+from harness.loops.base import Loop, conform
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.output import is_complete, start_run, write_parquet, write_text
 from harness.progress import Progress
@@ -33,7 +34,7 @@ DEFAULT_TAIL_S = 86400.0
 OUTPUTS = ("jobs.parquet", "nodes.parquet", "timeline.parquet", RUN_INFO, "config.yaml")
 
 
-def build(cfg: DictConfig) -> tuple[Simulation, object]:
+def build(cfg: DictConfig) -> tuple[Simulation, Loop]:
     """Instantiate trace, cluster and loop from a composed config, once its settings are valid."""
     check_config(cfg)
     path = to_absolute_path(str(cfg.trace.path))
@@ -42,15 +43,23 @@ def build(cfg: DictConfig) -> tuple[Simulation, object]:
         cluster = instantiate(cfg.cluster, _convert_="all")
     except Exception as exc:
         raise _config_error(exc, "cluster") from None
-    try:
-        loop = instantiate(cfg.loop, _convert_="all")
-    except Exception as exc:
-        raise _config_error(exc, "loop") from None
+    loop = build_loop(cfg)
     w = compile_workload(table, cluster)
     horizon = cfg.horizon_s if cfg.horizon_s is not None else float(w.submit.max()) + DEFAULT_TAIL_S
     sim = Simulation(w, cluster, seed=int(cfg.seed), horizon_s=float(horizon),
                      timeline_interval_s=float(cfg.timeline_interval_s))
     return sim, loop
+
+
+def build_loop(cfg: DictConfig) -> Loop:
+    """The loop of a composed config, refused by config key unless it is a `Loop`."""
+    try:
+        loop = instantiate(cfg.loop, _convert_="all")
+    except Exception as exc:
+        raise _config_error(exc, "loop") from None
+    name = cfg.loop.get("name")
+    conform(loop, Loop, f"loop '{name}'" if name else "loop")
+    return loop
 
 
 def _config_error(exc: Exception, what: str) -> ConfigError:
@@ -115,7 +124,7 @@ class Replay:
             wall = time.perf_counter() - started
             jobs, nodes = jobs_frame(sim), nodes_frame(sim)
             extra = {"loop": loop.name, "seed": int(cfg.seed), "trace": str(cfg.trace.path),
-                     "cluster": sim.cluster.name, "policy": loop_policy(loop).name}
+                     "cluster": sim.cluster.name, "policy": loop.policy.name}
             metrics = summary_row(sim, jobs, nodes, extra)
             write_parquet(jobs, out_dir / "jobs.parquet", meta)
             write_parquet(nodes, out_dir / "nodes.parquet", meta)
@@ -124,10 +133,6 @@ class Replay:
             write_text(OmegaConf.to_yaml(cfg), out_dir / "config.yaml")
             write_parquet(metrics, out_dir / "metrics.parquet", meta)  # last: marks the run complete
         return metrics
-
-
-def loop_policy(loop):
-    return loop.placer.policy if hasattr(loop, "placer") else loop.scheduler.policy
 
 
 def replay_task(cfg: DictConfig) -> None:

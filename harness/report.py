@@ -34,26 +34,15 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from harness.errors import LoopbenchError
+from harness.loops.base import Description
 from harness.metrics import REASON_NAMES
 from harness.output import COMPLETE_MARKER, atomic_dir, write_text
 from harness.summary import BY_COLUMN, IDLE_CAUSES, METRICS, verdict
 from harness.provenance import write_report_provenance
 
-#: Switches of the separate loops, in ablation order, with the capability each adds; any other
-#: boolean of `loop.scheduler` / `loop.autoscaler` set true counts as a switch named by its key.
-SWITCHES = {"autoscaler.topology_aware": "topology", "autoscaler.gang_aware": "gang",
-            "autoscaler.sharing_aware": "sharing", "autoscaler.reservation_aware": "reservation",
-            "autoscaler.provisioning_request": "ProvisioningRequest",
-            # the interface steps between the two loops (conf/loop/separate_sees.yaml, separate_prefers.yaml)
-            "autoscaler.scheduler_sees": "scheduler sees in-flight capacity",
-            "scheduler.waits_for_capacity": "gangs wait for capacity",
-            "autoscaler.scheduler_prefers": "scheduler prefers provisionable capacity"}
-CAPABILITIES = list(SWITCHES)[:5]  # the mission's ablation: one capability of the autoscaler each
-SEPARATE, MERGED = "harness.loops.separate.SeparateLoops", "harness.loops.merged.MergedLoop"
-CLUSTER_AUTOSCALER = "harness.loops.cluster_autoscaler.ClusterAutoscaler"
 #: Run metadata that tells variants apart when it differs between runs.
 CONTEXT = ["trace", "cluster", "policy"]
 
@@ -92,19 +81,34 @@ def _flat(node, prefix: str = "") -> dict[str, object]:
     return {prefix[:-1]: node}
 
 
-def _loop_config(run: Path) -> dict[str, object]:
-    """The run's `loop` config, flattened to dotted keys (empty if config.yaml is missing)."""
+def _run_config(run: Path) -> DictConfig:
+    """The run's composed config (config.yaml), with a `loop` mapping."""
     path = run / "config.yaml"
     if not path.exists():
-        return {}
+        raise _broken(path, "missing (the run's composed config, written before metrics.parquet)")
     try:
-        cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+        cfg = OmegaConf.load(path)
     except Exception as exc:  # yaml and omegaconf raise many types for a damaged file
         raise _broken(path, "not a readable YAML file", exc) from None
-    loop = cfg.get("loop") if isinstance(cfg, dict) else None
-    if not isinstance(cfg, dict) or not isinstance(loop, (dict, type(None))):
+    if not isinstance(cfg, DictConfig) or not isinstance(cfg.get("loop"), DictConfig):
         raise _broken(path, "expected a mapping with a `loop` mapping (the run's composed config)")
-    return _flat(loop or {})
+    return cfg
+
+
+def _loop_config(cfg: DictConfig) -> dict[str, object]:
+    """The run's `loop` config, flattened to dotted keys."""
+    return _flat(OmegaConf.to_container(cfg.loop, resolve=False))
+
+
+def _describe(run: Path, cfg: DictConfig) -> Description:
+    """How the run's loop describes itself (harness/loops/base.py: Loop.describe), the loop
+    built from the run's config as the replay built it."""
+    from harness.replay import build_loop
+
+    try:
+        return build_loop(cfg).describe()
+    except LoopbenchError as exc:
+        raise _broken(run / "config.yaml", f"its loop cannot be built: {' '.join(str(exc).split())}") from None
 
 
 def _broken(path: Path, what: str, exc: Exception | None = None) -> LoopbenchError:
@@ -133,44 +137,33 @@ def _scalar(v) -> str:
 class Variant:
     label: str
     loop: str
-    target: str  # the loop's _target_
-    autoscaler: str  # the separate loops' autoscaler _target_
-    switches: tuple[str, ...]  # switches on (dotted keys of the loop config)
-
-    @property
-    def is_ca(self) -> bool:
-        """Separate loops with the Cluster-Autoscaler-like autoscaler (the ablation's family)."""
-        return self.target == SEPARATE and self.autoscaler == CLUSTER_AUTOSCALER
+    about: Description  # the loop's family and switches
 
     @property
     def is_baseline(self) -> bool:
-        return self.is_ca and not self.switches
+        """The ablation's family with no switch on."""
+        return self.about.ablation and not self.about.switches
 
     @property
     def capability(self) -> str:
-        if self.target == MERGED:
-            return "merged loop (all capabilities, one decision)"
-        on = " + ".join(SWITCHES.get(s, s) for s in self.switches)
-        if not self.is_ca:
-            what = (self.autoscaler or self.target).rsplit(".", 1)[-1]
-            return f"separate loops with {what}" + (f" + {on}" if on else "") if self.target == SEPARATE else what
-        return f"+ {on}" if on else "separate loops, every switch off (baseline)"
+        on = " + ".join(s.name for s in self.about.switches)
+        if self.about.ablation:
+            return f"+ {on}" if on else f"{self.about.family}, every switch off (baseline)"
+        return self.about.family + (f" + {on}" if on else "")
 
     def order(self) -> tuple:
-        kind = 0 if self.is_ca else 2 if self.target == MERGED else 1
-        first = min((_switch_rank(s) for s in self.switches), default=-1)
-        interface = any(_switch_rank(s) >= len(CAPABILITIES) for s in self.switches)  # after the capabilities
-        return kind, interface, len(self.switches), first, self.label
-
-
-def _switch_rank(key: str) -> int:
-    return list(SWITCHES).index(key) if key in SWITCHES else len(SWITCHES)
+        """Families in rank order; within one, the capabilities before the interface steps,
+        fewer switches first, then by the first switch's rank."""
+        switches = self.about.switches
+        interface = any(s.interface for s in switches)
+        return self.about.rank, interface, len(switches), min((s.rank for s in switches), default=-1), self.label
 
 
 def label_runs(runs: list[Path], metrics: pl.DataFrame) -> tuple[pl.DataFrame, list[Variant]]:
     """Add a `variant` column: the loop name, plus the loop knobs and CONTEXT columns that
     differ between runs sharing that name (so a sweep over one knob is not pooled)."""
-    configs = [_loop_config(r) for r in runs]
+    full = [_run_config(r) for r in runs]
+    configs = [_loop_config(c) for c in full]
     context = [c for c in CONTEXT if c in metrics.columns and metrics[c].n_unique() > 1]
     loops = metrics["loop"].to_list()
     labels, variants = [], {}
@@ -181,9 +174,7 @@ def label_runs(runs: list[Path], metrics: pl.DataFrame) -> tuple[pl.DataFrame, l
         label = loop + (f" [{', '.join(extra)}]" if extra else "")
         labels.append(label)
         if label not in variants:
-            on = tuple(sorted((k for k, x in cfg.items() if x is True and k.split(".")[0] in ("scheduler", "autoscaler")),
-                              key=_switch_rank))
-            variants[label] = Variant(label, loop, str(cfg.get("_target_", "")), str(cfg.get("autoscaler._target_", "")), on)
+            variants[label] = Variant(label, loop, _describe(runs[i], full[i]))
     ordered = sorted(variants.values(), key=Variant.order)
     return metrics.with_columns(variant=pl.Series(labels)), ordered
 

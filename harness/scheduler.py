@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +30,9 @@ from harness.scores import ScorePlugin
 from harness.settings import check
 from harness.state import BOOTING, WHOLE
 from harness.workload import BOUND, LOCALITY_CODE, PENDING
+
+if TYPE_CHECKING:  # the loops' package is above the scheduler: for annotations only
+    from harness.loops.base import SimulationView
 
 GANG = -2  # the group of a failure key for a whole gang
 
@@ -43,7 +47,7 @@ class Scheduler:
         self.gang_timeout_s = float(gang_timeout_s)
         self.waits_for_capacity = bool(waits_for_capacity)
 
-    def attach(self, sim) -> None:
+    def attach(self, sim: SimulationView) -> None:
         self.sim = sim
         w = sim.w
         self.tried_at = np.full(w.n_jobs, -1, np.int64)  # capacity version of the last failure

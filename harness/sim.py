@@ -15,6 +15,7 @@ import itertools
 import math
 from bisect import insort
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,6 +26,9 @@ from harness.metrics import Accounting, PendingReason
 from harness.settings import check
 from harness.state import BOOTING, READY, ClusterState
 from harness.workload import BOUND, DONE, NOT_ARRIVED, PENDING, REFUSED, RUNNING, Workload
+
+if TYPE_CHECKING:  # the loops' package is above the simulation: for annotations only
+    from harness.loops.base import Loop
 
 
 @dataclass
@@ -321,7 +325,7 @@ class Simulation:
         self._set_frag(n, f)
 
     # ---- the run -----------------------------------------------------------------------
-    def run(self, loop, progress=None) -> None:
+    def run(self, loop: Loop, progress=None) -> None:
         """Replay until the horizon: events, arrivals, then the loop's step at each instant.
 
         A loop that wakes on a cadence (a scan every s seconds) may have nothing it could change

@@ -14,9 +14,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
+from omegaconf import OmegaConf
 
 from harness import report, results
 from harness.cli import main as cli_main
+from harness.config import compose
 from harness.errors import LoopbenchError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,17 +26,11 @@ RESULTS = ROOT / "results"
 SHARED = ROOT.parent / "shared" / "traces" / "alibaba-gpu-v2023"
 IN_CI = os.environ.get("CI") == "true"
 
-SEPARATE = {"_target_": "harness.loops.separate.SeparateLoops",
-            "autoscaler": {"_target_": "harness.loops.cluster_autoscaler.ClusterAutoscaler", "topology_aware": False,
-                           "gang_aware": False, "sharing_aware": False, "reservation_aware": False,
-                           "provisioning_request": False}}
-
-
 def loop_cfg(name: str, **switches) -> dict:
-    if name == "merged":
-        return {"_target_": "harness.loops.merged.MergedLoop", "name": name}
-    cfg = {**SEPARATE, "name": name, "autoscaler": {**SEPARATE["autoscaler"], **switches}}
-    return cfg
+    """conf/loop/<name>.yaml as a run's config holds it (the report builds the loop from it), with
+    these autoscaler switches set."""
+    cfg = compose("config", [f"loop={name}", *(f"loop.autoscaler.{k}={str(v).lower()}" for k, v in switches.items())])
+    return OmegaConf.to_container(cfg.loop, resolve=True)
 
 
 def make_run(d: Path, loop: dict, seed: int, idle: float, cost: float, p50: float, *, finished: bool = True) -> Path:
@@ -66,8 +62,7 @@ def runs(tmp_path) -> Path:
         ("merged", 0): (4.0, 60.0, 100.0), ("merged", 1): (6.0, 80.0, 200.0),
     }
     for i, ((name, seed), (idle, cost, p50)) in enumerate(numbers.items()):
-        cfg = loop_cfg(name, topology_aware=True) if name == "separate_topology" else loop_cfg(name)
-        make_run(root / f"shard-{seed}" / str(i), cfg, seed, idle, cost, p50)
+        make_run(root / f"shard-{seed}" / str(i), loop_cfg(name), seed, idle, cost, p50)
     make_run(root / "shard-1" / "99", loop_cfg("separate"), 7, 1e6, 1e6, 1.0, finished=False)
     return root
 
@@ -139,10 +134,8 @@ def test_outputs_are_deterministic_and_self_contained(runs, tmp_path):
 def test_variants_that_share_a_loop_name_are_told_apart(tmp_path):
     make_run(tmp_path / "r" / "0", loop_cfg("separate"), 0, 10.0, 1.0, 1.0)
     make_run(tmp_path / "r" / "1", loop_cfg("separate", gang_aware=True), 0, 8.0, 1.0, 1.0)
-    make_run(tmp_path / "r" / "2", loop_cfg("separate_karpenter") | {
-        "autoscaler": {"_target_": "harness.loops.karpenter.KarpenterAutoscaler"}}, 0, 5.0, 1.0, 1.0)
-    make_run(tmp_path / "r" / "3", loop_cfg("separate_sees", scheduler_sees=True) | {
-        "scheduler": {"waits_for_capacity": True, "gang_timeout_s": 60}}, 0, 9.0, 1.0, 1.0)
+    make_run(tmp_path / "r" / "2", loop_cfg("separate_karpenter"), 0, 5.0, 1.0, 1.0)
+    make_run(tmp_path / "r" / "3", loop_cfg("separate_sees"), 0, 9.0, 1.0, 1.0)
     report.build([tmp_path / "r"], tmp_path / "out")
     abl = pl.read_csv(tmp_path / "out" / "ablation.csv").filter(pl.col("metric") == "idle_accel_hours")
     assert abl.select("variant", "capability", "saved_mean").rows() == [
@@ -262,7 +255,7 @@ WIDE_LOOPS = ["separate", "separate_topology", "separate_gang", "separate_sharin
 def wide_runs(root: Path) -> Path:
     """loops_synthetic's shape: 11 variants x 2 seeds, every metric of the report, large numbers."""
     for i, name in enumerate(WIDE_LOOPS):
-        cfg = loop_cfg(name) if name in ("separate", "merged") else loop_cfg(name, **{f"x{i}": True})
+        cfg = loop_cfg(name)
         for seed in (0, 1):
             d = make_run(root / f"{i}-{seed}", cfg, seed, 9519.0 + 1099 * seed, 107_554.0 + 9489 * seed, 12_160.0 + 16531 * seed)
             m = pl.read_parquet(d / "metrics.parquet")

@@ -37,8 +37,11 @@ from itertools import pairwise
 
 import numpy as np
 
+from harness.loops.base import (GANG, PROVISIONING_REQUEST, RESERVATION, SCHEDULER_PREFERS, SCHEDULER_SEES,
+                                SHARING, TOPOLOGY, Description, SimulationView)
 from harness.loops.scale_down import ScaleDown
 from harness.quiet import NO_TICKS, grid_after, quiet_scans
+from harness.scheduler import Scheduler
 from harness.settings import check
 from harness.state import ABSENT
 from harness.whatif import Snapshot, equivalence_classes, first_fit_count, view_of
@@ -65,7 +68,14 @@ class ClusterAutoscaler:
         self.booking_s, self.backoff_s = float(booking_s), float(backoff_s)
         self.scale_down = scale_down or ScaleDown()
 
-    def attach(self, sim, scheduler) -> None:
+    def describe(self) -> Description:
+        """The separate loops on it are the ablation's family: each switch on is a capability."""
+        on = [(self.topology_aware, TOPOLOGY), (self.gang_aware, GANG), (self.sharing_aware, SHARING),
+              (self.reservation_aware, RESERVATION), (self.provisioning_request, PROVISIONING_REQUEST),
+              (self.scheduler_sees, SCHEDULER_SEES), (self.scheduler_prefers, SCHEDULER_PREFERS)]
+        return Description("separate loops", rank=0, switches=tuple(s for flag, s in on if flag), ablation=True)
+
+    def attach(self, sim: SimulationView, scheduler: Scheduler) -> None:
         self.sim, self.scheduler = sim, scheduler
         own = view_of(sim.w, self.topology_aware, self.sharing_aware)
         self.fit_view = sim.w if self.scheduler_sees or self.scheduler_prefers else own  # fits what exists?

@@ -50,7 +50,9 @@ import numpy as np
 
 from harness.whatif import Snapshot, equivalence_classes, view_of
 from harness.filters import devices_taken, feasible, fits_on
+from harness.loops.base import SHARING, TOPOLOGY, Description, SimulationView
 from harness.quiet import MAX_TICKS, NO_TICKS, Clock, ends, every, leading, still_quiet
+from harness.scheduler import Scheduler
 from harness.settings import check
 from harness.state import ABSENT, BOOTING, READY, WHOLE
 from harness.workload import PENDING, Workload
@@ -168,7 +170,12 @@ class KarpenterAutoscaler:
         self.topology_aware, self.sharing_aware = bool(topology_aware), bool(sharing_aware)
         self.nomination_s = 2 * self.batch_max_s  # Karpenter's nomination window
 
-    def attach(self, sim, scheduler) -> None:
+    def describe(self) -> Description:
+        """The separate loops with Karpenter, after the ablation's family."""
+        on = [(self.topology_aware, TOPOLOGY), (self.sharing_aware, SHARING)]
+        return Description("separate loops with KarpenterAutoscaler", rank=1, switches=tuple(s for flag, s in on if flag))
+
+    def attach(self, sim: SimulationView, scheduler: Scheduler) -> None:
         self.sim, self.scheduler = sim, scheduler
         self.view = view_of(sim.w, self.topology_aware, self.sharing_aware)
         self.view_class = equivalence_classes(self.view)

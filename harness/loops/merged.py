@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from harness.loops.base import Description, SimulationView
 from harness.loops.scale_down import ScaleDown
 from harness.quiet import NO_TICKS, grid_after, quiet_scans
 from harness.scheduler import Scheduler
@@ -38,7 +39,14 @@ class MergedLoop:
         self.scale_down = scale_down or ScaleDown()
         self.name = name
 
-    def attach(self, sim) -> None:
+    @property
+    def policy(self) -> ScorePlugin:
+        return self.placer.policy
+
+    def describe(self) -> Description:
+        return Description("merged loop (all capabilities, one decision)", rank=2)
+
+    def attach(self, sim: SimulationView) -> None:
         self.sim = sim
         self.placer.attach(sim)
         self.scale_down.attach(sim)
@@ -71,7 +79,7 @@ class MergedLoop:
             self.next_scan = grid_after(ticks[-1], self.scan_interval_s)
         return ticks
 
-    def step(self, sim, now: float) -> None:
+    def step(self, sim: SimulationView, now: float) -> None:
         self.placer.cycle(now)  # 1. whole jobs onto ready capacity
         if not sim.cluster.autoscaling or now < self.next_wakeup(now):
             return

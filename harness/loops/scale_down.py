@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.filters import feasible
+from harness.loops.base import SimulationView
 from harness.quiet import Clock
 from harness.settings import check
 from harness.state import ABSENT, READY
@@ -24,7 +25,7 @@ class ScaleDown:
         self.unneeded_time_s = float(unneeded_time_s)
         self.delay_after_add_s = float(delay_after_add_s)
 
-    def attach(self, sim) -> None:
+    def attach(self, sim: SimulationView) -> None:
         self.sim = sim
         self.unneeded_since = np.full(sim.state.n_slots, np.nan)
         self.is_low = np.zeros(sim.state.n_slots, bool)

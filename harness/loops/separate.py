@@ -8,23 +8,36 @@ With `autoscaler.provisioning_request` on, this is today's ProvisioningRequest b
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from harness.loops.cluster_autoscaler import ClusterAutoscaler
+from harness.loops.base import GANGS_WAIT, Autoscaler, Description, SimulationView, conform
 from harness.scheduler import Scheduler
+from harness.scores import ScorePlugin
 
 
 class SeparateLoops:
-    """The autoscaler is any object with attach(sim, scheduler), next_scan, scan(now) and
-    idle_ticks(start, before): the Cluster-Autoscaler-like one, or the Karpenter-like one
-    (harness.loops.karpenter)."""
+    """The scheduler beside any `Autoscaler`: the Cluster-Autoscaler-like one
+    (harness.loops.cluster_autoscaler) or the Karpenter-like one (harness.loops.karpenter)."""
 
-    def __init__(self, scheduler: Scheduler, autoscaler: ClusterAutoscaler, name: str = "separate"):
+    def __init__(self, scheduler: Scheduler, autoscaler: Autoscaler, name: str = "separate"):
+        conform(autoscaler, Autoscaler, "loop.autoscaler")
         self.scheduler = scheduler
         self.autoscaler = autoscaler
         self.name = name
 
-    def attach(self, sim) -> None:
+    @property
+    def policy(self) -> ScorePlugin:
+        return self.scheduler.policy
+
+    def describe(self) -> Description:
+        """The autoscaler's family, with the scheduler's switch among its own."""
+        d = self.autoscaler.describe()
+        mine = (GANGS_WAIT,) if self.scheduler.waits_for_capacity else ()
+        return replace(d, switches=tuple(sorted(d.switches + mine, key=lambda s: s.rank)))
+
+    def attach(self, sim: SimulationView) -> None:
         self.sim = sim
         self.scheduler.attach(sim)
         self.autoscaler.attach(sim, self.scheduler)
@@ -37,7 +50,7 @@ class SeparateLoops:
         autoscaler's; the scheduler has nothing to do while nothing changes."""
         return self.autoscaler.idle_ticks(start, before)
 
-    def step(self, sim, now: float) -> None:
+    def step(self, sim: SimulationView, now: float) -> None:
         self.scheduler.cycle(now)
         if sim.cluster.autoscaling and now >= self.autoscaler.next_scan:
             self.autoscaler.scan(now)

@@ -1,0 +1,208 @@
+"""What a loop is: the interfaces every loop and autoscaler provides, and the narrow surface of
+the simulation they may use.
+
+A loop (conf/loop/*.yaml, built by Hydra from its `_target_`) decides; the simulation
+(harness/sim.py) owns the truth and calls the loop: `attach` once, then at each instant with
+something due `step`, and in between `next_wakeup` and `idle_ticks` to learn when the loop
+next has something to do. `replay`, `compare` and `report` know a loop only through `Loop`:
+its `name`, its score `policy` and how reports name and order it (`describe`). An autoscaler
+is the half of the separate loops that adds and removes nodes beside the scheduler.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from harness.errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from harness.cloud import Cloud
+    from harness.cluster import Cluster
+    from harness.metrics import Accounting
+    from harness.scheduler import Scheduler
+    from harness.scores import ScorePlugin
+    from harness.state import ClusterState
+    from harness.workload import Workload
+
+
+class SimulationView(Protocol):
+    """What a loop may ask of the simulation (harness.sim.Simulation): the cluster, the
+    workload, pod and job status, the queue, and the few actions that change them. Loops read
+    these and act only through the methods."""
+
+    @property
+    def w(self) -> Workload: ...
+    @property
+    def cluster(self) -> Cluster: ...
+    @property
+    def state(self) -> ClusterState: ...
+    @property
+    def cloud(self) -> Cloud: ...
+    @property
+    def acct(self) -> Accounting: ...
+    @property
+    def now(self) -> float: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def rng(self) -> np.random.Generator: ...
+    @property
+    def node_rank(self) -> np.ndarray: ...
+    @property
+    def queue(self) -> Sequence[tuple[int, float, int]]: ...
+    @property
+    def arrived_version(self) -> int: ...
+    @property
+    def last_scale_up(self) -> float: ...
+    # per pod
+    @property
+    def pod_status(self) -> np.ndarray: ...
+    @property
+    def pod_gpus(self) -> list[np.ndarray | None]: ...
+    # per job
+    @property
+    def job_anchor(self) -> np.ndarray: ...
+    @property
+    def job_placed(self) -> np.ndarray: ...
+    @property
+    def job_ready_bound(self) -> np.ndarray: ...
+    @property
+    def job_started(self) -> np.ndarray: ...
+    # per node slot
+    @property
+    def held(self) -> np.ndarray: ...
+    @property
+    def gang_pods_on(self) -> np.ndarray: ...
+    @property
+    def gpus_on(self) -> np.ndarray: ...
+    @property
+    def node_instance(self) -> np.ndarray: ...
+    @property
+    def node_pods(self) -> list[set[int]]: ...
+
+    def at(self, time: float, fn: Callable[..., Any], *args: Any) -> None: ...
+    def queued_jobs(self) -> np.ndarray: ...
+    def unbound_pods(self, j: int) -> np.ndarray: ...
+    def pods_on(self, n: int) -> list[int]: ...
+    def bind(self, p: int, n: int, gpu_idx: np.ndarray, on_state: bool = False) -> None: ...
+    def unbind(self, p: int) -> None: ...
+    def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None) -> np.ndarray: ...
+    def remove_node(self, n: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class Switch:
+    """A capability a loop's config turns on, as reports name it; `rank` orders switches in
+    reports (the ablation's order), `interface` marks a step of the scheduler-autoscaler
+    interface (reported after the capabilities)."""
+
+    name: str
+    rank: int
+    interface: bool = False
+
+
+# The separate loops' switches, in the ablation's order: the autoscaler's capabilities, one
+# at a time, then the interface steps toward the merged loop (conf/loop/separate_*.yaml).
+TOPOLOGY = Switch("topology", 0)
+GANG = Switch("gang", 1)
+SHARING = Switch("sharing", 2)
+RESERVATION = Switch("reservation", 3)
+PROVISIONING_REQUEST = Switch("ProvisioningRequest", 4)
+SCHEDULER_SEES = Switch("scheduler sees in-flight capacity", 5, interface=True)
+GANGS_WAIT = Switch("gangs wait for capacity", 6, interface=True)
+SCHEDULER_PREFERS = Switch("scheduler prefers provisionable capacity", 7, interface=True)
+
+
+@dataclass(frozen=True)
+class Description:
+    """How reports name and order a loop: its `family` (what it is, e.g. "separate loops"),
+    the family's place among others (`rank`, lower first) and the switches its config turns
+    on. The `ablation` family is the one each capability is measured against: its variant
+    with no switch on is the reports' baseline."""
+
+    family: str
+    rank: int
+    switches: tuple[Switch, ...] = ()
+    ablation: bool = False
+
+
+class Loop(Protocol):
+    """A control loop: places pending pods and, if it autoscales, adds and removes nodes."""
+
+    #: the loop's name in run folders and tables (conf/loop/<name>.yaml sets it)
+    name: str
+
+    @property
+    def policy(self) -> ScorePlugin:
+        """The score plugin it places pods with (the runs' `policy` column)."""
+        ...
+
+    def describe(self) -> Description:
+        """Its family and switches, for reports; needs no `attach`."""
+        ...
+
+    def attach(self, sim: SimulationView) -> None:
+        """Called once before the replay starts: size per-pod and per-node arrays."""
+        ...
+
+    def next_wakeup(self, now: float) -> float:
+        """When the loop next has something to do with nothing else happening (inf: never)."""
+        ...
+
+    def idle_ticks(self, start: float, before: float) -> np.ndarray:
+        """Its wake-ups from `start` on, before `before`, that provably change nothing: they pass
+        in bulk (harness/quiet.py); empty when it cannot tell."""
+        ...
+
+    def step(self, sim: SimulationView, now: float) -> None:
+        """Act at `now`, after the instant's events and arrivals."""
+        ...
+
+
+class Autoscaler(Protocol):
+    """The node-adding half of the separate loops (harness/loops/separate.py): it wakes on
+    its own cadence beside the scheduler."""
+
+    def attach(self, sim: SimulationView, scheduler: Scheduler) -> None: ...
+
+    @property
+    def next_scan(self) -> float:
+        """When it next wakes (inf: not until something changes)."""
+        ...
+
+    def scan(self, now: float) -> None: ...
+
+    def idle_ticks(self, start: float, before: float) -> np.ndarray:
+        """As `Loop.idle_ticks`, for its own wake-ups."""
+        ...
+
+    def describe(self) -> Description:
+        """The separate loops on this autoscaler, for reports (the scheduler adds its switches)."""
+        ...
+
+
+def members(protocol: type) -> list[str]:
+    """The members a protocol declares (attributes and methods), in declaration order."""
+    declared = [*getattr(protocol, "__annotations__", {}), *vars(protocol)]
+    return list(dict.fromkeys(m for m in declared if not m.startswith("_")))
+
+
+def conform(obj: object, protocol: type, where: str) -> None:
+    """Refuse, by the config key `where`, an object that lacks a member of `protocol`, before
+    it is used: one line naming what is missing instead of an AttributeError mid-replay.
+    Members are looked up without running them (a property may need `attach` first)."""
+    missing = []
+    for m in members(protocol):
+        try:
+            inspect.getattr_static(obj, m)
+        except AttributeError:
+            missing.append(m)
+    if missing:
+        kind = f"{type(obj).__module__}.{type(obj).__qualname__}"
+        raise ConfigError(where, f"{kind} is no {protocol.__name__}: it has no {', '.join(missing)} "
+                                 f"(see {protocol.__name__} in harness/loops/base.py)")
