@@ -77,12 +77,14 @@ class Snapshot:
         self.opened.append(n)
         return n
 
-    def fit(self, w: Workload, pods: np.ndarray) -> list[tuple[int, int, np.ndarray]] | None:
+    def fit(self, w: Workload, pods: np.ndarray, undo: bool = True) -> list[tuple[int, int, np.ndarray]] | None:
         """First-fit the pods one by one, all or nothing: returns [(pod, local node, GPUs)], or
         None and the snapshot as before (a trial on its state: binds and openings undone, the
-        opened slots back at the front of `openable`)."""
+        opened slots back at the front of `openable`). undo=False: a caller that drops the
+        snapshot on failure skips the undo record."""
         st, opened = self.state, len(self.opened)
-        st.fork()
+        if undo:
+            st.fork()
         plan, job, mask = [], -1, self.usable
         for p in np.asarray(pods).tolist():
             if self.booked is not None and w.job[p] != job:
@@ -96,13 +98,15 @@ class Snapshot:
                 mask = self.usable if self.booked is None else self.usable & allowed
                 cand = np.flatnonzero(feasible(st, w, p, mask))
             if len(cand) == 0:
-                self._revert(opened)
+                if undo:
+                    self._revert(opened)
                 return None
             n = int(cand[0])
             g = st.pick_devices(n, int(w.gpus[p]), int(w.milli[p]), bool(w.nvlink[p]), bool(w.numa[p]))
             st.bind(n, int(w.cpu[p]), int(w.mem[p]), g, int(w.milli[p]))
             plan.append((p, n, g))
-        st.keep()
+        if undo:
+            st.keep()
         return plan
 
     def fit_alike(self, w: Workload, pod: int, k: int, usable: np.ndarray | None = None) -> np.ndarray:

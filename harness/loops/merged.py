@@ -150,7 +150,7 @@ class MergedLoop:
                 return None  # a local gang on booting nodes only: left to the pool options
         idx = np.concatenate([inflight, slots]).astype(np.int64)
         snap = Snapshot(st, idx, usable=np.arange(len(idx)) < len(inflight), openable=range(len(inflight), len(idx)))
-        plan = snap.fit(w, pods)  # oldest in-flight node first (pack planned capacity), then new ones
+        plan = snap.fit(w, pods, undo=False)  # oldest in-flight node first (pack planned capacity), then new ones
         if plan is None:
             return None
         return snap.global_slots(snap.opened).tolist(), [(p, int(idx[n]), gpu_idx) for p, n, gpu_idx in plan]

@@ -121,4 +121,4 @@ class ScaleDown:
             return bool(feasible(sim.state, sim.w, pods[0], usable, at=others).any())
         snap = Snapshot(sim.state, others, usable=np.ones(len(others), bool),  # local order is slot order
                         booked=None if booked_for is None else booked_for[others])
-        return snap.fit(sim.w, pods) is not None
+        return snap.fit(sim.w, pods, undo=False) is not None
