@@ -332,6 +332,12 @@ class FGD(ScorePlugin):
             self._add_states(state, keys[ids >= self._n_states][first], new)
         self._node_state[changed] = ids
 
+    def restore(self, saved) -> None:
+        """A trial was reverted on the state, its mutation stamps too (`ClusterState.revert`):
+        if a sync saw the trial's changes, the next one re-interns the nodes by content."""
+        if self._state is not None and self._seen > self._state.mutations:
+            self._state = None
+
     def _reset(self, state: ClusterState, w: Workload) -> None:
         self._cluster, self._w, self._given = state.cluster, w, self.target
         self._target = self.target if self.target is not None else TargetWorkload.from_pods(

@@ -9,6 +9,7 @@ being bound, so a scheduling decision costs O(nodes) vector work, not O(nodes x 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -99,6 +100,47 @@ class ClusterState:
         self.mutations = 0  # bumps on every change of any node (cache key for what-if scans)
         self.changed_at = np.zeros(n, np.int64)  # value of `mutations` at each node's last change
         self._static_fit: dict[tuple, np.ndarray] = {}
+        self._undo: list | None = None  # while a trial is open: (node(s), their rows before)
+
+    # ---- what happened outside the state: the cache keys move only through these ---------
+    def capacity_opened(self, nodes: Iterable[int]) -> None:
+        """Capacity that existed became usable by more pods (e.g. a booking ran out): pending
+        pods may fit now, as if it had grown."""
+        self.version += 1
+        self.grown.extend(int(n) for n in nodes)
+
+    def take_grown(self) -> list[int]:
+        """The nodes whose capacity grew since the last call (the scheduler's QueueingHints)."""
+        grown, self.grown = self.grown, []
+        return grown
+
+    # ---- trials: changes that undo themselves ------------------------------------------
+    def fork(self) -> None:
+        """Open a trial: every change from now on can be undone by `revert` (or kept by `keep`).
+        The undo record holds the rows of the nodes a change touches (O(nodes touched))."""
+        assert self._undo is None, "trials do not nest"
+        self._undo = [(self.version, self.layout_version, self.mutations, len(self.grown), self.ready_milli,
+                       self.booting_milli, self.alloc_ready_milli, self.committed_empty_milli,
+                       self.paid_per_pool.copy())]
+
+    def revert(self) -> None:
+        """Close the trial, undone: every array, total and cache key is as at `fork`, so no
+        cache keyed on the state sees a change."""
+        undo, self._undo = self._undo, None
+        for n, rows in reversed(undo[1:]):
+            for name, row in zip(self._DYNAMIC, rows, strict=True):
+                getattr(self, name)[n] = row
+        (self.version, self.layout_version, self.mutations, grown, self.ready_milli, self.booting_milli,
+         self.alloc_ready_milli, self.committed_empty_milli, self.paid_per_pool) = undo[0]
+        del self.grown[grown:]
+
+    def keep(self) -> None:
+        """Close the trial, kept: its changes stand and count as changes."""
+        self._undo = None
+
+    def _save(self, n) -> None:
+        """Record node(s) n's rows before a change, while a trial is open."""
+        self._undo.append((n, [getattr(self, name)[n].copy() for name in self._DYNAMIC]))
 
     # ---- node lifecycle ----------------------------------------------------------------
     @property
@@ -110,6 +152,8 @@ class ClusterState:
 
     def add_node(self, n: int, ready: bool) -> None:
         """A node is requested in slot n: booting, or ready at once (initial nodes)."""
+        if self._undo is not None:
+            self._save(n)
         assert self.status[n] == ABSENT
         self.status[n] = READY if ready else BOOTING
         self.cpu_free[n] = self.cpu_cap[n]
@@ -133,6 +177,8 @@ class ClusterState:
             self.paid_per_pool[self.slot_pool[n]] += 1
 
     def make_ready(self, n: int) -> None:
+        if self._undo is not None:
+            self._save(n)
         assert self.status[n] == BOOTING
         self.status[n] = READY
         self.version += 1
@@ -146,6 +192,8 @@ class ClusterState:
         self.alloc_ready_milli += int(self.gpu_used[n])  # pods planned while it booted
 
     def remove_node(self, n: int) -> None:
+        if self._undo is not None:
+            self._save(n)
         assert self.pods_on[n] == 0, "a node is removed only when empty"
         milli = int(self.gpu_cap[n]) * WHOLE
         if self.status[n] == READY:
@@ -164,6 +212,8 @@ class ClusterState:
 
     # ---- pods --------------------------------------------------------------------------
     def bind(self, n: int, cpu: int, mem: int, gpu_idx: np.ndarray, milli: int) -> None:
+        if self._undo is not None:
+            self._save(n)
         self.cpu_free[n] -= cpu
         self.mem_free[n] -= mem
         if len(gpu_idx):
@@ -180,6 +230,8 @@ class ClusterState:
         a whole pod shape: CPU and memory counts x the pod's, GPU milli `taken` (nodes x GPUs,
         see `filters.devices_taken`). The touched nodes' summaries are recomputed as `_refresh`
         does, for all of them in one vector step."""
+        if self._undo is not None:
+            self._save(nodes)
         counts = np.asarray(counts, np.int64)
         self.cpu_free[nodes] -= counts * cpu
         self.mem_free[nodes] -= counts * mem
@@ -210,6 +262,8 @@ class ClusterState:
             out[nodes] = np.bincount((row * d + dom)[whole], minlength=len(nodes) * d).reshape(-1, d).max(axis=1)
 
     def release(self, n: int, cpu: int, mem: int, gpu_idx: np.ndarray, milli: int) -> None:
+        if self._undo is not None:
+            self._save(n)
         self.cpu_free[n] += cpu
         self.mem_free[n] += mem
         if len(gpu_idx):
@@ -298,7 +352,7 @@ class ClusterState:
     _DYNAMIC = ("status", "cpu_free", "mem_free", "gpu_free", "pods_on",
                 "free_whole", "max_share", "nvl_whole", "numa_whole", "both_whole", "gpu_used", "changed_at")
 
-    def subset(self, idx: np.ndarray) -> "ClusterState":
+    def subset(self, idx: np.ndarray) -> ClusterState:
         """A scratch state of only the slots `idx` (local index i is slot idx[i]): what-if
         packing over a few candidate nodes costs O(len(idx)), not O(all slots)."""
         twin = copy.copy(self)
@@ -307,15 +361,17 @@ class ClusterState:
         twin.paid_per_pool = self.paid_per_pool.copy()
         twin.grown = []
         twin._static_fit = {}
+        twin._undo = None
         return twin
 
-    def copy(self) -> "ClusterState":
+    def copy(self) -> ClusterState:
         """A scratch copy for what-if packing (static arrays shared, dynamic ones copied)."""
         twin = copy.copy(self)
         for name in self._DYNAMIC:
             setattr(twin, name, getattr(self, name).copy())
         twin.paid_per_pool = self.paid_per_pool.copy()
         twin.grown = []
+        twin._undo = None
         return twin
 
 

@@ -1,14 +1,16 @@
-"""What-if packing: how an autoscaler sees pods, and first-fit packing of pods onto a scratch
-copy of the cluster (an autoscaler's estimate of what fits where, never the real placement).
+"""What-if packing: how an autoscaler sees pods, and the what-if snapshot every autoscaler
+packs pods onto with one first-fit packer (an estimate of what fits where, never the real
+placement).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 import numpy as np
 
-from harness.filters import devices_taken, feasible, fits_on
+from harness.filters import devices_taken, feasible, fits_count, fits_on
 from harness.state import ClusterState
 from harness.workload import Workload
 
@@ -37,17 +39,107 @@ def equivalence_classes(w: Workload) -> np.ndarray:
     return cls.ravel()[shape.ravel()]
 
 
-def first_fit_many(scratch: ClusterState, w: Workload, pod: int, mask: np.ndarray, k: int,
-                   bind: bool = True) -> int:
-    """Bind up to k pods shaped like `pod` first-fit over the `mask` nodes in slot order (see
-    `first_fit_nodes`). Returns how many were placed; with bind=False only counts them (the
-    last packing of a scan: nothing reads the scratch after it)."""
-    if bind:
-        return int(first_fit_nodes(scratch, w, pod, mask, k)[1].sum())
-    nodes = np.flatnonzero(feasible(scratch, w, pod, mask))[:k]  # each takes one or more
+def first_fit_count(state: ClusterState, w: Workload, pod: int, mask: np.ndarray, k: int) -> int:
+    """How many of k pods shaped like `pod` first fit over the `mask` nodes would place, with
+    no bind (the last packing of a scan, or a count on the real state: nothing reads it after)."""
+    nodes = np.flatnonzero(feasible(state, w, pod, mask))[:k]  # each takes one or more
     if len(nodes) == k:
         return k
-    return int(min(np.minimum(fits_on(scratch, w, pod, nodes), k).sum(), k))
+    return int(min(np.minimum(fits_on(state, w, pod, nodes), k).sum(), k))
+
+
+class Snapshot:
+    """A what-if copy of some slots of the cluster, as Cluster Autoscaler's ClusterSnapshot:
+    pods are packed onto it, never onto the real state. Local node i is slot `slots[i]` (all
+    slots, in order, when `slots` is None); a copy of a few candidate slots costs O(len(slots)).
+
+    The one first-fit packer of every autoscaler: a pod goes to the first (lowest local index)
+    `usable` node it fits, else the next `openable` slot is opened (a node to ask for) and
+    becomes usable. With `booked` (local copy of the scheduler's `booked_for`), a pod may use
+    only free nodes and those booked for its own job, as the scheduler would."""
+
+    def __init__(self, state: ClusterState, slots: np.ndarray | None = None, usable: np.ndarray | None = None,
+                 openable: Iterable[int] = (), booked: np.ndarray | None = None):
+        self.slots = slots
+        self.state = state.copy() if slots is None else state.subset(slots)
+        self.usable = np.zeros(self.state.n_slots, bool) if usable is None else np.array(usable, bool)
+        self.openable = list(openable)
+        self.opened: list[int] = []  # local slots opened, in order
+        self.booked = booked
+
+    def global_slots(self, local) -> np.ndarray:
+        return np.asarray(local, np.int64) if self.slots is None else self.slots[local]
+
+    def _open(self) -> int:
+        n = self.openable.pop(0)
+        self.state.add_node(n, ready=False)
+        self.usable[n] = True
+        self.opened.append(n)
+        return n
+
+    def fit(self, w: Workload, pods: np.ndarray, undo: bool = True) -> list[tuple[int, int, np.ndarray]] | None:
+        """First-fit the pods one by one, all or nothing: returns [(pod, local node, GPUs)], or
+        None and the snapshot as before (a trial on its state: binds and openings undone, the
+        opened slots back at the front of `openable`). undo=False: a caller that drops the
+        snapshot on failure skips the undo record."""
+        st, opened = self.state, len(self.opened)
+        if undo:
+            st.fork()
+        plan, job, mask = [], -1, self.usable
+        for p in np.asarray(pods).tolist():
+            if self.booked is not None and w.job[p] != job:
+                job = int(w.job[p])
+                allowed = (self.booked == -1) | (self.booked == job)
+            if self.booked is not None:
+                mask = self.usable & allowed
+            cand = np.flatnonzero(feasible(st, w, p, mask))
+            if len(cand) == 0 and self.openable:
+                self._open()
+                mask = self.usable if self.booked is None else self.usable & allowed
+                cand = np.flatnonzero(feasible(st, w, p, mask))
+            if len(cand) == 0:
+                if undo:
+                    self._revert(opened)
+                return None
+            n = int(cand[0])
+            g = st.pick_devices(n, int(w.gpus[p]), int(w.milli[p]), bool(w.nvlink[p]), bool(w.numa[p]))
+            st.bind(n, int(w.cpu[p]), int(w.mem[p]), g, int(w.milli[p]))
+            plan.append((p, n, g))
+        if undo:
+            st.keep()
+        return plan
+
+    def fit_alike(self, w: Workload, pod: int, k: int, usable: np.ndarray | None = None) -> np.ndarray:
+        """`fit` for k pods shaped like `pod`, counting rather than all or nothing, in bulk: first
+        fit over the usable nodes (or the `usable` given), then, if some are left, the next
+        openable slots, as many as the rest need (empty nodes of one pool: each takes the same
+        count; none if not even one pod fits an empty one). The same placements as k rounds of
+        `fit`. Returns the local node of each pod placed (the first ones)."""
+        st = self.state
+        mask = self.usable if usable is None else usable
+        nodes, got = first_fit_nodes(st, w, pod, mask, k)
+        placed = int(got.sum())
+        if placed == k or not self.openable:
+            return np.repeat(nodes, got)
+        st.fork()  # one empty node tells how many each new node takes
+        n = self._open()
+        each = int(fits_count(st, w, pod, np.arange(st.n_slots) == n)[n])
+        if each == 0:  # not even one pod fits an empty node: as `fit`, the node is not kept
+            self._revert(len(self.opened) - 1)
+            return np.repeat(nodes, got)
+        st.keep()
+        for _ in range(min(-(-(k - placed) // each), len(self.openable) + 1) - 1):
+            self._open()
+        more, got_more = first_fit_nodes(st, w, pod, self.usable, k - placed)
+        return np.r_[np.repeat(nodes, got), np.repeat(more, got_more)]
+
+    def _revert(self, opened: int) -> None:
+        """Undo the trial on the state and the openings after the first `opened`."""
+        self.state.revert()
+        back = self.opened[opened:]
+        del self.opened[opened:]
+        self.usable[back] = False
+        self.openable[:0] = back
 
 
 def first_fit_nodes(scratch: ClusterState, w: Workload, pod: int, mask: np.ndarray,

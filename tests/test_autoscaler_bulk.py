@@ -1,11 +1,11 @@
 """The autoscaler's bulk packing of a pod shape equals packing its pods one by one.
 
-`first_fit_many` (fits_count + devices_taken + ClusterState.bind_many) must leave the scratch
-state exactly as k rounds of (feasible, first node, pick_devices, bind) would, for every pod
-kind: CPU only, whole GPUs, whole GPUs in one NVLink / NUMA / NVLink-and-NUMA domain, GPU
-shares, partitions. The autoscaler's `_unplaced` and `_estimate` by equivalence group must
-leave the same units unplaced, help the same pods and open the same nodes as `_pack` pod by
-pod in the same order; `_pending_units` by array ops the same units as a walk of the queue.
+`Snapshot.fit_alike` (fits_count + devices_taken + ClusterState.bind_many) must leave the
+what-if snapshot exactly as k rounds of (feasible, first node, pick_devices, bind) would, for
+every pod kind: CPU only, whole GPUs, whole GPUs in one NVLink / NUMA / NVLink-and-NUMA domain,
+GPU shares, partitions. The autoscaler's `_unplaced` and `_estimate` by equivalence group must
+leave the same units unplaced, help the same pods and open the same nodes as packing pod by
+pod in the same order (`pack_one_by_one`, all or nothing per unit); `_pending_units` by array ops the same units as a walk of the queue.
 The Karpenter-like what-if (`WhatIf.place_run`, a run of identical pods per tier and claim at
 once) must place every pod where Karpenter's pod-by-pod simulation would, with the same claims.
 """
@@ -21,7 +21,7 @@ from harness.filters import feasible, fits_count
 from harness.loops.karpenter import WhatIf
 from harness.sim import Simulation
 from harness.state import ABSENT, BOOTING, READY, WHOLE, ClusterState
-from harness.whatif import first_fit_many
+from harness.whatif import Snapshot, first_fit_count
 from harness.workload import BOUND, PENDING, compile_workload
 from tests import scenarios as sc
 
@@ -124,9 +124,12 @@ def test_bulk_first_fit_equals_one_by_one(setup, kind, data):
     cl, state, mask = setup
     w = workload(cl, [data.draw(pod_dicts(kind))])
     k = data.draw(st.integers(1, 60))
-    ref, bulk = state.copy(), state.copy()
+    ref = state.copy()
     placed = one_by_one(ref, w, 0, mask.copy(), k)
-    assert first_fit_many(bulk, w, 0, mask.copy(), k) == placed
+    assert first_fit_count(state, w, 0, mask, k) == placed
+    snap = Snapshot(state, usable=mask)
+    assert len(snap.fit_alike(w, 0, k)) == placed
+    bulk = snap.state
     for name in SUMMARIES:
         assert (getattr(ref, name) == getattr(bulk, name)).all(), name
     assert ref.alloc_ready_milli == bulk.alloc_ready_milli
@@ -182,8 +185,36 @@ def pending(draw):
     return sim, ca, [units[i] for i in order]
 
 
+def pack_one_by_one(scratch, w, unit, usable, openable=None) -> bool:
+    """The reference packer: first fit of the unit's pods one by one, all or nothing, opening
+    the next `openable` slot when nothing usable fits; on failure every bind and opening is
+    undone and the opened slots go back to the front of `openable`."""
+    done, opened = [], []
+    for p in unit.tolist():
+        cand = np.flatnonzero(feasible(scratch, w, p, usable))
+        if len(cand) == 0 and openable:
+            n = openable.pop(0)
+            scratch.add_node(n, ready=True)
+            usable[n] = True
+            opened.append(n)
+            cand = np.flatnonzero(feasible(scratch, w, p, usable))
+        if len(cand) == 0:
+            for q, m, g in reversed(done):
+                scratch.release(m, int(w.cpu[q]), int(w.mem[q]), g, int(w.milli[q]))
+            for n in reversed(opened):
+                scratch.remove_node(n)
+                usable[n] = False
+                openable.insert(0, n)
+            return False
+        m = int(cand[0])
+        g = scratch.pick_devices(m, int(w.gpus[p]), int(w.milli[p]), bool(w.nvlink[p]), bool(w.numa[p]))
+        scratch.bind(m, int(w.cpu[p]), int(w.mem[p]), g, int(w.milli[p]))
+        done.append((p, m, g))
+    return True
+
+
 def unplaced_one_by_one(ca, units):
-    """The reference: the same order, each pod of a group packed alone by `_pack`."""
+    """The reference: the same order, each pod of a group packed alone."""
     sim = ca.sim
     present = np.flatnonzero(sim.state.status != ABSENT)
     scratch = sim.state.subset(present)
@@ -194,7 +225,7 @@ def unplaced_one_by_one(ca, units):
     for _, idx in ca._groups(units, first, ca.fit_class, alone):
         for i in idx:
             j = int(sim.w.job[units[i][0]])
-            if not ca._pack(scratch, units[i], (booked == -1) | (booked == j), w=ca.fit_view):
+            if not pack_one_by_one(scratch, ca.fit_view, units[i], (booked == -1) | (booked == j)):
                 left.append(i)
     return sorted(left), scratch
 
@@ -209,7 +240,7 @@ def estimate_one_by_one(ca, p, units):
     first = np.array([u[0] for u in units])
     for _, idx in ca._groups(units, first, ca.view_class):
         for i in idx:
-            if ca.fits_pool[p, units[i]].all() and ca._pack(scratch, units[i], usable, openable):
+            if ca.fits_pool[p, units[i]].all() and pack_one_by_one(scratch, ca.view, units[i], usable, openable):
                 helped += len(units[i])
     return np.flatnonzero(usable), helped, scratch
 
@@ -332,8 +363,8 @@ def test_karpenter_what_if_by_runs_equals_pod_by_pod(setup, data):
     spare = (state.status == ABSENT) & np.array(data.draw(st.lists(st.booleans(), min_size=state.n_slots,
                                                                    max_size=state.n_slots)))
     max_claims = data.draw(st.sampled_from([1, 2, np.inf]))
-    ref = WhatIfOneByOne(state.copy(), w, tiers, spare)
-    bulk = WhatIf(state.copy(), w, tiers, spare)
+    ref = WhatIfOneByOne(Snapshot(state), w, tiers, spare)
+    bulk = WhatIf(Snapshot(state), w, tiers, spare)
     expected = [ref.place(p, max_claims) for p in range(w.n_pods)]
     got = np.concatenate([bulk.place_run(np.arange(a, b), max_claims)
                           for a, b in zip(bounds[:-1], bounds[1:], strict=True)])

@@ -384,3 +384,25 @@ def test_fgd_default_target_follows_the_workload():
     w2 = make_pods(state, [(2000, 1, 300)])
     plugin.score(state, w2, 0, np.array([0]), None)
     assert plugin._target.milli.tolist() == [300] and plugin.target is None
+
+
+def test_fgd_follows_a_reverted_trial():
+    """A reverted trial (`ClusterState.revert`) restores the state's mutation stamps too: a
+    plugin that synced while the trial ran must not keep the trial's node contents."""
+    state = make_state([("g2", 64000, [1000, 1000])] * 2 + [("g8", 128000, [1000] * 8)])
+    w = make_pods(state, [(1000, 1, 400), (2000, 2, 1000)])
+    plugin = FGD()
+    plugin.target = TARGET
+    scores(plugin, state, w, 0)
+    state.fork()
+    saved = plugin.checkpoint()
+    for n in (0, 2):  # a trial: two pods placed, the plugin scoring in between (a sync)
+        state.bind(n, 2000, 0, plugin.pick_devices(state, w, 1, n), 1000)
+        scores(plugin, state, w, 0)
+    state.revert()
+    plugin.restore(saved)
+    state.bind(1, 1000, 0, np.array([0]), 400)  # a real change after it, on another node
+    fresh = FGD()
+    fresh.target = TARGET
+    for pod in range(w.n_pods):
+        assert scores(plugin, state, w, pod) == scores(fresh, state, w, pod)

@@ -38,17 +38,25 @@ from itertools import pairwise
 
 import numpy as np
 
-from harness.filters import feasible, fits_count
-from harness.loops.base import (GANG, PROVISIONING_REQUEST, RESERVATION, SCHEDULER_PREFERS, SCHEDULER_SEES,
-                                SHARING, TOPOLOGY, Description, SimulationView)
+from harness.loops.base import (
+    GANG,
+    PROVISIONING_REQUEST,
+    RESERVATION,
+    SCHEDULER_PREFERS,
+    SCHEDULER_SEES,
+    SHARING,
+    TOPOLOGY,
+    Description,
+    SimulationView,
+)
 from harness.loops.expanders import Chain, Expander, Option, Reserved, SchedulerPreference
 from harness.loops.scale_down import ScaleDown
 from harness.quiet import NO_TICKS, grid_after, quiet_scans
 from harness.scheduler import Scheduler
 from harness.settings import check
-from harness.state import ABSENT, ClusterState
-from harness.whatif import equivalence_classes, first_fit_many, view_of
-from harness.workload import LOCALITY_CODE, PENDING, Workload, pools_fit
+from harness.state import ABSENT
+from harness.whatif import Snapshot, equivalence_classes, first_fit_count, view_of
+from harness.workload import LOCALITY_CODE, PENDING, pools_fit
 
 
 class ClusterAutoscaler:
@@ -184,35 +192,6 @@ class ClusterAutoscaler:
         bounds = np.r_[np.flatnonzero(~whole | np.r_[True, job[1:] != job[:-1]]), len(pods)].tolist()
         return [pods[a:b] for a, b in pairwise(bounds)]
 
-    def _pack(self, scratch: ClusterState, unit: np.ndarray, usable: np.ndarray,
-              openable: list[int] | None = None, w: Workload | None = None) -> bool:
-        """First-fit the unit's pods into scratch, all or nothing, opening nodes from the
-        `openable` slots when nothing usable fits. Returns whether every pod found a place."""
-        w = self.view if w is None else w
-        done, opened = [], []
-        for p in unit:
-            p = int(p)
-            cand = np.flatnonzero(feasible(scratch, w, p, usable))
-            if len(cand) == 0 and openable:
-                n = openable.pop(0)
-                scratch.add_node(n, ready=True)
-                usable[n] = True
-                opened.append(n)
-                cand = np.flatnonzero(feasible(scratch, w, p, usable))
-            if len(cand) == 0:
-                for q, m, g in reversed(done):
-                    scratch.release(m, int(w.cpu[q]), int(w.mem[q]), g, int(w.milli[q]))
-                for n in reversed(opened):
-                    scratch.remove_node(n)
-                    usable[n] = False
-                    openable.insert(0, n)
-                return False
-            m = int(cand[0])
-            g = scratch.pick_devices(m, int(w.gpus[p]), int(w.milli[p]), bool(w.nvlink[p]), bool(w.numa[p]))
-            scratch.bind(m, int(w.cpu[p]), int(w.mem[p]), g, int(w.milli[p]))
-            done.append((p, m, g))
-        return True
-
     def _groups(self, units: list[np.ndarray], first: np.ndarray, cls: np.ndarray,
                 alone: np.ndarray | None = None) -> list[tuple[bool, np.ndarray]]:
         """The order in which the autoscaler packs the units, as (is a group, unit indices).
@@ -235,33 +214,9 @@ class ClusterAutoscaler:
         items.sort(key=lambda item: item[0])
         return [(is_group, idx) for _, is_group, idx in items]
 
-    def _pack_group(self, scratch: ClusterState, pods: np.ndarray, usable: np.ndarray,
-                    openable: list[int] | None, w: Workload) -> int:
-        """`_pack` for a group of identical single-pod units in bulk, with the same placements:
-        first-fit over usable nodes, then (if some are left) the next openable slots, opened
-        as many as the rest need; they are one pool's, so each empty node takes the same count.
-        Returns how many pods were placed (the first ones of the group)."""
-        k, p = len(pods), int(pods[0])
-        placed = first_fit_many(scratch, w, p, usable, k)
-        if placed == k or not openable:
-            return placed
-        scratch.add_node(openable[0], ready=True)
-        one = np.zeros(scratch.n_slots, bool)
-        one[openable[0]] = True
-        each = int(fits_count(scratch, w, p, one)[openable[0]])
-        if each == 0:  # not even one pod fits an empty node: as `_pack`, the node is not kept
-            scratch.remove_node(openable[0])
-            return placed
-        opened = openable[:min(-(-(k - placed) // each), len(openable))]
-        del openable[:len(opened)]
-        for n in opened[1:]:
-            scratch.add_node(n, ready=True)
-        usable[opened] = True
-        return placed + first_fit_many(scratch, w, p, usable, k - placed)
-
     def _unplaced(self, units: list[np.ndarray]) -> list[np.ndarray]:
         """Units that fit neither ready nor in-flight capacity (in the autoscaler's view),
-        packed first-fit on a scratch state of the nodes that exist, by equivalence group
+        packed first-fit on a what-if snapshot of the nodes that exist, by equivalence group
         (see `_groups`). A single pod of a job with booked nodes (ProvisioningRequest) may use
         those too, so it is packed alone."""
         if not units:
@@ -273,25 +228,24 @@ class ClusterAutoscaler:
         alone = np.isin(sim.w.job[first], booked_jobs) if len(booked_jobs) else None
         groups = self._groups(units, first, self.fit_class, alone)
         left = np.zeros(len(units), bool)
-        if len(groups) == 1 and groups[0][0]:  # one group: counted on the real state, no scratch
+        if len(groups) == 1 and groups[0][0]:  # one group: counted on the real state, no snapshot
             idx = groups[0][1]
             usable = (sim.state.status != ABSENT) & (booked_for == -1)
-            placed = first_fit_many(sim.state, self.fit_view, int(first[idx[0]]), usable, len(idx), bind=False)
+            placed = first_fit_count(sim.state, self.fit_view, int(first[idx[0]]), usable, len(idx))
             left[idx[placed:]] = True
             return [units[i] for i in np.flatnonzero(left)]
         present = np.flatnonzero(sim.state.status != ABSENT)
-        scratch = sim.state.subset(present)
-        booked = booked_for[present]
-        free = booked == -1
+        snap = Snapshot(sim.state, present, usable=np.ones(len(present), bool), booked=booked_for[present])
         for i, (is_group, idx) in enumerate(groups):
-            if is_group:
-                placed = first_fit_many(scratch, self.fit_view, int(first[idx[0]]), free, len(idx),
-                                        bind=i < len(groups) - 1)
-                left[idx[placed:]] = True
+            pod = int(first[idx[0]])
+            if is_group and i == len(groups) - 1:  # the last packing: nothing reads the snapshot after
+                placed = first_fit_count(snap.state, self.fit_view, pod, snap.booked == -1, len(idx))
+            elif is_group:
+                placed = len(snap.fit_alike(self.fit_view, pod, len(idx), usable=snap.booked == -1))
             else:
-                unit = units[idx[0]]
-                j = int(sim.w.job[unit[0]])
-                left[idx[0]] = not self._pack(scratch, unit, free | (booked == j), w=self.fit_view)
+                left[idx[0]] = snap.fit(self.fit_view, units[idx[0]]) is None
+                continue
+            left[idx[placed:]] = True
         return [units[i] for i in np.flatnonzero(left)]
 
     def _estimate(self, p: int, units: list[np.ndarray], groups: list | None = None) -> tuple[int, int, float]:
@@ -302,23 +256,22 @@ class ClusterAutoscaler:
         preferred = self._preferred_slots(p, units[0]) if len(units) == 1 else None
         slots = sim.cloud.free_slots(p) if preferred is None else preferred
         slots = slots[:sum(len(u) for u in units)]
-        scratch = sim.state.subset(slots)
-        usable = np.zeros(len(slots), bool)
-        openable = list(range(len(slots)))
+        snap = Snapshot(sim.state, slots, openable=range(len(slots)))
         helped = 0
         first = np.array([u[0] for u in units], np.int64)
         for is_group, idx in groups or self._groups(units, first, self.view_class):
             if is_group:
                 if self.fits_pool[p, first[idx[0]]]:
-                    helped += self._pack_group(scratch, first[idx], usable, openable, self.view)
+                    helped += len(snap.fit_alike(self.view, int(first[idx[0]]), len(idx)))
             else:
                 unit = units[idx[0]]
-                if self.fits_pool[p, unit].all() and self._pack(scratch, unit, usable, openable):
+                if self.fits_pool[p, unit].all() and snap.fit(self.view, unit) is not None:
                     helped += len(unit)
-        new = np.flatnonzero(usable)
+        new = np.array(snap.opened, np.int64)
         if len(new) == 0:
             return 0, 0, np.inf
-        waste = float(np.mean(scratch.cpu_free[new] / scratch.cpu_cap[new] + scratch.mem_free[new] / scratch.mem_cap[new]) / 2)
+        st = snap.state
+        waste = float(np.mean(st.cpu_free[new] / st.cpu_cap[new] + st.mem_free[new] / st.mem_cap[new]) / 2)
         return len(new), helped, waste
 
     def _option(self, p: int, nodes: int, helped: int, waste: float) -> Option:
@@ -408,5 +361,4 @@ class ClusterAutoscaler:
         self.scheduler.book(mine, -1)
         self.booked_slots -= len(mine)
         if len(mine):  # capacity opened to everyone: pending pods retry
-            self.sim.state.version += 1
-            self.sim.state.grown.extend(int(n) for n in mine)
+            self.sim.state.capacity_opened(mine)

@@ -48,13 +48,13 @@ from itertools import pairwise
 
 import numpy as np
 
-from harness.whatif import equivalence_classes, first_fit_nodes, view_of
 from harness.filters import devices_taken, feasible, fits_on
 from harness.loops.base import SHARING, TOPOLOGY, Description, SimulationView
 from harness.quiet import MAX_TICKS, NO_TICKS, Clock, ends, every, leading, still_quiet
 from harness.scheduler import Scheduler
 from harness.settings import check
-from harness.state import ABSENT, BOOTING, READY, WHOLE, ClusterState
+from harness.state import ABSENT, BOOTING, READY, WHOLE
+from harness.whatif import Snapshot, equivalence_classes, view_of
 from harness.workload import PENDING, Workload
 
 TAINT = -2  # `scheduler.booked_for` of a node being disrupted: usable by no job
@@ -72,15 +72,16 @@ def _agree(polls: np.ndarray, until: np.ndarray, was_free: np.ndarray) -> np.nda
 
 
 class WhatIf:
-    """Karpenter's scheduling simulation on a scratch state. A pod goes to the first node of the
-    first tier (masks of existing nodes) with room, else to the first claim still holding it,
-    else opens a claim. A claim is one shadow node per node type (in a spare slot of a pool of
-    that type); a pod joining it drops the shadows it does not fit."""
+    """Karpenter's scheduling simulation on a what-if snapshot (of every slot). A pod goes to
+    the first node of the first tier (masks of existing nodes) with room (the snapshot's
+    first-fit packer), else to the first claim still holding it, else opens a claim. A claim is
+    one shadow node per node type (in a spare slot of a pool of that type); a pod joining it
+    drops the shadows it does not fit."""
 
-    def __init__(self, state: ClusterState, view: Workload, tiers: list[np.ndarray], spare: np.ndarray):
-        self.st, self.w, self.tiers = state, view, tiers
+    def __init__(self, snap: Snapshot, view: Workload, tiers: list[np.ndarray], spare: np.ndarray):
+        self.snap, self.st, self.w, self.tiers = snap, snap.state, view, tiers
         self.spare = spare.copy()
-        self.claim_of = np.full(state.n_slots, -1, np.int64)
+        self.claim_of = np.full(self.st.n_slots, -1, np.int64)
         self.n_claims = 0
         self.first_tier: dict[int, int] = {}  # shape -> tiers it already failed (tiers only fill up)
         self.hopeless: set[int] = set()  # shapes that fit nowhere, not even a new claim
@@ -89,7 +90,7 @@ class WhatIf:
         """Where each of these pods, identical in the view, goes when placed one after another:
         an existing node (>= 0), claim c (-2 - c), or -1 if it found no place. Each tier and
         each claim takes its share of the run in one vector step with exact per-node counts
-        (`first_fit_nodes`, `fits_on`), as pod-by-pod placement would."""
+        (`Snapshot.fit_alike`, `fits_on`), as pod-by-pod placement would."""
         st, w = self.st, self.w
         p, k = int(pods[0]), len(pods)
         shape = int(w.shape[p])
@@ -98,9 +99,9 @@ class WhatIf:
             return out
         done = 0
         for i in range(self.first_tier.get(shape, 0), len(self.tiers)):
-            nodes, got = first_fit_nodes(st, w, p, self.tiers[i], k - done)
-            out[done:done + int(got.sum())] = np.repeat(nodes, got)
-            done += int(got.sum())
+            went = self.snap.fit_alike(w, p, k - done, usable=self.tiers[i])
+            out[done:done + len(went)] = went
+            done += len(went)
             if done == k:
                 return out
             self.first_tier[shape] = i + 1
@@ -373,7 +374,7 @@ class KarpenterAutoscaler:
             return
         pods = pods[self._order(pods)]
         usable = self.scheduler.booked_for == -1
-        sim_ = WhatIf(st.copy(), self.view, [(st.status == READY) & usable, (st.status == BOOTING) & usable],
+        sim_ = WhatIf(Snapshot(st), self.view, [(st.status == READY) & usable, (st.status == BOOTING) & usable],
                       self._spare())
         where = self._place_all(sim_, pods)
         remaining, committed = self._supply()
@@ -465,17 +466,17 @@ class KarpenterAutoscaler:
         share; a candidate's pod may not count on a node still booting. Returns (possible,
         replacement pool or -1)."""
         sim, st, w = self.sim, self.sim.state, self.sim.w
-        scratch = st.copy()
+        snap = Snapshot(st)
         moved = []
         # Per pod, inherently: these are the pods that would move, each released from its own
         # devices; their order (each node's in turn) breaks ties in the what-if's stable sort.
         for n in cands:
             for p in sim.node_pods[n]:
-                scratch.release(int(n), int(w.cpu[p]), int(w.mem[p]), sim.pod_gpus[p], int(w.milli[p]))
+                snap.state.release(int(n), int(w.cpu[p]), int(w.mem[p]), sim.pod_gpus[p], int(w.milli[p]))
                 moved.append(p)
         keep = self.scheduler.booked_for == -1
         keep[cands] = False
-        sim_ = WhatIf(scratch, self.view, [keep & (st.status == READY), keep & (st.status == BOOTING)],
+        sim_ = WhatIf(snap, self.view, [keep & (st.status == READY), keep & (st.status == BOOTING)],
                       self._spare())
         pods = np.r_[pending, np.array(moved, np.int64)]
         order = self._order(pods)

@@ -21,11 +21,11 @@ import numpy as np
 
 from harness.loops.base import Description, SimulationView
 from harness.loops.scale_down import ScaleDown
-from harness.filters import feasible
 from harness.quiet import NO_TICKS, grid_after, quiet_scans
 from harness.scheduler import Scheduler
 from harness.settings import check
 from harness.state import BOOTING
+from harness.whatif import Snapshot
 from harness.workload import LOCALITY_CODE, pools_fit
 
 
@@ -138,7 +138,7 @@ class MergedLoop:
 
     def _pack(self, pods: np.ndarray, pool: int | None, slots: np.ndarray, j: int, inflight: np.ndarray):
         """First-fit every pod onto booting nodes `inflight` (of the gang's rack/block if it
-        asks) or onto new nodes from `slots`, on a scratch state of just those candidates.
+        asks) or onto new nodes from `slots`, on a what-if snapshot of just those candidates.
         Returns (opened slots, [(pod, node, gpus)]) or None."""
         w, st = self.sim.w, self.sim.state
         groups = self.placer.groups_of(j)
@@ -148,26 +148,11 @@ class MergedLoop:
             elif w.job_min_member[j] > 1:
                 return None  # a local gang on booting nodes only: left to the pool options
         idx = np.concatenate([inflight, slots]).astype(np.int64)
-        sub = st.subset(idx)
-        usable = np.zeros(len(idx), bool)
-        usable[:len(inflight)] = True
-        opened = len(inflight)
-        plan = []
-        for p in pods:
-            p = int(p)
-            cand = np.flatnonzero(feasible(sub, w, p, usable))
-            if len(cand) == 0 and opened < len(idx):
-                sub.add_node(opened, ready=False)
-                usable[opened] = True
-                opened += 1
-                cand = np.flatnonzero(feasible(sub, w, p, usable))
-            if len(cand) == 0:
-                return None
-            n = int(cand[0])  # oldest in-flight node first: pack planned capacity
-            gpu_idx = sub.pick_devices(n, int(w.gpus[p]), int(w.milli[p]), bool(w.nvlink[p]), bool(w.numa[p]))
-            sub.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
-            plan.append((p, int(idx[n]), gpu_idx))
-        return [int(n) for n in idx[len(inflight):opened]], plan
+        snap = Snapshot(st, idx, usable=np.arange(len(idx)) < len(inflight), openable=range(len(inflight), len(idx)))
+        plan = snap.fit(w, pods, undo=False)  # oldest in-flight node first (pack planned capacity), then new ones
+        if plan is None:
+            return None
+        return snap.global_slots(snap.opened).tolist(), [(p, int(idx[n]), gpu_idx) for p, n, gpu_idx in plan]
 
     def _cost(self, pool: int | None, opened: list[int]) -> float:
         """Hourly price of the new nodes; committed slots are already paid for."""

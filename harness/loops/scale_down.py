@@ -11,6 +11,7 @@ from harness.loops.base import SimulationView
 from harness.quiet import Clock
 from harness.settings import check
 from harness.state import ABSENT, READY
+from harness.whatif import Snapshot
 
 
 class ScaleDown:
@@ -118,14 +119,6 @@ class ScaleDown:
         if len(pods) == 1:  # where it would go does not matter: only whether it fits somewhere
             usable = None if booked_for is None else (booked_for == -1) | (booked_for == sim.w.job[pods[0]])
             return bool(feasible(sim.state, sim.w, pods[0], usable, at=others).any())
-        scratch = sim.state.subset(others)  # local order is slot order
-        booked = None if booked_for is None else booked_for[others]
-        for p in pods:
-            usable = None if booked is None else (booked == -1) | (booked == sim.w.job[p])
-            cand = np.flatnonzero(feasible(scratch, sim.w, p, usable))
-            if len(cand) == 0:
-                return False
-            m = int(cand[0])
-            gpu_idx = scratch.pick_devices(m, int(sim.w.gpus[p]), int(sim.w.milli[p]), bool(sim.w.nvlink[p]), bool(sim.w.numa[p]))
-            scratch.bind(m, int(sim.w.cpu[p]), int(sim.w.mem[p]), gpu_idx, int(sim.w.milli[p]))
-        return True
+        snap = Snapshot(sim.state, others, usable=np.ones(len(others), bool),  # local order is slot order
+                        booked=None if booked_for is None else booked_for[others])
+        return snap.fit(sim.w, pods, undo=False) is not None

@@ -95,7 +95,7 @@ class Scheduler:
         if key == self.seen:
             return
         if not sim.queue:  # nothing waits: only remember that capacity was seen
-            st.grown.clear()
+            st.take_grown()
             self.seen = key
             return
         relabel = key[2] != self.seen[2]  # nodes came, went or became ready: reasons may change
@@ -138,15 +138,13 @@ class Scheduler:
         sim, st, w = self.sim, self.sim.state, self.sim.w
         tried = self.tried_at[jobs]
         stale = jobs[(tried >= 0) & (tried != st.version)]
+        grown = set(st.take_grown())  # a few nodes, often one
         if len(stale) == 0 or self.any_booked:  # bookings change what a job may use: retry all
-            st.grown.clear()
             return
-        if not st.grown:  # capacity grew nowhere
+        if not grown:  # capacity grew nowhere
             self.tried_at[stale] = st.version
             return
-        grown = set(st.grown)  # a few nodes, often one
         nodes = np.fromiter(grown, np.int64, len(grown))
-        st.grown.clear()
         # the pods to test: one per job of a single shape, every pending one of the others
         uniform = self.job_shape[stale] >= 0
         if uniform.all():
@@ -288,7 +286,7 @@ class Scheduler:
         each trial placement (`on_bind`) and forgets them with the trial.
         Returns [(pod, node, gpus)] if every pod found a node, else None."""
         st, w = self.sim.state, self.sim.w
-        version, grown = st.version, len(st.grown)
+        st.fork()
         saved = self.policy.checkpoint()
         plan = []
         ok = True
@@ -303,12 +301,10 @@ class Scheduler:
             self.policy.on_bind(st, w, p, n)
             plan.append((p, n, gpu_idx))
         if ok and keep:
+            st.keep()
             return plan
-        for p, n, gpu_idx in reversed(plan):
-            st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+        st.revert()  # a trial is not a change: the state and its cache keys are as before
         self.policy.restore(saved)
-        st.version = version  # a trial is not a change of capacity
-        del st.grown[grown:]
         return plan if ok else None
 
     # ---- members bind as they fit, then Permit (NoGang, Coscheduling) -------------------
