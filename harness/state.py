@@ -127,6 +127,7 @@ class ClusterState:
         """Close the trial, undone: every array, total and cache key is as at `fork`, so no
         cache keyed on the state sees a change."""
         undo, self._undo = self._undo, None
+        assert undo is not None, "revert closes an open trial"
         for n, rows in reversed(undo[1:]):
             for name, row in zip(self._DYNAMIC, rows, strict=True):
                 getattr(self, name)[n] = row
@@ -140,6 +141,7 @@ class ClusterState:
 
     def _save(self, n) -> None:
         """Record node(s) n's rows before a change, while a trial is open."""
+        assert self._undo is not None
         self._undo.append((n, [getattr(self, name)[n].copy() for name in self._DYNAMIC]))
 
     # ---- node lifecycle ----------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from harness.workload import Workload
 
 def view_of(w: Workload, topology_aware: bool, sharing_aware: bool) -> Workload:
     """The workload as an autoscaler with these switches sees it."""
-    changes = {}
+    changes: dict[str, Any] = {}
     if not sharing_aware:
         changes["milli"] = np.where(w.gpus > 0, 1000, 0).astype(np.int32)
         changes["profile_bit"] = np.zeros_like(w.profile_bit)
@@ -77,7 +78,8 @@ class Snapshot:
         self.opened.append(n)
         return n
 
-    def fit(self, w: Workload, pods: np.ndarray, undo: bool = True) -> list[tuple[int, int, np.ndarray]] | None:
+    def fit(self, w: Workload, pods: np.ndarray | list[int],
+            undo: bool = True) -> list[tuple[int, int, np.ndarray]] | None:
         """First-fit the pods one by one, all or nothing: returns [(pod, local node, GPUs)], or
         None and the snapshot as before (a trial on its state: binds and openings undone, the
         opened slots back at the front of `openable`). undo=False: a caller that drops the

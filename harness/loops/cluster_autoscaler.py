@@ -110,10 +110,10 @@ class ClusterAutoscaler:
         self.grid_next = 0.0
         self.scanned_mutations = -1
         self.scanned_at = -np.inf
-        self.quiet_key = None  # `_situation` after a scan that did nothing
+        self.quiet_key: tuple | None = None  # `_situation` after a scan that did nothing
         self.booked_slots = 0
-        self.idle_key = None  # situation in which the last scale-up found nothing to do
-        self.provreq_idle_key = None
+        self.idle_key: tuple | None = None  # situation in which the last scale-up found nothing to do
+        self.provreq_idle_key: tuple | None = None
         self.fits_pool = pools_fit(sim.cluster, self.view)  # pools x pods, in its own view
 
     # ---- the scan --------------------------------------------------------------------------
@@ -235,13 +235,15 @@ class ClusterAutoscaler:
             left[idx[placed:]] = True
             return [units[i] for i in np.flatnonzero(left)]
         present = np.flatnonzero(sim.state.status != ABSENT)
-        snap = Snapshot(sim.state, present, usable=np.ones(len(present), bool), booked=booked_for[present])
+        booked = booked_for[present]
+        snap = Snapshot(sim.state, present, usable=np.ones(len(present), bool), booked=booked)
+        free = booked == -1
         for i, (is_group, idx) in enumerate(groups):
             pod = int(first[idx[0]])
             if is_group and i == len(groups) - 1:  # the last packing: nothing reads the snapshot after
-                placed = first_fit_count(snap.state, self.fit_view, pod, snap.booked == -1, len(idx))
+                placed = first_fit_count(snap.state, self.fit_view, pod, free, len(idx))
             elif is_group:
-                placed = len(snap.fit_alike(self.fit_view, pod, len(idx), usable=snap.booked == -1))
+                placed = len(snap.fit_alike(self.fit_view, pod, len(idx), usable=free))
             else:
                 left[idx[0]] = snap.fit(self.fit_view, units[idx[0]]) is None
                 continue

@@ -173,7 +173,8 @@ class KarpenterAutoscaler:
     def describe(self) -> Description:
         """The separate loops with Karpenter, after the ablation's family."""
         on = [(self.topology_aware, TOPOLOGY), (self.sharing_aware, SHARING)]
-        return Description("separate loops with KarpenterAutoscaler", rank=1, switches=tuple(s for flag, s in on if flag))
+        switches = tuple(s for flag, s in on if flag)
+        return Description("separate loops with KarpenterAutoscaler", rank=1, switches=switches)
 
     def attach(self, sim: SimulationView, scheduler: Scheduler) -> None:
         self.sim, self.scheduler = sim, scheduler
@@ -187,19 +188,19 @@ class KarpenterAutoscaler:
         self.nominated_until = np.full(st.n_slots, -np.inf)
         self.nominated = np.zeros(0, np.int64)
         self.last_change = np.zeros(st.n_slots)
-        self.seen = None  # per-node (pods, cpu, GPU milli, status) at the last poll
+        self.seen: tuple[np.ndarray, ...] | None = None  # per-node (pods, cpu, GPU milli, status) at the last poll
         self.window_start: float | None = None
         self.last_trigger = -np.inf
         self.seen_version = -1
         self.next_poll = 0.0
         self.nominated_version = 0  # bumps when a batch nominates nodes anew
-        self.quiet_key = None  # `_situation` after a poll that did nothing
+        self.quiet_key: tuple | None = None  # `_situation` after a poll that did nothing
         self.poll_clocks: list[Clock] = []  # ... and what could change its candidates meanwhile
         self.nominated_free = np.zeros(0, bool)  # ... and, per nominated node, not nominated then
         self.command: tuple[int, int, np.ndarray] | None = None  # replacement slot, its instance, replaced
-        self.idle_key = None  # situation in which the last batch launched nothing
-        self.spare_key = None  # layout version of `spare`
-        self.consolidation_idle_key = None  # ... and the last poll found no action
+        self.idle_key: tuple | None = None  # situation in which the last batch launched nothing
+        self.spare_key: int | None = None  # layout version of `spare`
+        self.consolidation_idle_key: tuple | None = None  # ... and the last poll found no action
 
     # ---- cadence: the loop reads next_scan at every instant, so pending pods are seen at once --
     @property
@@ -224,6 +225,7 @@ class KarpenterAutoscaler:
         self.seen_version = sim.arrived_version
 
     def _window_close(self) -> float:
+        assert self.window_start is not None, "a batch window is open"
         return min(self.window_start + self.batch_max_s, self.last_trigger + self.batch_idle_s)
 
     def scan(self, now: float) -> None:
@@ -378,7 +380,7 @@ class KarpenterAutoscaler:
                       self._spare())
         where = self._place_all(sim_, pods)
         remaining, committed = self._supply()
-        launched = []
+        launched: list[int] = []
         for c in range(sim_.n_claims):
             pool = self._offering(sim_.claim_types(c), remaining, committed)
             if pool < 0:
@@ -398,14 +400,15 @@ class KarpenterAutoscaler:
         snap = (st.pods_on.copy(), st.cpu_free.copy(), st.gpu_used.copy(), st.status.copy())
         if self.seen is not None:
             changed = np.zeros(st.n_slots, bool)
-            for old, new in zip(self.seen, snap):
+            for old, new in zip(self.seen, snap, strict=True):
                 changed |= old != new
             self.last_change[changed] = now
         self.seen = snap
         if self.command is not None:
             return False  # one disruption at a time: wait for the replacement
         ready = st.status == READY
-        budget = math.ceil(self.budget_nodes * int(ready.sum())) - int((ready & (self.scheduler.booked_for == TAINT)).sum())
+        tainted = int((ready & (self.scheduler.booked_for == TAINT)).sum())
+        budget = math.ceil(self.budget_nodes * int(ready.sum())) - tainted
         if budget <= 0:
             return False
         cands = self._candidates(now)
@@ -550,6 +553,7 @@ class KarpenterAutoscaler:
             self.command = (int(slots[0]), int(self.sim.node_instance[slots[0]]), cands)
 
     def _finish_command(self) -> None:
+        assert self.command is not None
         slot, instance, cands = self.command
         if self.sim.node_instance[slot] != instance:  # the replacement is gone: call it off
             self.scheduler.book(cands, -1)

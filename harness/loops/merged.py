@@ -5,9 +5,9 @@ Each job (a gang, or a single pod) is planned as a unit, in queue order:
   1. on ready nodes, all members at once (topology, shares, locality understood);
   2. else, on a provisioning tick, on nodes already booting plus new nodes of one pool:
      every pool is tried (for a rack-local gang, in the pool's rack with the most free
-     slots), the cheapest plan wins, committed slots counting as free; the pool's remaining stock is checked first (like a
-     check-capacity ProvisioningRequest), so exactly the plan's nodes are requested, all or
-     nothing. If no pool can hold the whole job, it waits.
+     slots), the cheapest plan wins, committed slots counting as free; the pool's remaining
+     stock is checked first (like a check-capacity ProvisioningRequest), so exactly the
+     plan's nodes are requested, all or nothing. If no pool can hold the whole job, it waits.
 The plan is bound at once onto the booting nodes, so the placement is decided once: pods run
 when their nodes are ready (a gang when min_member of them are), and a node that a plan
 counts on is never scaled down.
@@ -23,6 +23,7 @@ from harness.loops.base import Description, SimulationView
 from harness.loops.scale_down import ScaleDown
 from harness.quiet import NO_TICKS, grid_after, quiet_scans
 from harness.scheduler import Scheduler
+from harness.scores import ScorePlugin
 from harness.settings import check
 from harness.state import BOOTING
 from harness.whatif import Snapshot
@@ -51,7 +52,7 @@ class MergedLoop:
         self.scale_down.attach(sim)
         self.next_scan = 0.0
         self.scanned_mutations = -1
-        self.quiet_key = None  # (node changes, arrivals) after a scan that changed nothing
+        self.quiet_key: tuple | None = None  # (node changes, arrivals) after a scan that changed nothing
         self.planned_at = np.full(sim.w.n_jobs, -1, np.int64)  # layout version of the last failed plan
         self.fits_pool = pools_fit(sim.cluster, sim.w)
 

@@ -60,8 +60,9 @@ class Scheduler:
         self.sim = sim
         w = sim.w
         sim.order_queue(self.queue_sort)
-        self.pre_filter = [WaitsForCapacity()] if self.waits_for_capacity else []
-        for plugin in (self.gang, *self.pre_filter):
+        self.pre_filter: list[WaitsForCapacity] = [WaitsForCapacity()] if self.waits_for_capacity else []
+        self.gang.attach(self)
+        for plugin in self.pre_filter:
             plugin.attach(self)
         self.tried_at = np.full(w.n_jobs, -1, np.int64)  # capacity version of the last failure
         self.job_size = np.diff(w.job_bounds)
@@ -78,7 +79,7 @@ class Scheduler:
         #: node -> job it is booked for (ProvisioningRequest), -1 = free for all; written by `book`
         self.booked_for = np.full(sim.state.n_slots, -1, np.int64)
         self.bookings = 0  # bumps on every change of booked_for
-        self.usable_key = None
+        self.usable_key: tuple[int, int] | None = None
 
     def book(self, slots, owner: int) -> None:
         """Book nodes for job `owner` (a ProvisioningRequest), taint them (an owner below -1:
@@ -119,10 +120,8 @@ class Scheduler:
                 self.tried_at[j] = st.version
                 waiting.append(j)
                 continue
-            if self.gang.rejects_all(j):
-                placed = self._place_atomic(j, failed)
-            else:
-                placed = self._place_incremental(j, failed)
+            place = self._place_atomic if self.gang.rejects_all(j) else self._place_incremental
+            placed = place(j, failed)
             self.tried_at[j] = -1 if placed else st.version  # an evicted job comes back new
             if not placed:
                 waiting.append(j)
@@ -174,8 +173,8 @@ class Scheduler:
                 local, block, group = local[owner], block[owner], group[owner]
             where = np.where(block[:, None], st.slot_block[nodes], st.slot_rack[nodes])  # pod x node
             fits &= ~local[:, None] | (where == group[:, None])
-        fits = fits.any(axis=1)
-        helped = fits if owner is None else np.bincount(owner, weights=fits, minlength=len(stale)) > 0
+        fit_any = fits.any(axis=1)
+        helped = fit_any if owner is None else np.bincount(owner, weights=fit_any, minlength=len(stale)) > 0
         self.tried_at[stale[~helped]] = st.version
 
     def _relabel(self, jobs: list[int]) -> None:
@@ -192,7 +191,8 @@ class Scheduler:
             return
         if (self.job_shape[js] >= 0).all():  # the common case: each job's pods are alike
             first = self.job_first_pod[js]
-            reasons = [self._reason(k, p) for k, p in zip(self._reason_key(first).tolist(), first.tolist())]
+            keys = self._reason_key(first).tolist()
+            reasons = [self._reason(k, p) for k, p in zip(keys, first.tolist(), strict=True)]
             if reasons.count(reasons[0]) == len(reasons):
                 sim.acct.set_reasons(pods, reasons[0])
             else:  # a job's pending pods follow each other in `pods`
@@ -200,12 +200,13 @@ class Scheduler:
                 sim.acct.set_reasons(pods, np.repeat(np.array(reasons, np.int8), pending))
             return
         keys, first, inverse = np.unique(self._reason_key(pods), return_index=True, return_inverse=True)
-        reasons = np.fromiter((self._reason(key, p) for key, p in zip(keys.tolist(), pods[first].tolist())),
-                              np.int8, len(keys))
-        sim.acct.set_reasons(pods, reasons[inverse])
+        codes = zip(keys.tolist(), pods[first].tolist(), strict=True)
+        by_key = np.fromiter((self._reason(key, p) for key, p in codes), np.int8, len(keys))
+        sim.acct.set_reasons(pods, by_key[inverse])
 
     def _reason(self, key: int, p: int) -> int:
         """Why pod p (of reason key `key`) is pending; pods alike share the verdict in a cycle."""
+        assert self.reasons is not None, "no shared verdicts while bookings give each job its own nodes"
         reason = self.reasons.get(key)
         if reason is None:
             reason = self.reasons[key] = self.classify(p, self.free_ready)
