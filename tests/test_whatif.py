@@ -89,7 +89,10 @@ def test_kept_trial_counts_as_a_change(state, data):
     after = everything(state)
     state.keep()
     assert_same(everything(state), after)
-    assert state.mutations > before["mutations"] and state.version > before["version"]
+    assert state.version > before["version"]  # capacity_opened always says capacity opened
+    # a trial that changed a node leaves the mutation count moved (one that changed none need not)
+    touched = any(not np.array_equal(after[k], before[k]) for k in ClusterState._DYNAMIC if k != "changed_at")
+    assert state.mutations > before["mutations"] or not touched
 
 
 def test_trials_do_not_nest():
