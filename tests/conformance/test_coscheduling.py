@@ -41,9 +41,12 @@ def group(n: int, min_member: int, job: str = "pg1") -> list[dict]:
 
 # ---- Permit ------------------------------------------------------------------------------------
 
-def test_permit_pods_do_not_belong_to_any_podgroup():
-    """CT TestPermit / "pods do not belong to any podGroup": Success. A lone pod (min_member 1)
-    is allowed at once: it runs from t=0."""
+@pytest.mark.parametrize("case", [
+    "CT TestPermit / pods do not belong to any podGroup",  # Success
+    "CORE TestPermit / pod does not belong to any pg",  # PodGroupNotSpecified
+])
+def test_permit_pods_do_not_belong_to_any_podgroup(case):
+    """A pod of no PodGroup is allowed at once. Ours: a lone pod (min_member 1) runs from t=0."""
     sim, _ = cycle([MEMBER], nodes=1)
     assert sim.pod_status.tolist() == [RUNNING] and sim.job_started[0] == 0.0
 
