@@ -176,6 +176,7 @@ RULES: dict[str, dict[str, Rule]] = {
         "reject_percentage": integer("PostFilter releases a partly placed gang at once when a member fits "
                                      "nowhere and more than this percentage of min_member is unassigned",
                                      ge=0, le=100),
+        "backoff_s": duration("seconds PreFilter refuses a gang after PostFilter released it (0: no backoff)"),
     },
     "harness.loops.cluster_autoscaler.ClusterAutoscaler": {
         "scan_interval_s": period("seconds between autoscaler scans"),

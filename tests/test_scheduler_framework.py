@@ -53,6 +53,14 @@ def test_a_reject_percentage_outside_0_to_100_is_refused(bad):
         Coscheduling(reject_percentage=bad)
 
 
+def test_the_pod_group_backoff_is_read_from_yaml_and_off_by_default():
+    assert instantiate(compose("config", []).loop.scheduler).gang.backoff_s == 0.0  # upstream's default
+    cfg = compose("config", ["loop.scheduler.gang.backoff_s=10"])
+    assert instantiate(cfg.loop.scheduler).gang.backoff_s == 10.0
+    with pytest.raises(ConfigError, match=r"loop.scheduler.gang.backoff_s = -1: must be a number >= 0"):
+        Coscheduling(backoff_s=-1)
+
+
 def test_an_unknown_gang_plugin_is_refused_with_the_options():
     from hydra.errors import MissingConfigException
 

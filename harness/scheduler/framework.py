@@ -318,6 +318,8 @@ class Scheduler:
         anchor = sim.job_anchor[j]
         # the rack or block the job's placed members restrict it to
         group = int(groups[anchor]) if groups is not None and anchor >= 0 else -1
+        if not self.gang.admits(j):  # PreFilter of the gang plugin (a PodGroup backoff)
+            return False
         for plugin in self.pre_filter:  # e.g. reserve only where the whole gang will fit
             where = plugin.pre_filter(j, usable, group)
             if where is None:

@@ -12,7 +12,8 @@ reserved with it are rejected; a job whose PostFilter rejects before anything is
                 to start, then releases every member (PermitWaitingTimeSeconds, 60 s by
                 default); PostFilter releases the waiting members at once when a member found
                 no node and more than `reject_percentage` % of min_member is unassigned
-                (PodGroupRejectPercentage, 10 by default);
+                (PodGroupRejectPercentage, 10 by default), and its PreFilter then refuses
+                the gang for `backoff_s` (PodGroupBackoffSeconds, 0 = off by default);
   Atomic        PostFilter rejects the whole gang: it is placed in one cycle or not at all.
 """
 
@@ -42,6 +43,10 @@ class Gang:
         reserved with it in the cycle (asked before the job is placed, to place it on a trial)."""
         return False
 
+    def admits(self, j: int) -> bool:
+        """PreFilter: whether job j's pods may be tried in this cycle."""
+        return True
+
     def permit(self, j: int) -> None:
         """Permit, after the members of job j that fit were bound one by one."""
 
@@ -59,16 +64,24 @@ class Coscheduling(Gang):
     """Permit waits `timeout_s` for a partly bound gang to start, then releases it; PostFilter
     releases it at once when a member fits nowhere and the gap to quorum is too wide."""
 
-    def __init__(self, timeout_s: float = 60.0, reject_percentage: int = 10):
+    def __init__(self, timeout_s: float = 60.0, reject_percentage: int = 10, backoff_s: float = 0.0):
         check("harness.scheduler.gang.Coscheduling", "loop.scheduler.gang", timeout_s=timeout_s,
-              reject_percentage=reject_percentage)
+              reject_percentage=reject_percentage, backoff_s=backoff_s)
         self.timeout_s = float(timeout_s)
         self.reject_percentage = int(reject_percentage)
+        self.backoff_s = float(backoff_s)
 
     def attach(self, scheduler: Scheduler) -> None:
         super().attach(scheduler)
         self.armed = np.zeros(self.sim.w.n_jobs, bool)  # a timeout is pending for the job
         self.epoch = np.zeros(self.sim.w.n_jobs, np.int64)  # bumps when the job's members are released
+        self.denied_until = np.full(self.sim.w.n_jobs, -np.inf)  # PodGroup backoff after a PostFilter rejection
+
+    def admits(self, j: int) -> bool:
+        """PreFilter: a gang rejected by PostFilter less than backoff_s ago "failed recently".
+        No clock of its own: a cycle runs only when something changed, so the gang is next
+        tried at the first change after the backoff (upstream: an event that requeues it)."""
+        return self.sim.now >= self.denied_until[j]
 
     def permit(self, j: int) -> None:
         sim = self.sim
@@ -90,6 +103,8 @@ class Coscheduling(Gang):
         if not (self.armed[j] and self.rejects(int(sim.job_placed[j]), int(sim.w.job_min_member[j]))):
             return False
         self._release(j, int(self.epoch[j]))
+        if self.backoff_s > 0:
+            self.denied_until[j] = sim.now + self.backoff_s
         return True
 
     def _release(self, j: int, epoch: int) -> None:

@@ -110,6 +110,34 @@ def test_post_filter_pod_failed_at_filter_phase_reject_all_pods():
     assert sim.state.gpu_used.sum() == 0 and sched.tried_at[0] == sim.state.version
 
 
+@pytest.mark.parametrize("backoff_s, released", [(1.0, 1), (0.0, 3)], ids=["backoff 1 s", "no backoff"])
+def test_pod_group_backoff_time_prevent_pod_falling_into_infinite_scheduling_loop(backoff_s, released):
+    """CT TestPodGroupBackoffTime / "prevent pod falling into infinite scheduling loop":
+    pg1 of minMember 3 and pods pod1-3, backoff 1 s. Permit(pod1) = Wait; PostFilter(pod2)
+    rejects the group and backs it off; PreFilter(pod3) → UnschedulableAndUnresolvable
+    "podGroup ns/pg1 failed recently". Ours: on 3 nodes, two taken by lone pods until 0.5 s and
+    2 s, one member binds at t=0 (Wait) and the others find no node: released, backed off 1 s.
+    At 0.5 s a node frees: the gang is refused, nothing is bound (without the backoff,
+    upstream's default, two members bind and are released again: the loop). At 2 s all three
+    bind and the gang starts. `released` counts the members released by then (pod epochs)."""
+    cl = cluster([node_type("g8")], [pool(f"p{i}", "g8", min_size=1, max_size=1) for i in range(3)],
+                 autoscaling=False)
+    pods = [{**MEMBER, "job_id": "a", "duration_s": 0.5}, {**MEMBER, "job_id": "b", "duration_s": 2.0}]
+    sim = Simulation(compile_workload(trace(pods + group(3, 3)), cl), cl, seed=0, horizon_s=3600.0)
+    sched = Scheduler(LeastAllocated(), gang=Coscheduling(backoff_s=backoff_s))
+    sched.attach(sim)
+    members = sim.w.job_pods[2]
+    sim.advance_to(0.0)
+    sched.cycle(0.0)
+    assert (sim.pod_status[members] == PENDING).all() and sim.pod_epoch[members].sum() == 1
+    sim.advance_to(0.5)
+    sched.cycle(0.5)
+    assert (sim.pod_status[members] == PENDING).all() and sim.pod_epoch[members].sum() == released
+    sim.advance_to(2.0)
+    sched.cycle(2.0)
+    assert (sim.pod_status[members] == RUNNING).all() and sim.job_started[2] == 2.0
+
+
 # ---- PreFilter ---------------------------------------------------------------------------------
 
 def test_pre_filter_pod_does_not_belong_to_any_pg():
