@@ -173,6 +173,10 @@ RULES: dict[str, dict[str, Rule]] = {
     },
     "harness.scheduler.gang.Coscheduling": {
         "timeout_s": period("seconds a partly placed gang holds its nodes before releasing them"),
+        "reject_percentage": integer("PostFilter releases a partly placed gang at once when a member fits "
+                                     "nowhere and more than this percentage of min_member is unassigned",
+                                     ge=0, le=100),
+        "backoff_s": duration("seconds PreFilter refuses a gang after PostFilter released it (0: no backoff)"),
     },
     "harness.loops.cluster_autoscaler.ClusterAutoscaler": {
         "scan_interval_s": period("seconds between autoscaler scans"),

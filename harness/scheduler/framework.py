@@ -7,7 +7,8 @@ It only ever places pods on nodes that exist and are ready. A profile (conf/loop
   PreFilter   `waits_for_capacity` (harness.scheduler.capacity): a gang may wait for capacity;
   Filter      `filter` (harness.scheduler.filter): a mask of the nodes that can take a pod;
   PostFilter  `gang` (harness.scheduler.gang): does a member that fits nowhere reject the
-              members reserved with it (Atomic) or not (NoGang, Coscheduling)?
+              members reserved with it (Atomic: all in one cycle; Coscheduling: when the gap
+              to quorum exceeds its reject percentage) or not (NoGang)?
   Score       `policy` (harness.scores): an array of scores over the feasible nodes, weighted;
   Reserve     the policy picks the devices (`pick_devices`) and records the placement
               (`on_bind`); Unreserve: a trial rolls back (`checkpoint` / `restore`);
@@ -317,6 +318,8 @@ class Scheduler:
         anchor = sim.job_anchor[j]
         # the rack or block the job's placed members restrict it to
         group = int(groups[anchor]) if groups is not None and anchor >= 0 else -1
+        if not self.gang.admits(j):  # PreFilter of the gang plugin (a PodGroup backoff)
+            return False
         for plugin in self.pre_filter:  # e.g. reserve only where the whole gang will fit
             where = plugin.pre_filter(j, usable, group)
             if where is None:
@@ -338,6 +341,8 @@ class Scheduler:
             if groups is not None and group < 0:
                 group = int(groups[n])
         self.gang.permit(j)
+        if not all_placed and self.gang.post_filter(j):  # PostFilter released the waiting members:
+            failed.clear()  # capacity grew, so what failed in this cycle may fit now
         return all_placed
 
     # ---- why a pod is still pending ---------------------------------------------------

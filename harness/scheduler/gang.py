@@ -4,14 +4,16 @@ A job's pods are tried together in a cycle. After the members that found a node 
 (Reserve, then Bind: they hold their devices), Permit says what they wait for; a gang starts
 once `min_member` of its pods are bound on ready nodes (the simulation's rule, upstream
 Coscheduling's quorum). When a member finds no node, PostFilter says whether the members
-reserved with it in the cycle are rejected at once; a job whose PostFilter rejects is placed
-on a trial of the state, kept only if every member fits.
+reserved with it are rejected; a job whose PostFilter rejects before anything is reserved
+(`rejects_all`) is placed on a trial of the state, kept only if every member fits.
 
   NoGang        members bind one by one as they fit and hold their devices while waiting;
-  Coscheduling  the same, and Permit waits up to `timeout_s` for the gang to start, then
-                releases every member (scheduler-plugins Coscheduling, PermitWaitingTimeSeconds
-                60 s by default; unlike upstream, an unschedulable member does not reject the
-                others before the timeout);
+  Coscheduling  scheduler-plugins Coscheduling: Permit waits up to `timeout_s` for the gang
+                to start, then releases every member (PermitWaitingTimeSeconds, 60 s by
+                default); PostFilter releases the waiting members at once when a member found
+                no node and more than `reject_percentage` % of min_member is unassigned
+                (PodGroupRejectPercentage, 10 by default), and its PreFilter then refuses
+                the gang for `backoff_s` (PodGroupBackoffSeconds, 0 = off by default);
   Atomic        PostFilter rejects the whole gang: it is placed in one cycle or not at all.
 """
 
@@ -41,8 +43,17 @@ class Gang:
         reserved with it in the cycle (asked before the job is placed, to place it on a trial)."""
         return False
 
+    def admits(self, j: int) -> bool:
+        """PreFilter: whether job j's pods may be tried in this cycle."""
+        return True
+
     def permit(self, j: int) -> None:
         """Permit, after the members of job j that fit were bound one by one."""
+
+    def post_filter(self, j: int) -> bool:
+        """PostFilter, after some member of job j found no node in this cycle (the others
+        that fit are bound): whether it released the members waiting in Permit."""
+        return False
 
 
 class NoGang(Gang):
@@ -50,27 +61,60 @@ class NoGang(Gang):
 
 
 class Coscheduling(Gang):
-    """Permit waits `timeout_s` for a partly bound gang to start, then releases it."""
+    """Permit waits `timeout_s` for a partly bound gang to start, then releases it; PostFilter
+    releases it at once when a member fits nowhere and the gap to quorum is too wide."""
 
-    def __init__(self, timeout_s: float = 60.0):
-        check("harness.scheduler.gang.Coscheduling", "loop.scheduler.gang", timeout_s=timeout_s)
+    def __init__(self, timeout_s: float = 60.0, reject_percentage: int = 10, backoff_s: float = 0.0):
+        check("harness.scheduler.gang.Coscheduling", "loop.scheduler.gang", timeout_s=timeout_s,
+              reject_percentage=reject_percentage, backoff_s=backoff_s)
         self.timeout_s = float(timeout_s)
+        self.reject_percentage = int(reject_percentage)
+        self.backoff_s = float(backoff_s)
 
     def attach(self, scheduler: Scheduler) -> None:
         super().attach(scheduler)
         self.armed = np.zeros(self.sim.w.n_jobs, bool)  # a timeout is pending for the job
+        self.epoch = np.zeros(self.sim.w.n_jobs, np.int64)  # bumps when the job's members are released
+        self.denied_until = np.full(self.sim.w.n_jobs, -np.inf)  # PodGroup backoff after a PostFilter rejection
+
+    def admits(self, j: int) -> bool:
+        """PreFilter: a gang rejected by PostFilter less than backoff_s ago "failed recently".
+        No clock of its own: a cycle runs only when something changed, so the gang is next
+        tried at the first change after the backoff (upstream: an event that requeues it)."""
+        return self.sim.now >= self.denied_until[j]
 
     def permit(self, j: int) -> None:
         sim = self.sim
         if (not self.armed[j] and math.isnan(sim.job_started[j])
                 and (sim.pod_status[sim.w.job_pods[j]] == BOUND).any()):
             self.armed[j] = True
-            sim.at(sim.now + self.timeout_s, self._timeout, j)
+            sim.at(sim.now + self.timeout_s, self._release, j, int(self.epoch[j]))
 
-    def _timeout(self, j: int) -> None:
-        """The wait timed out: Unreserve every bound member of the gang that did not start."""
+    def rejects(self, assigned: int, min_member: int) -> bool:
+        """Upstream's PostFilter rule: a gang below quorum is rejected when its unassigned
+        share of min_member exceeds reject_percentage (integers: no rounding at exactly 10 %)."""
+        return assigned < min_member and (min_member - assigned) * 100 > self.reject_percentage * min_member
+
+    def post_filter(self, j: int) -> bool:
+        """Reject the waiting members now. Upstream tries a group's pods one by one and Permit
+        sends the failed siblings back to the active queue, so the last PostFilter sees every
+        member that could be assigned: the rule is applied once, after the job's attempt."""
         sim = self.sim
+        if not (self.armed[j] and self.rejects(int(sim.job_placed[j]), int(sim.w.job_min_member[j]))):
+            return False
+        self._release(j, int(self.epoch[j]))
+        if self.backoff_s > 0:
+            self.denied_until[j] = sim.now + self.backoff_s
+        return True
+
+    def _release(self, j: int, epoch: int) -> None:
+        """The wait timed out or PostFilter rejected: Unreserve every bound member of the gang
+        that did not start; it is retried when capacity next changes."""
+        sim = self.sim
+        if epoch != self.epoch[j]:  # released already; members bound since have their own wait
+            return
         self.armed[j] = False
+        self.epoch[j] += 1
         if not math.isnan(sim.job_started[j]):
             return
         pods = sim.w.job_pods[j]
