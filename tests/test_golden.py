@@ -185,6 +185,20 @@ def test_gang_provisioning_request_on_a_best_effort_pool_still_burns():
                                 gang_wait / H, 0.0))
 
 
+def test_gang_provisioning_request_nodes_are_scaled_down_once_the_gang_is_done():
+    # Issue 17's bug: the gang ran and ended inside its 10 min booking; when the booking ran
+    # out nothing was pending, the autoscaler never scanned again and the 4 empty nodes were
+    # billed to the horizon. Now (upstream's bookCapacity) the booking ends when the gang's
+    # pods are scheduled, and scans go on while any booking lasts. t=0: 4 nodes asked of the
+    # atomic pool, booked; ready at 300, the gang runs 300-400 (booking consumed); the empty
+    # nodes are unneeded from 400 and removed at 1000 (600 s later, 1000 s after the scale-up).
+    cl = sc.cluster([sc.node_type("gpu8")], [sc.pool("a", "gpu8", atomic=True, price_on_demand=8.0)])
+    table = sc.trace([{"job_id": "g", "min_member": 4, "gpu_count": 8, "duration_s": 100.0} for _ in range(4)])
+    row, _ = sc.run(table, cl, sc.separate(provisioning_request=True), horizon_s=2 * H)
+    assert idle(row) == approx((32 * 900 / H, 32 * 300 / H, 32 * 600 / H, 0.0, 0.0))
+    assert row["nodes_provisioned"] == 4 and row["gang_latency_max_s"] == approx(300.0)
+
+
 def test_gang_merged_plans_the_whole_gang_in_one_pool():
     cl, table = gang_setup(a_atomic=False)
     row, _ = sc.run(table, cl, sc.merged(), horizon_s=2 * H)
