@@ -90,11 +90,13 @@ class ProvisioningRequests:
             return
 
     def _provision(self, now: float, j: int, unit: np.ndarray) -> None:
-        nodes = self._capacity_found(unit)
-        if nodes is None and self.provisioning_class == BEST_EFFORT_ATOMIC:
-            nodes = self._scale_up(now, unit)
+        nodes, rest = self._fit_existing(j, unit)
+        if len(rest) and self.provisioning_class == BEST_EFFORT_ATOMIC:
+            granted = self._scale_up(now, rest)
+            if len(granted):
+                nodes, rest = np.r_[nodes, granted], rest[:0]
         self.version += 1
-        if nodes is None or len(nodes) == 0:  # Provisioned=False: retried after a backoff
+        if len(rest):  # Provisioned=False: retried after a backoff
             self.failed[j] = now
             self.retry_s.setdefault(j, INITIAL_RETRY_S)
             return
@@ -103,28 +105,37 @@ class ProvisioningRequests:
         self.booked[j] = (now, nodes)
         self.booked_for[nodes] = j
 
-    def _capacity_found(self, unit: np.ndarray) -> np.ndarray | None:
-        """The nodes that exist or are on their way on which the whole gang fits (first fit,
-        in the autoscaler's view, other bookings taken), or None."""
+    def _fit_existing(self, j: int, unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the nodes, the pods left): the gang's pods packed first fit, class by class, on the
+        nodes that exist or are on their way (in the autoscaler's view, other bookings taken),
+        as upstream filters out the request's pods that are schedulable before scaling up."""
         ca, st = self.ca, self.ca.sim.state
         present = np.flatnonzero(st.status != ABSENT)
-        snap = Snapshot(st, present, usable=np.ones(len(present), bool), booked=self.booked_for[present])
-        plan = snap.fit(ca.fit_view, unit, undo=False)
-        return None if plan is None else np.unique(present[[n for _, n, _ in plan]])
+        booked = self.booked_for[present]
+        snap = Snapshot(st, present, usable=(booked == -1) | (booked == j))
+        cls = ca.fit_class[unit]
+        _, first = np.unique(cls, return_index=True)
+        used, left = [], []
+        for c in cls[np.sort(first)].tolist():
+            pods = unit[cls == c]
+            local = snap.fit_alike(ca.fit_view, int(pods[0]), len(pods))
+            used.append(present[local])
+            left.append(pods[len(local):])
+        return np.unique(np.concatenate(used)), np.concatenate(left)
 
-    def _scale_up(self, now: float, unit: np.ndarray) -> np.ndarray | None:
-        """best-effort-atomic: one pool that can take the whole gang, by the expander; the
-        nodes it granted (all or nothing where the pool honours it), None if no pool can."""
+    def _scale_up(self, now: float, pods: np.ndarray) -> np.ndarray:
+        """best-effort-atomic: one pool that can take all these pods, by the expander; the
+        nodes it granted (all or nothing where the pool honours it; none if no pool can)."""
         ca = self.ca
         options = []
         for p in ca._candidate_pools(now):
-            nodes, helped, waste = ca._estimate(p, [unit])
-            if nodes and helped == len(unit):
+            nodes, helped, waste = ca._estimate(p, [pods])
+            if nodes and helped == len(pods):
                 options.append(ca._option(p, nodes, helped, waste))
         if not options:
-            return None
+            return pods[:0]
         p, count = ca._expand(options)
-        granted = ca.sim.provision(p, count, atomic=True, slots=ca._preferred_slots(p, unit))
+        granted = ca.sim.provision(p, count, atomic=True, slots=ca._preferred_slots(p, pods))
         if len(granted) < count:
             ca.backoff_until[p] = now + ca.backoff_s
         return np.asarray(granted, np.int64)
