@@ -158,7 +158,8 @@ def test_booking_capacity_time_is_expired():
     at 600 s, expired at the scan at 610; its nodes are free in the autoscaler's snapshot.
     Nothing is pending meanwhile (the gang set aside): the autoscaler still scans while the
     booking lasts (issue 17's bug: it stopped, the booked nodes were never scaled down)."""
-    sim, ca = attach(request("atomicScaleUpProvReq", 5, 5, 5))
+    cl = sc.cluster([CPU_NODE], [sc.pool("test-cpu", "test-cpu", min_size=1, max_size=1)])  # the booked node alone
+    sim, ca = attach(request("atomicScaleUpProvReq", 5, 5, 2), cl)
     ca.scan(0.0)
     sim.dequeue(0)
     assert 0 in ca.provreq.booked
@@ -167,6 +168,7 @@ def test_booking_capacity_time_is_expired():
         sim.advance_to(t)
         ca.scan(t)
         assert (0 in ca.provreq.booked) is (t == 600.0)
+        assert ca.scale_down.is_low[0] is np.bool_(t == 610.0)  # kept from scale-down while booked
     assert (ca.provreq.booked_for == -1).all()
 
 
