@@ -46,6 +46,7 @@ class ProvisioningRequests:
         sim = self.ca.sim
         #: node -> job whose booking holds it, -1 = free (the autoscaler's snapshot only)
         self.booked_for = np.full(sim.state.n_slots, -1, np.int64)
+        self.size = np.diff(sim.w.job_bounds)  # pods per job
         self.booked: dict[int, tuple[float, np.ndarray]] = {}  # job -> (Provisioned at, its nodes)
         self.failed: dict[int, float] = {}  # job -> when its request was last not provisioned
         self.retry_s: dict[int, float] = {}  # job -> the wait before its next retry
@@ -54,14 +55,20 @@ class ProvisioningRequests:
 
     # ---- refresh: bookings end ----------------------------------------------------------
     def refresh(self, now: float) -> None:
-        placed, size = self.ca.sim.job_placed, np.diff(self.ca.sim.w.job_bounds)
+        placed = self.ca.sim.job_placed
         done = [j for j, (since, _) in self.booked.items()
-                if since + self.booking_s < now or placed[j] >= size[j]]  # expired or consumed
+                if since + self.booking_s < now or placed[j] >= self.size[j]]  # expired or consumed
         for j in done:
             self.booked_for[self.booked.pop(j)[1]] = -1
         if done:
             self.version += 1
         self.idle = not done
+        if self.failed:  # a request whose gang left the queue is gone with it
+            jobs = np.fromiter(self.failed, np.int64, len(self.failed))
+            gone = set(jobs[~np.isin(jobs, self.ca.sim.queued_jobs())].tolist())
+            if gone:
+                self.failed = {j: t for j, t in self.failed.items() if j not in gone}
+                self.retry_s = {j: r for j, r in self.retry_s.items() if j not in gone}
 
     def key(self) -> tuple[int, ...]:
         """What the requests' outcome depends on beyond nodes and arrivals."""
