@@ -191,7 +191,11 @@ RULES: dict[str, dict[str, Rule]] = {
         "provisioning_request": flag("gangs become ProvisioningRequests"),
         "scheduler_sees": flag("whether a pod fits existing or in-flight capacity is the scheduler's verdict"),
         "scheduler_prefers": flag("the autoscaler asks for the capacity the scheduler prefers"),
-        "booking_s": duration("seconds a ProvisioningRequest's nodes stay booked for its gang"),
+        "booking_s": duration("seconds a ProvisioningRequest's capacity stays booked in the autoscaler's "
+                              "snapshot, unless its pods are scheduled first"),
+        "provisioning_class": one_of(("best-effort-atomic-scale-up", "check-capacity"),
+                                     "what a ProvisioningRequest does: scale up for the whole gang "
+                                     "at once, or only check the capacity that exists"),
         "backoff_s": duration("seconds a pool whose request came back short is skipped"),
     },
     "harness.loops.scale_down.ScaleDown": {

@@ -176,7 +176,7 @@ def pending(draw):
         used = draw(st.integers(0, int(state.gpu_cap[n])))
         state.bind(n, draw(st.sampled_from([0, 4000])), 0, np.arange(used), draw(st.sampled_from([250, 1000])))
         if draw(st.integers(0, 3)) == 0:  # booked for a job (ProvisioningRequest)
-            ca.scheduler.booked_for[n] = draw(st.integers(0, sim.w.n_jobs - 1))
+            ca.provreq.booked_for[n] = draw(st.integers(0, sim.w.n_jobs - 1))
     units = []
     for j in range(sim.w.n_jobs):
         members = sim.w.job_pods[j]
@@ -218,7 +218,7 @@ def unplaced_one_by_one(ca, units):
     sim = ca.sim
     present = np.flatnonzero(sim.state.status != ABSENT)
     scratch = sim.state.subset(present)
-    booked = ca.scheduler.booked_for[present]
+    booked = ca.provreq.booked_for[present]
     first = np.array([u[0] for u in units])
     alone = np.isin(sim.w.job[first], booked[booked >= 0])
     left = []

@@ -209,6 +209,9 @@ SETTINGS = {
                     "loop/autoscaler/expander=NAME, NAME a file of conf/loop/autoscaler/expander)", "cheapest"),
     "loop.autoscaler.booking_s=-1": setting_err("loop.autoscaler.booking_s", "must be a number >= 0", -1),
     "loop.autoscaler.backoff_s=-1": setting_err("loop.autoscaler.backoff_s", "must be a number >= 0", -1),
+    "loop.autoscaler.provisioning_class=queued-provisioning":
+        setting_err("loop.autoscaler.provisioning_class",
+                    "must be one of best-effort-atomic-scale-up, check-capacity", "queued-provisioning"),
     "loop.autoscaler.gang_aware=yes": setting_err("loop.autoscaler.gang_aware", "must be true or false", "yes"),
     "loop.autoscaler.scale_down.unneeded_time_s=-600":
         setting_err("loop.autoscaler.scale_down.unneeded_time_s", "must be a number >= 0", -600),

@@ -15,9 +15,10 @@ Its view of a pod is set by switches, all off by default as in typical deploymen
   sharing_aware      packs GPU shares and partitions per device (else rounds each up to a GPU);
   gang_aware         sizes a gang's pods together, all or nothing (else pod by pod);
   reservation_aware  prefers pools with free committed slots and prices them at 0;
-  provisioning_request  gangs become ProvisioningRequests: the whole gang's nodes are asked at
-                     once (all-or-nothing where the pool honours it) and booked for the gang
-                     for `booking_s`; the scheduler then places the pods by itself.
+  provisioning_request  gangs become ProvisioningRequests of `provisioning_class`
+                     (harness/loops/provisioning_request.py): one per scan, the whole gang
+                     at once, its capacity booked in the autoscaler's own snapshot for
+                     `booking_s`; the scheduler places the pods by itself.
 Two steps of the scheduler-autoscaler interfaces proposed to SIG-Autoscaling (the third,
 "requests", is the merged loop):
   scheduler_sees     (a) whether a pending pod fits existing or in-flight capacity is the
@@ -50,6 +51,7 @@ from harness.loops.base import (
     SimulationView,
 )
 from harness.loops.expanders import Chain, Expander, Option, Reserved, SchedulerPreference
+from harness.loops.provisioning_request import BEST_EFFORT_ATOMIC, ProvisioningRequests
 from harness.loops.scale_down import ScaleDown
 from harness.quiet import NO_TICKS, grid_after, quiet_scans
 from harness.scheduler import Scheduler
@@ -64,12 +66,13 @@ class ClusterAutoscaler:
                  topology_aware: bool = False, sharing_aware: bool = False, gang_aware: bool = False,
                  reservation_aware: bool = False, provisioning_request: bool = False,
                  scheduler_sees: bool = False, scheduler_prefers: bool = False,
-                 booking_s: float = 600.0, backoff_s: float = 300.0, scale_down: ScaleDown | None = None):
+                 booking_s: float = 600.0, backoff_s: float = 300.0, scale_down: ScaleDown | None = None,
+                 provisioning_class: str = BEST_EFFORT_ATOMIC):
         check("harness.loops.cluster_autoscaler.ClusterAutoscaler", "loop.autoscaler", scan_interval_s=scan_interval_s,
               expander=expander, topology_aware=topology_aware, sharing_aware=sharing_aware, gang_aware=gang_aware,
               reservation_aware=reservation_aware, provisioning_request=provisioning_request,
               scheduler_sees=scheduler_sees, scheduler_prefers=scheduler_prefers, booking_s=booking_s,
-              backoff_s=backoff_s)
+              backoff_s=backoff_s, provisioning_class=provisioning_class)
         self.scan_interval_s = float(scan_interval_s)
         self.topology_aware, self.sharing_aware = bool(topology_aware), bool(sharing_aware)
         self.gang_aware, self.reservation_aware = bool(gang_aware), bool(reservation_aware)
@@ -78,6 +81,7 @@ class ClusterAutoscaler:
         self.booking_s, self.backoff_s = float(booking_s), float(backoff_s)
         self.expander = self._choice(expander or Chain())
         self.scale_down = scale_down or ScaleDown()
+        self.provreq = ProvisioningRequests(self, provisioning_class, self.booking_s)
 
     def describe(self) -> Description:
         """The separate loops on it are the ablation's family: each switch on is a capability."""
@@ -104,16 +108,16 @@ class ClusterAutoscaler:
         self.view = sim.w if self.scheduler_prefers else own  # what new nodes to ask for
         self.fit_class, self.view_class = equivalence_classes(self.fit_view), equivalence_classes(self.view)
         self.backoff_until = np.full(len(sim.cluster.pools), -np.inf)
-        self.provreq_until = np.full(sim.w.n_jobs, -np.inf)
         self.rng = np.random.default_rng([sim.seed, 3])
         self.scale_down.attach(sim)
         self.grid_next = 0.0
         self.scanned_mutations = -1
         self.scanned_at = -np.inf
         self.quiet_key: tuple | None = None  # `_situation` after a scan that did nothing
-        self.booked_slots = 0
         self.idle_key: tuple | None = None  # situation in which the last scale-up found nothing to do
         self.provreq_idle_key: tuple | None = None
+        self.provreq.attach()
+        self.provreq_seen = self.provreq.key()
         self.fits_pool = pools_fit(sim.cluster, self.view)  # pools x pods, in its own view
 
     # ---- the scan --------------------------------------------------------------------------
@@ -123,8 +127,8 @@ class ClusterAutoscaler:
         pending pod, no node on its way to scale-down, no booking, no change since the last
         scan), so an idle cluster costs no steps. An event wakes it at the next grid point."""
         sim = self.sim
-        if (not sim.queue and len(self.scale_down.low) == 0 and self.booked_slots == 0
-                and sim.state.mutations == self.scanned_mutations):
+        if (not sim.queue and len(self.scale_down.low) == 0 and not self.provreq.booked
+                and sim.state.mutations == self.scanned_mutations and self.provreq.key() == self.provreq_seen):
             return np.inf
         return max(self.grid_next, math.ceil(sim.now / self.scan_interval_s - 1e-9) * self.scan_interval_s)
 
@@ -135,31 +139,36 @@ class ClusterAutoscaler:
         if self.quiet_key != self._situation():
             return NO_TICKS
         clocks = self.scale_down.clocks()
-        for until in (self.backoff_until, self.provreq_until):  # a backoff or booking runs out
-            later = until[until > self.scanned_at]
-            if len(later):
-                clocks.append((later.min(), 0.0))
+        later = self.backoff_until[self.backoff_until > self.scanned_at]  # a backoff runs out
+        if len(later):
+            clocks.append((later.min(), 0.0))
+        clocks += self.provreq.clocks(self.scanned_at)  # a booking expires, a request retries
         ticks = quiet_scans(start, before, self.scan_interval_s, clocks)
         if len(ticks):
             self.grid_next = grid_after(ticks[-1], self.scan_interval_s)
         return ticks
 
-    def _situation(self) -> tuple[int, int, int]:
+    def _situation(self) -> tuple:
         """What a scan's outcome depends on, but for time: nodes, arrivals and bookings."""
-        return self.sim.state.mutations, self.sim.arrived_version, self.scheduler.bookings
+        return self.sim.state.mutations, self.sim.arrived_version, self.provreq.key()
 
     def scan(self, now: float) -> None:
         self.grid_next = grid_after(now, self.scan_interval_s)
         self.scanned_at = now
         if self.sim.cluster.autoscaling:
-            if self.provisioning_request or self.scheduler_prefers:
+            if self.provisioning_request:
+                self.provreq.refresh(now)
+                self.provreq.process(now)
+            elif self.scheduler_prefers:
                 self._gang_requests(now)
             self._scale_up(now)
-        protect = self.scheduler.booked_for >= 0
+        booked_for = self.provreq.booked_for
+        protect = booked_for >= 0  # booked capacity is not scaled down
         if self.reservation_aware:
             protect = protect | self.sim.state.slot_committed  # removing it would save nothing
-        self.scale_down.run(now, protect=protect, booked_for=self.scheduler.booked_for)
+        self.scale_down.run(now, protect=protect, booked_for=booked_for)
         self.scanned_mutations = self.sim.state.mutations
+        self.provreq_seen = self.provreq.key()
         self.quiet_key = self._situation() if self._did_nothing(now) else None
 
     def _did_nothing(self, now: float) -> bool:
@@ -169,8 +178,10 @@ class ClusterAutoscaler:
         key = (sim.state.mutations, sim.arrived_version, tuple(self.backoff_until <= now))
         if self.idle_key != key:
             return False
-        if self.provisioning_request or self.scheduler_prefers:
-            return self.provreq_idle_key == (*key, int((self.provreq_until > now).sum()))
+        if self.provisioning_request:
+            return self.provreq.idle
+        if self.scheduler_prefers:
+            return self.provreq_idle_key == key
         return True
 
     def _pending_units(self, gangs: bool | None) -> list[np.ndarray]:
@@ -222,7 +233,7 @@ class ClusterAutoscaler:
         if not units:
             return []
         sim = self.sim
-        booked_for = self.scheduler.booked_for
+        booked_for = self.provreq.booked_for  # the autoscaler's own bookings
         first = np.array([u[0] for u in units], np.int64)
         booked_jobs = booked_for[booked_for >= 0]
         alone = np.isin(sim.w.job[first], booked_jobs) if len(booked_jobs) else None
@@ -318,21 +329,16 @@ class ClusterAutoscaler:
         if len(granted) < count:
             self.backoff_until[p] = now + self.backoff_s
 
-    # ---- gangs as units: ProvisioningRequests, or the scheduler's stated preference ----------
+    # ---- gangs as units: the scheduler's stated preference -----------------------------------
     def _gang_requests(self, now: float) -> None:
-        """Each pending gang that fits nowhere gets its whole capacity asked from one pool:
-        as a ProvisioningRequest (all-or-nothing where the pool allows, booked for the gang),
-        or, with only `scheduler_prefers`, as a best-effort request for the preferred nodes."""
-        sim, w = self.sim, self.sim.w
-        key = (sim.state.mutations, sim.arrived_version, tuple(self.backoff_until <= now),
-               int((self.provreq_until > now).sum()))
+        """With `scheduler_prefers` (and no ProvisioningRequests): each pending gang that fits
+        nowhere gets its whole capacity asked, best-effort, of the pool the scheduler prefers."""
+        sim = self.sim
+        key = (sim.state.mutations, sim.arrived_version, tuple(self.backoff_until <= now))
         if key == self.provreq_idle_key:
             return  # nothing changed since a pass that asked for nothing
         self.provreq_idle_key = key
         for unit in self._unplaced(self._pending_units(gangs=True)):
-            j = int(w.job[unit[0]])
-            if self.provreq_until[j] > now:
-                continue
             options = []
             for p in self._candidate_pools(now):
                 nodes, helped, waste = self._estimate(p, [unit])
@@ -341,15 +347,10 @@ class ClusterAutoscaler:
             if not options:
                 continue
             p, count = self._expand(options)
-            granted = sim.provision(p, count, atomic=self.provisioning_request, slots=self._preferred_slots(p, unit))
+            granted = sim.provision(p, count, atomic=False, slots=self._preferred_slots(p, unit))
             self.provreq_idle_key = None
             if len(granted) < count:
                 self.backoff_until[p] = now + self.backoff_s
-            if len(granted) and self.provisioning_request:
-                self.scheduler.book(granted, j)
-                self.booked_slots += len(granted)
-                self.provreq_until[j] = now + self.booking_s
-                sim.at(now + self.booking_s, self._booking_expired, granted, j)
 
     def _preferred_slots(self, p: int, unit: np.ndarray) -> np.ndarray | None:
         """The rack the scheduler prefers for a rack-local gang (else the cloud's choice)."""
@@ -357,10 +358,3 @@ class ClusterAutoscaler:
         if not self.scheduler_prefers or sim.w.job_locality[sim.w.job[unit[0]]] != LOCALITY_CODE["rack"]:
             return None
         return sim.cloud.free_slots_in_emptiest_rack(p)
-
-    def _booking_expired(self, slots: np.ndarray, j: int) -> None:
-        mine = slots[self.scheduler.booked_for[slots] == j]
-        self.scheduler.book(mine, -1)
-        self.booked_slots -= len(mine)
-        if len(mine):  # capacity opened to everyone: pending pods retry
-            self.sim.state.capacity_opened(mine)

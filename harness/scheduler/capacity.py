@@ -24,10 +24,10 @@ class WaitsForCapacity:
     def pre_filter(self, j: int, usable: np.ndarray, group: int) -> int | None:
         """The group (rack or block, -1 = anywhere) job j's pods may use in this cycle, given
         the one its placed members restrict it to; None: it waits (unschedulable now)."""
-        sim, s = self.sim, self.scheduler
+        sim = self.sim
         if sim.w.job_min_member[j] <= 1 or sim.job_ready_bound[j] != 0:
             return group
-        return self._fits_with_inflight(j, usable | ((sim.state.status == BOOTING) & (s.booked_for < 0)))
+        return self._fits_with_inflight(j, usable | (sim.state.status == BOOTING))
 
     def _fits_with_inflight(self, j: int, usable: np.ndarray) -> int | None:
         """The group of ready and booting nodes on which the whole gang would fit, or None."""

@@ -71,20 +71,20 @@ class Scheduler:
         lo, hi = np.minimum.reduceat(w.shape[pods], starts), np.maximum.reduceat(w.shape[pods], starts)
         self.job_shape = np.where(lo == hi, lo, -1)  # the shape of all of a job's pods, -1 if mixed
         self.job_first_pod = pods[starts]
-        self.booked_jobs: set[int] = set()
-        self.reasons: dict | None = None
-        self.any_booked = False
+        self.reasons: dict = {}
+        self.any_tainted = False
         self.seen = (-1, -1, -1)
         no = np.zeros(w.n_pods, bool)
         self.w_no_claims = replace(w, nvlink=no, numa=no, nic=no)
-        #: node -> job it is booked for (ProvisioningRequest), -1 = free for all; written by `book`
+        #: node -> -1 usable, below -1 tainted (unschedulable, e.g. Karpenter disrupting it);
+        #: written by `book`. ProvisioningRequest bookings live in the autoscaler, not here.
         self.booked_for = np.full(sim.state.n_slots, -1, np.int64)
         self.bookings = 0  # bumps on every change of booked_for
         self.usable_key: tuple[int, int] | None = None
 
     def book(self, slots, owner: int) -> None:
-        """Book nodes for job `owner` (a ProvisioningRequest), taint them (an owner below -1:
-        usable by no job) or free them (-1)."""
+        """Taint nodes (an owner below -1: usable by no pod) or untaint them (-1)."""
+        assert owner < 0, "the scheduler honours taints, not bookings for a job"
         self.booked_for[slots] = owner
         self.bookings += 1
 
@@ -103,13 +103,11 @@ class Scheduler:
         relabel = key[2] != self.seen[2]  # nodes came, went or became ready: reasons may change
         if self.usable_key != (st.layout_version, self.bookings):  # ready nodes or bookings changed
             self.usable_key = (st.layout_version, self.bookings)
-            booked = self.booked_for >= 0
-            self.any_booked = bool(booked.any())
-            self.booked_jobs = set(np.unique(self.booked_for[booked]).tolist()) if self.any_booked else set()
-            self.free_ready = st.ready & (self.booked_for == -1)  # neither booked nor tainted
+            self.free_ready = st.ready & (self.booked_for == -1)  # not tainted
+            self.any_tainted = bool((self.booked_for != -1).any())
             self.booting = st.status == BOOTING  # for pending reasons: room on a node on its way
             self.booting_slots = np.flatnonzero(self.booting)  # a few: the filter checks only them
-        self.reasons = None if self.any_booked else {}  # per-cycle cache of pending reasons by shape
+        self.reasons = {}  # per-cycle cache of pending reasons by shape
         jobs = sim.queued_jobs()
         self._skip_unhelped(jobs)
         failed: dict[tuple, int] = {}  # failure key -> fewest pods of it that found no place
@@ -139,7 +137,7 @@ class Scheduler:
         tried = self.tried_at[jobs]
         stale = jobs[(tried >= 0) & (tried != st.version)]
         grown = set(st.take_grown())  # a few nodes, often one
-        if len(stale) == 0 or self.any_booked:  # bookings change what a job may use: retry all
+        if len(stale) == 0 or self.any_tainted:  # taints change what a job may use: retry all
             return
         if not grown:  # capacity grew nowhere
             self.tried_at[stale] = st.version
@@ -186,10 +184,6 @@ class Scheduler:
         pods = pods[sim.pod_status[pods] == PENDING]
         if len(pods) == 0:
             return
-        if self.reasons is None:  # bookings: each job sees its own nodes
-            for p in pods.tolist():
-                sim.acct.set_reason(p, self.classify(p, self.usable(int(w.job[p]))))
-            return
         if (self.job_shape[js] >= 0).all():  # the common case: each job's pods are alike
             first = self.job_first_pod[js]
             keys = self._reason_key(first).tolist()
@@ -207,17 +201,14 @@ class Scheduler:
 
     def _reason(self, key: int, p: int) -> int:
         """Why pod p (of reason key `key`) is pending; pods alike share the verdict in a cycle."""
-        assert self.reasons is not None, "no shared verdicts while bookings give each job its own nodes"
         reason = self.reasons.get(key)
         if reason is None:
             reason = self.reasons[key] = self.classify(p, self.free_ready)
         return reason
 
     def usable(self, j: int) -> np.ndarray:
-        """Ready nodes job j may use: all but those booked for other jobs (or tainted)."""
-        if not self.any_booked:
-            return self.free_ready
-        return self.sim.state.ready & ((self.booked_for == -1) | (self.booked_for == j))
+        """Ready nodes job j may use: all but the tainted ones."""
+        return self.free_ready
 
     def back_off(self, j: int) -> None:
         """Job j is not retried until capacity changes again (its gang was released)."""
@@ -247,9 +238,9 @@ class Scheduler:
         """What a failure says within one cycle, where capacity only shrinks: no pod of that
         shape finds a node (in that rack or block, for a local gang's restricted members;
         group GANG: no gang of that shape and locality with as many pods or more finds a
-        place), unless its job may also use nodes booked for it."""
+        place)."""
         loc = int(self.sim.w.job_locality[j]) if group >= 0 or group == GANG else 0
-        return shape, loc, group, (j if j in self.booked_jobs else -1)
+        return shape, loc, group
 
     def _place_atomic(self, j: int, failed: dict[tuple, int]) -> bool:
         """A gang of one shape fails exactly when no group's exact count (`fits_on`) reaches

@@ -1,0 +1,148 @@
+"""ProvisioningRequests as Cluster Autoscaler handles them (cluster-autoscaler/provisioningrequest/
+and processors/provreq/): every pending gang is one request for its pods, all or nothing.
+
+Each scan, before scale-up:
+  refresh   a booking ends when all the gang's pods are scheduled (consumed) or once it is
+            older than `booking_s` (BookingExpired, 10 min); its nodes then follow the normal
+            scale-down rules;
+  process   ONE request, the first pending gang in queue order that is neither booked nor
+            waiting out its retry backoff (GetPodsFromNextRequest). If its pods fit the
+            capacity that exists or is on its way (in the autoscaler's view, booked nodes
+            counted as taken), it is Provisioned and that capacity booked. Otherwise
+            `check-capacity` marks it not provisioned, and `best-effort-atomic-scale-up`
+            asks one pool for all of its nodes at once (all-or-nothing where the pool
+            honours it, else best effort), Provisioned at once with the granted nodes booked.
+            A request not provisioned is retried after 1 min, doubling up to 10 min.
+A booking lives in the autoscaler's own snapshot only, as upstream's fake pods (bookCapacity):
+other pods do not count it as room and scale-down keeps its nodes; the scheduler knows
+nothing of it and may place any pod there.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from harness.quiet import Clock
+from harness.state import ABSENT
+from harness.whatif import Snapshot
+
+if TYPE_CHECKING:
+    from harness.loops.cluster_autoscaler import ClusterAutoscaler
+
+BEST_EFFORT_ATOMIC = "best-effort-atomic-scale-up"
+CHECK_CAPACITY = "check-capacity"
+CLASSES = (BEST_EFFORT_ATOMIC, CHECK_CAPACITY)
+INITIAL_RETRY_S = 60.0  # provisioning-request-initial-backoff-time
+MAX_RETRY_S = 600.0  # provisioning-request-max-backoff-time
+
+
+class ProvisioningRequests:
+    def __init__(self, ca: ClusterAutoscaler, provisioning_class: str, booking_s: float):
+        self.ca, self.provisioning_class, self.booking_s = ca, provisioning_class, booking_s
+
+    def attach(self) -> None:
+        sim = self.ca.sim
+        #: node -> job whose booking holds it, -1 = free (the autoscaler's snapshot only)
+        self.booked_for = np.full(sim.state.n_slots, -1, np.int64)
+        self.size = np.diff(sim.w.job_bounds)  # pods per job
+        self.booked: dict[int, tuple[float, np.ndarray]] = {}  # job -> (Provisioned at, its nodes)
+        self.failed: dict[int, float] = {}  # job -> when its request was last not provisioned
+        self.retry_s: dict[int, float] = {}  # job -> the wait before its next retry
+        self.version = 0  # bumps on every change of the bookings or the failed requests
+        self.idle = True  # the last scan processed no request and changed no booking
+
+    # ---- refresh: bookings end ----------------------------------------------------------
+    def refresh(self, now: float) -> None:
+        placed = self.ca.sim.job_placed
+        done = [j for j, (since, _) in self.booked.items()
+                if since + self.booking_s < now or placed[j] >= self.size[j]]  # expired or consumed
+        for j in done:
+            self.booked_for[self.booked.pop(j)[1]] = -1
+        if done:
+            self.version += 1
+        self.idle = not done
+        if self.failed:  # a request whose gang left the queue is gone with it
+            jobs = np.fromiter(self.failed, np.int64, len(self.failed))
+            gone = set(jobs[~np.isin(jobs, self.ca.sim.queued_jobs())].tolist())
+            if gone:
+                self.failed = {j: t for j, t in self.failed.items() if j not in gone}
+                self.retry_s = {j: r for j, r in self.retry_s.items() if j not in gone}
+
+    def key(self) -> tuple[int, ...]:
+        """What the requests' outcome depends on beyond nodes and arrivals."""
+        return (self.version,)
+
+    def clocks(self, since: float) -> list[Clock]:
+        """The booking expiries and retry backoffs that run out after `since` (the last scan),
+        as (since, length): runs out at t - since >= length (the checks are strict, `<`)."""
+        clocks = [(t, self.booking_s) for t, _ in self.booked.values() if t + self.booking_s >= since]
+        clocks += [(t, self.retry_s[j]) for j, t in self.failed.items() if t + self.retry_s[j] >= since]
+        return clocks
+
+    # ---- process: one request per scan ----------------------------------------------------
+    def process(self, now: float) -> None:
+        ca = self.ca
+        for unit in ca._pending_units(gangs=True):
+            j = int(ca.sim.w.job[unit[0]])
+            if j in self.booked:
+                continue
+            if j in self.failed:
+                if not self.failed[j] + self.retry_s[j] < now:
+                    continue
+                self.retry_s[j] = min(2 * self.retry_s[j], MAX_RETRY_S)
+            self.idle = False
+            self._provision(now, j, unit)
+            return
+
+    def _provision(self, now: float, j: int, unit: np.ndarray) -> None:
+        nodes, rest = self._fit_existing(j, unit)
+        if len(rest) and self.provisioning_class == BEST_EFFORT_ATOMIC:
+            granted = self._scale_up(now, rest)
+            if len(granted):
+                nodes, rest = np.r_[nodes, granted], rest[:0]
+        self.version += 1
+        if len(rest):  # Provisioned=False: retried after a backoff
+            self.failed[j] = now
+            self.retry_s.setdefault(j, INITIAL_RETRY_S)
+            return
+        self.failed.pop(j, None)  # Provisioned=True: the backoff is forgotten
+        self.retry_s.pop(j, None)
+        self.booked[j] = (now, nodes)
+        self.booked_for[nodes] = j
+
+    def _fit_existing(self, j: int, unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the nodes, the pods left): the gang's pods packed first fit, class by class, on the
+        nodes that exist or are on their way (in the autoscaler's view, other bookings taken),
+        as upstream filters out the request's pods that are schedulable before scaling up."""
+        ca, st = self.ca, self.ca.sim.state
+        present = np.flatnonzero(st.status != ABSENT)
+        booked = self.booked_for[present]
+        snap = Snapshot(st, present, usable=(booked == -1) | (booked == j))
+        cls = ca.fit_class[unit]
+        _, first = np.unique(cls, return_index=True)
+        used, left = [], []
+        for c in cls[np.sort(first)].tolist():
+            pods = unit[cls == c]
+            local = snap.fit_alike(ca.fit_view, int(pods[0]), len(pods))
+            used.append(present[local])
+            left.append(pods[len(local):])
+        return np.unique(np.concatenate(used)), np.concatenate(left)
+
+    def _scale_up(self, now: float, pods: np.ndarray) -> np.ndarray:
+        """best-effort-atomic: one pool that can take all these pods, by the expander; the
+        nodes it granted (all or nothing where the pool honours it; none if no pool can)."""
+        ca = self.ca
+        options = []
+        for p in ca._candidate_pools(now):
+            nodes, helped, waste = ca._estimate(p, [pods])
+            if nodes and helped == len(pods):
+                options.append(ca._option(p, nodes, helped, waste))
+        if not options:
+            return pods[:0]
+        p, count = ca._expand(options)
+        granted = ca.sim.provision(p, count, atomic=True, slots=ca._preferred_slots(p, pods))
+        if len(granted) < count:
+            ca.backoff_until[p] = now + ca.backoff_s
+        return np.asarray(granted, np.int64)
