@@ -213,6 +213,10 @@ RULES: dict[str, dict[str, Rule]] = {
     "harness.scores.ScorePlugin": {
         "weight": number("multiplies the plugin's scores in a weighted sum", gt=0),
     },
+    "harness.scores.ResourceAllocation": {
+        "resources.*": integer("weight of a resource (cpu, memory, nvidia.com/gpu) in the node's resource score, "
+                               "as kube-scheduler's scoringStrategy.resources", ge=1, le=100),
+    },
     "harness.scores.DotProd": {
         "cpu_scale": number("CPU milli that normalises a node's free CPU", gt=0),
         "gpu_scale": number("GPU milli that normalises a node's free GPUs", gt=0),

@@ -247,6 +247,10 @@ SETTINGS = {
         setting_err("loop.autoscaler.consolidation_policy", "must be one of WhenEmpty, WhenEmptyOrUnderutilized",
                     "Always"),
     "policy.weight=0": setting_err("policy.weight", "must be a number > 0", 0),
+    "policy=least_allocated policy.resources.cpu=0":
+        setting_err("policy.resources.cpu", "must be an integer in [1, 100]", 0),
+    "policy.plugins.1.resources.memory=1.5":
+        setting_err("policy.plugins[1].resources.memory", "must be an integer in [1, 100]", 1.5),
     "policy=fgd policy.coverage=0": setting_err("policy.coverage", "must be a number in (0, 1]", 0),
     "policy=fgd_most_allocated policy.plugins.1.weight=-1":
         setting_err("policy.plugins[1].weight", "must be a number > 0", -1),
