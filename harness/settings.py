@@ -170,6 +170,9 @@ RULES: dict[str, dict[str, Rule]] = {
     },
     "harness.scheduler.framework.Scheduler": {  # also `harness.scheduler.Scheduler`, its public name
         "waits_for_capacity": flag("a gang reserves nothing until it fits ready + booting nodes"),
+        "percentage_of_nodes_to_score": integer("percentage of the nodes a cycle looks for feasible ones "
+                                                "among before scoring them (0: kube-scheduler's adaptive "
+                                                "default)", ge=0, le=100),
     },
     "harness.scheduler.gang.Coscheduling": {
         "timeout_s": period("seconds a partly placed gang holds its nodes before releasing them"),

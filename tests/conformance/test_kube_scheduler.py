@@ -8,11 +8,15 @@ depends only on ratios). Upstream's extended resource `abc.com/xyz` is our only 
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from harness.cluster import Cluster
 from harness.errors import ConfigError
+from harness.scheduler import Scheduler
+from harness.scheduler.framework import num_feasible_nodes_to_find
 from harness.scores import BalancedAllocation, LeastAllocated, MostAllocated
 from harness.state import ClusterState
 from harness.trace import table_from_columns
@@ -186,3 +190,58 @@ def test_default_profile_and_bin_packing_policy():
     packing = instantiate(compose("config", ["policy=bin_packing"]).policy, _convert_="all")
     assert isinstance(packing, MostAllocated)
     assert packing.resources == {"cpu": 1, "memory": 1, "nvidia.com/gpu": 3}
+
+
+# ---- schedule_one_test.go TestNumFeasibleNodesToFind -----------------------------------------
+@pytest.mark.parametrize("case, percentage, n_all, expected", [
+    ("not set percentageOfNodesToScore and nodes number not more than 50", 0, 10, 10),
+    ("set percentageOfNodesToScore and nodes number not more than 50", 40, 10, 10),
+    ("not set percentageOfNodesToScore and nodes number more than 50", 0, 1000, 420),
+    ("set percentageOfNodesToScore and nodes number more than 50", 40, 1000, 400),
+    ("not set percentageOfNodesToScore and nodes number more than 50*125", 0, 6000, 300),
+    ("set percentageOfNodesToScore and nodes number more than 50*125", 40, 6000, 2400),
+])
+def test_num_feasible_nodes_to_find(case, percentage, n_all, expected):
+    """kubernetes/kubernetes pkg/scheduler/schedule_one_test.go, TestNumFeasibleNodesToFind,
+    the case named `case` (percentageOfNodesToScore 0 = not set: the adaptive default)."""
+    assert num_feasible_nodes_to_find(percentage, n_all) == expected
+
+
+def sampling_scheduler(n_nodes: int, percentage: int = 0) -> Scheduler:
+    """A profile over `n_nodes` ready nodes whose node order is reversed slot order."""
+    sched = Scheduler(LeastAllocated(), percentage_of_nodes_to_score=percentage)
+    state = SimpleNamespace(ready=np.ones(n_nodes, bool), layout_version=0)
+    sched.sim = SimpleNamespace(state=state, node_rank=np.arange(n_nodes)[::-1].copy())
+    sched.next_start, sched.order_key = 0, -1
+    return sched
+
+
+def test_feasible_nodes_found_from_a_rotating_start():
+    """pkg/scheduler/schedule_one.go findNodesThatPassFilters: from nextStartNodeIndex in node
+    order, stop once numFeasibleNodesToFind nodes passed; the next cycle starts after the last
+    node checked. 200 nodes, adaptive: 200 x 49 // 100 = 98, at least 100."""
+    sched = sampling_scheduler(200)
+    every = np.ones(200, bool)
+    first = sched.feasible_to_score(every)
+    assert sorted(first.tolist()) == list(range(100, 200))  # node order: slot 199 first
+    assert sched.next_start == 100
+    assert sorted(sched.feasible_to_score(every).tolist()) == list(range(100))
+    assert sched.next_start == 0
+    # only every third node feasible: 100 found after 298 checks would wrap past the end, so
+    # all 67 feasible are found, every node was checked and the start stays
+    third = np.arange(200) % 3 == 0
+    assert len(sched.feasible_to_score(third)) == 67 and sched.next_start == 0
+    # half feasible, 10% of 1000 = 100 wanted: found by the 200th node in order
+    sched = sampling_scheduler(1000, percentage=10)
+    half = np.arange(1000) % 2 == 1  # slots 999, 997, ... come first in node order
+    assert sched.feasible_to_score(half).tolist() == list(range(801, 1000, 2))
+    assert sched.next_start == 199  # slot 801 is the 199th node in order: the 100th feasible
+
+
+def test_small_clusters_score_every_feasible_node():
+    """Under 100 nodes (and with percentage 100) every feasible node is scored, start unchanged."""
+    for n, pct in ((99, 0), (500, 100)):
+        sched = sampling_scheduler(n, pct)
+        mask = np.arange(n) % 2 == 0
+        assert sched.feasible_to_score(mask).tolist() == np.flatnonzero(mask).tolist()
+        assert sched.next_start == 0
