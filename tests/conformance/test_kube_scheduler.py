@@ -15,12 +15,15 @@ import pytest
 
 from harness.cluster import Cluster
 from harness.errors import ConfigError
+from harness.filters import feasible
 from harness.scheduler import Scheduler
+from harness.scheduler.filter import NodeResourcesFit
 from harness.scheduler.framework import num_feasible_nodes_to_find
 from harness.scores import BalancedAllocation, LeastAllocated, MostAllocated
 from harness.state import ClusterState
 from harness.trace import table_from_columns
-from harness.workload import compile_workload
+from harness.whatif import Snapshot
+from harness.workload import compile_workload, pools_fit
 
 K8S = "kubernetes/kubernetes"
 NODERES = "pkg/scheduler/framework/plugins/noderesources"
@@ -245,3 +248,81 @@ def test_small_clusters_score_every_feasible_node():
         mask = np.arange(n) % 2 == 0
         assert sched.feasible_to_score(mask).tolist() == np.flatnonzero(mask).tolist()
         assert sched.next_start == 0
+
+
+# ---- taint_toleration_test.go TestTaintTolerationFilter, with the tolerations our pods carry:
+# ExtendedResourceToleration's {nvidia.com/gpu, Exists, NoSchedule} on a pod that requests GPUs,
+# none on the others (plugin/pkg/admission/extendedresourcetoleration/admission.go).
+def tainted_world(taints: list[str], gpus: int):
+    """One 8-GPU node in a pool with `taints`; a pod of 1000m CPU and `gpus` GPUs."""
+    cluster = Cluster(
+        node_types=[{"name": "g8", "cpu_milli": 64000, "memory_mib": 256000, "gpus": 8, "gpu_model": "A"}],
+        pools=[{"name": "gpu", "node_type": "g8", "min_size": 1, "max_size": 1, "taints": taints}],
+        autoscaling=False)
+    state = ClusterState(cluster)
+    state.add_node(0, ready=True)
+    table = table_from_columns({"pod_id": ["p"], "job_id": ["p"], "submit_s": [0.0], "cpu_milli": [1000],
+                                "memory_mib": [1000], "gpu_count": [gpus], "gpu_milli": [1000 if gpus else 0]})
+    return state, compile_workload(table, cluster)
+
+
+@pytest.mark.parametrize("case, taints, gpus, fits", [
+    # a pod without GPUs has no tolerations
+    ("A pod having no tolerations can't be scheduled onto a node with nonempty taints",
+     ["dedicated=user1:NoSchedule"], 0, False),
+    # a GPU pod's toleration (nvidia.com/gpu, Exists, NoSchedule) matches the GPU taint
+    ("A pod which can be scheduled on a dedicated node assigned to user1 with effect NoSchedule",
+     ["nvidia.com/gpu=present:NoSchedule"], 1, True),
+    # ... and not a taint of another key
+    ("A pod which can't be scheduled on a dedicated node assigned to user2 with effect NoSchedule",
+     ["dedicated=user2:NoSchedule"], 1, False),
+    ("A pod can be scheduled onto the node, with a toleration uses operator Exists that tolerates the taints "
+     "on the node", ["nvidia.com/gpu=any-value:NoSchedule"], 2, True),
+    ("A pod has a toleration that keys and values match the taint on the node, but (non-empty) effect doesn't "
+     "match, can't be scheduled onto the node", ["nvidia.com/gpu=present:NoExecute"], 1, False),
+    ("The pod has a toleration that key and value don't match the taint on the node, but the effect of taint "
+     "on node is PreferNoSchedule. Pod can be scheduled onto the node", ["dedicated=user1:PreferNoSchedule"], 1, True),
+    ("The pod has no toleration, but the effect of taint on node is PreferNoSchedule. Pod can be scheduled "
+     "onto the node", ["dedicated=user1:PreferNoSchedule"], 0, True),
+])
+def test_taint_toleration_filter(case, taints, gpus, fits):
+    """kubernetes/kubernetes pkg/scheduler/framework/plugins/tainttoleration/taint_toleration_test.go,
+    TestTaintTolerationFilter, the case named `case`, with the pod's tolerations replaced by
+    those ExtendedResourceToleration gives it (GPU pods only); the verdict is the one upstream states."""
+    state, w = tainted_world(taints, gpus)
+    assert feasible(state, w, 0).tolist() == [fits]
+    assert NodeResourcesFit().filter(state, w, 0, state.ready).tolist() == [fits]
+    assert pools_fit(state.cluster, w).tolist() == [[fits]]  # what the autoscalers' what-ifs see
+
+
+@pytest.mark.parametrize("case, gpus, tolerated", [
+    ("empty pod without any extended resources, expect no change in tolerations", 0, False),
+    ("pod with container with extended resource, expect toleration to be added", 1, True),
+])
+def test_extended_resource_toleration(case, gpus, tolerated):
+    """kubernetes/kubernetes plugin/pkg/admission/extendedresourcetoleration/admission_test.go,
+    TestAdmit, the case named `case` (the extended resource being nvidia.com/gpu): a pod gets the
+    toleration {nvidia.com/gpu, Exists, NoSchedule} exactly when it requests GPUs, which shows as
+    the node tainted nvidia.com/gpu:NoSchedule taking it or not."""
+    state, w = tainted_world(["nvidia.com/gpu:NoSchedule"], gpus)
+    assert feasible(state, w, 0).tolist() == [tolerated]
+
+
+def test_cpu_pods_stay_off_tainted_gpu_pools_in_every_what_if():
+    """A CPU-only pod is refused the tainted GPU pool by the filter, the autoscalers' pool check
+    and the what-if packer (Snapshot, shared by the CA-like, Karpenter-like and merged loops)."""
+    cluster = Cluster(
+        node_types=[{"name": "g8", "cpu_milli": 64000, "memory_mib": 256000, "gpus": 8, "gpu_model": "A"},
+                    {"name": "cpu", "cpu_milli": 32000, "memory_mib": 128000}],
+        pools=[{"name": "gpu", "node_type": "g8", "max_size": 2, "taints": ["nvidia.com/gpu=present:NoSchedule"]},
+               {"name": "cpu", "node_type": "cpu", "max_size": 2}])
+    state = ClusterState(cluster)
+    table = table_from_columns({"pod_id": ["c", "g"], "job_id": ["c", "g"], "submit_s": [0.0, 0.0],
+                                "cpu_milli": [1000, 1000], "memory_mib": [1000, 1000], "gpu_count": [0, 1],
+                                "gpu_milli": [0, 1000]})
+    w = compile_workload(table, cluster)
+    assert pools_fit(cluster, w).tolist() == [[False, True], [True, False]]  # pools x pods
+    for n in (0, 2):  # a node of each pool, the GPU one first in first-fit order
+        state.add_node(n, ready=True)
+    plan = Snapshot(state, usable=state.ready).fit(w, [0, 1])
+    assert plan is not None and [(p, n) for p, n, _ in plan] == [(0, 2), (1, 0)]
