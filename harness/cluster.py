@@ -27,7 +27,6 @@ import numpy as np
 from harness.errors import ConfigError
 from harness.trace import MAX_CPU_MILLI, MAX_MEMORY_MIB
 
-
 #: Taint effects a pool may carry. NoSchedule and NoExecute keep a pod off a node whose taint
 #: it does not tolerate (kube-scheduler's TaintToleration Filter); PreferNoSchedule passes the
 #: Filter and only lowers TaintToleration's score, which is not modelled.

@@ -119,7 +119,7 @@ class ResourceAllocation(ScorePlugin):
         """(requested, allocatable, weight): one int64 row per configured resource, one column
         per node; allocatable 0 marks a resource the node lacks or the pod bypasses."""
         rows = []
-        for name, wt in self.resources.items():
+        for name in self.resources:
             if name == "cpu":
                 alloc = state.cpu_cap[nodes].astype(np.int64)
                 req = alloc - state.cpu_free[nodes] + int(w.cpu[pod])
@@ -131,9 +131,9 @@ class ResourceAllocation(ScorePlugin):
                 req = state.gpu_used[nodes] + int(w.gpus[pod]) * int(w.milli[pod])
             else:  # an extended resource the pod does not request is not scored
                 alloc = req = np.zeros(len(nodes), np.int64)
-            rows.append((np.asarray(req, np.int64), alloc, wt))
-        req, alloc, wt = zip(*rows, strict=True)
-        return np.array(req), np.array(alloc), np.array(wt, np.int64)[:, None]
+            rows.append((np.asarray(req, np.int64), alloc))
+        weights = np.array(list(self.resources.values()), np.int64)[:, None]
+        return np.array([r for r, _ in rows]), np.array([a for _, a in rows]), weights
 
 
 def _weighted_mean(per_resource: np.ndarray, alloc: np.ndarray, wt: np.ndarray) -> np.ndarray:
