@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,29 @@ import numpy as np
 
 from harness.errors import ConfigError
 from harness.trace import MAX_CPU_MILLI, MAX_MEMORY_MIB
+
+#: Taint effects a pool may carry. NoSchedule and NoExecute keep a pod off a node whose taint
+#: it does not tolerate (kube-scheduler's TaintToleration Filter); PreferNoSchedule passes the
+#: Filter and only lowers TaintToleration's score, which is not modelled.
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+FILTER_EFFECTS = ("NoSchedule", "NoExecute")
+#: What a pod that requests GPUs tolerates: ExtendedResourceToleration admission adds the
+#: toleration {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}. Pods carry no other.
+GPU_TAINT_KEY = "nvidia.com/gpu"
+GPU_TOLERATION = (GPU_TAINT_KEY, "NoSchedule")
+_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+#: kubectl's taint syntax key[=value]:effect; a key is a qualified name with an optional
+#: DNS-subdomain prefix (e.g. nvidia.com/gpu), a value a label value
+_TAINT = re.compile(rf"(?P<key>([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_NAME})(=({_NAME})?)?:(?P<effect>\w+)")
+
+
+def _taint(taint, where: str) -> tuple[str, str]:
+    """(key, effect) of a taint `key[=value]:effect`, else a ConfigError."""
+    m = _TAINT.fullmatch(taint) if isinstance(taint, str) else None
+    if m is None or m["effect"] not in TAINT_EFFECTS:
+        raise ConfigError(where, f"{taint!r}: a taint must read key[=value]:effect, e.g. "
+                          f"{GPU_TAINT_KEY}=present:NoSchedule, with effect one of {', '.join(TAINT_EFFECTS)}")
+    return m["key"], m["effect"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +96,7 @@ class Pool:
     stock: int | None = None
     atomic: bool = False
     priority: int = 0
+    taints: tuple[str, ...] = ()
 
     @property
     def price(self) -> float:
@@ -202,6 +227,12 @@ class Cluster:
                                   f"unknown node type '{cfg.get('node_type')}' (known: {', '.join(names)})")
             cfg["boot_delay"] = _build(BootDelay, _mapping(cfg.get("boot_delay") or {}, f"{where}.boot_delay"),
                                        f"{where}.boot_delay")
+            taints = cfg.get("taints") or ()
+            if isinstance(taints, str) or not isinstance(taints, Sequence):
+                raise ConfigError(f"{where}.taints", f"expected a list of taints key[=value]:effect, got {taints!r}")
+            cfg["taints"] = tuple(taints)
+            for j, taint in enumerate(cfg["taints"]):
+                _taint(taint, f"{where}.taints[{j}]")
             pool = _build(Pool, cfg, where)
             if not 0 <= pool.min_size <= pool.max_size:
                 raise ConfigError(where, f"need 0 <= min_size <= max_size, got {pool.min_size} and {pool.max_size}")
@@ -229,6 +260,13 @@ class Cluster:
         if len({p.name for p in self.pools}) != len(self.pools):
             raise ConfigError("cluster.pools",
                               f"pool names must be unique, got {_twice([p.name for p in self.pools])!r} twice")
+        # pools x [pods without GPUs, pods with GPUs]: does a taint of the pool repel them?
+        taints = [{_taint(t, p.name) for t in p.taints} for p in self.pools]  # checked above
+        filtering = [{kv for kv in kvs if kv[1] in FILTER_EFFECTS} for kvs in taints]
+        repels = np.array([[bool(f), bool(f - {GPU_TOLERATION})] for f in filtering], bool).reshape(-1, 2)
+        #: [pods without GPUs, with GPUs] x pools: a taint of the pool the pod does not
+        #: tolerate keeps it off the pool's nodes; None when no pool is tainted
+        self.untolerated = repels.T.copy() if repels.any() else None
         self.models = sorted({t.gpu_model for t in self.node_types if t.gpus})
         if len(self.models) > 62:
             raise ConfigError("cluster.node_types", "at most 62 distinct GPU models")

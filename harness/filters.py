@@ -14,7 +14,8 @@ from harness.workload import Workload
 def feasible(state: ClusterState, w: Workload, pod: int, usable: np.ndarray | None = None,
              at: np.ndarray | None = None) -> np.ndarray:
     """Mask of ready (or `usable`) nodes with room for pod: resources, GPU model, shares
-    per device, partition profile and topology claims (NVLink, NUMA, NIC per GPU).
+    per device, partition profile and topology claims (NVLink, NUMA, NIC per GPU), on a
+    pool whose taints the pod tolerates (`Cluster.untolerated`).
     With `at` (slot indices, or one slot), the mask covers only those slots (or is one
     bool): a check of a few nodes costs O(len(at)), not O(all slots)."""
     def col(values: np.ndarray) -> np.ndarray:
@@ -23,6 +24,9 @@ def feasible(state: ClusterState, w: Workload, pod: int, usable: np.ndarray | No
     mask = (col(state.status) == READY) if usable is None else col(usable)
     mask = mask & (col(state.cpu_free) >= w.cpu[pod]) & (col(state.mem_free) >= w.mem[pod])
     k = w.gpus[pod]
+    untolerated = state.cluster.untolerated
+    if untolerated is not None:  # TaintToleration: a taint the pod does not tolerate
+        mask &= ~untolerated[int(k > 0)][col(state.slot_pool)]
     if k == 0:
         return mask
     static = state.static_fit(int(w.model_mask[pod]), int(w.profile_bit[pod]), bool(w.nic[pod]))

@@ -16,7 +16,7 @@ from harness.cluster import Cluster
 from harness.errors import ConfigError
 from harness.fragmentation import COVERAGE, TargetWorkload, node_fragmentation
 from harness.settings import check
-from harness.state import ClusterState
+from harness.state import WHOLE, ClusterState
 from harness.workload import Workload
 
 
@@ -92,30 +92,97 @@ class WeightedSum(ScorePlugin):
             plugin.restore(mark)
 
 
-def _free_fractions(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray) -> np.ndarray:
-    """Mean over CPU, memory and GPU of the fraction left free after placing the pod."""
-    cpu = (state.cpu_free[nodes] - w.cpu[pod]) / state.cpu_cap[nodes]
-    mem = (state.mem_free[nodes] - w.mem[pod]) / state.mem_cap[nodes]
-    gcap = state.gpu_milli_cap[nodes]
-    if w.gpus[pod]:  # every node that can take it has GPUs
-        return (cpu + mem + (gcap - state.gpu_used[nodes] - w.gpus[pod] * w.milli[pod]) / gcap) / 3.0
-    has_gpu = gcap > 0
-    gpu = np.divide(gcap - state.gpu_used[nodes], gcap, out=np.zeros(len(nodes)), where=has_gpu)
-    return np.where(has_gpu, (cpu + mem + gpu) / 3.0, (cpu + mem) / 2.0)
+#: Resources NodeResourcesFit and BalancedAllocation can score, named as kube-scheduler names them.
+RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
+#: kube-scheduler's default scoring resources (NodeResourcesFitArgs, BalancedAllocationArgs).
+DEFAULT_RESOURCES = {"cpu": 1, "memory": 1}
+MAX_NODE_SCORE = 100
 
 
-class LeastAllocated(ScorePlugin):
-    """kube-scheduler NodeResourcesFit LeastAllocated: spread, prefer the emptiest node."""
+class ResourceAllocation(ScorePlugin):
+    """What NodeResourcesFit's strategies and BalancedAllocation share (kube-scheduler's
+    resource_allocation.go): per node and configured resource, what would be requested with
+    the pod and what is allocatable. `resources` maps a resource name to its integer weight
+    (1-100). An extended resource (`nvidia.com/gpu`) counts only when listed and when the pod
+    requests it ("bypass" otherwise), and, as every resource, only on nodes that have it."""
+
+    def __init__(self, weight: float = 1.0, resources: dict[str, int] | None = None):
+        super().__init__(weight)
+        resources = dict(DEFAULT_RESOURCES if resources is None else resources)
+        check(f"harness.scores.{type(self).__name__}", "policy", resources=resources)
+        unknown = sorted(set(resources) - set(RESOURCES))
+        if unknown or not resources:
+            raise ConfigError("policy.resources", f"{unknown or '{}'}: must name one or more of {', '.join(RESOURCES)}")
+        self.resources = resources
+
+    def requested(self, state: ClusterState, w: Workload, pod: int, nodes: np.ndarray):
+        """(requested, allocatable, weight): one int64 row per configured resource, one column
+        per node; allocatable 0 marks a resource the node lacks or the pod bypasses."""
+        rows = []
+        for name in self.resources:
+            if name == "cpu":
+                alloc = state.cpu_cap[nodes].astype(np.int64)
+                req = alloc - state.cpu_free[nodes] + int(w.cpu[pod])
+            elif name == "memory":
+                alloc = state.mem_cap[nodes].astype(np.int64)
+                req = alloc - state.mem_free[nodes] + int(w.mem[pod])
+            elif w.gpus[pod]:  # GPU milli: ratios as whole GPUs, shares too
+                alloc = state.gpu_cap[nodes].astype(np.int64) * WHOLE
+                req = state.gpu_used[nodes] + int(w.gpus[pod]) * int(w.milli[pod])
+            else:  # an extended resource the pod does not request is not scored
+                alloc = req = np.zeros(len(nodes), np.int64)
+            rows.append((np.asarray(req, np.int64), alloc))
+        weights = np.array(list(self.resources.values()), np.int64)[:, None]
+        return np.array([r for r, _ in rows]), np.array([a for _, a in rows]), weights
+
+
+def _weighted_mean(per_resource: np.ndarray, alloc: np.ndarray, wt: np.ndarray) -> np.ndarray:
+    """Σ score x weight // Σ weight over the resources a node has, 0 where it has none."""
+    has = alloc > 0
+    total, weights = (per_resource * wt * has).sum(axis=0), (wt * has).sum(axis=0)
+    return np.where(weights > 0, total // np.maximum(weights, 1), 0).astype(np.float64)
+
+
+class LeastAllocated(ResourceAllocation):
+    """NodeResourcesFit LeastAllocated (kube-scheduler's default strategy): spread, prefer the
+    emptiest node. Per resource (capacity - requested) x 100 // capacity, 0 if over capacity."""
 
     def score(self, state, w, pod, nodes, rng):
-        return 100.0 * _free_fractions(state, w, pod, nodes)
+        req, alloc, wt = self.requested(state, w, pod, nodes)
+        per = np.where(req <= alloc, (alloc - req) * MAX_NODE_SCORE // np.maximum(alloc, 1), 0)
+        return _weighted_mean(per, alloc, wt)
 
 
-class MostAllocated(ScorePlugin):
-    """kube-scheduler NodeResourcesFit MostAllocated: bin-pack, prefer the fullest node."""
+class MostAllocated(ResourceAllocation):
+    """NodeResourcesFit MostAllocated: bin-pack, prefer the fullest node.
+    Per resource min(requested, capacity) x 100 // capacity."""
 
     def score(self, state, w, pod, nodes, rng):
-        return 100.0 * (1.0 - _free_fractions(state, w, pod, nodes))
+        req, alloc, wt = self.requested(state, w, pod, nodes)
+        per = np.minimum(req, alloc) * MAX_NODE_SCORE // np.maximum(alloc, 1)
+        return _weighted_mean(per, alloc, wt)
+
+
+class BalancedAllocation(ResourceAllocation):
+    """NodeResourcesBalancedAllocation: prefer the node whose requested fractions (each capped
+    at 1) stay closest to each other, trunc((1 - std) x 100) over the resources the node has
+    (weights are not used, as upstream). A pod that requests none of them scores 0 everywhere
+    (upstream skips the plugin for it, which adds nothing to any node)."""
+
+    def score(self, state, w, pod, nodes, rng):
+        req, alloc, _ = self.requested(state, w, pod, nodes)
+        pod_req = {"cpu": w.cpu[pod], "memory": w.mem[pod], "nvidia.com/gpu": w.gpus[pod]}
+        if not any(pod_req[name] for name in self.resources):
+            return np.zeros(len(nodes))
+        has = alloc > 0
+        frac = np.where(has, np.minimum(req / np.maximum(alloc, 1), 1.0), 0.0)
+        n = has.sum(axis=0)
+        mean = frac.sum(axis=0) / np.maximum(n, 1)
+        std = np.sqrt((((frac - mean) ** 2) * has).sum(axis=0) / np.maximum(n, 1))
+        # of two fractions, |a - b| / 2 as upstream computes it (the truncation sees its rounding)
+        spread = np.where(has, frac, -np.inf).max(axis=0) - np.where(has, frac, np.inf).min(axis=0)
+        std = np.where(n == 2, spread / 2, np.where(n > 2, std, 0.0))
+        return np.trunc((1.0 - std) * MAX_NODE_SCORE)
 
 
 # ---- the FGD paper's policies (ATC'23; semantics in shared/FGD.md) ----------------------

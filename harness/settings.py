@@ -170,6 +170,9 @@ RULES: dict[str, dict[str, Rule]] = {
     },
     "harness.scheduler.framework.Scheduler": {  # also `harness.scheduler.Scheduler`, its public name
         "waits_for_capacity": flag("a gang reserves nothing until it fits ready + booting nodes"),
+        "percentage_of_nodes_to_score": integer("percentage of the nodes a cycle looks for feasible ones "
+                                                "among before scoring them (0: kube-scheduler's adaptive "
+                                                "default)", ge=0, le=100),
     },
     "harness.scheduler.gang.Coscheduling": {
         "timeout_s": period("seconds a partly placed gang holds its nodes before releasing them"),
@@ -220,6 +223,10 @@ RULES: dict[str, dict[str, Rule]] = {
     },
     "harness.scores.ScorePlugin": {
         "weight": number("multiplies the plugin's scores in a weighted sum", gt=0),
+    },
+    "harness.scores.ResourceAllocation": {
+        "resources.*": integer("weight of a resource (cpu, memory, nvidia.com/gpu) in the node's resource score, "
+                               "as kube-scheduler's scoringStrategy.resources", ge=1, le=100),
     },
     "harness.scores.DotProd": {
         "cpu_scale": number("CPU milli that normalises a node's free CPU", gt=0),

@@ -155,10 +155,14 @@ def type_fits(nt, cluster: Cluster, cpu, mem, gpus, milli, profile_bit, model_ma
 
 
 def pools_fit(cluster: Cluster, w: Workload) -> np.ndarray:
-    """pools x pods: could an empty node of the pool hold the pod?"""
+    """pools x pods: could an empty node of the pool hold the pod (and does the pod tolerate
+    the pool's taints)?"""
     pods = (w.cpu, w.mem, w.gpus, w.milli, w.profile_bit, w.model_mask, w.nvlink, w.numa, w.nic)
-    return np.stack([type_fits(cluster.node_types[cluster.type_index(pool.node_type)], cluster, *pods)
-                     for pool in cluster.pools])
+    fit = np.stack([type_fits(cluster.node_types[cluster.type_index(pool.node_type)], cluster, *pods)
+                    for pool in cluster.pools])
+    if cluster.untolerated is not None:
+        fit &= ~cluster.untolerated[(w.gpus > 0).astype(np.int64)].T
+    return fit
 
 
 def _fits_some_type(cluster, *pod_arrays) -> np.ndarray:

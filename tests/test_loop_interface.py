@@ -105,7 +105,7 @@ def test_a_new_loop_runs_through_replay_compare_and_report(user):
     r = loopbench("replay", "loop=static", *RUN, "hydra.run.dir=runs/one", cwd=root, mods=mods, conf=conf)
     assert r.returncode == 0, r.stderr
     one = pl.read_parquet(root / "runs" / "one" / "metrics.parquet")
-    assert (one["loop"][0], one["policy"][0]) == ("static", "LeastAllocated")
+    assert (one["loop"][0], one["policy"][0]) == ("static", "1*LeastAllocated+1*BalancedAllocation")  # kube_default
     floor = sum(pool.min_size for pool in compose("config", RUN[1:]).cluster.pools)
     assert one["nodes_provisioned"][0] == floor  # the pools' minimums, never more
 

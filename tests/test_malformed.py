@@ -182,6 +182,18 @@ CLUSTERS = {
     "huge_nodes_per_rack.yaml": cfg_err("pool 'gpu' at cluster.pools[0].nodes_per_rack",
                                         "must be >= 1 and at most 1,000,000, got 1000000000000000000000000000000"),
     "not_yaml_mapping.yaml": cfg_err("cluster", "expected a mapping"),
+    "taint_bad_effect.yaml": cfg_err("pool 'gpu' at cluster.pools[0].taints[0]",
+                                     "'nvidia.com/gpu=present:Sometimes': a taint must read key[=value]:effect"),
+    "taint_without_effect.yaml": cfg_err("pool 'gpu' at cluster.pools[0].taints[0]",
+                                         "'nvidia.com/gpu=present': a taint must read key[=value]:effect, e.g. "
+                                         "nvidia.com/gpu=present:NoSchedule, with effect one of NoSchedule, "
+                                         "PreferNoSchedule, NoExecute"),
+    "taint_bad_key.yaml": cfg_err("pool 'gpu' at cluster.pools[0].taints[0]",
+                                  "'nvidia gpu:NoSchedule': a taint must read"),
+    "taints_not_list.yaml": cfg_err("pool 'gpu' at cluster.pools[0].taints",
+                                    "expected a list of taints key[=value]:effect, got 'nvidia.com/gpu=present:"),
+    "taint_not_text.yaml": cfg_err("pool 'cpu' at cluster.pools[1].taints[0]",
+                                   "{'key': 'nvidia.com/gpu', 'effect': 'NoSchedule'}: a taint must read"),
 }
 
 def setting_err(key: str, rule: str, value) -> Err:
@@ -250,6 +262,10 @@ SETTINGS = {
         setting_err("loop.autoscaler.consolidation_policy", "must be one of WhenEmpty, WhenEmptyOrUnderutilized",
                     "Always"),
     "policy.weight=0": setting_err("policy.weight", "must be a number > 0", 0),
+    "policy=least_allocated policy.resources.cpu=0":
+        setting_err("policy.resources.cpu", "must be an integer in [1, 100]", 0),
+    "policy.plugins.1.resources.memory=1.5":
+        setting_err("policy.plugins[1].resources.memory", "must be an integer in [1, 100]", 1.5),
     "policy=fgd policy.coverage=0": setting_err("policy.coverage", "must be a number in (0, 1]", 0),
     "policy=fgd_most_allocated policy.plugins.1.weight=-1":
         setting_err("policy.plugins[1].weight", "must be a number > 0", -1),

@@ -15,10 +15,13 @@ from harness.filters import feasible
 from harness.fragmentation import TargetWorkload, node_fragmentation
 from harness.scores import (
     FGD,
+    BalancedAllocation,
     BestFit,
     DotProd,
     GpuClustering,
     GpuPacking,
+    LeastAllocated,
+    MostAllocated,
     RandomScore,
     ScorePlugin,
     WeightedSum,
@@ -315,7 +318,8 @@ def test_scores_are_integers_in_range():
     state = make_state([("g8", 128000, [1000] * 8), ("g8", 9000, [1000, 300, 0, 0, 1000, 0, 0, 0]),
                         ("g2", 64000, [500, 1000])])
     w = make_pods(state, [(8000, 1, 300), (8000, 1, 1000), (8000, 0, 0)])
-    for plugin in (RandomScore(), DotProd(), GpuClustering(), GpuPacking(), BestFit(), FGD()):
+    for plugin in (RandomScore(), DotProd(), GpuClustering(), GpuPacking(), BestFit(), FGD(), LeastAllocated(),
+                   MostAllocated(), BalancedAllocation(resources={"cpu": 1, "memory": 1, "nvidia.com/gpu": 1})):
         for pod in range(3):
             s = np.array(scores(plugin, state, w, pod))
             assert ((s >= 0) & (s <= 100) & (s == np.floor(s))).all(), (type(plugin).__name__, pod, s)

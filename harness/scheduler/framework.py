@@ -45,12 +45,31 @@ if TYPE_CHECKING:  # the loops' package is above the scheduler: for annotations 
 GANG = -2  # the group of a failure key for a whole gang
 
 
+#: upstream's minFeasibleNodesToFind and minFeasibleNodesPercentageToFind (schedule_one.go)
+MIN_FEASIBLE_NODES = 100
+MIN_FEASIBLE_PERCENTAGE = 5
+
+
+def num_feasible_nodes_to_find(percentage: int, n_all: int) -> int:
+    """kube-scheduler's numFeasibleNodesToFind: how many feasible nodes a cycle looks for before
+    it stops filtering. Under 100 nodes all of them; else `percentage` % of them, 0 meaning
+    adaptive, 50 - n_all // 125 percent but at least 5; never fewer than 100 nodes."""
+    if n_all < MIN_FEASIBLE_NODES:
+        return n_all
+    if percentage == 0:
+        percentage = max(50 - n_all // 125, MIN_FEASIBLE_PERCENTAGE)
+    return max(n_all * percentage // 100, MIN_FEASIBLE_NODES)
+
+
 class Scheduler:
     """A scheduling profile: the plugins of each extension point, and the cycle that runs them."""
 
     def __init__(self, policy: ScorePlugin, gang: Gang | None = None, queue_sort: QueueSort | None = None,
-                 filter: Filter | None = None, waits_for_capacity: bool = False):
-        check("harness.scheduler.Scheduler", "loop.scheduler", waits_for_capacity=waits_for_capacity)
+                 filter: Filter | None = None, waits_for_capacity: bool = False,
+                 percentage_of_nodes_to_score: int = 0):
+        check("harness.scheduler.Scheduler", "loop.scheduler", waits_for_capacity=waits_for_capacity,
+              percentage_of_nodes_to_score=percentage_of_nodes_to_score)
+        self.percentage_of_nodes_to_score = int(percentage_of_nodes_to_score)
         self.policy = policy
         self.gang = gang if gang is not None else Coscheduling()
         self.queue_sort = queue_sort if queue_sort is not None else PrioritySort()
@@ -81,6 +100,8 @@ class Scheduler:
         self.booked_for = np.full(sim.state.n_slots, -1, np.int64)
         self.bookings = 0  # bumps on every change of booked_for
         self.usable_key: tuple[int, int] | None = None
+        self.next_start = 0  # nextStartNodeIndex: where the next search for feasible nodes begins
+        self.order_key = -1  # layout version of `node_order`
 
     def book(self, slots, owner: int) -> None:
         """Taint nodes (an owner below -1: usable by no pod) or untaint them (-1)."""
@@ -215,15 +236,36 @@ class Scheduler:
         self.tried_at[j] = self.sim.state.version
 
     def choose(self, p: int, mask: np.ndarray) -> int:
-        """Score: the best node by the policy among `mask` (the Filter's verdict); ties by the
-        seeded node order."""
-        cand = mask.nonzero()[0]
+        """Score: the best node by the policy among the feasible nodes found (`mask`, the
+        Filter's verdict, sampled by `feasible_to_score`); ties by the seeded node order."""
+        cand = self.feasible_to_score(mask)
         if len(cand) == 0:
             return -1
         if len(cand) > 1:
             s = self.policy.score(self.sim.state, self.sim.w, p, cand, self.sim.rng)
             cand = cand[s >= s.max()]
         return int(cand[np.argmin(self.sim.node_rank[cand])])
+
+    def feasible_to_score(self, mask: np.ndarray) -> np.ndarray:
+        """The feasible nodes kube-scheduler would score: walking the ready nodes in the seeded
+        node order from `next_start` (wrapping round), it stops once it has found
+        `num_feasible_nodes_to_find` feasible ones; the next search starts after the last node
+        checked (all of them: where it started). One vector step, no loop over nodes."""
+        st = self.sim.state
+        if self.order_key != st.layout_version:
+            ready = np.flatnonzero(st.ready)
+            self.node_order = ready[np.argsort(self.sim.node_rank[ready], kind="stable")]
+            self.order_key = st.layout_version
+            self.next_start %= max(len(self.node_order), 1)
+        n_all = len(self.node_order)
+        k = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, n_all)
+        if k >= n_all:  # every node is checked: the start index comes back to where it was
+            return mask.nonzero()[0]
+        rotated = np.roll(self.node_order, -self.next_start)
+        found = np.cumsum(mask[rotated])
+        checked = n_all if found[-1] <= k else int(np.searchsorted(found, k)) + 1
+        self.next_start = (self.next_start + checked) % n_all
+        return np.sort(rotated[:checked][mask[rotated[:checked]]])
 
     def groups_of(self, j: int) -> np.ndarray | None:
         loc = self.sim.w.job_locality[j]

@@ -194,6 +194,11 @@ def clusters() -> None:
         "huge_cpu": nt(1, cpu_milli=10**19),
         "huge_memory": nt(0, memory_mib=2**63),
         "huge_nodes_per_rack": pool(0, nodes_per_rack=10**30),
+        "taint_bad_effect": pool(0, taints=["nvidia.com/gpu=present:Sometimes"]),
+        "taint_without_effect": pool(0, taints=["nvidia.com/gpu=present"]),
+        "taint_bad_key": pool(0, taints=["nvidia gpu:NoSchedule"]),
+        "taints_not_list": pool(0, taints="nvidia.com/gpu=present:NoSchedule"),
+        "taint_not_text": pool(1, taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]),
     }
     for name, edit in edits.items():
         cfg = yaml.safe_load(yaml.safe_dump(CLUSTER))
