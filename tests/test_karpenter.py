@@ -193,7 +193,8 @@ def test_when_empty_policy_keeps_underused_nodes():
     assert launched(sim) == [("big", 1.0, 3925.0), ("big", 1.0, 3940.0)]
 
 
-@pytest.mark.parametrize("kw", [{"consolidation_policy": "Always"}, {"budget_nodes": 1.5}, {"max_candidates": -1}])
+@pytest.mark.parametrize("kw", [{"consolidation_policy": "Always"}, {"budget_nodes": 1.5}, {"max_candidates": -1},
+                                {"validation_s": -1}])
 def test_bad_settings_are_refused(kw):
     with pytest.raises(ConfigError):
         KarpenterAutoscaler(**kw)
@@ -208,6 +209,7 @@ def test_loop_config_composes():
     loop = instantiate(cfg.loop, _convert_="all")
     assert loop.name == "separate_karpenter" and isinstance(loop.autoscaler, KarpenterAutoscaler)
     assert (loop.autoscaler.batch_idle_s, loop.autoscaler.batch_max_s, loop.autoscaler.budget_nodes) == (1.0, 10.0, 0.1)
+    assert loop.autoscaler.validation_s == 15.0
 
 
 # ---- consolidation candidates: the vector shortlist equals the node-by-node walk (property) -----

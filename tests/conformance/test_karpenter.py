@@ -143,6 +143,25 @@ def test_validation_drops_a_command_blocked_by_budgets():
     assert [(sim.cluster.pools[r.pool].name, r.requested_at, r.removed_at) for r in sim.nodes][0] == ("p", 1.0, 4230.0)
 
 
+def test_validation_drops_a_single_node_command_when_a_pod_lands_meanwhile():
+    """kubernetes-sigs/karpenter pkg/controllers/disruption/validation.go `ValidateCommand` (the
+    scheduling simulation is run again at validation; a pod of the candidates that no longer
+    schedules is a validation error), as in consolidation_test.go DescribeTable("should correctly
+    report invalidated commands for single node disruption") Entry("when candidates are filtered
+    out due to pod churn"): a pod bound while the command waits -> no command executed.
+    Ours: two gpu8 nodes each with a 6-GPU pod (to 1301) and a 2-GPU pod; at 1310 single-node
+    consolidation would delete the first (its 2-GPU pod fits the other's 6 free GPUs); a 6-GPU
+    pod arriving at 1315 takes 6 of those GPUs, so at 1325 the 2-GPU pod fits nowhere and a
+    new gpu8 would cost no less: dropped, neither node is deleted then."""
+    cl = sc.cluster([sc.node_type("gpu8")], [sc.pool("big", "gpu8", price_on_demand=10.0)])
+    x = {"gpu_count": 6, "cpu_milli": 6000, "duration_s": 1000.0}
+    y = {"gpu_count": 2, "cpu_milli": 2000}
+    table = sc.trace([x, x, y, y, {"gpu_count": 6, "cpu_milli": 6000, "submit_s": 1315.0}])
+    _, sim = sc.run(table, cl, karpenter(), horizon_s=2 * H)
+    assert sim.pod_start[4] == 1315.0 and len(sim.nodes) == 2
+    assert min(removed(sim)) > 1325.0
+
+
 # ---- policy --------------------------------------------------------------------------------------
 def test_when_empty_does_not_consolidate_an_underutilized_node():
     """kubernetes-sigs/karpenter pkg/controllers/disruption/consolidation.go `ShouldDisrupt`
