@@ -9,7 +9,8 @@ Provisioning. A pending pod (a job queued or re-queued while pods are pending: a
 eviction, a released gang member) opens a batch window that closes after `batch_idle_s` (1 s)
 without another, or `batch_max_s` (10 s) after it opened; pods still pending re-trigger it every
 `requeue_s` (10 s, the pod controller's requeue). At the close every pending pod is packed,
-sorted by size (CPU, then memory, then GPUs, largest first, as Karpenter's queue), one by one:
+in Karpenter's queue order (CPU, then memory, largest first, then the older pod, then the pod
+index as UID; no GPU key), one by one:
 onto the first ready node with room, else an in-flight (booting) node, else a node claim opened
 earlier in this batch, else a new claim (consecutive pods identical in its view are placed as one
 run, with the same outcome). A claim holds every node type its pods fit together, so
@@ -19,9 +20,11 @@ are nominated for 2 x `batch_max_s` and not disrupted meanwhile.
 
 Consolidation (`WhenEmptyOrUnderutilized`), every `poll_s` (10 s), over ready nodes whose pods
 have not changed for `consolidate_after_s` (0 s, the v1 default; a change counts from the poll
-that sees it) and may all be evicted (a gang member may not, as if a PodDisruptionBudget
-protected it), at most ceil(10%) of the ready nodes disrupted at once, one action per poll, in
-Karpenter's order:
+or validation that sees it) and may all be evicted (a gang member may not, as if a
+PodDisruptionBudget protected it), cheapest to disrupt first (the sum of their pods' eviction
+costs, 1 + priority / 2^25 each, clamped to [-10, 10]; ties by slot), at most
+ceil(`budget_nodes` x the nodes) minus the nodes booting or being deleted at once, one command
+per poll, in Karpenter's order:
   1. empty nodes are deleted;
   2. multi-node: the longest prefix (2 or more) of the candidates, fewest pods first (at most
      `max_candidates`), whose pods fit the other nodes plus at most one new node cheaper than
@@ -29,7 +32,12 @@ Karpenter's order:
   3. single-node: the first candidate whose pods fit the other nodes (deleted), or those plus
      one new node cheaper than it (replaced).
 As Karpenter, the what-if packs the pending pods together with the moved ones, and a moved pod
-may not count on a node still booting. A replacement is launched first; the nodes it replaces
+may not count on a node still booting. A command is re-validated `validation_s` (15 s,
+`consolidationTTL`) after it was computed, polls waiting meanwhile: it is dropped unless every
+node is still a candidate (so not nominated meanwhile), the budget still allows them all, the
+emptiness command's nodes are still empty and, for the others, the what-if run again still
+deletes them (or still needs one cheaper node); executed, the next poll follows at once, as
+Karpenter's controller requeues. A replacement is launched first; the nodes it replaces
 are tainted (no new pods) and deleted, their pods evicted to restart elsewhere, the instant it is
 ready. Removing a committed node saves nothing, so only empty ones are deleted. `WhenEmpty` stops
 after step 1.
