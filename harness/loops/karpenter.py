@@ -471,7 +471,7 @@ class KarpenterAutoscaler:
         self.validating = None
         st = self.sim.state
         self._note_changes(now)
-        if self.command is not None or len(cands) > self._budget():
+        if len(cands) > self._budget():
             return False
         if not np.isin(cands, self._candidates(now)).all():
             return False
