@@ -56,14 +56,16 @@ def test_batch_packs_into_the_cheapest_compatible_type():
     # joins (2 GPUs): p2 at $3.
     assert [(p, t) for p, t, _ in launched(sim)] == [("p4", 1.5), ("p2", 6.0)]
     # t4 ready 301.5: A, B, C run to 3901.5; t2 ready 306: D runs to 3906. Both empty by the
-    # poll at 3910; the budget (10% of 2 ready nodes, rounded up) deletes one per poll, lowest
-    # slot first: t2 at 3910, t4 at 3920.
-    assert [r for _, _, r in launched(sim)] == [3920.0, 3910.0]
+    # poll at 3910; the budget (10% of 2 nodes, rounded up) takes one per command, the cheapest
+    # to disrupt first (both cost 0: lowest slot), t2. The command is re-validated 15 s later
+    # (validation rule): t2 deleted at 3925; the controller polls again at once: t4's command at
+    # 3925, deleted at 3940.
+    assert [r for _, _, r in launched(sim)] == [3940.0, 3925.0]
     booting = 4 * 300 + 2 * 300
-    unallocated = 4 * (3920 - 3901.5) + 2 * (3910 - 3906)
+    unallocated = 4 * (3940 - 3901.5) + 2 * (3925 - 3906)
     assert idle(row) == approx(((booting + unallocated) / H, booting / H, unallocated / H, 0.0, 0.0))
     assert row["used_accel_hours"] == approx((4 * 3600 + 2 * 3600) / H)
-    assert row["cost_usd"] == approx((7.0 * (3920 - 1.5) + 3.0 * (3910 - 6)) / H)
+    assert row["cost_usd"] == approx((7.0 * (3940 - 1.5) + 3.0 * (3925 - 6)) / H)
     assert row["pods_done"] == 4
 
 
@@ -76,15 +78,16 @@ def test_committed_offerings_preferred_while_free():
     row, sim = sc.run(table, cl, karpenter(), horizon_s=2 * H)
     # Batch at 1: three claims {gpu8}. The two free committed slots cost 0, so two nodes go
     # there; the third is on-demand: $8 beats the reserved pool's $10 beyond its commitment.
-    # Ready 301, pods run to 3901; empty nodes deleted one per poll (budget 1 of 3, then of 2,
-    # then of 1): reserved slot 0 at 3910, slot 1 at 3920, the on-demand node at 3930.
-    assert launched(sim) == [("reserved", 1.0, 3910.0), ("reserved", 1.0, 3920.0), ("ondemand", 1.0, 3930.0)]
-    committed = 8 * ((1 + 7200 - 3910) + (1 + 7200 - 3920))  # committed slots without a node
+    # Ready 301, pods run to 3901; empty nodes deleted one per command (budget 1 of 3, then of
+    # 2, then of 1), each re-validated 15 s after the poll that computed it, the next poll at
+    # once (validation rule): reserved slot 0 at 3925, slot 1 at 3940, the on-demand node at 3955.
+    assert launched(sim) == [("reserved", 1.0, 3925.0), ("reserved", 1.0, 3940.0), ("ondemand", 1.0, 3955.0)]
+    committed = 8 * ((1 + 7200 - 3925) + (1 + 7200 - 3940))  # committed slots without a node
     booting = 3 * 8 * 300
-    unallocated = 8 * (9 + 19 + 29)
+    unallocated = 8 * (24 + 39 + 54)
     assert idle(row) == approx(((committed + booting + unallocated) / H, booting / H, unallocated / H, 0.0,
                                 committed / H))
-    assert row["cost_usd"] == approx(2 * 6.0 * 2 + 8.0 * (3930 - 1) / H)
+    assert row["cost_usd"] == approx(2 * 6.0 * 2 + 8.0 * (3955 - 1) / H)
 
 
 # ---- consolidation: two under-used nodes replaced by one cheaper node ---------------------------
@@ -104,42 +107,47 @@ def test_consolidation_replaces_two_underused_nodes_by_one_cheaper():
     # Batch at 1, sorted X1, X2 (6 GPUs), Y1, Y2 (2): X1 opens {gpu8}, X2 cannot join (12 > 8)
     # and opens another, Y1 fills the first, Y2 the second: two gpu8 nodes, ready 301, each
     # running an X (6 GPUs, to 1301) and a Y (2 GPUs). At the poll at 1310 both hold one Y:
-    # together they fit one new claim {gpu8, gpu4}; gpu4 at $3 < 2 x $10, so it is launched
-    # and both gpu8 nodes tainted. It is ready at 1610: both deleted, the Ys evicted, restart
-    # on it and run 1610-5210; the empty gpu4 is deleted at the poll at 5210.
-    assert launched(sim) == [("big", 1.0, 1610.0), ("big", 1.0, 1610.0), ("small", 1310.0, 5210.0)]
+    # together they fit one new claim {gpu8, gpu4}; gpu4 at $3 < 2 x $10. The command is
+    # re-validated at 1325 (validation rule; nothing changed): gpu4 launched and both gpu8 nodes
+    # tainted. It is ready at 1625: both deleted, the Ys evicted, restart on it and run
+    # 1625-5225; polls run from 1325 every 10 s, so the one at 5225 finds the gpu4 empty and it
+    # is deleted at 5240.
+    assert launched(sim) == [("big", 1.0, 1625.0), ("big", 1.0, 1625.0), ("small", 1325.0, 5240.0)]
     booting = 2 * 8 * 300 + 4 * 300
-    unallocated = 2 * 6 * (1610 - 1301)
+    unallocated = 2 * 6 * (1625 - 1301) + 4 * (5240 - 5225)
     assert idle(row) == approx(((booting + unallocated) / H, booting / H, unallocated / H, 0.0, 0.0))
-    assert row["used_accel_hours"] == approx((2 * 6 * 1000 + 2 * 2 * 1309 + 4 * 3600) / H)
-    assert row["cost_usd"] == approx((10.0 * 2 * 1609 + 3.0 * 3900) / H)
-    assert sorted(sim.pod_end[2:]) == [5210.0, 5210.0]
+    assert row["used_accel_hours"] == approx((2 * 6 * 1000 + 2 * 2 * 1324 + 4 * 3600) / H)
+    assert row["cost_usd"] == approx((10.0 * 2 * 1624 + 3.0 * 3915) / H)
+    assert sorted(sim.pod_end[2:]) == [5225.0, 5225.0]
 
 
 def test_consolidation_with_the_default_budget_goes_one_node_at_a_time():
     cl, table = consolidation_setup()
     row, sim = sc.run(table, cl, karpenter(), horizon_s=2 * H)
-    # Same start. At 1310 the budget is ceil(10% x 2) = 1: single-node consolidation deletes
-    # the lower slot (its Y fits the 6 free GPUs of the other); that Y restarts there at 1310.
-    # At 1320 the last gpu8 holds both Ys: one new gpu4 ($3 < $10) replaces it, launched at
-    # 1320, ready 1620, when the gpu8 is deleted; the Ys run 1620-5220.
-    assert launched(sim) == [("big", 1.0, 1310.0), ("big", 1.0, 1620.0), ("small", 1320.0, 5220.0)]
+    # Same start. At 1310 the budget is ceil(10% x 2) = 1: single-node consolidation picks the
+    # first candidate (both cost 1: lower slot; its Y fits the 6 free GPUs of the other),
+    # re-validated and deleted at 1325 (validation rule); that Y restarts there at 1325. The
+    # poll at once (1325) finds the last gpu8 holding both Ys: one new gpu4 ($3 < $10) replaces
+    # it, validated and launched at 1340, ready 1640, when the gpu8 is deleted; the Ys run
+    # 1640-5240; the poll at 5240 finds the gpu4 empty, deleted at 5255.
+    assert launched(sim) == [("big", 1.0, 1325.0), ("big", 1.0, 1640.0), ("small", 1340.0, 5255.0)]
     booting = 2 * 8 * 300 + 4 * 300
-    unallocated = 6 * 9 + (6 * 9 + 4 * (1620 - 1310))
+    unallocated = 6 * 24 + (6 * 24 + 4 * (1640 - 1325)) + 4 * (5255 - 5240)
     assert idle(row) == approx(((booting + unallocated) / H, booting / H, unallocated / H, 0.0, 0.0))
-    assert row["cost_usd"] == approx((10.0 * (1309 + 1619) + 3.0 * 3900) / H)
+    assert row["cost_usd"] == approx((10.0 * (1324 + 1639) + 3.0 * 3915) / H)
 
 
 def test_gang_members_are_not_evicted():
     cl, table = consolidation_setup()
     # Same workload, but the two Ys form one gang: consolidation may not evict them (as a
-    # PodDisruptionBudget would forbid), so both gpu8 nodes stay until the Ys end at 3901.
+    # PodDisruptionBudget would forbid), so both gpu8 nodes stay until the Ys end at 3901; the
+    # poll at 3910 deletes both (re-validated at 3925: validation rule).
     table = table.set_column(table.schema.get_field_index("job_id"), "job_id",
                              [["x1", "x2", "y", "y"]])
     table = table.set_column(table.schema.get_field_index("min_member"), "min_member", [[1, 1, 2, 2]])
     row, sim = sc.run(table, cl, karpenter(budget_nodes=1.0), horizon_s=2 * H)
     assert [p for p, _, _ in launched(sim)] == ["big", "big"]
-    assert sorted(r for _, _, r in launched(sim)) == [3910.0, 3910.0]
+    assert sorted(r for _, _, r in launched(sim)) == [3925.0, 3925.0]
 
 
 # ---- topology: a blind Karpenter strands a cheaper PCIe node; awareness fixes it ----------------
@@ -169,11 +177,11 @@ def test_topology_aware_karpenter_launches_the_nvlink_node():
     cl, table = topology_setup()
     row, sim = sc.run(table, cl, karpenter(topology_aware=True), horizon_s=2 * H)
     # The claim holds {nvl8} only: launched at 1, ready 301, pod runs 301-3901, the empty node
-    # is deleted at the poll at 3910.
-    assert launched(sim) == [("nvl", 1.0, 3910.0)]
-    assert idle(row) == approx((8 * (300 + 9) / H, 8 * 300 / H, 8 * 9 / H, 0.0, 0.0))
+    # is found at the poll at 3910 and deleted when re-validated at 3925 (validation rule).
+    assert launched(sim) == [("nvl", 1.0, 3925.0)]
+    assert idle(row) == approx((8 * (300 + 24) / H, 8 * 300 / H, 8 * 24 / H, 0.0, 0.0))
     assert row["used_accel_hours"] == approx(8.0)
-    assert row["cost_usd"] == approx(10.0 * 3909 / H)
+    assert row["cost_usd"] == approx(10.0 * 3924 / H)
 
 
 # ---- configuration ------------------------------------------------------------------------------
@@ -181,11 +189,12 @@ def test_when_empty_policy_keeps_underused_nodes():
     cl, table = consolidation_setup()
     row, sim = sc.run(table, cl, karpenter(consolidation_policy="WhenEmpty"), horizon_s=2 * H)
     # No replacement: the gpu8 nodes keep their Ys until 3901 and are deleted when empty,
-    # one per poll.
-    assert launched(sim) == [("big", 1.0, 3910.0), ("big", 1.0, 3920.0)]
+    # one per command, each 15 s after the poll that found it (validation rule): 3925, 3940.
+    assert launched(sim) == [("big", 1.0, 3925.0), ("big", 1.0, 3940.0)]
 
 
-@pytest.mark.parametrize("kw", [{"consolidation_policy": "Always"}, {"budget_nodes": 1.5}, {"max_candidates": -1}])
+@pytest.mark.parametrize("kw", [{"consolidation_policy": "Always"}, {"budget_nodes": 1.5}, {"max_candidates": -1},
+                                {"validation_s": -1}])
 def test_bad_settings_are_refused(kw):
     with pytest.raises(ConfigError):
         KarpenterAutoscaler(**kw)
@@ -200,19 +209,22 @@ def test_loop_config_composes():
     loop = instantiate(cfg.loop, _convert_="all")
     assert loop.name == "separate_karpenter" and isinstance(loop.autoscaler, KarpenterAutoscaler)
     assert (loop.autoscaler.batch_idle_s, loop.autoscaler.batch_max_s, loop.autoscaler.budget_nodes) == (1.0, 10.0, 0.1)
+    assert loop.autoscaler.validation_s == 15.0
 
 
 # ---- consolidation candidates: the vector shortlist equals the node-by-node walk (property) -----
 def candidates_walk(ka: KarpenterAutoscaler, now: float) -> list[int]:
     """The shortlist as Karpenter's rules read, one node at a time: ready, untainted, not
-    nominated, quiet nodes, fewest pods first (then least used, then slot); a node holding a
+    nominated, quiet nodes, cheapest to disrupt first (the sum over its pods of Karpenter's
+    EvictionCost, 1 + priority / 2^25 clamped to [-10, 10], pod by pod; then slot); a node holding a
     gang member is skipped; a pool gives up at most present - min_size nodes; the walk stops at
     the first busy node beyond max_candidates."""
     sim, st, w = ka.sim, ka.sim.state, ka.sim.w
     nodes = [n for n in range(st.n_slots) if st.status[n] == READY and ka.scheduler.booked_for[n] == -1
              and ka.nominated_until[n] <= now and now - ka.last_change[n] >= ka.consolidate_after_s]
-    util = {n: (st.gpu_used[n] / (st.gpu_cap[n] * 1000.0) if st.gpu_cap[n] else 0.0) for n in nodes}
-    nodes.sort(key=lambda n: (st.pods_on[n], util[n], n))
+    cost = {n: sum(min(10.0, max(-10.0, 1.0 + float(w.job_priority[w.job[q]]) / 2**25)) for q in sim.node_pods[n])
+            for n in nodes}
+    nodes.sort(key=lambda n: (cost[n], n))
     room = [sum(1 for m in range(st.n_slots) if st.slot_pool[m] == p and st.status[m] != ABSENT) - ka.min_size[p]
             for p in range(len(ka.min_size))]
     out, busy = [], 0

@@ -258,6 +258,8 @@ SETTINGS = {
         setting_err("loop.autoscaler.max_candidates", "must be an integer >= 0", -1),
     "loop=separate_karpenter loop.autoscaler.max_candidates=2.5":
         setting_err("loop.autoscaler.max_candidates", "must be an integer >= 0", 2.5),
+    "loop=separate_karpenter loop.autoscaler.validation_s=-1":
+        setting_err("loop.autoscaler.validation_s", "must be a number >= 0", -1),
     "loop=separate_karpenter loop.autoscaler.consolidation_policy=Always":
         setting_err("loop.autoscaler.consolidation_policy", "must be one of WhenEmpty, WhenEmptyOrUnderutilized",
                     "Always"),

@@ -9,7 +9,8 @@ Provisioning. A pending pod (a job queued or re-queued while pods are pending: a
 eviction, a released gang member) opens a batch window that closes after `batch_idle_s` (1 s)
 without another, or `batch_max_s` (10 s) after it opened; pods still pending re-trigger it every
 `requeue_s` (10 s, the pod controller's requeue). At the close every pending pod is packed,
-sorted by size (CPU, then memory, then GPUs, largest first, as Karpenter's queue), one by one:
+in Karpenter's queue order (CPU, then memory, largest first, then the older pod, then the pod
+index as UID; no GPU key), one by one:
 onto the first ready node with room, else an in-flight (booting) node, else a node claim opened
 earlier in this batch, else a new claim (consecutive pods identical in its view are placed as one
 run, with the same outcome). A claim holds every node type its pods fit together, so
@@ -19,9 +20,11 @@ are nominated for 2 x `batch_max_s` and not disrupted meanwhile.
 
 Consolidation (`WhenEmptyOrUnderutilized`), every `poll_s` (10 s), over ready nodes whose pods
 have not changed for `consolidate_after_s` (0 s, the v1 default; a change counts from the poll
-that sees it) and may all be evicted (a gang member may not, as if a PodDisruptionBudget
-protected it), at most ceil(10%) of the ready nodes disrupted at once, one action per poll, in
-Karpenter's order:
+or validation that sees it) and may all be evicted (a gang member may not, as if a
+PodDisruptionBudget protected it), cheapest to disrupt first (the sum of their pods' eviction
+costs, 1 + priority / 2^25 each, clamped to [-10, 10]; ties by slot), at most
+ceil(`budget_nodes` x the nodes) minus the nodes booting or being deleted at once, one command
+per poll, in Karpenter's order:
   1. empty nodes are deleted;
   2. multi-node: the longest prefix (2 or more) of the candidates, fewest pods first (at most
      `max_candidates`), whose pods fit the other nodes plus at most one new node cheaper than
@@ -29,7 +32,12 @@ Karpenter's order:
   3. single-node: the first candidate whose pods fit the other nodes (deleted), or those plus
      one new node cheaper than it (replaced).
 As Karpenter, the what-if packs the pending pods together with the moved ones, and a moved pod
-may not count on a node still booting. A replacement is launched first; the nodes it replaces
+may not count on a node still booting. A command is re-validated `validation_s` (15 s,
+`consolidationTTL`) after it was computed, polls waiting meanwhile: it is dropped unless every
+node is still a candidate (so not nominated meanwhile), the budget still allows them all, the
+emptiness command's nodes are still empty and, for the others, the what-if run again still
+deletes them (or still needs one cheaper node); executed, the next poll follows at once, as
+Karpenter's controller requeues. A replacement is launched first; the nodes it replaces
 are tainted (no new pods) and deleted, their pods evicted to restart elsewhere, the instant it is
 ready. Removing a committed node saves nothing, so only empty ones are deleted. `WhenEmpty` stops
 after step 1.
@@ -156,17 +164,18 @@ class KarpenterAutoscaler:
     def __init__(self, batch_idle_s: float = 1.0, batch_max_s: float = 10.0, requeue_s: float = 10.0,
                  poll_s: float = 10.0, consolidation_policy: str = "WhenEmptyOrUnderutilized",
                  consolidate_after_s: float = 0.0, budget_nodes: float = 0.1, max_candidates: int = 100,
-                 topology_aware: bool = False, sharing_aware: bool = False):
+                 validation_s: float = 15.0, topology_aware: bool = False, sharing_aware: bool = False):
         check("harness.loops.karpenter.KarpenterAutoscaler", "loop.autoscaler", batch_idle_s=batch_idle_s,
               batch_max_s=batch_max_s, requeue_s=requeue_s, poll_s=poll_s, consolidation_policy=consolidation_policy,
               consolidate_after_s=consolidate_after_s, budget_nodes=budget_nodes, max_candidates=max_candidates,
-              topology_aware=topology_aware, sharing_aware=sharing_aware)
+              validation_s=validation_s, topology_aware=topology_aware, sharing_aware=sharing_aware)
         self.batch_idle_s, self.batch_max_s, self.requeue_s = float(batch_idle_s), float(batch_max_s), float(requeue_s)
         self.poll_s = float(poll_s)
         self.underutilized = consolidation_policy == "WhenEmptyOrUnderutilized"
         self.consolidate_after_s = float(consolidate_after_s)
         self.budget_nodes = float(budget_nodes)
         self.max_candidates = int(max_candidates)
+        self.validation_s = float(validation_s)
         self.topology_aware, self.sharing_aware = bool(topology_aware), bool(sharing_aware)
         self.nomination_s = 2 * self.batch_max_s  # Karpenter's nomination window
 
@@ -180,6 +189,9 @@ class KarpenterAutoscaler:
         self.sim, self.scheduler = sim, scheduler
         self.view = view_of(sim.w, self.topology_aware, self.sharing_aware)
         self.view_class = equivalence_classes(self.view)
+        w = sim.w  # Karpenter's EvictionCost per pod: 1 + priority / 2^25, clamped to [-10, 10]
+        self.eviction_cost = np.clip(1.0 + w.job_priority[w.job].astype(np.float64) / 2.0**25, -10.0, 10.0)
+        self.unit_costs = bool((self.eviction_cost == 1.0).all())
         cl, st = sim.cluster, sim.state
         self.pool_type = np.array([cl.type_index(p.node_type) for p in cl.pools], np.int64)
         self.pool_price = np.array([p.price for p in cl.pools], np.float64)
@@ -198,6 +210,7 @@ class KarpenterAutoscaler:
         self.poll_clocks: list[Clock] = []  # ... and what could change its candidates meanwhile
         self.nominated_free = np.zeros(0, bool)  # ... and, per nominated node, not nominated then
         self.command: tuple[int, int, np.ndarray] | None = None  # replacement slot, its instance, replaced
+        self.validating: tuple[float, np.ndarray, int, bool] | None = None  # at, candidates, pool or -1, emptiness
         self.idle_key: tuple | None = None  # situation in which the last batch launched nothing
         self.spare_key: int | None = None  # layout version of `spare`
         self.consolidation_idle_key: tuple | None = None  # ... and the last poll found no action
@@ -206,7 +219,7 @@ class KarpenterAutoscaler:
     @property
     def next_scan(self) -> float:
         self._observe(self.sim.now)
-        t = self.next_poll
+        t = self.next_poll if self.validating is None else self.validating[0]  # polls wait for the validation
         if self.window_start is not None:
             t = min(t, self._window_close())
         elif self.sim.queue:
@@ -235,7 +248,10 @@ class KarpenterAutoscaler:
             self._provision(now)
         if self.command is not None:
             self._finish_command()
-        if now >= self.next_poll:
+        if self.validating is not None and now >= self.validating[0]:
+            # Karpenter's controller requeues at once after a command it executed, else after a period
+            self.next_poll = now if self._validate(now) else now + self.poll_s
+        if self.validating is None and now >= self.next_poll:
             self.next_poll = now + self.poll_s
             acted = self._consolidate(now)
             self.quiet_key = None if acted or self.command is not None else self._situation()
@@ -317,10 +333,10 @@ class KarpenterAutoscaler:
 
     # ---- shared helpers ------------------------------------------------------------------
     def _order(self, pods: np.ndarray) -> np.ndarray:
-        """Largest first: CPU, then memory, then GPUs (stable, so queue order breaks ties)."""
+        """Karpenter's queue (`byCPUAndMemoryDescending`): CPU, then memory, largest first, then
+        the older pod (creation time: its submit time), then the pod's UID (its index). No GPU key."""
         w = self.view
-        gpu = w.gpus[pods].astype(np.int64) * w.milli[pods]
-        return np.lexsort((-gpu, -w.mem[pods], -w.cpu[pods]))
+        return np.lexsort((pods, w.submit[pods], -w.mem[pods], -w.cpu[pods]))
 
     def _place_all(self, what_if: WhatIf, pods: np.ndarray, max_claims: float = np.inf) -> np.ndarray:
         """`WhatIf.place_run` over the ordered pods, a run of pods identical in the view at a
@@ -394,8 +410,8 @@ class KarpenterAutoscaler:
         self.idle_key = None if launched else key
 
     # ---- consolidation -------------------------------------------------------------------
-    def _consolidate(self, now: float) -> bool:
-        """One disruption poll; returns whether it acted (deleted, or launched a replacement)."""
+    def _note_changes(self, now: float) -> None:
+        """Nodes whose pods changed since the last look count as changed now (consolidateAfter)."""
         st = self.sim.state
         snap = (st.pods_on.copy(), st.cpu_free.copy(), st.gpu_used.copy(), st.status.copy())
         if self.seen is not None:
@@ -404,11 +420,23 @@ class KarpenterAutoscaler:
                 changed |= old != new
             self.last_change[changed] = now
         self.seen = snap
+
+    def _budget(self) -> int:
+        """Karpenter's allowed disruptions: ceil(budget x the NodePool's nodes), less the nodes
+        not ready (booting) or being deleted (tainted)."""
+        st = self.sim.state
+        present = st.status != ABSENT
+        disrupting = (st.status == BOOTING) | (present & (self.scheduler.booked_for == TAINT))
+        return math.ceil(self.budget_nodes * int(present.sum())) - int(disrupting.sum())
+
+    def _consolidate(self, now: float) -> bool:
+        """One disruption poll; returns whether it acted (computed a command, to be validated
+        `validation_s` later)."""
+        st = self.sim.state
+        self._note_changes(now)
         if self.command is not None:
             return False  # one disruption at a time: wait for the replacement
-        ready = st.status == READY
-        tainted = int((ready & (self.scheduler.booked_for == TAINT)).sum())
-        budget = math.ceil(self.budget_nodes * int(ready.sum())) - tainted
+        budget = self._budget()
         if budget <= 0:
             return False
         cands = self._candidates(now)
@@ -418,20 +446,49 @@ class KarpenterAutoscaler:
         if key == self.consolidation_idle_key:
             return False
         empty = cands[st.pods_on[cands] == 0]
-        if len(empty):
-            self._delete(empty[:budget])
-            return True
-        if self.underutilized:
+        command = (empty[:budget], -1) if len(empty) else None  # emptiness first
+        if command is None and self.underutilized:
             busy = cands[self.node_price[cands] > 0]  # removing a committed node saves nothing
             pending = self._pending()
-            if self._multi(busy[:min(budget, self.max_candidates)], pending) or self._single(busy, pending):
-                return True
-        self.consolidation_idle_key = key
-        return False
+            command = self._multi(busy[:min(budget, self.max_candidates)], pending) or self._single(busy, pending)
+        if command is None:
+            self.consolidation_idle_key = key
+            return False
+        self.validating = (now + self.validation_s, *command, bool(len(empty)))
+        if self.validation_s == 0:
+            self._validate(now)
+        return True
+
+    def _validate(self, now: float) -> bool:
+        """Karpenter's validation, `validation_s` after the command was computed: every
+        candidate is still one (ready, untainted, not nominated, no gang member, ...) and the
+        budget still allows them all; an emptiness command's nodes are still empty; otherwise
+        the what-if, run again, still deletes them (no new node) or still needs exactly one
+        new node cheaper than them. Then the command is executed; else it is dropped. Returns
+        whether it was executed."""
+        assert self.validating is not None
+        _, cands, pool, emptiness = self.validating
+        self.validating = None
+        st = self.sim.state
+        self._note_changes(now)
+        if len(cands) > self._budget():
+            return False
+        if not np.isin(cands, self._candidates(now)).all():
+            return False
+        if emptiness and (st.pods_on[cands] > 0).any():
+            return False  # pod churn: an emptiness candidate is empty no more
+        if not emptiness:
+            ok, again = self._option(cands, self._pending())
+            if not ok or (again < 0) != (pool < 0):
+                return False
+        self._execute(cands, pool)
+        return True
 
     def _candidates(self, now: float) -> np.ndarray:
-        """Disruptable nodes, fewest pods first (then least used, then slot): ready, not tainted
-        or nominated, quiet for consolidate_after_s, no gang member on them, pools kept at
+        """Disruptable nodes, cheapest to disrupt first (Karpenter's `sortCandidates`: the sum
+        of its pods' eviction costs, 1 + priority / 2^25 each, clamped to [-10, 10]; no
+        expireAfter, so the lifetime factor is 1; ties by slot): ready, not tainted or
+        nominated, quiet for consolidate_after_s, no gang member on them, pools kept at
         min_size; at most max_candidates non-empty ones.
 
         In that order a node is skipped if it holds a gang member, or if its pool already gave
@@ -445,9 +502,7 @@ class KarpenterAutoscaler:
         idx = np.flatnonzero(ok)
         if not len(idx):
             return idx
-        util = np.divide(st.gpu_used[idx], st.gpu_cap[idx] * float(WHOLE), out=np.zeros(len(idx)),
-                         where=st.gpu_cap[idx] > 0)
-        idx = idx[np.lexsort((idx, util, st.pods_on[idx]))]
+        idx = idx[np.lexsort((idx, self._disruption_cost(idx)))]
         busy = st.pods_on[idx] > 0
         free = sim.gang_pods_on[idx] == 0  # a gang member may not be evicted (as under a PDB)
         idx, busy = idx[free], busy[free]
@@ -462,6 +517,16 @@ class KarpenterAutoscaler:
         if len(over):
             idx = idx[:over[0]]
         return idx.astype(np.int64, copy=False)
+
+    def _disruption_cost(self, nodes: np.ndarray) -> np.ndarray:
+        """Karpenter's disruption cost of these nodes: their pods' summed eviction costs (the
+        pod count when every pod costs 1)."""
+        st = self.sim.state
+        if self.unit_costs:
+            return st.pods_on[nodes].astype(np.float64)
+        on = np.flatnonzero(self.sim.pod_node >= 0)
+        cost = np.bincount(self.sim.pod_node[on], weights=self.eviction_cost[on], minlength=st.n_slots)
+        return cost[nodes]
 
     def _option(self, cands: np.ndarray, pending: np.ndarray) -> tuple[bool, int]:
         """Can the candidates' pods go to the other nodes plus at most one new node cheaper than
@@ -493,10 +558,11 @@ class KarpenterAutoscaler:
         pool = self._offering(sim_.claim_types(0), remaining, committed, below=float(self.node_price[cands].sum()))
         return pool >= 0, pool
 
-    def _multi(self, cands: np.ndarray, pending: np.ndarray) -> bool:
-        """Karpenter's heuristic: binary search for the longest consolidatable prefix."""
+    def _multi(self, cands: np.ndarray, pending: np.ndarray) -> tuple[np.ndarray, int] | None:
+        """Karpenter's heuristic: binary search for the longest consolidatable prefix (2 or
+        more); the command (nodes, replacement pool or -1), or None."""
         if len(cands) < 2:
-            return False
+            return None
         lo, hi, best = 1, len(cands) - 1, None
         while lo <= hi:
             mid = (lo + hi) // 2
@@ -505,18 +571,15 @@ class KarpenterAutoscaler:
                 best, lo = (cands[:mid + 1], pool), mid + 1
             else:
                 hi = mid - 1
-        if best is None:
-            return False
-        self._execute(*best)
-        return True
+        return best
 
-    def _single(self, cands: np.ndarray, pending: np.ndarray) -> bool:
+    def _single(self, cands: np.ndarray, pending: np.ndarray) -> tuple[np.ndarray, int] | None:
+        """The first candidate that can be deleted or replaced by a cheaper node: its command."""
         for i in np.flatnonzero(self._may_move(cands)) if len(cands) else ():
             ok, pool = self._option(cands[i:i + 1], pending)
             if ok:
-                self._execute(cands[i:i + 1], pool)
-                return True
-        return False
+                return cands[i:i + 1], pool
+        return None
 
     def _may_move(self, cands: np.ndarray) -> np.ndarray:
         """Cheap necessary condition per candidate (totals, in the view): its pods' CPU, memory
