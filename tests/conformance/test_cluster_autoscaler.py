@@ -5,8 +5,7 @@ Each test translates one upstream case of kubernetes/autoscaler (cluster-autosca
 in its docstring with the inputs and the outcome as upstream states them. Units: upstream's
 millicores are our cpu_milli; upstream's memory (bytes or MiB) is our memory_mib, with memory that
 never binds upstream (bytes against MiB nodes) given as 1 MiB pods on nodes of thousands of MiB.
-The expander cases without an estimate (most-pods, least-nodes, priority, random, chain) are in
-tests/test_expanders.py; docs/conformance.md lists them all.
+docs/conformance.md lists every case considered.
 """
 
 from __future__ import annotations
@@ -18,7 +17,18 @@ import pytest
 
 from harness.cluster import Cluster
 from harness.loops.cluster_autoscaler import MAX_CLUSTER_CORES, MAX_CLUSTER_MEMORY_GIB, ClusterAutoscaler
-from harness.loops.expanders import Chain, Expander, LeastWaste, Option
+from harness.loops.expanders import (
+    Chain,
+    Expander,
+    Filter,
+    LeastNodes,
+    LeastWaste,
+    MostPods,
+    Option,
+    Price,
+    Priority,
+    Random,
+)
 from harness.sim import Simulation
 from harness.workload import compile_workload
 from tests import scenarios as sc
@@ -215,6 +225,116 @@ def test_least_waste_is_the_default_expander():
     """config/flags/flags.go: --expander defaults to least-waste (since CA 1.33)."""
     chain = ClusterAutoscaler().expander
     assert isinstance(chain, Chain) and [type(f) for f in chain.filters] == [LeastWaste]
+
+
+# ---- the expanders on options as upstream's tests build them ---------------------------------
+
+def opt(pool: int, nodes: int = 1, helped: int = 1, price: float = 1.0, waste: float = 0.5, **kw) -> Option:
+    return Option(pool, nodes, helped, price, waste, **kw)
+
+
+def pools(options) -> list[int]:
+    return [o.pool for o in options]
+
+
+def rng() -> np.random.Generator:
+    return np.random.default_rng(0)
+
+
+# ---- expander/leastnodes/leastnodes_test.go TestLeastNodes ------------------------
+
+@pytest.mark.parametrize("case, nodes, expected", [
+    ("no options", [], []),
+    ("no valid options", [0], []),
+    ("1 valid option", [2], [0]),
+    ("2 valid options, not equal", [2, 1], [1]),
+    ("3 valid options, 2 equal", [6, 2, 2], [1, 2]),
+    ("3 valid options, all equal", [8, 8, 8], [0, 1, 2]),
+    ("6 valid options, 1 invalid option, 3 equal", [23, 0, 5, 8, 5, 5, 22], [2, 4, 5]),
+])
+def test_least_nodes(case, nodes, expected):
+    options = [opt(i, nodes=n) for i, n in enumerate(nodes)]
+    assert pools(LeastNodes().best_options(options)) == expected
+
+
+# ---- expander/mostpods/mostpods_test.go TestMostPods ------------------------------
+
+def test_most_pods():
+    eo0, eo1, eo1b = opt(0, helped=0), opt(1, helped=1), opt(2, helped=1)
+    assert MostPods().best_options([eo0]) == [eo0]
+    assert MostPods().best_options([eo0, eo1]) == [eo1]
+    assert MostPods().best_options([eo0, eo1, eo1b]) == [eo1, eo1b]
+
+
+# ---- expander/random/random_test.go TestRandomExpander ----------------------------
+
+def test_random():
+    one, two = opt(0), opt(1)
+    assert Random().best_option([one], rng()) is one
+    assert Random().best_option([one, two], rng()) in (one, two)
+    assert Random().best_option([], rng()) is None
+
+
+# ---- expander/priority/priority_test.go (an integer per pool for the regexes) -------
+# config there: 5: t2.micro, 10: t2.large and t3.large, 50: m4.4xlarge
+T2_LARGE, T3_LARGE, T2_MICRO, M4_4XLARGE = (opt(0, priority=10), opt(1, priority=10), opt(2, priority=5),
+                                            opt(3, priority=50))
+
+
+@pytest.mark.parametrize("case, options, expected", [
+    ("SelectsSingleMatchingOptionOutOfOne", [T2_LARGE], [T2_LARGE]),
+    ("SelectsSingleMatchingOptionOutOfMany", [T2_LARGE, M4_4XLARGE], [M4_4XLARGE]),
+    ("DoesNotFallBackToRandomWhenHigherPriorityMatches", [T2_LARGE, opt(9, priority=5)], [T2_LARGE]),
+    ("SelectsOneOfTwoMatchingOptionsOutOfMany", [T2_LARGE, T3_LARGE, T2_MICRO], [T2_LARGE, T3_LARGE]),
+])
+def test_priority(case, options, expected):
+    assert Priority().best_options(options) == expected
+    assert Chain([Priority()]).best_option(options, rng()) in expected
+
+
+# ---- expander/price/price_test.go TestPriceExpander, the steps without node-size
+# preference (both node types are equally unfit there, so the price ratio decides) ----------
+
+@pytest.mark.parametrize("case, n1, n2, ng1, ng2, expected", [
+    ("First node group is cheaper.", 20.0, 200.0, (2, 2), (1, 2), 0),
+    ("Second node group is cheaper", 200.0, 100.0, (2, 2), (1, 2), 1),
+    ("Both node groups are equally expensive. However 2 accept two pods.", 200.0, 200.0, (2, 1), (1, 2), 1),
+])
+def test_price(case, n1, n2, ng1, ng2, expected):
+    options = [opt(0, nodes=ng1[0], helped=ng1[1], price=ng1[0] * n1),
+               opt(1, nodes=ng2[0], helped=ng2[1], price=ng2[0] * n2)]
+    assert pools(Price().best_options(options)) == [expected]
+
+
+# ---- expander/factory/chain_test.go TestChainStrategy_BestOption -------------------
+# Options there are strings, filters keep those containing a substring and the fallback takes
+# the first such: here each option's pool is the index of its string in NAMES.
+NAMES = ["a", "b", "ab", "x", "xa", "xab", "xc", "xaa"]
+
+
+class Contains(Filter, Expander):  # the test's substring filter-strategy
+    def __init__(self, substring: str):
+        self.substring = substring
+
+    def best_options(self, options):
+        return [o for o in options if self.substring in NAMES[o.pool]]
+
+    def best_option(self, options, rng):
+        kept = self.best_options(options)
+        return kept[0] if kept else None
+
+
+@pytest.mark.parametrize("case, filters, fallback, options, expected", [
+    ("selects with no filters", [], "a", ["b", "a"], "a"),
+    ("filters with one filter", ["a"], "b", ["ab", "b"], "ab"),
+    ("filters with multiple filters", ["a", "b"], "x", ["xab", "xa", "x"], "xab"),
+    ("selects from multiple after filters", ["x"], "a", ["xc", "xaa", "xab"], "xaa"),
+    ("short circuits", ["a", "b"], "x", ["a"], "a"),
+])
+def test_chain(case, filters, fallback, options, expected):
+    chain = Chain([Contains(s) for s in filters], Contains(fallback))
+    best = chain.best_option([opt(NAMES.index(n)) for n in options], rng())
+    assert NAMES[best.pool] == expected
 
 
 # ---- utils/backoff/exponential_backoff_test.go ----------------------------------------------
