@@ -140,6 +140,9 @@ class ClusterAutoscaler:
         self.idle_key: tuple | None = None  # situation in which the last scale-up found nothing to do
         self.provreq_idle_key: tuple | None = None
         self.fits_pool = pools_fit(sim.cluster, self.view)  # pools x pods, in its own view
+        st, types = sim.state, {t.name: i for i, t in enumerate(sim.cluster.node_types)}
+        pool_type = np.array([types[pool.node_type] for pool in sim.cluster.pools], np.int64)
+        self.template_cpu, self.template_mem = st.type_cpu[pool_type], st.type_mem[pool_type]  # per pool
 
     # ---- the scan --------------------------------------------------------------------------
     @property
@@ -314,10 +317,9 @@ class ClusterAutoscaler:
         score); equal scores keep queue order (upstream's sort is not stable, so any order)."""
         if len(groups) < 2:
             return groups
-        slot = self.sim.cloud.free_slots(p)[:1]
-        st, w = self.sim.state, self.view
+        w = self.view
         pods = first[[int(idx[0]) for _, idx in groups]]
-        score = w.cpu[pods] / st.cpu_cap[slot] + w.mem[pods] / st.mem_cap[slot]
+        score = w.cpu[pods] / self.template_cpu[p] + w.mem[pods] / self.template_mem[p]
         return [groups[i] for i in np.argsort(-score, kind="stable").tolist()]
 
     def _option(self, p: int, nodes: int, helped: int, waste: float) -> Option:
@@ -354,11 +356,7 @@ class ClusterAutoscaler:
         """How many of `count` new nodes of pool p the limits allow (upstream ApplyLimits; 0 =
         the pool is not an option, as CheckDeltaWithinLimits for one node)."""
         nodes, cores, mib = headroom
-        slot = self.sim.cloud.free_slots(p)[:1]
-        if len(slot) == 0:
-            return 0
-        st = self.sim.state
-        per_cores, per_mib = math.ceil(int(st.cpu_cap[slot[0]]) / 1000), int(st.mem_cap[slot[0]])
+        per_cores, per_mib = math.ceil(int(self.template_cpu[p]) / 1000), int(self.template_mem[p])
         allowed = min(count, nodes, cores // per_cores if per_cores else np.inf, mib // per_mib if per_mib else np.inf)
         return max(int(allowed), 0)
 
