@@ -136,6 +136,17 @@ def test_will_consider_only_gpu_pool_for_pod_which_does_requires_gpu():
     assert ca.expander.seen == [(0, 1)] and granted(sim) == {"gpu-pool": 1}
 
 
+def test_will_consider_gpu_and_standard_pool_for_pod_which_does_not_require_gpu():
+    """TestWillConsiderGpuAndStandardPoolForPodWhichDoesNotRequireGpu: gpu-pool (1 GPU) and
+    std-pool, both full; extra pod 2000m / 1000 MiB, no GPU (tolerates the GPU taint upstream; our
+    pools are untainted here); choose std-pool +1 -> options {std-pool +1, gpu-pool +1}."""
+    types = [cpu_type("gpu-pool", 2000, 1000, 1), cpu_type("std-pool", 2000, 1000)]
+    sim, ca, _ = setup(types, [{"cpu_milli": 2000, "memory_mib": 1000}], full=[(2000, 1000, 1), (2000, 1000, 0)],
+                       min_size=1, max_nodes_total=100, expander=Chooses(pool=1))
+    ca._scale_up(0.0)
+    assert sorted(ca.expander.seen) == [(0, 1), (1, 1)] and granted(sim) == {"std-pool": 1}
+
+
 def test_scale_up_ok():
     """TestScaleUpOK: n1 100m / 100 ng1 (p1 80m), n2 1000m / 1000 ng2 (p2 800m); extra p-new 500m;
     choose ng2 +1 -> final ng2 +1 (ng1's template cannot hold 500m)."""
