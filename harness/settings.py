@@ -184,7 +184,7 @@ RULES: dict[str, dict[str, Rule]] = {
     "harness.loops.cluster_autoscaler.ClusterAutoscaler": {
         "scan_interval_s": period("seconds between autoscaler scans"),
         "expander": component("harness.loops.expanders.Expander",
-                              "how the autoscaler picks a pool; null = random; pick one with "
+                              "how the autoscaler picks a pool; null = least-waste; pick one with "
                               "loop/autoscaler/expander=NAME, NAME a file of conf/loop/autoscaler/expander",
                               null=True),
         "topology_aware": flag("the autoscaler sees NVLink/NUMA/NIC claims"),
@@ -192,14 +192,19 @@ RULES: dict[str, dict[str, Rule]] = {
         "gang_aware": flag("the autoscaler sizes a gang's pods together, all or nothing"),
         "reservation_aware": flag("the autoscaler prefers pools with free committed slots"),
         "provisioning_request": flag("gangs become ProvisioningRequests"),
-        "scheduler_sees": flag("whether a pod fits existing or in-flight capacity is the scheduler's verdict"),
+        "scheduler_sees": flag("the autoscaler simulates with the scheduler's full view of a pod"),
         "scheduler_prefers": flag("the autoscaler asks for the capacity the scheduler prefers"),
         "booking_s": duration("seconds a ProvisioningRequest's capacity stays booked in the autoscaler's "
                               "snapshot, unless its pods are scheduled first"),
         "provisioning_class": one_of(("best-effort-atomic-scale-up", "check-capacity"),
                                      "what a ProvisioningRequest does: scale up for the whole gang "
                                      "at once, or only check the capacity that exists"),
-        "backoff_s": duration("seconds a pool whose request came back short is skipped"),
+        "backoff_s": duration("seconds a pool whose request came back short is first skipped (then doubled)"),
+        "max_backoff_s": duration("the longest a pool's backoff grows to by doubling"),
+        "backoff_reset_s": duration("seconds after its last failure a pool's backoff is forgotten"),
+        "max_nodes_total": integer("nodes the cluster may hold in all; 0 = no limit", ge=0),
+        "max_cores_total": number("cores the cluster may hold in all", ge=0),
+        "max_memory_total_gib": number("GiB of memory the cluster may hold in all", ge=0),
     },
     "harness.loops.scale_down.ScaleDown": {
         "utilization_threshold": fraction("a node below this accelerator utilisation is unneeded"),

@@ -222,10 +222,10 @@ def unplaced_one_by_one(ca, units):
     first = np.array([u[0] for u in units])
     alone = np.isin(sim.w.job[first], booked[booked >= 0])
     left = []
-    for _, idx in ca._groups(units, first, ca.fit_class, alone):
+    for _, idx in ca._groups(units, first, ca.view_class, alone):
         for i in idx:
             j = int(sim.w.job[units[i][0]])
-            if not pack_one_by_one(scratch, ca.fit_view, units[i], (booked == -1) | (booked == j)):
+            if not pack_one_by_one(scratch, ca.view, units[i], (booked == -1) | (booked == j)):
                 left.append(i)
     return sorted(left), scratch
 
@@ -238,7 +238,7 @@ def estimate_one_by_one(ca, p, units):
     openable = list(range(len(slots)))
     helped = 0
     first = np.array([u[0] for u in units])
-    for _, idx in ca._groups(units, first, ca.view_class):
+    for _, idx in ca._ordered(p, ca._groups(units, first, ca.view_class), first):
         for i in idx:
             if ca.fits_pool[p, units[i]].all() and pack_one_by_one(scratch, ca.view, units[i], usable, openable):
                 helped += len(units[i])
@@ -265,8 +265,8 @@ def test_estimate_by_group_equals_pod_by_pod(setup):
         nodes, got_helped, waste = ca._estimate(p, units)
         assert (nodes, got_helped) == ((len(new), helped) if len(new) else (0, 0))
         if len(new):
-            free = scratch.cpu_free[new] / scratch.cpu_cap[new] + scratch.mem_free[new] / scratch.mem_cap[new]
-            assert waste == float(np.mean(free) / 2)
+            assert waste == (float(scratch.cpu_free[new].sum() / scratch.cpu_cap[new].sum())
+                             + float(scratch.mem_free[new].sum() / scratch.mem_cap[new].sum()))
         check_devices(scratch)
 
 
@@ -277,10 +277,10 @@ def test_groups_follow_first_appearance_and_gangs_keep_their_place():
     w = sim.w
     units = [np.array([0]), np.array([1, 2]), np.array([3]), np.array([4])]
     first = np.array([u[0] for u in units])
-    got = [(g, list(idx)) for g, idx in ca._groups(units, first, ca.fit_class)]
+    got = [(g, list(idx)) for g, idx in ca._groups(units, first, ca.view_class)]
     assert got == [(True, [0, 3]), (False, [1]), (True, [2])]
     # a pod whose job has booked nodes is packed alone, at its own place
-    got = [(g, list(idx)) for g, idx in ca._groups(units, first, ca.fit_class, alone=np.array([0, 0, 0, 1], bool))]
+    got = [(g, list(idx)) for g, idx in ca._groups(units, first, ca.view_class, alone=np.array([0, 0, 0, 1], bool))]
     assert got == [(True, [0]), (False, [1]), (True, [2]), (False, [3])]
     assert w.shape[0] == w.shape[4]
 

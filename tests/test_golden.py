@@ -142,11 +142,15 @@ def test_gang_blind_autoscaler_burns_partial_capacity():
     row, _ = sc.run(table, cl, sc.separate(gang_mode="none"), horizon_s=2 * H)
     # t=0: pool a (cheaper) asked for 4 nodes yields 3 (stock), backed off 300 s; t=10: pool b
     # gives the 4th pod a node in another block. Three members bind in block a at 300 and
-    # hold 24 GPUs until the horizon; the 4th can never join them. The block-b node churns:
-    # requested at 10, 930, 1850, ..., 6450 (every 920 s: ready +300, removed +900, pool a
-    # retried and out of stock at +910), the last one ready 450 s before the horizon.
+    # hold 24 GPUs until the horizon; the 4th can never join them. The block-b node churns
+    # (ready +300, removed +900 after its request); at the scan after each removal pool a is
+    # retried if its backoff ran out, else pool b is asked at once. Rule moved by issue 17
+    # (upstream's node-group backoff, 5 min doubling to 30 min): pool a fails at 0 (300 s),
+    # 920 (600 s, to 1520), 1840 (1200 s, to 3040), 3670 (1800 s, to 5470), 5500 (1800 s);
+    # pool b is asked at 10, 930, 1850, 2760, 3680, 4590, 5510, 6420: 8 nodes, the last ready
+    # at 6720, 480 s before the horizon (was 450 s with a fixed 300 s backoff).
     booting = 3 * 8 * 300 + 8 * 8 * 300
-    unallocated = 8 * (7 * 600 + 450)
+    unallocated = 8 * (7 * 600 + 480)
     gang_wait = 24 * (7200 - 300)
     assert idle(row) == approx(((booting + unallocated + gang_wait) / H, booting / H, unallocated / H,
                                 gang_wait / H, 0.0))
@@ -228,17 +232,15 @@ def test_coscheduling_post_filter_releases_a_gang_short_of_quorum_at_once():
 
 
 # ---- the proposed scheduler-autoscaler interfaces, one step at a time ----------------------
-def test_interface_sees_stops_the_churn_but_still_buys_the_wrong_shape_first():
+def test_interface_sees_buys_the_shape_the_scheduler_would_place():
     cl, table = topology_setup()
     row, _ = sc.run(table, cl, sc.separate(scheduler_sees=True), horizon_s=2 * H)
-    # The autoscaler now knows the pod fits none of the PCIe nodes, so it buys again at every
-    # scan, with its own (integer) view and the price expander: PCIe at 0, 10, 20, 30 until
-    # the pool is full (max 4), then NVLink at 40 (ready 340, pod 340-3940, removed 4540).
-    # Each PCIe node boots 300 s and idles 600 s before removal.
-    booting = 4 * 8 * 300 + 8 * 300
-    unallocated = 4 * 8 * 600 + 8 * 600
-    assert idle(row) == approx(((booting + unallocated) / H, booting / H, unallocated / H, 0.0, 0.0))
-    assert row["nodes_provisioned"] == 5 and row["pods_done"] == 1
+    # Rule moved by issue 17 (one simulator for "does it fit" and "what to buy", as upstream's
+    # ClusterSnapshot): seeing the scheduler's view, the autoscaler also sizes new nodes with it,
+    # so the NVLink claim rules the PCIe pool out of the estimate: one NVLink node at 0 (ready
+    # 300, pod 300-3900, removed 4500). It bought 4 PCIe nodes first when it sized blind.
+    assert idle(row) == approx((8 * 900 / H, 8 * 300 / H, 8 * 600 / H, 0.0, 0.0))
+    assert row["nodes_provisioned"] == 1 and row["pods_done"] == 1
 
 
 def test_interface_prefers_buys_what_the_scheduler_would_place():

@@ -217,13 +217,20 @@ SETTINGS = {
         setting_err("loop.autoscaler.scan_interval_s", "must be a number >= 1", float("inf")),
     "loop.autoscaler.expander=cheapest":
         setting_err("loop.autoscaler.expander", "must be null or an instance of Expander or a config with a "
-                    "_target_ that builds one (how the autoscaler picks a pool; null = random; pick one with "
+                    "_target_ that builds one (how the autoscaler picks a pool; null = least-waste; pick one with "
                     "loop/autoscaler/expander=NAME, NAME a file of conf/loop/autoscaler/expander)", "cheapest"),
     "loop.autoscaler.booking_s=-1": setting_err("loop.autoscaler.booking_s", "must be a number >= 0", -1),
     "loop.autoscaler.backoff_s=-1": setting_err("loop.autoscaler.backoff_s", "must be a number >= 0", -1),
     "loop.autoscaler.provisioning_class=queued-provisioning":
         setting_err("loop.autoscaler.provisioning_class",
                     "must be one of best-effort-atomic-scale-up, check-capacity", "queued-provisioning"),
+    "loop.autoscaler.max_backoff_s=-1": setting_err("loop.autoscaler.max_backoff_s", "must be a number >= 0", -1),
+    "loop.autoscaler.max_nodes_total=-1": setting_err("loop.autoscaler.max_nodes_total", "must be an integer >= 0", -1),
+    "loop.autoscaler.max_nodes_total=2.5":
+        setting_err("loop.autoscaler.max_nodes_total", "must be an integer >= 0", 2.5),
+    "loop.autoscaler.max_cores_total=-8": setting_err("loop.autoscaler.max_cores_total", "must be a number >= 0", -8),
+    "loop.autoscaler.max_memory_total_gib=lots":
+        setting_err("loop.autoscaler.max_memory_total_gib", "must be a number >= 0", "lots"),
     "loop.autoscaler.gang_aware=yes": setting_err("loop.autoscaler.gang_aware", "must be true or false", "yes"),
     "loop.autoscaler.scale_down.unneeded_time_s=-600":
         setting_err("loop.autoscaler.scale_down.unneeded_time_s", "must be a number >= 0", -600),

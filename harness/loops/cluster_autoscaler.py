@@ -1,10 +1,18 @@
 """A Cluster-Autoscaler-like autoscaler: its own cadence, its own view of a pod.
 
 Every `scan_interval_s` it looks at the pods the scheduler left pending, drops those that fit
-capacity that exists or is being provisioned (in its view), estimates per pool how many new
-nodes the rest need by first-fit bin-packing onto template nodes (in its view), picks one pool
-with an expander (harness/loops/expanders.py) and asks the cloud. A pool whose request came
-back short is backed off.
+capacity that exists or is being provisioned, estimates per pool how many new nodes the rest
+need, picks one pool with an expander (harness/loops/expanders.py; least-waste by default, as
+Cluster Autoscaler since 1.33), caps the count by the cluster-wide limits (max nodes, cores and
+memory in total) and asks the cloud. A pool whose request came back short is backed off,
+exponentially as upstream's node-group backoff (5 min doubling to 30 min, forgotten 3 h after
+its last failure or once a request is granted in full).
+One simulator answers both questions, as upstream's ClusterSnapshot does for the filter-out
+step and the estimator: the same view of a pod, the same first-fit packer (harness/whatif.py).
+The estimator is upstream's binpacking estimator: equivalence groups in decreasing size
+relative to the pool's template (CPU/allocatable + memory/allocatable; GPUs are not in the
+score), each group placed on the nodes this estimate opened, then on new nodes while a new node
+takes at least one pod, up to the pool's free slots (the limiter).
 Both packings go by pod equivalence group, as Cluster Autoscaler's: the pending pods
 identical in its view are packed at once (exact per-node counts, one vector bind), so a scan
 costs O(pod shapes), not O(pending pods).
@@ -21,14 +29,16 @@ Its view of a pod is set by switches, all off by default as in typical deploymen
                      `booking_s`; the scheduler places the pods by itself.
 Two steps of the scheduler-autoscaler interfaces proposed to SIG-Autoscaling (the third,
 "requests", is the merged loop):
-  scheduler_sees     (a) whether a pending pod fits existing or in-flight capacity is the
-                     scheduler's verdict (its full view), not the autoscaler's guess;
+  scheduler_sees     (a) the autoscaler simulates with the scheduler's full view of a pod (its
+                     claims and shares), both for whether a pending pod fits existing or
+                     in-flight capacity and for what new nodes it would take;
   scheduler_prefers  (b) the scheduler states which provisionable capacity it prefers for a
                      pod or whole gang (a compatible pool, one rack for a rack-local gang,
                      committed slots first, then the cheapest); the autoscaler asks for
                      exactly that, best-effort, and the scheduler places the pods again.
 Defaults follow Cluster Autoscaler's documented ones (scan 10 s, scale-down unneeded 10 min,
-utilisation threshold 0.5, delay after add 10 min, node group backoff 5 min, ProvisioningRequest
+utilisation threshold 0.5, delay after add 10 min, node group backoff 5 min doubling to 30 min,
+reset after 3 h, no node limit, 320,000 cores and 6,400,000 GiB in total, ProvisioningRequest
 booking 10 min).
 """
 
@@ -50,7 +60,7 @@ from harness.loops.base import (
     Description,
     SimulationView,
 )
-from harness.loops.expanders import Chain, Expander, Option, Reserved, SchedulerPreference
+from harness.loops.expanders import Chain, Expander, LeastWaste, Option, Reserved, SchedulerPreference
 from harness.loops.provisioning_request import BEST_EFFORT_ATOMIC, ProvisioningRequests
 from harness.loops.scale_down import ScaleDown
 from harness.quiet import NO_TICKS, grid_after, quiet_scans
@@ -60,26 +70,38 @@ from harness.state import ABSENT
 from harness.whatif import Snapshot, equivalence_classes, first_fit_count, view_of
 from harness.workload import LOCALITY_CODE, PENDING, pools_fit
 
+#: upstream's --cores-total and --memory-total maxima (config/const.go DefaultMaxClusterCores,
+#: DefaultMaxClusterMemory): 5000 nodes x 64 cores, x 20 GiB per core
+MAX_CLUSTER_CORES = 5000 * 64
+MAX_CLUSTER_MEMORY_GIB = 5000 * 64 * 20
+
 
 class ClusterAutoscaler:
     def __init__(self, scan_interval_s: float = 10.0, expander: Expander | None = None,
                  topology_aware: bool = False, sharing_aware: bool = False, gang_aware: bool = False,
                  reservation_aware: bool = False, provisioning_request: bool = False,
                  scheduler_sees: bool = False, scheduler_prefers: bool = False,
-                 booking_s: float = 600.0, backoff_s: float = 300.0, scale_down: ScaleDown | None = None,
-                 provisioning_class: str = BEST_EFFORT_ATOMIC):
+                 booking_s: float = 600.0, backoff_s: float = 300.0, max_backoff_s: float = 1800.0,
+                 backoff_reset_s: float = 10800.0, max_nodes_total: int = 0,
+                 max_cores_total: float = MAX_CLUSTER_CORES, max_memory_total_gib: float = MAX_CLUSTER_MEMORY_GIB,
+                 scale_down: ScaleDown | None = None, provisioning_class: str = BEST_EFFORT_ATOMIC):
         check("harness.loops.cluster_autoscaler.ClusterAutoscaler", "loop.autoscaler", scan_interval_s=scan_interval_s,
               expander=expander, topology_aware=topology_aware, sharing_aware=sharing_aware, gang_aware=gang_aware,
               reservation_aware=reservation_aware, provisioning_request=provisioning_request,
               scheduler_sees=scheduler_sees, scheduler_prefers=scheduler_prefers, booking_s=booking_s,
-              backoff_s=backoff_s, provisioning_class=provisioning_class)
+              backoff_s=backoff_s, max_backoff_s=max_backoff_s, backoff_reset_s=backoff_reset_s,
+              max_nodes_total=max_nodes_total, max_cores_total=max_cores_total,
+              max_memory_total_gib=max_memory_total_gib, provisioning_class=provisioning_class)
         self.scan_interval_s = float(scan_interval_s)
         self.topology_aware, self.sharing_aware = bool(topology_aware), bool(sharing_aware)
         self.gang_aware, self.reservation_aware = bool(gang_aware), bool(reservation_aware)
         self.provisioning_request = bool(provisioning_request)
         self.scheduler_sees, self.scheduler_prefers = bool(scheduler_sees), bool(scheduler_prefers)
         self.booking_s, self.backoff_s = float(booking_s), float(backoff_s)
-        self.expander = self._choice(expander or Chain())
+        self.max_backoff_s, self.backoff_reset_s = float(max_backoff_s), float(backoff_reset_s)
+        self.max_nodes_total = int(max_nodes_total)
+        self.max_cores_total, self.max_memory_total_gib = float(max_cores_total), float(max_memory_total_gib)
+        self.expander = self._choice(expander or Chain([LeastWaste()]))
         self.scale_down = scale_down or ScaleDown()
         self.provreq = ProvisioningRequests(self, provisioning_class, self.booking_s)
 
@@ -103,11 +125,13 @@ class ClusterAutoscaler:
 
     def attach(self, sim: SimulationView, scheduler: Scheduler) -> None:
         self.sim, self.scheduler = sim, scheduler
-        own = view_of(sim.w, self.topology_aware, self.sharing_aware)
-        self.fit_view = sim.w if self.scheduler_sees or self.scheduler_prefers else own  # fits what exists?
-        self.view = sim.w if self.scheduler_prefers else own  # what new nodes to ask for
-        self.fit_class, self.view_class = equivalence_classes(self.fit_view), equivalence_classes(self.view)
-        self.backoff_until = np.full(len(sim.cluster.pools), -np.inf)
+        seen = self.scheduler_sees or self.scheduler_prefers
+        self.view = sim.w if seen else view_of(sim.w, self.topology_aware, self.sharing_aware)
+        self.view_class = equivalence_classes(self.view)
+        n_pools = len(sim.cluster.pools)
+        self.backoff_until = np.full(n_pools, -np.inf)
+        self.backoff_duration = np.zeros(n_pools)  # 0: no backoff on record
+        self.backoff_failed_at = np.full(n_pools, -np.inf)
         self.rng = np.random.default_rng([sim.seed, 3])
         self.scale_down.attach(sim)
         self.grid_next = 0.0
@@ -119,6 +143,9 @@ class ClusterAutoscaler:
         self.provreq.attach()
         self.provreq_seen = self.provreq.key()
         self.fits_pool = pools_fit(sim.cluster, self.view)  # pools x pods, in its own view
+        st, types = sim.state, {t.name: i for i, t in enumerate(sim.cluster.node_types)}
+        pool_type = np.array([types[pool.node_type] for pool in sim.cluster.pools], np.int64)
+        self.template_cpu, self.template_mem = st.type_cpu[pool_type], st.type_mem[pool_type]  # per pool
 
     # ---- the scan --------------------------------------------------------------------------
     @property
@@ -237,12 +264,12 @@ class ClusterAutoscaler:
         first = np.array([u[0] for u in units], np.int64)
         booked_jobs = booked_for[booked_for >= 0]
         alone = np.isin(sim.w.job[first], booked_jobs) if len(booked_jobs) else None
-        groups = self._groups(units, first, self.fit_class, alone)
+        groups = self._groups(units, first, self.view_class, alone)
         left = np.zeros(len(units), bool)
         if len(groups) == 1 and groups[0][0]:  # one group: counted on the real state, no snapshot
             idx = groups[0][1]
             usable = (sim.state.status != ABSENT) & (booked_for == -1)
-            placed = first_fit_count(sim.state, self.fit_view, int(first[idx[0]]), usable, len(idx))
+            placed = first_fit_count(sim.state, self.view, int(first[idx[0]]), usable, len(idx))
             left[idx[placed:]] = True
             return [units[i] for i in np.flatnonzero(left)]
         present = np.flatnonzero(sim.state.status != ABSENT)
@@ -252,27 +279,32 @@ class ClusterAutoscaler:
         for i, (is_group, idx) in enumerate(groups):
             pod = int(first[idx[0]])
             if is_group and i == len(groups) - 1:  # the last packing: nothing reads the snapshot after
-                placed = first_fit_count(snap.state, self.fit_view, pod, free, len(idx))
+                placed = first_fit_count(snap.state, self.view, pod, free, len(idx))
             elif is_group:
-                placed = len(snap.fit_alike(self.fit_view, pod, len(idx), usable=free))
+                placed = len(snap.fit_alike(self.view, pod, len(idx), usable=free))
             else:
-                left[idx[0]] = snap.fit(self.fit_view, units[idx[0]]) is None
+                left[idx[0]] = snap.fit(self.view, units[idx[0]]) is None
                 continue
             left[idx[placed:]] = True
         return [units[i] for i in np.flatnonzero(left)]
 
     def _estimate(self, p: int, units: list[np.ndarray], groups: list | None = None) -> tuple[int, int, float]:
-        """(new nodes, pods helped, least-waste score) if pool p alone took the units, by
-        first-fit onto empty template nodes of the pool (up to its max_size), by equivalence
-        group (`groups`: `_groups` of the units in the view, the same for every pool)."""
+        """(new nodes, pods helped, least-waste score) if pool p alone took the units: upstream's
+        binpacking estimate onto empty template nodes of the pool (up to its free slots), by
+        equivalence group (`groups`: `_groups` of the units in the view, the same for every
+        pool), in the pool's decreasing order (`_ordered`). A group fills the nodes opened so
+        far, then new ones, each taking as many as fit; a pod that fits no empty node opens
+        none. The score is upstream's waste over the pods helped."""
         sim = self.sim
         preferred = self._preferred_slots(p, units[0]) if len(units) == 1 else None
         slots = sim.cloud.free_slots(p) if preferred is None else preferred
         slots = slots[:sum(len(u) for u in units)]
+        if len(slots) == 0:
+            return 0, 0, np.inf
         snap = Snapshot(sim.state, slots, openable=range(len(slots)))
         helped = 0
         first = np.array([u[0] for u in units], np.int64)
-        for is_group, idx in groups or self._groups(units, first, self.view_class):
+        for is_group, idx in self._ordered(p, groups or self._groups(units, first, self.view_class), first):
             if is_group:
                 if self.fits_pool[p, first[idx[0]]]:
                     helped += len(snap.fit_alike(self.view, int(first[idx[0]]), len(idx)))
@@ -284,8 +316,21 @@ class ClusterAutoscaler:
         if len(new) == 0:
             return 0, 0, np.inf
         st = snap.state
-        waste = float(np.mean(st.cpu_free[new] / st.cpu_cap[new] + st.mem_free[new] / st.mem_cap[new]) / 2)
+        waste = (float(st.cpu_free[new].sum() / st.cpu_cap[new].sum())
+                 + float(st.mem_free[new].sum() / st.mem_cap[new].sum()))
         return len(new), helped, waste
+
+    def _ordered(self, p: int, groups: list[tuple[bool, np.ndarray]],
+                 first: np.ndarray) -> list[tuple[bool, np.ndarray]]:
+        """The groups as upstream's DecreasingPodOrderer sorts them for pool p: by the exemplar
+        pod's CPU / template CPU + memory / template memory, largest first (GPUs are not in the
+        score); equal scores keep queue order (upstream's sort is not stable, so any order)."""
+        if len(groups) < 2:
+            return groups
+        w = self.view
+        pods = first[[int(idx[0]) for _, idx in groups]]
+        score = w.cpu[pods] / self.template_cpu[p] + w.mem[pods] / self.template_mem[p]
+        return [groups[i] for i in np.argsort(-score, kind="stable").tolist()]
 
     def _option(self, p: int, nodes: int, helped: int, waste: float) -> Option:
         """Pool p's estimate as an expander option, priced in the autoscaler's view: the free
@@ -305,6 +350,42 @@ class ClusterAutoscaler:
     def _candidate_pools(self, now: float) -> list[int]:
         return [p for p in range(len(self.sim.cluster.pools)) if self.backoff_until[p] <= now]
 
+    # ---- cluster-wide limits (upstream core/scaleup/resource) -----------------------------------
+    def _headroom(self) -> tuple[float, float, float]:
+        """(nodes, cores, MiB) the cluster may still grow by: the limits less what exists or
+        is on its way (upstream counts node groups' target sizes). Cores per node are whole
+        cores, rounded up, as upstream reads a node's capacity."""
+        st = self.sim.state
+        present = st.status != ABSENT
+        nodes = np.inf if self.max_nodes_total <= 0 else self.max_nodes_total - int(present.sum())
+        cores = self.max_cores_total - float(np.ceil(st.cpu_cap[present] / 1000).sum())
+        mib = self.max_memory_total_gib * 1024 - float(st.mem_cap[present].sum())
+        return nodes, cores, mib
+
+    def _within_limits(self, p: int, count: int, headroom: tuple[float, float, float]) -> int:
+        """How many of `count` new nodes of pool p the limits allow (upstream ApplyLimits; 0 =
+        the pool is not an option, as CheckDeltaWithinLimits for one node)."""
+        nodes, cores, mib = headroom
+        per_cores, per_mib = math.ceil(int(self.template_cpu[p]) / 1000), int(self.template_mem[p])
+        allowed = min(count, nodes, cores // per_cores if per_cores else np.inf, mib // per_mib if per_mib else np.inf)
+        return max(int(allowed), 0)
+
+    # ---- node-group backoff (upstream utils/backoff/exponential_backoff.go) ------------------
+    def _back_off(self, p: int, now: float) -> None:
+        """Back pool p off after a short grant: the initial backoff, or twice the last one (up
+        to the max) if one is on record, not running now, and its failure is less than
+        `backoff_reset_s` old (upstream forgets older ones)."""
+        duration = self.backoff_s
+        known = self.backoff_duration[p] > 0 and now <= self.backoff_failed_at[p] + self.backoff_reset_s
+        if known and self.backoff_until[p] < now:
+            duration = min(2 * self.backoff_duration[p], self.max_backoff_s)
+        self.backoff_duration[p], self.backoff_until[p], self.backoff_failed_at[p] = duration, now + duration, now
+
+    def _supplied(self, p: int) -> None:
+        """Pool p granted all it was asked: its backoff record is dropped (upstream removes it
+        when a scale-up completes)."""
+        self.backoff_duration[p] = 0.0
+
     def _scale_up(self, now: float) -> None:
         sim = self.sim
         key = (sim.state.mutations, sim.arrived_version, tuple(self.backoff_until <= now))
@@ -315,19 +396,26 @@ class ClusterAutoscaler:
         if not units:
             self.idle_key = key
             return
+        headroom = self._headroom()
         options = []
-        groups = self._groups(units, np.array([u[0] for u in units], np.int64), self.view_class)
-        for p in self._candidate_pools(now):
-            nodes, helped, waste = self._estimate(p, units, groups)
-            if nodes:
-                options.append(self._option(p, nodes, helped, waste))
+        if headroom[0] > 0:
+            groups = self._groups(units, np.array([u[0] for u in units], np.int64), self.view_class)
+            for p in self._candidate_pools(now):
+                if self._within_limits(p, 1, headroom) == 0:
+                    continue  # one more node of it would exceed a cluster-wide limit
+                nodes, helped, waste = self._estimate(p, units, groups)
+                if nodes:
+                    options.append(self._option(p, nodes, helped, waste))
         if not options:
             self.idle_key = key
             return
         p, count = self._expand(options)
+        count = self._within_limits(p, count, headroom)
         granted = self.sim.provision(p, count, atomic=False)
         if len(granted) < count:
-            self.backoff_until[p] = now + self.backoff_s
+            self._back_off(p, now)
+        else:
+            self._supplied(p)
 
     # ---- gangs as units: the scheduler's stated preference -----------------------------------
     def _gang_requests(self, now: float) -> None:
@@ -350,7 +438,9 @@ class ClusterAutoscaler:
             granted = sim.provision(p, count, atomic=False, slots=self._preferred_slots(p, unit))
             self.provreq_idle_key = None
             if len(granted) < count:
-                self.backoff_until[p] = now + self.backoff_s
+                self._back_off(p, now)
+            else:
+                self._supplied(p)
 
     def _preferred_slots(self, p: int, unit: np.ndarray) -> np.ndarray | None:
         """The rack the scheduler prefers for a rack-local gang (else the cloud's choice)."""

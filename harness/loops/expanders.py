@@ -11,7 +11,8 @@ option is left). `--expander=least-waste,price` upstream is, here,
       filters: [{_target_: harness.loops.expanders.LeastWaste}, {_target_: harness.loops.expanders.Price}]
 
 and conf/loop/autoscaler/expander/ holds one file per upstream expander
-(`loop/autoscaler/expander=price` on the command line).
+(`loop/autoscaler/expander=price` on the command line); least-waste is the default, as
+upstream's since CA 1.33.
 Ties in a float score are kept within TIE (the estimate's sums may round differently).
 """
 
@@ -30,8 +31,9 @@ TIE = 1e-12
 class Option:
     """One way to scale up, as the autoscaler sees it: `nodes` new nodes of `pool` that would
     take `helped` pending pods. `price` is their hourly price, the free committed slots they
-    would fill (`committed` of them) at 0 if the autoscaler knows of reservations; `waste` the
-    mean share of CPU and memory they would leave free; `priority` the pool's."""
+    would fill (`committed` of them) at 0 if the autoscaler knows of reservations; `waste`
+    upstream least-waste's score, (CPU left free)/(CPU) + (memory left free)/(memory) of the
+    new nodes once the pods helped are on them; `priority` the pool's."""
 
     pool: int
     nodes: int
@@ -67,10 +69,13 @@ def _least(options: list[Option], key) -> list[Option]:
 
 
 class LeastWaste(Filter):
-    """Least CPU and memory left idle on the new nodes (upstream `least-waste`, its default)."""
+    """Least CPU and memory left idle on the new nodes (upstream `least-waste`, its default
+    since CA 1.33): `waste` is upstream's (free CPU / CPU + free memory / memory of the new
+    nodes over the pods helped), computed from integer sums, so ties are exact as upstream's."""
 
     def best_options(self, options):
-        return _least(options, lambda o: o.waste)
+        best = min((o.waste for o in options), default=0.0)
+        return [o for o in options if o.waste == best]
 
 
 class Price(Filter):

@@ -120,12 +120,12 @@ class ProvisioningRequests:
         present = np.flatnonzero(st.status != ABSENT)
         booked = self.booked_for[present]
         snap = Snapshot(st, present, usable=(booked == -1) | (booked == j))
-        cls = ca.fit_class[unit]
+        cls = ca.view_class[unit]
         _, first = np.unique(cls, return_index=True)
         used, left = [], []
         for c in cls[np.sort(first)].tolist():
             pods = unit[cls == c]
-            local = snap.fit_alike(ca.fit_view, int(pods[0]), len(pods))
+            local = snap.fit_alike(ca.view, int(pods[0]), len(pods))
             used.append(present[local])
             left.append(pods[len(local):])
         return np.unique(np.concatenate(used)), np.concatenate(left)
@@ -144,5 +144,7 @@ class ProvisioningRequests:
         p, count = ca._expand(options)
         granted = ca.sim.provision(p, count, atomic=True, slots=ca._preferred_slots(p, pods))
         if len(granted) < count:
-            ca.backoff_until[p] = now + ca.backoff_s
+            ca._back_off(p, now)
+        else:
+            ca._supplied(p)
         return np.asarray(granted, np.int64)

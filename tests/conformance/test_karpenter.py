@@ -175,7 +175,11 @@ def test_when_empty_does_not_consolidate_an_underutilized_node():
     small = [{"gpu_count": 0, "gpu_milli": 0, "cpu_milli": 100, "submit_s": 0.5, "duration_s": None} for _ in range(10)]
     _, sim = sc.run(sc.trace(big + small), cl, karpenter(consolidation_policy="WhenEmpty", budget_nodes=1.0),
                     horizon_s=2 * H)
-    assert removed(sim) == [2 * H] * 10
+    # integer scores tie, so the seeded node order may stack two small pods on a node: a node
+    # left empty when the big pods end is deleted (WhenEmpty), no node holding a pod is
+    holding = {int(n) for n in sim.pod_node[10:]}
+    kept = {r.slot for r in sim.nodes if r.removed_at == 2 * H}
+    assert len(sim.nodes) == 10 and kept == holding
 
 
 # ---- provisioning: the queue order and packing ------------------------------------------------
