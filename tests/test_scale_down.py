@@ -20,8 +20,9 @@ def test_drain_check_counts_only_nodes_the_pods_may_use(booked, drainable):
     other = 1 - n
     booked_for = np.full(sim.state.n_slots, -1)
     booked_for[other] = booked
-    assert loop.autoscaler.scale_down._can_drain(n, booked_for) is drainable
-    assert loop.autoscaler.scale_down._can_drain(n) is True  # no bookings: the other node is room
+    sd = loop.autoscaler.scale_down
+    assert sd.removable(np.array([n]), booked_for)[0][0] == drainable
+    assert sd.removable(np.array([n]))[0][0]  # no bookings: the other node is room
 
 
 def test_drain_check_packs_the_pods_together():
@@ -32,4 +33,4 @@ def test_drain_check_packs_the_pods_together():
     _, sim = sc.run(sc.trace([{"gpu_count": 4}] * 3), cl, loop, horizon_s=60.0)
     full = int(np.argmax(sim.state.pods_on[:2]))
     assert sim.state.pods_on[full] == 2 and sim.state.free_whole[1 - full] == 4
-    assert loop.autoscaler.scale_down._can_drain(full) is False
+    assert not loop.autoscaler.scale_down.removable(np.array([full]))[0][0]
