@@ -101,8 +101,8 @@ class ScaleDown:
             self.seen_mutations, self.protected = st.mutations, protect
             self.is_low[idx] = (st.status[idx] == READY) & (self.utilization(idx) < self.threshold) & ~protect[idx]
             self.low = np.flatnonzero(self.is_low)
-        rebooked = (booked_for is None) != (self.booked is None) or (
-            booked_for is not None and not np.array_equal(booked_for, self.booked))
+        rebooked = (booked_for is None or self.booked is None or not np.array_equal(booked_for, self.booked)) \
+            and booked_for is not self.booked
         recheck = self.recheck_at[self.low]
         rechecked = ((recheck > self.planned_at) & (recheck <= now)).any()  # an unremovable node's wait ran out
         if moved or rebooked or rechecked or self.cut_short:
@@ -159,13 +159,14 @@ class ScaleDown:
             n = int(cand[i])
             if n_removable >= limit:
                 return found, i
-            if empty[i]:
+            pods = sim.pods_on(n) + moved.pop(int(local[i]), [])  # its own, and those moved onto it
+            if not pods:
                 ok = True
             elif sim.gang_pods_on[n] > 0:
                 ok = False
             else:
                 snap.usable[local[i]] = False
-                plan = snap.fit(sim.w, np.array(sim.pods_on(n) + moved.pop(int(local[i]), []), np.int64))
+                plan = snap.fit(sim.w, np.array(pods, np.int64))
                 ok = plan is not None
                 for p, dest, _ in plan or ():
                     moved.setdefault(dest, []).append(p)
