@@ -150,10 +150,9 @@ class ScaleDown:
             return found, lead
         ready = np.flatnonzero(st.ready)
         local = np.searchsorted(ready, cand)
-        usable = np.ones(len(ready), bool)
-        usable[local[:lead]] = False
-        kept: list[tuple[int, int, np.ndarray]] = []  # the moves of the removable nodes so far
-        snap = self._snapshot(ready, usable, booked_for, kept)
+        booked = None if booked_for is None else booked_for[ready]
+        snap = Snapshot(st, ready, usable=np.ones(len(ready), bool))
+        snap.usable[local[:lead]] = False
         n_removable = lead
         moved: dict[int, list[int]] = {}  # local node -> pods the simulation moved there
         for i in range(lead, len(cand)):  # bounded by `limit` removable; unremovable wait a recheck
@@ -166,29 +165,36 @@ class ScaleDown:
             elif sim.gang_pods_on[n] > 0:
                 ok = False
             else:
-                usable[local[i]] = False
-                plan = snap.fit(sim.w, np.array(pods, np.int64), undo=False)
-                ok = plan is not None
-                if plan is None:  # rarer than a success (a node found unremovable waits a recheck)
-                    snap = self._snapshot(ready, usable, booked_for, kept)
-                for p, dest, g in plan or ():
+                snap.usable[local[i]] = False
+                moves = self._move(snap, pods, booked)
+                ok = moves is not None
+                for p, dest in moves or ():
                     moved.setdefault(dest, []).append(p)
-                    kept.append((p, dest, g))
-            usable[local[i]] = not ok
+            snap.usable[local[i]] = not ok
             found[i] = ok
             n_removable += ok
         return found, len(cand)
 
-    def _snapshot(self, ready: np.ndarray, usable: np.ndarray, booked_for: np.ndarray | None,
-                  kept: list[tuple[int, int, np.ndarray]]) -> Snapshot:
-        """A what-if copy of the ready nodes with the `kept` moves on it, sharing `usable`
-        (cheaper than an undo record on every trial: most trials succeed)."""
-        w = self.sim.w
-        snap = Snapshot(self.sim.state, ready, booked=None if booked_for is None else booked_for[ready])
-        snap.usable = usable
-        for p, dest, g in kept:
-            snap.state.bind(dest, int(w.cpu[p]), int(w.mem[p]), g, int(w.milli[p]))
-        return snap
+    def _move(self, snap: Snapshot, pods: list[int], booked: np.ndarray | None) -> list[tuple[int, int]] | None:
+        """First-fit the pods onto the snapshot's usable nodes, all or nothing: [(pod, local
+        node)], or None and the snapshot as before. Identical pods of one job go in one vector
+        step (`Snapshot.fit_alike`), groups in the order they first appear (upstream tries a
+        node's pods in its own arbitrary order)."""
+        w, st = self.sim.w, snap.state
+        groups: dict[tuple[int, int], list[int]] = {}
+        for p in pods:
+            groups.setdefault((int(w.job[p]), int(w.shape[p])), []).append(p)
+        st.fork()
+        moves: list[tuple[int, int]] = []
+        for (job, _), group in groups.items():
+            usable = snap.usable if booked is None else snap.usable & ((booked == -1) | (booked == job))
+            got = snap.fit_alike(w, group[0], len(group), usable=usable)
+            if len(got) < len(group):
+                st.revert()
+                return None
+            moves.extend(zip(group, got.tolist(), strict=True))
+        st.keep()
+        return moves
 
     def _delete(self, now: float) -> None:
         """Delete the nodes unneeded for `unneeded_time_s`: upstream's budgets crop the empty
