@@ -1,5 +1,6 @@
-"""Scale-down's drain check: a node may be drained only if its pods fit elsewhere, on nodes
-the scheduler would let them use."""
+"""Scale-down's rules beyond upstream's table cases (tests/conformance/ has those): the drain
+check counts only nodes the scheduler would let the pods use and packs them together; GPU
+shares are not GPU requests; the unremovable recheck; the candidates' order."""
 
 from __future__ import annotations
 
