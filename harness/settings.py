@@ -210,6 +210,10 @@ RULES: dict[str, dict[str, Rule]] = {
         "utilization_threshold": fraction("a node below this accelerator utilisation is unneeded"),
         "unneeded_time_s": duration("seconds a node stays unneeded before it is removed"),
         "delay_after_add_s": duration("seconds after a scale-up before scale-down resumes"),
+        "max_scale_down_parallelism": integer("nodes deleted at most per pass, empty and drained", ge=1),
+        "max_drain_parallelism": integer("non-empty nodes drained at most per pass", ge=0),
+        "unremovable_recheck_s": duration("seconds before a node found unremovable is simulated again"),
+        "count_gpu_shares": flag("a GPU node's utilisation counts GPU shares and partitions, not only whole GPUs"),
     },
     "harness.loops.merged.MergedLoop": {
         "scan_interval_s": period("seconds between the merged loop's scans"),

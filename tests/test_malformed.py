@@ -240,6 +240,12 @@ SETTINGS = {
         setting_err("loop.autoscaler.scale_down.utilization_threshold", "must be a number in [0, 1]", 1.5),
     "loop.autoscaler.scale_down.utilization_threshold=-0.5":
         setting_err("loop.autoscaler.scale_down.utilization_threshold", "must be a number in [0, 1]", -0.5),
+    "loop.autoscaler.scale_down.max_scale_down_parallelism=0":
+        setting_err("loop.autoscaler.scale_down.max_scale_down_parallelism", "must be an integer >= 1", 0),
+    "loop.autoscaler.scale_down.max_drain_parallelism=1.5":
+        setting_err("loop.autoscaler.scale_down.max_drain_parallelism", "must be an integer >= 0", 1.5),
+    "loop.autoscaler.scale_down.count_gpu_shares=yes":
+        setting_err("loop.autoscaler.scale_down.count_gpu_shares", "must be true or false", "yes"),
     "loop.scheduler.gang.timeout_s=-60": setting_err("loop.scheduler.gang.timeout_s", "must be a number >= 1", -60),
     "loop.scheduler.gang.timeout_s=0": setting_err("loop.scheduler.gang.timeout_s", "must be a number >= 1", 0),
     "loop.scheduler.waits_for_capacity=yes":

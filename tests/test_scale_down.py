@@ -1,5 +1,6 @@
-"""Scale-down's drain check: a node may be drained only if its pods fit elsewhere, on nodes
-the scheduler would let them use."""
+"""Scale-down's rules beyond upstream's table cases (tests/conformance/ has those): the drain
+check counts only nodes the scheduler would let the pods use and packs them together; GPU
+shares are not GPU requests; the unremovable recheck; the candidates' order."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ def test_drain_check_counts_only_nodes_the_pods_may_use(booked, drainable):
     other = 1 - n
     booked_for = np.full(sim.state.n_slots, -1)
     booked_for[other] = booked
-    assert loop.autoscaler.scale_down._can_drain(n, booked_for) is drainable
-    assert loop.autoscaler.scale_down._can_drain(n) is True  # no bookings: the other node is room
+    sd = loop.autoscaler.scale_down
+    assert sd.removable(np.array([n]), booked_for)[0][0] == drainable
+    assert sd.removable(np.array([n]))[0][0]  # no bookings: the other node is room
 
 
 def test_drain_check_packs_the_pods_together():
@@ -32,4 +34,42 @@ def test_drain_check_packs_the_pods_together():
     _, sim = sc.run(sc.trace([{"gpu_count": 4}] * 3), cl, loop, horizon_s=60.0)
     full = int(np.argmax(sim.state.pods_on[:2]))
     assert sim.state.pods_on[full] == 2 and sim.state.free_whole[1 - full] == 4
-    assert loop.autoscaler.scale_down._can_drain(full) is False
+    assert not loop.autoscaler.scale_down.removable(np.array([full]))[0][0]
+
+
+def test_gpu_share_is_not_a_gpu_request_unless_counted():
+    # an 8-GPU node running one half-GPU share: upstream's utilisation counts only requests of
+    # the GPU resource (whole devices), so the node is at 0; `count_gpu_shares` counts 500/8000
+    from tests.conformance.test_cluster_autoscaler_scale_down import world
+    node, share = (64000, 512000, 8), (1000, 1024, 1, 0, 500)
+    _, sd, slots = world([node], [share, (1000, 1024, 2, 0)])
+    assert sd.utilization(slots) == pytest.approx([2000 / 8000])  # the whole 2-GPU pod only
+    _, sd, slots = world([node], [share, (1000, 1024, 2, 0)], count_gpu_shares=True)
+    assert sd.utilization(slots) == pytest.approx([2500 / 8000])
+
+
+def test_unremovable_node_is_rechecked_only_after_the_timeout():
+    # n1 (one 400m pod) is under the threshold; n2 is too full to take the pod, so n1 is
+    # unremovable at t=0; room appears at t=10 but n1 is simulated again only at t=300 (upstream's
+    # unremovable-node-recheck-timeout), and its unneeded time starts then
+    from tests.conformance.test_cluster_autoscaler_scale_down import world
+    sim, sd, slots = world([(1000, 10, 0), (1000, 10, 0)], [(400, 1, 0, 0), (700, 1, 0, 1)])
+    protect = np.zeros(sim.state.n_slots, bool)
+    protect[slots[1]] = True
+    sd.run(0.0, protect)
+    assert sd.unneeded.tolist() == [] and sd.recheck_at[slots[0]] == 300.0
+    assert (300.0, 0.0) in sd.clocks()
+    sim.unbind(1)  # n2 empties: n1's pod would fit there now
+    sd.run(10.0, protect.copy())
+    assert sd.unneeded.tolist() == []
+    sd.run(300.0, protect.copy())
+    assert sd.unneeded.tolist() == [slots[0]] and sd.unneeded_since[slots[0]] == 300.0
+
+
+def test_candidates_empty_first_then_those_unneeded_before():
+    # upstream sorts scale-down candidates (processors/scaledowncandidates: emptycandidates, then
+    # previouscandidates): n2 (empty) is simulated before n1, so n1's pods have nowhere to go
+    from tests.conformance.test_cluster_autoscaler_scale_down import world
+    sim, sd, slots = world([(1000, 10, 0), (1000, 10, 0)], [(200, 1, 0, 0)])
+    sd.run(0.0, np.zeros(sim.state.n_slots, bool))
+    assert sd.unneeded.tolist() == [slots[1]]

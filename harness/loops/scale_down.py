@@ -1,50 +1,90 @@
-"""Scale-down: removes nodes whose accelerator utilisation stayed under a threshold long
-enough (Cluster Autoscaler's rule), one pass per scan; shared by every loop that autoscales.
+"""Scale-down as Cluster Autoscaler does it, one pass per scan; shared by every loop that
+autoscales (Karpenter has its own consolidation).
+
+Each pass plans (upstream `planner.categorizeNodes`): the ready nodes under the utilisation
+threshold are candidates; a candidate is unneeded only if it is also removable, i.e. all its
+pods fit on the other nodes, the candidates already found removable in this pass no longer
+counting as room (their pods stay where the simulation moved them). Only an unneeded node's
+timer runs. Then, out of cooldown, the nodes unneeded long enough are deleted: empty ones in
+bulk, non-empty ones drained, within the parallelism budgets and the pools' min_size.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from harness.filters import feasible
 from harness.loops.base import SimulationView
-from harness.quiet import Clock
+from harness.quiet import Clock, leading
 from harness.settings import check
 from harness.state import ABSENT, READY
 from harness.whatif import Snapshot
+from harness.workload import BOUND, RUNNING
 
 
 class ScaleDown:
-    """Removes nodes that stayed under-utilised; shared by every loop."""
+    """Removes nodes that stayed unneeded (under-utilised and removable); shared by every loop.
+
+    Defaults are upstream's flags: `scale-down-utilization-threshold` 0.5,
+    `scale-down-unneeded-time` and `scale-down-delay-after-add` 10 min,
+    `max-scale-down-parallelism` 10, `max-drain-parallelism` 1, `unremovable-node-recheck-timeout`
+    5 min. `count_gpu_shares`: a GPU node's utilisation also counts GPU shares and partitions
+    (upstream counts only requests of the GPU resource itself, whole devices)."""
 
     def __init__(self, utilization_threshold: float = 0.5, unneeded_time_s: float = 600.0,
-                 delay_after_add_s: float = 600.0):
+                 delay_after_add_s: float = 600.0, max_scale_down_parallelism: int = 10,
+                 max_drain_parallelism: int = 1, unremovable_recheck_s: float = 300.0,
+                 count_gpu_shares: bool = False):
         check("harness.loops.scale_down.ScaleDown", "scale_down", utilization_threshold=utilization_threshold,
-              unneeded_time_s=unneeded_time_s, delay_after_add_s=delay_after_add_s)
+              unneeded_time_s=unneeded_time_s, delay_after_add_s=delay_after_add_s,
+              max_scale_down_parallelism=max_scale_down_parallelism, max_drain_parallelism=max_drain_parallelism,
+              unremovable_recheck_s=unremovable_recheck_s, count_gpu_shares=count_gpu_shares)
         self.threshold = float(utilization_threshold)
         self.unneeded_time_s = float(unneeded_time_s)
         self.delay_after_add_s = float(delay_after_add_s)
+        self.max_parallelism = int(max_scale_down_parallelism)
+        self.max_drain = int(max_drain_parallelism)
+        self.recheck_s = float(unremovable_recheck_s)
+        self.count_gpu_shares = bool(count_gpu_shares)
 
     def attach(self, sim: SimulationView) -> None:
         self.sim = sim
-        self.unneeded_since = np.full(sim.state.n_slots, np.nan)
-        self.is_low = np.zeros(sim.state.n_slots, bool)
-        self.protected = np.zeros(sim.state.n_slots, bool)
+        n, w = sim.state.n_slots, sim.w
+        self.unneeded_since = np.full(n, np.nan)
+        self.recheck_at = np.full(n, -np.inf)  # found unremovable: not a candidate before then
+        self.is_low = np.zeros(n, bool)
+        self.protected = np.zeros(n, bool)
+        self.booked: np.ndarray | None = None
         self.seen_mutations = -1
-        self.low = np.zeros(0, np.int64)
-        self.ran_at = -np.inf
+        self.low = np.zeros(0, np.int64)  # candidates: ready, unprotected, under the threshold
+        self.unneeded = np.zeros(0, np.int64)  # in the order the last plan found them
+        self.planned_at = self.ran_at = -np.inf
+        self.cut_short = False  # the last plan stopped at its limit with candidates left
+        # GPU milli each pod requests as the GPU resource: whole devices only (a share or a
+        # partition is another extended resource upstream); None: every request is whole
+        whole = (w.milli == 1000) & (w.profile_bit == 0)
+        shares = bool(((w.gpus > 0) & ~whole).any()) and not self.count_gpu_shares
+        self.gpu_request = np.where(whole, w.gpus.astype(np.int64) * 1000, 0) if shares else None
 
     def utilization(self, nodes: np.ndarray) -> np.ndarray:
-        """Accelerator utilisation of `nodes` for GPU nodes, max(CPU, memory) for the others."""
+        """As upstream `utilization.Calculate`: a GPU node's GPU requests over its GPUs (CPU and
+        memory ignored), max(CPU, memory) requests over allocatable for the others."""
         st = self.sim.state
         gcap = st.gpu_milli_cap[nodes]
+        used = st.gpu_used[nodes] if self.gpu_request is None else self._gpu_requested()[nodes]
         if gcap.all():  # GPU nodes only, the usual case
-            return st.gpu_used[nodes] / gcap
+            return used / gcap
         ccap, mcap = st.cpu_cap[nodes], st.mem_cap[nodes]
-        gpu = np.divide(st.gpu_used[nodes], gcap, out=np.zeros(len(nodes)), where=gcap > 0)
+        gpu = np.divide(used, gcap, out=np.zeros(len(nodes)), where=gcap > 0)
         cpu = 1.0 - np.divide(st.cpu_free[nodes], ccap, out=np.ones(len(nodes)), where=ccap > 0)
         mem = 1.0 - np.divide(st.mem_free[nodes], mcap, out=np.ones(len(nodes)), where=mcap > 0)
         return np.where(gcap > 0, gpu, np.maximum(cpu, mem))
+
+    def _gpu_requested(self) -> np.ndarray:
+        """Per node, GPU milli requested as whole devices by the pods bound there."""
+        sim = self.sim
+        assert self.gpu_request is not None
+        on = (sim.pod_status == BOUND) | (sim.pod_status == RUNNING)
+        return np.bincount(sim.pod_node[on], weights=self.gpu_request[on], minlength=sim.state.n_slots)
 
     def run(self, now: float, protect: np.ndarray, booked_for: np.ndarray | None = None) -> None:
         """One scale-down pass; `protect`ed nodes are never removed; `booked_for` (node -> job
@@ -54,71 +94,168 @@ class ScaleDown:
             return
         self.ran_at = now
         changed = protect != self.protected
-        if st.mutations != self.seen_mutations or changed.any():
+        moved = st.mutations != self.seen_mutations or changed.any()
+        if moved:
             # a node's utilisation changes only with the node: re-judge the nodes changed since
             idx = np.flatnonzero(changed | (st.changed_at > self.seen_mutations))
             self.seen_mutations, self.protected = st.mutations, protect
-            low = (st.status[idx] == READY) & (self.utilization(idx) < self.threshold) & ~protect[idx]
-            self.unneeded_since[idx[low & ~self.is_low[idx]]] = now
-            self.unneeded_since[idx[~low]] = np.nan
-            self.is_low[idx] = low
+            self.is_low[idx] = (st.status[idx] == READY) & (self.utilization(idx) < self.threshold) & ~protect[idx]
             self.low = np.flatnonzero(self.is_low)
-        if now - sim.last_scale_up < self.delay_after_add_s or len(self.low) == 0:
+        rebooked = (booked_for is None or self.booked is None or not np.array_equal(booked_for, self.booked)) \
+            and booked_for is not self.booked
+        recheck = self.recheck_at[self.low]
+        rechecked = ((recheck > self.planned_at) & (recheck <= now)).any()  # an unremovable node's wait ran out
+        if moved or rebooked or rechecked or self.cut_short:
+            self.booked = None if booked_for is None else booked_for.copy()
+            self._plan(now, booked_for)
+        if now - sim.last_scale_up < self.delay_after_add_s or len(self.unneeded) == 0:
             return
-        ripe = self.low[now - self.unneeded_since[self.low] >= self.unneeded_time_s]
+        self._delete(now)
+
+    def _plan(self, now: float, booked_for: np.ndarray | None) -> None:
+        """Find the unneeded nodes: candidates empty first, then those unneeded before, then by
+        slot (upstream's candidate sorting); at most as many as upstream's `unneededNodesLimit`
+        (those unneeded so far + twice the parallelism) are found per pass."""
+        st = self.sim.state
+        self.planned_at = now
+        cand = self.low[self.recheck_at[self.low] <= now]
+        empty = st.pods_on[cand] == 0
+        before = ~np.isnan(self.unneeded_since[cand])
+        cand = cand[np.lexsort((~before, ~empty))]
+        limit = len(self.unneeded) + 2 * self.max_parallelism
+        found, tried = self.removable(cand, booked_for, limit)
+        self.cut_short = tried < len(cand)
+        self.recheck_at[cand[:tried][~found]] = now + self.recheck_s
+        unneeded = cand[:tried][found]
+        since = self.unneeded_since[unneeded]
+        self.unneeded_since[:] = np.nan
+        self.unneeded_since[unneeded] = np.where(np.isnan(since), now, since)  # a node unneeded before keeps its time
+        self.unneeded = unneeded
+
+    def removable(self, cand: np.ndarray, booked_for: np.ndarray | None = None,
+                  limit: int | None = None) -> tuple[np.ndarray, int]:
+        """Upstream `SimulateNodeRemoval` over the candidates in order, on one what-if snapshot
+        of the ready nodes: a candidate is removable when none of its pods is a gang member (a
+        gang is not evicted piecemeal) and all of them first-fit on the other nodes they may use
+        (not one booked for another job), nodes found removable before it no longer counting
+        and their pods staying where they were moved. Stops after `limit` removable nodes.
+        Returns which of the first `tried` candidates are removable, and `tried`."""
+        sim, st = self.sim, self.sim.state
+        limit = len(cand) if limit is None else limit
+        empty = st.pods_on[cand] == 0
+        found = np.zeros(len(cand), bool)
+        lead = min(leading(empty), limit)  # leading empty nodes are removable by themselves, in bulk
+        found[:lead] = True
+        if lead == len(cand) or lead == limit:
+            return found, lead
+        ready = np.flatnonzero(st.ready)
+        local = np.searchsorted(ready, cand)
+        booked = None if booked_for is None else booked_for[ready]
+        snap = Snapshot(st, ready, usable=np.ones(len(ready), bool))
+        snap.usable[local[:lead]] = False
+        n_removable = lead
+        moved: dict[int, list[int]] = {}  # local node -> pods the simulation moved there
+        for i in range(lead, len(cand)):  # bounded by `limit` removable; unremovable wait a recheck
+            n = int(cand[i])
+            if n_removable >= limit:
+                return found, i
+            pods = sim.pods_on(n) + moved.pop(int(local[i]), [])  # its own, and those moved onto it
+            if not pods:
+                ok = True
+            elif sim.gang_pods_on[n] > 0:
+                ok = False
+            else:
+                snap.usable[local[i]] = False
+                moves = self._move(snap, pods, booked)
+                ok = moves is not None
+                for p, dest in moves or ():
+                    moved.setdefault(dest, []).append(p)
+            snap.usable[local[i]] = not ok
+            found[i] = ok
+            n_removable += ok
+        return found, len(cand)
+
+    def _move(self, snap: Snapshot, pods: list[int], booked: np.ndarray | None) -> list[tuple[int, int]] | None:
+        """First-fit the pods onto the snapshot's usable nodes, all or nothing: [(pod, local
+        node)], or None and the snapshot as before. Identical pods of one job go in one vector
+        step (`Snapshot.fit_alike`), groups in the order they first appear (upstream tries a
+        node's pods in its own arbitrary order)."""
+        w, st = self.sim.w, snap.state
+        groups: dict[tuple[int, int], list[int]] = {}
+        for p in pods:
+            groups.setdefault((int(w.job[p]), int(w.shape[p])), []).append(p)
+        st.fork()
+        moves: list[tuple[int, int]] = []
+        for (job, _), group in groups.items():
+            usable = snap.usable if booked is None else snap.usable & ((booked == -1) | (booked == job))
+            got = snap.fit_alike(w, group[0], len(group), usable=usable)
+            if len(got) < len(group):
+                st.revert()
+                return None
+            moves.extend(zip(group, got.tolist(), strict=True))
+        st.keep()
+        return moves
+
+    def _delete(self, now: float) -> None:
+        """Delete the nodes unneeded for `unneeded_time_s`: upstream's budgets crop the empty
+        ones to `max_scale_down_parallelism` and the drained ones to `max_drain_parallelism` and
+        what is left of the former, taking node groups in the order they first appear; no pool
+        goes under its min_size (empty nodes use its room first)."""
+        sim, st = self.sim, self.sim.state
+        ripe = self.unneeded[now - self.unneeded_since[self.unneeded] >= self.unneeded_time_s]
         if len(ripe) == 0:
             return
         present = np.bincount(st.slot_pool[st.status != ABSENT], minlength=len(sim.cluster.pools))
         spare = present - np.array([p.min_size for p in sim.cluster.pools])  # nodes each pool may lose
-        # empty nodes go, in order, as far as each pool's min_size allows
         empty = ripe[st.pods_on[ripe] == 0]
-        pool = st.slot_pool[empty]
-        by_pool = np.argsort(pool, kind="stable")
-        rank = np.empty(len(empty), np.int64)
-        rank[by_pool] = np.arange(len(empty)) - np.searchsorted(pool[by_pool], pool[by_pool])
-        gone = empty[rank < spare[pool]]
-        for n in gone.tolist():
-            self._remove(n)
+        gone = _by_group(_within(empty, st.slot_pool[empty], spare), st.slot_pool)[:self.max_parallelism]
         spare -= np.bincount(st.slot_pool[gone], minlength=len(spare))
-        # then at most one non-empty node per scan, as Cluster Autoscaler: the first one (fewest
-        # pods first) holding no gang member whose pods all fit elsewhere
-        busy = ripe[np.argsort(st.pods_on[ripe], kind="stable")]
-        busy = busy[(st.pods_on[busy] > 0) & (sim.gang_pods_on[busy] == 0) & (spare[st.slot_pool[busy]] > 0)]
-        for n in busy.tolist():
-            if self._can_drain(n, booked_for):
-                for pod in sim.pods_on(n):
-                    sim.unbind(pod)  # evicted: it restarts wherever the scheduler puts it
-                self._remove(n)
-                return
+        busy = ripe[st.pods_on[ripe] > 0]
+        drained = _by_group(_within(busy, st.slot_pool[busy], spare), st.slot_pool)
+        drained = drained[:max(0, min(self.max_drain, self.max_parallelism - len(gone)))]
+        for n in drained.tolist():
+            for pod in sim.pods_on(n):
+                sim.unbind(pod)  # evicted: it restarts wherever the scheduler puts it
+        for n in np.r_[gone, drained].tolist():
+            sim.remove_node(n)
+            self.unneeded_since[n] = np.nan
+        self.unneeded = self.unneeded[~np.isin(self.unneeded, np.r_[gone, drained])]
 
     def clocks(self) -> list[Clock]:
         """What could make a run see other nodes than the last one did, if no node changes
-        meanwhile (see `harness.quiet`): the delay after a scale-up running out, a low node
-        ripening (the one low the longest, first). No clock while no node is low."""
+        meanwhile (see `harness.quiet`): the delay after a scale-up running out, an unneeded
+        node ripening (the one unneeded the longest, first), an unremovable node's recheck, a
+        plan cut short by its limit (the next pass finds more). No clock while no node is low."""
         if len(self.low) == 0:
             return []
         t0, last_up = self.ran_at, self.sim.last_scale_up
-        clocks = [(last_up, self.delay_after_add_s)] if t0 - last_up < self.delay_after_add_s else []
-        since = self.unneeded_since[self.low]
+        clocks: list[Clock] = [(t0, 0.0)] if self.cut_short else []
+        recheck = self.recheck_at[self.low]
+        recheck = recheck[recheck > self.planned_at]
+        if len(recheck):
+            clocks.append((recheck.min(), 0.0))
+        if len(self.unneeded) == 0:
+            return clocks
+        if t0 - last_up < self.delay_after_add_s:
+            clocks.append((last_up, self.delay_after_add_s))
+        since = self.unneeded_since[self.unneeded]
         waiting = since[~(t0 - since >= self.unneeded_time_s)]
         if len(waiting):
             clocks.append((waiting.min(), self.unneeded_time_s))
         return clocks
 
-    def _remove(self, n: int) -> None:
-        self.sim.remove_node(n)
-        self.unneeded_since[n] = np.nan
 
-    def _can_drain(self, n: int, booked_for: np.ndarray | None = None) -> bool:
-        """Each of its pods fits on another ready node it may use (first fit, in slot order):
-        not one booked for another job, where the scheduler would not put it either."""
-        sim = self.sim
-        pods = sim.pods_on(n)
-        others = np.flatnonzero(sim.state.ready)
-        others = others[others != n]
-        if len(pods) == 1:  # where it would go does not matter: only whether it fits somewhere
-            usable = None if booked_for is None else (booked_for == -1) | (booked_for == sim.w.job[pods[0]])
-            return bool(feasible(sim.state, sim.w, pods[0], usable, at=others).any())
-        snap = Snapshot(sim.state, others, usable=np.ones(len(others), bool),  # local order is slot order
-                        booked=None if booked_for is None else booked_for[others])
-        return snap.fit(sim.w, pods, undo=False) is not None
+def _within(nodes: np.ndarray, pool: np.ndarray, spare: np.ndarray) -> np.ndarray:
+    """The nodes, in order, that their pools may lose: the first spare[pool] of each pool."""
+    by_pool = np.argsort(pool, kind="stable")
+    rank = np.empty(len(nodes), np.int64)
+    rank[by_pool] = np.arange(len(nodes)) - np.searchsorted(pool[by_pool], pool[by_pool])
+    return nodes[rank < spare[pool]]
+
+
+def _by_group(nodes: np.ndarray, slot_pool: np.ndarray) -> np.ndarray:
+    """The nodes grouped by pool, pools in the order they first appear (upstream budgets
+    crop bucket by bucket), the order kept within a pool."""
+    pool = slot_pool[nodes]
+    _, first, inverse = np.unique(pool, return_index=True, return_inverse=True)
+    return nodes[np.argsort(first[inverse.ravel()], kind="stable")]
