@@ -124,6 +124,7 @@ class ScaleDown:
         cand = cand[np.lexsort((~before, ~empty))]
         limit = len(self.unneeded) + 2 * self.max_parallelism
         found, tried = self.removable(cand, booked_for, limit)
+        found = found[:tried]
         self.cut_short = tried < len(cand)
         self.recheck_at[cand[:tried][~found]] = now + self.recheck_s
         unneeded = cand[:tried][found]
