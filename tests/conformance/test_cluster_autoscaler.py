@@ -56,12 +56,15 @@ def cpu_type(name: str, cpu: int, mem: int, gpus: int = 0) -> dict:
 
 
 def setup(types: list[dict], pods: list[dict], full: list[tuple[int, int, int]] | None = None,
-          max_size: int = 10, min_size: int = 0, **autoscaler):
-    """One pool per node type (`max_size`, `min_size` nodes already there, ready); `full`: per
+          max_size: int = 10, min_size: int = 0, prices: list[float] | None = None, **autoscaler):
+    """One pool per node type (`max_size`, `min_size` nodes already there, ready, at `prices`
+    an hour, 0 if not given); `full`: per
     pool, (cpu, mem, GPUs) of upstream's `Pods` already bound on its one node; the `pods` (upstream's
     `ExtraPods`) are pending. Returns (sim, autoscaler, pending units in queue order)."""
-    cl = Cluster(node_types=types, pools=[sc.pool(t["name"], t["name"], max_size=max_size, min_size=min_size)
-                                          for t in types], autoscaling=True, name="conformance")
+    prices = prices or [0.0] * len(types)
+    pools = [sc.pool(t["name"], t["name"], max_size=max_size, min_size=min_size, price_on_demand=price)
+             for t, price in zip(types, prices, strict=True)]
+    cl = Cluster(node_types=types, pools=pools, autoscaling=True, name="conformance")
     rows = [{"cpu_milli": 1, "memory_mib": 1, "gpu_count": 0, "gpu_milli": 0, **p} for p in pods]
     sim = Simulation(compile_workload(sc.trace(rows), cl), cl, seed=0, horizon_s=3600.0)
     autoscaler.setdefault("expander", Chooses())
@@ -148,6 +151,31 @@ def test_will_consider_gpu_and_standard_pool_for_pod_which_does_not_require_gpu(
                        min_size=1, max_nodes_total=100, expander=Chooses(pool=1))
     ca._scale_up(0.0)
     assert sorted(ca.expander.seen) == [(0, 1), (1, 1)] and granted(sim) == {"std-pool": 1}
+
+
+class Sees(Filter):
+    """Records the options it is handed and keeps them all."""
+
+    def best_options(self, options):
+        self.seen = list(options)
+        return options
+
+
+def test_price_expander_skips_the_gpu_pool_for_a_pod_without_gpus():
+    """The scenario above under upstream's price expander (price.go gpuUnfitnessOverride: "it
+    will never use nodes with expensive GPUs for pods that don't require it"): gpu-pool at 1 an
+    hour, std-pool at 2; the pod 2000m / 1000 MiB is priced p = 2 x 0.033174 + 1000/1024 x
+    0.004446 (GCE) in both options; 2 ready nodes prefer 1000m, so std-pool's unfitness is 2:
+    2 x (2 + s)/(p + s) against gpu-pool's 1000 x (1 + s)/(p + s) -> std-pool +1."""
+    types = [cpu_type("gpu-pool", 2000, 1000, 1), cpu_type("std-pool", 2000, 1000)]
+    sees = Sees()
+    sim, ca, _ = setup(types, [{"cpu_milli": 2000, "memory_mib": 1000}], full=[(2000, 1000, 1), (2000, 1000, 0)],
+                       min_size=1, max_nodes_total=100, prices=[1.0, 2.0], expander=Chain([sees, Price()]))
+    ca._scale_up(0.0)
+    pod = GCE.price(2000, 1000)
+    assert [(o.pool, o.pod_price, o.node_cpu, o.gpus, o.cluster_nodes) for o in sorted(sees.seen, key=lambda o: o.pool)] \
+        == [(0, pytest.approx(pod), 2000, True, 2), (1, pytest.approx(pod), 2000, False, 2)]
+    assert granted(sim) == {"std-pool": 1}
 
 
 def test_scale_up_ok():
