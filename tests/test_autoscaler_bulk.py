@@ -13,6 +13,7 @@ once) must place every pod where Karpenter's pod-by-pod simulation would, with t
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -236,13 +237,14 @@ def estimate_one_by_one(ca, p, units):
     scratch = sim.state.subset(slots)
     usable = np.zeros(len(slots), bool)
     openable = list(range(len(slots)))
-    helped = 0
+    helped, paid = 0, 0.0
     first = np.array([u[0] for u in units])
     for _, idx in ca._ordered(p, ca._groups(units, first, ca.view_class), first):
         for i in idx:
             if ca.fits_pool[p, units[i]].all() and pack_one_by_one(scratch, ca.view, units[i], usable, openable):
                 helped += len(units[i])
-    return np.flatnonzero(usable), helped, scratch
+                paid += float(ca.pod_price[units[i]].sum())
+    return np.flatnonzero(usable), helped, paid, scratch
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -261,9 +263,10 @@ def test_unplaced_by_group_equals_pod_by_pod(setup):
 def test_estimate_by_group_equals_pod_by_pod(setup):
     sim, ca, units = setup
     for p in range(len(sim.cluster.pools)):
-        new, helped, scratch = estimate_one_by_one(ca, p, units)
-        nodes, got_helped, waste = ca._estimate(p, units)
+        new, helped, paid, scratch = estimate_one_by_one(ca, p, units)
+        nodes, got_helped, waste, got_paid = ca._estimate(p, units)
         assert (nodes, got_helped) == ((len(new), helped) if len(new) else (0, 0))
+        assert got_paid == pytest.approx(paid if len(new) else 0.0)  # the price expander's pod prices
         if len(new):
             assert waste == (float(scratch.cpu_free[new].sum() / scratch.cpu_cap[new].sum())
                              + float(scratch.mem_free[new].sum() / scratch.mem_cap[new].sum()))

@@ -21,8 +21,12 @@ from harness.loops.expanders import (
     Random,
     Reserved,
     SchedulerPreference,
+    per_gpu_prices,
+    pod_prices,
 )
 from harness.settings import SettingError, check_config
+from harness.workload import compile_workload
+from tests import scenarios as sc
 
 from .test_settings import CONF
 
@@ -48,10 +52,32 @@ def test_the_seeded_stream_moves_once_per_real_choice():
     assert stream.integers(1 << 30) == ref.integers(1 << 30)
 
 
-def test_price_is_per_pod_helped():
-    """Ours: the dearer option in total wins if each pod it helps costs less."""
-    options = [opt(0, nodes=1, helped=1, price=100.0), opt(1, nodes=2, helped=4, price=200.0)]
-    assert pools(Price().best_options(options)) == [1]
+def test_price_weighs_the_pods_helped_by_their_price_not_their_count():
+    """Upstream's ratio divides by the pods' price (PodPrice), not their number: one dear pod
+    helped (50) for 100 beats four cheap ones (40 in all) for 200, though per pod it costs more."""
+    options = [opt(0, nodes=1, helped=1, price=100.0, pod_price=50.0),
+               opt(1, nodes=2, helped=4, price=200.0, pod_price=40.0)]
+    assert pools(Price().best_options(options)) == [0]
+
+
+def test_pod_prices_take_the_cheapest_gpu_of_a_model_the_pod_accepts():
+    """GPUs are priced per model from the cluster's own price list: the cheapest pool's node price
+    less its CPU and memory at GCE's unit prices, per GPU; a pod's price does not depend on the
+    pool that would take it. H100: min(90, 55 less 128 cores and 1000 GiB) / 8; L4: 3.2 less
+    48 cores and 192 GiB, / 4; a pod that names no model takes the cheaper (L4)."""
+    types = [{"name": "nvl", "cpu_milli": 192000, "memory_mib": 2048 * 1024, "gpus": 8, "gpu_model": "H100"},
+             {"name": "pcie", "cpu_milli": 128000, "memory_mib": 1000 * 1024, "gpus": 8, "gpu_model": "H100"},
+             {"name": "l4", "cpu_milli": 48000, "memory_mib": 192 * 1024, "gpus": 4, "gpu_model": "L4"}]
+    cl = sc.cluster(types, [sc.pool("a", "nvl", price_on_demand=90.0), sc.pool("b", "pcie", price_on_demand=55.0),
+                            sc.pool("c", "l4", price_on_demand=3.2)])
+    h100 = (55.0 - 128 * 0.033174 - 1000 * 0.004446) / 8
+    l4 = (3.2 - 48 * 0.033174 - 192 * 0.004446) / 4
+    assert per_gpu_prices(cl) == pytest.approx({"H100": h100, "L4": l4})
+    w = compile_workload(sc.trace([{"cpu_milli": 2000, "memory_mib": 4096, "gpu_models": ["H100"]},
+                                   {"cpu_milli": 2000, "memory_mib": 4096, "gpu_count": 2},
+                                   {"cpu_milli": 500, "memory_mib": 512, "gpu_count": 0, "gpu_milli": 0}]), cl)
+    base = 2 * 0.033174 + 4 * 0.004446
+    assert pod_prices(cl, w) == pytest.approx([base + h100, base + 2 * l4, 0.5 * 0.033174 + 0.5 * 0.004446])
 
 
 def test_a_chain_is_upstream_s_expander_list():

@@ -35,7 +35,8 @@ def topology_setup():
 def test_topology_blind_autoscaler_churns_wrong_shape_nodes():
     cl, table = topology_setup()
     row, sim = sc.run(table, cl, sc.separate(), horizon_s=2 * H)
-    # The price expander buys the cheaper PCIe node; the scheduler refuses it (NVLink claim),
+    # The price expander buys the cheaper PCIe node (upstream's price: both pools have GPUs, so
+    # unfitness 1000 each, the same pod price, and 6 < 10 an hour decides); the scheduler refuses it (NVLink claim),
     # the autoscaler sees the pod "fit" it and adds nothing; the idle node is removed at
     # ready + 600 s, and the pod pending again triggers the same purchase 10 s later:
     # requests at 0, 910, 1820, ..., 6370 (8 nodes), each booting 300 s, ready 600 s

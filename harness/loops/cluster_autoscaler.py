@@ -60,13 +60,13 @@ from harness.loops.base import (
     Description,
     SimulationView,
 )
-from harness.loops.expanders import Chain, Expander, LeastWaste, Option, Reserved, SchedulerPreference
+from harness.loops.expanders import Chain, Expander, LeastWaste, Option, Reserved, SchedulerPreference, pod_prices
 from harness.loops.provisioning_request import BEST_EFFORT_ATOMIC, ProvisioningRequests
 from harness.loops.scale_down import ScaleDown
 from harness.quiet import NO_TICKS, grid_after, quiet_scans
 from harness.scheduler import Scheduler
 from harness.settings import check
-from harness.state import ABSENT
+from harness.state import ABSENT, READY
 from harness.whatif import Snapshot, equivalence_classes, first_fit_count, view_of
 from harness.workload import LOCALITY_CODE, PENDING, pools_fit
 
@@ -146,6 +146,8 @@ class ClusterAutoscaler:
         st, types = sim.state, {t.name: i for i, t in enumerate(sim.cluster.node_types)}
         pool_type = np.array([types[pool.node_type] for pool in sim.cluster.pools], np.int64)
         self.template_cpu, self.template_mem = st.type_cpu[pool_type], st.type_mem[pool_type]  # per pool
+        self.template_gpus = st.type_gpus[pool_type] > 0
+        self.pod_price = pod_prices(sim.cluster, self.view)  # per pod, for the price expander
 
     # ---- the scan --------------------------------------------------------------------------
     @property
@@ -288,8 +290,9 @@ class ClusterAutoscaler:
             left[idx[placed:]] = True
         return [units[i] for i in np.flatnonzero(left)]
 
-    def _estimate(self, p: int, units: list[np.ndarray], groups: list | None = None) -> tuple[int, int, float]:
-        """(new nodes, pods helped, least-waste score) if pool p alone took the units: upstream's
+    def _estimate(self, p: int, units: list[np.ndarray], groups: list | None = None) -> tuple[int, int, float, float]:
+        """(new nodes, pods helped, least-waste score, pods helped's price) if pool p alone took
+        the units: upstream's
         binpacking estimate onto empty template nodes of the pool (up to its free slots), by
         equivalence group (`groups`: `_groups` of the units in the view, the same for every
         pool), in the pool's decreasing order (`_ordered`). A group fills the nodes opened so
@@ -300,25 +303,28 @@ class ClusterAutoscaler:
         slots = sim.cloud.free_slots(p) if preferred is None else preferred
         slots = slots[:sum(len(u) for u in units)]
         if len(slots) == 0:
-            return 0, 0, np.inf
+            return 0, 0, np.inf, 0.0
         snap = Snapshot(sim.state, slots, openable=range(len(slots)))
-        helped = 0
+        helped, paid = 0, 0.0
         first = np.array([u[0] for u in units], np.int64)
         for is_group, idx in self._ordered(p, groups or self._groups(units, first, self.view_class), first):
             if is_group:
                 if self.fits_pool[p, first[idx[0]]]:
-                    helped += len(snap.fit_alike(self.view, int(first[idx[0]]), len(idx)))
+                    placed = len(snap.fit_alike(self.view, int(first[idx[0]]), len(idx)))
+                    helped += placed
+                    paid += placed * float(self.pod_price[first[idx[0]]])  # alike: one price
             else:
                 unit = units[idx[0]]
                 if self.fits_pool[p, unit].all() and snap.fit(self.view, unit) is not None:
                     helped += len(unit)
+                    paid += float(self.pod_price[unit].sum())
         new = np.array(snap.opened, np.int64)
         if len(new) == 0:
-            return 0, 0, np.inf
+            return 0, 0, np.inf, 0.0
         st = snap.state
         waste = (float(st.cpu_free[new].sum() / st.cpu_cap[new].sum())
                  + float(st.mem_free[new].sum() / st.mem_cap[new].sum()))
-        return len(new), helped, waste
+        return len(new), helped, waste, paid
 
     def _ordered(self, p: int, groups: list[tuple[bool, np.ndarray]],
                  first: np.ndarray) -> list[tuple[bool, np.ndarray]]:
@@ -332,14 +338,16 @@ class ClusterAutoscaler:
         score = w.cpu[pods] / self.template_cpu[p] + w.mem[pods] / self.template_mem[p]
         return [groups[i] for i in np.argsort(-score, kind="stable").tolist()]
 
-    def _option(self, p: int, nodes: int, helped: int, waste: float) -> Option:
+    def _option(self, p: int, nodes: int, helped: int, waste: float, paid: float) -> Option:
         """Pool p's estimate as an expander option, priced in the autoscaler's view: the free
         committed slots it would fill cost nothing if it knows of reservations."""
         committed = 0
         if self.reservation_aware or self.scheduler_prefers:
             committed = min(self.sim.cloud.free_committed(p), nodes)
         pool = self.sim.cluster.pools[p]
-        return Option(p, nodes, helped, (nodes - committed) * pool.price, waste, committed, pool.priority)
+        return Option(p, nodes, helped, (nodes - committed) * pool.price, waste, committed, pool.priority,
+                      paid, int(self.template_cpu[p]), bool(self.template_gpus[p]),
+                      int((self.sim.state.status == READY).sum()))
 
     def _expand(self, options: list[Option]) -> tuple[int, int]:
         """(pool, node count) of the option the expander picks (options is never empty)."""
@@ -403,9 +411,9 @@ class ClusterAutoscaler:
             for p in self._candidate_pools(now):
                 if self._within_limits(p, 1, headroom) == 0:
                     continue  # one more node of it would exceed a cluster-wide limit
-                nodes, helped, waste = self._estimate(p, units, groups)
-                if nodes:
-                    options.append(self._option(p, nodes, helped, waste))
+                estimate = self._estimate(p, units, groups)
+                if estimate[0]:
+                    options.append(self._option(p, *estimate))
         if not options:
             self.idle_key = key
             return
@@ -429,9 +437,9 @@ class ClusterAutoscaler:
         for unit in self._unplaced(self._pending_units(gangs=True)):
             options = []
             for p in self._candidate_pools(now):
-                nodes, helped, waste = self._estimate(p, [unit])
-                if nodes and helped == len(unit):
-                    options.append(self._option(p, nodes, helped, waste))
+                estimate = self._estimate(p, [unit])
+                if estimate[0] and estimate[1] == len(unit):
+                    options.append(self._option(p, *estimate))
             if not options:
                 continue
             p, count = self._expand(options)

@@ -14,17 +14,87 @@ and conf/loop/autoscaler/expander/ holds one file per upstream expander
 (`loop/autoscaler/expander=price` on the command line); least-waste is the default, as
 upstream's since CA 1.33.
 Ties in a float score are kept within TIE (the estimate's sums may round differently).
+
+`Price` needs pod prices, which a cluster YAML does not give: `PodPricing` is upstream's GCE
+pricing model (cloudprovider/gce/gce_price_model.go `PodPrice`, a pod's theoretical minimum
+price on a perfectly matching machine): its CPU and memory requests at GCE's base unit prices,
+plus its GPUs at the cheapest per-GPU price this cluster charges for a model the pod accepts
+(`pod_prices`). GCE prices GPUs of a pod at one base price since a pod names no GPU model; our
+pods may name models and our node prices are the cluster's own, so the per-GPU price comes from
+the same price list: a pool's node price less its CPU and memory at the unit prices, per GPU.
+A pod's price never depends on the option's pool, as upstream's.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-#: Float scores closer than this are a tie.
+if TYPE_CHECKING:
+    from harness.cluster import Cluster
+    from harness.workload import Workload
+
+#: Float scores closer than this (relative to the best, if above 1) are a tie.
 TIE = 1e-12
+
+
+@dataclass(frozen=True)
+class PodPricing:
+    """Unit prices a pod's requests are priced at (upstream's PricingModel.PodPrice), per hour."""
+
+    cpu_per_core: float
+    memory_per_gib: float
+
+    def price(self, cpu_milli, mem_mib, gpus=0.0, per_gpu=0.0):
+        """The hourly price of these requests (arrays or scalars); `gpus` may be fractional."""
+        return cpu_milli / 1000 * self.cpu_per_core + mem_mib / 1024 * self.memory_per_gib + gpus * per_gpu
+
+    @property
+    def stabilization(self) -> float:
+        """Upstream's priceStabilizationPod, 500m CPU and 500 MiB, at these prices."""
+        return float(self.price(500, 500))
+
+
+#: gce_price_model.go / gce_price_info.go: cpuPricePerHour, memoryPricePerHourPerGb ($/GiB-h)
+GCE = PodPricing(cpu_per_core=0.033174, memory_per_gib=0.004446)
+
+
+def per_gpu_prices(cluster: Cluster, pricing: PodPricing = GCE) -> dict[str, float]:
+    """Per GPU model, the cheapest hourly price a GPU of it costs in this cluster: a pool's
+    node price (as it bills new nodes) less the node's CPU and memory at the unit prices,
+    shared among its GPUs (at least 0)."""
+    types = {t.name: t for t in cluster.node_types}
+    prices: dict[str, float] = {}
+    for pool in cluster.pools:
+        t = types[pool.node_type]
+        if t.gpus:
+            gpu = max(pool.price - float(pricing.price(t.cpu_milli, t.memory_mib)), 0.0) / t.gpus
+            prices[t.gpu_model] = min(prices.get(t.gpu_model, np.inf), gpu)
+    return prices
+
+
+def pod_prices(cluster: Cluster, w: Workload, pricing: PodPricing = GCE) -> np.ndarray:
+    """Every pod's hourly price in view w (upstream's PodPrice): CPU and memory at the unit
+    prices, its GPUs (shares as fractions) at the cheapest per-GPU price of a model it accepts."""
+    per_gpu = np.full(w.n_pods, np.inf)
+    for model, price in per_gpu_prices(cluster, pricing).items():  # a few models, not pods
+        accepts = (w.model_mask == 0) | ((w.model_mask & cluster.model_bit(model)) != 0)
+        per_gpu = np.where(accepts, np.minimum(per_gpu, price), per_gpu)
+    per_gpu[np.isinf(per_gpu)] = 0.0  # no GPU, or a model no pool has (never helped)
+    gpus = w.gpu_milli_total / 1000
+    return pricing.price(w.cpu, w.mem, gpus, per_gpu)
+
+
+def preferred_cpu(cluster_nodes: int) -> int:
+    """Upstream's SimplePreferredNodeProvider (expander/price/preferred.go): the preferred node's
+    CPU (milli) doubles each time the cluster's node count triples: 1 core up to 2 nodes, then
+    2, 4, 8, 16 up to 6, 20, 60, 200 nodes, 32 beyond. (Its memory plays no part: the node
+    unfitness is CPU only.)"""
+    bounds = [2, 6, 20, 60, 200]
+    return 1000 * 2 ** int(np.searchsorted(bounds, cluster_nodes))
 
 
 @dataclass(frozen=True)
@@ -33,7 +103,9 @@ class Option:
     take `helped` pending pods. `price` is their hourly price, the free committed slots they
     would fill (`committed` of them) at 0 if the autoscaler knows of reservations; `waste`
     upstream least-waste's score, (CPU left free)/(CPU) + (memory left free)/(memory) of the
-    new nodes once the pods helped are on them; `priority` the pool's."""
+    new nodes once the pods helped are on them; `priority` the pool's. For `Price`:
+    `pod_price` the pods helped's summed hourly price (`pod_prices`), `node_cpu` the pool's node
+    CPU (milli), `gpus` whether its nodes have GPUs, `cluster_nodes` the cluster's node count."""
 
     pool: int
     nodes: int
@@ -42,10 +114,14 @@ class Option:
     waste: float
     committed: int = 0
     priority: int = 0
+    pod_price: float = 0.0
+    node_cpu: int = 1000
+    gpus: bool = False
+    cluster_nodes: int = 0
 
     @property
     def unit_price(self) -> float:
-        """What each pod helped costs an hour (upstream's price expander, without its pod prices)."""
+        """What each pod helped costs an hour (the scheduler's stated preference)."""
         return self.price / self.helped
 
 
@@ -65,7 +141,7 @@ class Expander(ABC):
 
 def _least(options: list[Option], key) -> list[Option]:
     best = min(map(key, options), default=0.0)
-    return [o for o in options if key(o) <= best + TIE]
+    return [o for o in options if key(o) <= best + TIE * max(1.0, abs(best))]
 
 
 class LeastWaste(Filter):
@@ -78,11 +154,32 @@ class LeastWaste(Filter):
         return [o for o in options if o.waste == best]
 
 
+#: price.go gpuUnfitnessOverride: the unfitness of any node group with GPUs
+GPU_UNFITNESS = 1000.0
+
+
 class Price(Filter):
-    """Cheapest per pod helped (upstream `price`, without its preferred-node-size factor)."""
+    """Upstream `price` (expander/price/price.go): least score, where score = unfitness x
+    (nodes' price + s) / (pods helped's price + s), s the stabilization pod's price; the
+    unfitness is how far the node's CPU is from the preferred node's (max of both ratios),
+    suppressed toward 1 as the option asks for more nodes, and 1000 for nodes with GPUs. (Its
+    2x for node groups yet to be created does not arise: our pools exist.) `pricing` prices the
+    stabilization pod (upstream's tests use their own model)."""
+
+    def __init__(self, pricing: PodPricing = GCE):
+        self.pricing = pricing
+
+    def score(self, o: Option) -> float:
+        s = self.pricing.stabilization
+        preferred = preferred_cpu(o.cluster_nodes)
+        unfitness = max(preferred / o.node_cpu, o.node_cpu / preferred)
+        suppressed = (unfitness - 1) * (1 - np.tanh((o.nodes - 1) / 15)) + 1
+        if o.gpus:
+            suppressed = GPU_UNFITNESS
+        return float(suppressed * (o.price + s) / (o.pod_price + s))
 
     def best_options(self, options):
-        return _least(options, lambda o: o.unit_price)
+        return _least(options, self.score)
 
 
 class Priority(Filter):

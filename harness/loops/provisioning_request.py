@@ -136,9 +136,9 @@ class ProvisioningRequests:
         ca = self.ca
         options = []
         for p in ca._candidate_pools(now):
-            nodes, helped, waste = ca._estimate(p, [pods])
-            if nodes and helped == len(pods):
-                options.append(ca._option(p, nodes, helped, waste))
+            estimate = ca._estimate(p, [pods])
+            if estimate[0] and estimate[1] == len(pods):
+                options.append(ca._option(p, *estimate))
         if not options:
             return pods[:0]
         p, count = ca._expand(options)

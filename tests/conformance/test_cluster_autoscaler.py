@@ -18,6 +18,7 @@ import pytest
 from harness.cluster import Cluster
 from harness.loops.cluster_autoscaler import MAX_CLUSTER_CORES, MAX_CLUSTER_MEMORY_GIB, ClusterAutoscaler
 from harness.loops.expanders import (
+    GCE,
     Chain,
     Expander,
     Filter,
@@ -25,9 +26,11 @@ from harness.loops.expanders import (
     LeastWaste,
     MostPods,
     Option,
+    PodPricing,
     Price,
     Priority,
     Random,
+    preferred_cpu,
 )
 from harness.sim import Simulation
 from harness.workload import compile_workload
@@ -53,12 +56,15 @@ def cpu_type(name: str, cpu: int, mem: int, gpus: int = 0) -> dict:
 
 
 def setup(types: list[dict], pods: list[dict], full: list[tuple[int, int, int]] | None = None,
-          max_size: int = 10, min_size: int = 0, **autoscaler):
-    """One pool per node type (`max_size`, `min_size` nodes already there, ready); `full`: per
+          max_size: int = 10, min_size: int = 0, prices: list[float] | None = None, **autoscaler):
+    """One pool per node type (`max_size`, `min_size` nodes already there, ready, at `prices`
+    an hour, 0 if not given); `full`: per
     pool, (cpu, mem, GPUs) of upstream's `Pods` already bound on its one node; the `pods` (upstream's
     `ExtraPods`) are pending. Returns (sim, autoscaler, pending units in queue order)."""
-    cl = Cluster(node_types=types, pools=[sc.pool(t["name"], t["name"], max_size=max_size, min_size=min_size)
-                                          for t in types], autoscaling=True, name="conformance")
+    prices = prices or [0.0] * len(types)
+    pools = [sc.pool(t["name"], t["name"], max_size=max_size, min_size=min_size, price_on_demand=price)
+             for t, price in zip(types, prices, strict=True)]
+    cl = Cluster(node_types=types, pools=pools, autoscaling=True, name="conformance")
     rows = [{"cpu_milli": 1, "memory_mib": 1, "gpu_count": 0, "gpu_milli": 0, **p} for p in pods]
     sim = Simulation(compile_workload(sc.trace(rows), cl), cl, seed=0, horizon_s=3600.0)
     autoscaler.setdefault("expander", Chooses())
@@ -145,6 +151,31 @@ def test_will_consider_gpu_and_standard_pool_for_pod_which_does_not_require_gpu(
                        min_size=1, max_nodes_total=100, expander=Chooses(pool=1))
     ca._scale_up(0.0)
     assert sorted(ca.expander.seen) == [(0, 1), (1, 1)] and granted(sim) == {"std-pool": 1}
+
+
+class Sees(Filter):
+    """Records the options it is handed and keeps them all."""
+
+    def best_options(self, options):
+        self.seen = list(options)
+        return options
+
+
+def test_price_expander_skips_the_gpu_pool_for_a_pod_without_gpus():
+    """The scenario above under upstream's price expander (price.go gpuUnfitnessOverride: "it
+    will never use nodes with expensive GPUs for pods that don't require it"): gpu-pool at 1 an
+    hour, std-pool at 2; the pod 2000m / 1000 MiB is priced p = 2 x 0.033174 + 1000/1024 x
+    0.004446 (GCE) in both options; 2 ready nodes prefer 1000m, so std-pool's unfitness is 2:
+    2 x (2 + s)/(p + s) against gpu-pool's 1000 x (1 + s)/(p + s) -> std-pool +1."""
+    types = [cpu_type("gpu-pool", 2000, 1000, 1), cpu_type("std-pool", 2000, 1000)]
+    sees = Sees()
+    sim, ca, _ = setup(types, [{"cpu_milli": 2000, "memory_mib": 1000}], full=[(2000, 1000, 1), (2000, 1000, 0)],
+                       min_size=1, max_nodes_total=100, prices=[1.0, 2.0], expander=Chain([sees, Price()]))
+    ca._scale_up(0.0)
+    pod = GCE.price(2000, 1000)
+    assert [(o.pool, o.pod_price, o.node_cpu, o.gpus, o.cluster_nodes) for o in sorted(sees.seen, key=lambda o: o.pool)] \
+        == [(0, pytest.approx(pod), 2000, True, 2), (1, pytest.approx(pod), 2000, False, 2)]
+    assert granted(sim) == {"std-pool": 1}
 
 
 def test_scale_up_ok():
@@ -303,18 +334,96 @@ def test_priority(case, options, expected):
     assert Chain([Priority()]).best_option(options, rng()) in expected
 
 
-# ---- expander/price/price_test.go TestPriceExpander, the steps without node-size
-# preference (both node types are equally unfit there, so the price ratio decides) ----------
+# ---- expander/price/price_test.go TestPriceExpander ---------------------------------------
+# n1 1000m (ng1), n2 4000m (ng2); pods p1 1000m and p2 500m priced 20 and 10, the stabilization
+# pod 10: the test's pricing model is 20 per core and nothing for memory, which prices all three
+# so. ng1 takes 2 nodes, ng2 1, both help {p1, p2} (pod price 30) unless a step says otherwise.
+# The preferred node comes from the test's provider: 2000m or 4000m, i.e. a cluster of 3-6 or
+# 7-20 nodes in SimplePreferredNodeProvider's steps.
+TEST_PRICING = PodPricing(cpu_per_core=20.0, memory_per_gib=0.0)
+PREFERS_2000M, PREFERS_4000M = 3, 7  # cluster sizes whose preferred node has this CPU
 
-@pytest.mark.parametrize("case, n1, n2, ng1, ng2, expected", [
-    ("First node group is cheaper.", 20.0, 200.0, (2, 2), (1, 2), 0),
-    ("Second node group is cheaper", 200.0, 100.0, (2, 2), (1, 2), 1),
-    ("Both node groups are equally expensive. However 2 accept two pods.", 200.0, 200.0, (2, 1), (1, 2), 1),
+
+P1_P2, P1 = 30.0, 20.0  # the pods helped's price: {p1, p2} or {p1}
+
+
+def priced(pool: int, nodes: int, node_price: float, pods_price: float, node_cpu: int, cluster_nodes: int,
+           gpus: bool = False) -> Option:
+    return opt(pool, nodes=nodes, helped=2 if pods_price == P1_P2 else 1, price=nodes * node_price,
+               pod_price=pods_price, node_cpu=node_cpu, cluster_nodes=cluster_nodes, gpus=gpus)
+
+
+def test_price_pricing_model_of_the_test():
+    """The test's pod prices (p1 20, p2 10, stabilize 10) are its model's at 20 per core."""
+    assert TEST_PRICING.price(1000, 0) == 20 and TEST_PRICING.price(500, 0) == 10
+    assert TEST_PRICING.stabilization == 10
+    assert [preferred_cpu(PREFERS_2000M), preferred_cpu(PREFERS_4000M)] == [2000, 4000]
+
+
+@pytest.mark.parametrize("case, n1, n2, ng1, ng2, prefer, expected", [
+    # ng1: (2*20+10)/(30+10) x ((2-1)(1-tanh(1/15))+1) = 2.42; ng2: (200+10)/40 x 2 = 10.5
+    ("First node group is cheaper.", 20.0, 200.0, (2, P1_P2), (1, P1_P2), PREFERS_2000M, 0),
+    # ng1: (100+10)/40 x (3(1-tanh(1/15))+1) = 10.45; ng2: (200+10)/40 x 1 = 5.25
+    ("First node group is cheaper, however, the second one is preferred.", 50.0, 200.0, (2, P1_P2), (1, P1_P2),
+     PREFERS_4000M, 1),
+    # ng1: (1600+10)/40 x (3(1-tanh(79/15))+1) = 40.26; ng2: (8000+10)/40 x 1 = 200.25
+    ("First node group is cheaper, the second is preferred but there is lots of nodes to be created.",
+     20.0, 200.0, (80, P1_P2), (40, P1_P2), PREFERS_4000M, 0),
+    # ng1: (400+10)/40 x 1.93 = 19.8; ng2: (100+10)/40 x 2 = 5.5
+    ("Second node group is cheaper", 200.0, 100.0, (2, P1_P2), (1, P1_P2), PREFERS_2000M, 1),
+    # ng1 helps p1 only: (400+10)/(20+10) x 1.93 = 26.4; ng2: (200+10)/40 x 2 = 10.5
+    ("Both node groups are equally expensive. However 2 accept two pods.", 200.0, 200.0, (2, P1), (1, P1_P2),
+     PREFERS_2000M, 1),
 ])
-def test_price(case, n1, n2, ng1, ng2, expected):
-    options = [opt(0, nodes=ng1[0], helped=ng1[1], price=ng1[0] * n1),
-               opt(1, nodes=ng2[0], helped=ng2[1], price=ng2[0] * n2)]
-    assert pools(Price().best_options(options)) == [expected]
+def test_price(case, n1, n2, ng1, ng2, prefer, expected):
+    """expander/price/price_test.go TestPriceExpander, the step commented `case`: node prices n1
+    and n2, (node count, pods helped's price) per group, the preferred node's CPU by cluster size."""
+    options = [priced(0, ng1[0], n1, ng1[1], 1000, prefer), priced(1, ng2[0], n2, ng2[1], 4000, prefer)]
+    assert pools(Price(TEST_PRICING).best_options(options)) == [expected]
+
+
+def test_price_gpu_unfitness_override():
+    """expander/price/price.go gpuUnfitnessOverride (no step of TestPriceExpander has GPUs): a node
+    group with GPUs has unfitness 1000 whatever its size, so the "second one is preferred" step
+    turns: ng2 (4000m, the preferred size) with GPUs scores (200+10)/40 x 1000 = 5250 against
+    ng1's 10.45, and a CPU node group beats a GPU one unless about 1000x cheaper per pod."""
+    options = [priced(0, 2, 50.0, P1_P2, 1000, PREFERS_4000M), priced(1, 1, 200.0, P1_P2, 4000, PREFERS_4000M, gpus=True)]
+    assert pools(Price(TEST_PRICING).best_options(options)) == [0]
+
+
+def test_price_gpu_groups_compare_by_price_only():
+    """price.go: among node groups with GPUs the override makes every unfitness 1000, so the node
+    size no longer counts, only the price ratio with pod prices: ng1 (1000m, far from the
+    preferred 4000m) x1 at 25 helping p1 scores 1000 x 35/30 = 1167, ng2 (4000m) x1 at 50 helping
+    {p1, p2} 1000 x 60/40 = 1500, so ng1 (without the override ng2 would win, 4.67 vs 1.5)."""
+    options = [priced(0, 1, 25.0, P1, 1000, PREFERS_4000M, gpus=True),
+               priced(1, 1, 50.0, P1_P2, 4000, PREFERS_4000M, gpus=True)]
+    assert pools(Price(TEST_PRICING).best_options(options)) == [0]
+
+
+def test_price_unfitness_suppressed_by_node_count():
+    """price.go supressedUnfitness = (unfitness - 1)(1 - tanh((NodeCount - 1)/15)) + 1, as the
+    "lots of nodes to be created" step with n1 at 50: ng1 80 x 50 scores (4000+10)/40 x 1.0001 =
+    100.3 against ng2's 200.25, where the unsuppressed unfitness 4 would make it 401."""
+    options = [priced(0, 80, 50.0, P1_P2, 1000, PREFERS_4000M), priced(1, 40, 200.0, P1_P2, 4000, PREFERS_4000M)]
+    assert pools(Price(TEST_PRICING).best_options(options)) == [0]
+
+
+@pytest.mark.parametrize("cluster_nodes, cpu", [
+    (0, 1000), (2, 1000), (3, 2000), (6, 2000), (7, 4000), (20, 4000), (21, 8000), (60, 8000), (61, 16000),
+    (200, 16000), (201, 32000), (10_000, 32000)])
+def test_price_preferred_node_by_cluster_size(cluster_nodes, cpu):
+    """expander/price/preferred.go SimplePreferredNodeProvider.Node: size <= 2 -> 1 CPU, <= 6 -> 2,
+    <= 20 -> 4, <= 60 -> 8, <= 200 -> 16, else 32 (CPU milli; the unfitness reads CPU only)."""
+    assert preferred_cpu(cluster_nodes) == cpu
+
+
+def test_price_gce_pod_price():
+    """cloudprovider/gce/gce_price_model.go PodPrice with gce_price_info.go's base prices: CPU
+    0.033174 per core-hour, memory 0.004446 per GiB-hour; the stabilization pod (price.go
+    priceStabilizationPod, 500m and 500 MiB) at 0.5 x 0.033174 + 500/1024 x 0.004446."""
+    assert GCE.price(2000, 4096) == pytest.approx(2 * 0.033174 + 4 * 0.004446)
+    assert GCE.stabilization == pytest.approx(0.016587 + 0.00217089844)
 
 
 # ---- expander/factory/chain_test.go TestChainStrategy_BestOption -------------------
