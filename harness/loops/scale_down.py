@@ -11,9 +11,9 @@ bulk, non-empty ones drained, within the parallelism budgets and the pools' min_
 
 from __future__ import annotations
 
-import numpy as np
-
 from dataclasses import dataclass
+
+import numpy as np
 
 from harness.loops.base import SimulationView
 from harness.quiet import Clock, leading
