@@ -177,7 +177,7 @@ class ScaleDown:
         lead = min(leading(empty), limit)  # leading empty nodes are removable by themselves, in bulk
         found[:lead] = True
         if lead == len(cand) or lead == limit:
-            return found, lead
+            return found[:lead], lead
         ready = np.flatnonzero(st.ready)
         local = np.searchsorted(ready, cand)
         booked = None if booked_for is None else booked_for[ready]
@@ -188,7 +188,7 @@ class ScaleDown:
         for i in range(lead, len(cand)):  # bounded by `limit` removable; unremovable wait a recheck
             n = int(cand[i])
             if n_removable >= limit:
-                return found, i
+                return found[:i], i
             pods = sim.pods_on(n) + moved.pop(int(local[i]), [])  # its own, and those moved onto it
             if not pods:
                 ok = True
