@@ -140,9 +140,11 @@ class ClusterState:
         self._undo = None
 
     def _save(self, n) -> None:
-        """Record node(s) n's rows before a change, while a trial is open."""
+        """Record node(s) n's rows before a change, while a trial is open. One node's entry of a
+        1-D column is an immutable scalar: only arrays (a GPU row is a view) need a copy."""
         assert self._undo is not None
-        self._undo.append((n, [getattr(self, name)[n].copy() for name in self._DYNAMIC]))
+        rows = [getattr(self, name)[n] for name in self._DYNAMIC]
+        self._undo.append((n, [row.copy() if isinstance(row, np.ndarray) else row for row in rows]))
 
     # ---- node lifecycle ----------------------------------------------------------------
     @property

@@ -11,6 +11,8 @@ bulk, non-empty ones drained, within the parallelism budgets and the pools' min_
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from harness.loops.base import SimulationView
@@ -59,6 +61,8 @@ class ScaleDown:
         self.unneeded = np.zeros(0, np.int64)  # in the order the last plan found them
         self.planned_at = self.ran_at = -np.inf
         self.cut_short = False  # the last plan stopped at its limit with candidates left
+        self.memo: _Memo | None = None  # the last simulated plan, to skip re-simulating it unchanged
+        self.touched: list[np.ndarray] = []  # local nodes the simulation packed pods onto, trials included
         # GPU milli each pod requests as the GPU resource: whole devices only (a share or a
         # partition is another extended resource upstream); None: every request is whole
         whole = (w.milli == 1000) & (w.profile_bit == 0)
@@ -123,8 +127,7 @@ class ScaleDown:
         before = ~np.isnan(self.unneeded_since[cand])
         cand = cand[np.lexsort((~before, ~empty))]
         limit = len(self.unneeded) + 2 * self.max_parallelism
-        found, tried = self.removable(cand, booked_for, limit)
-        found = found[:tried]
+        found, tried = self._simulate(cand, booked_for, limit)
         self.cut_short = tried < len(cand)
         self.recheck_at[cand[:tried][~found]] = now + self.recheck_s
         unneeded = cand[:tried][found]
@@ -132,6 +135,32 @@ class ScaleDown:
         self.unneeded_since[:] = np.nan
         self.unneeded_since[unneeded] = np.where(np.isnan(since), now, since)  # a node unneeded before keeps its time
         self.unneeded = unneeded
+
+    def _simulate(self, cand: np.ndarray, booked_for: np.ndarray | None, limit: int) -> tuple[np.ndarray, int]:
+        """`removable`, or the last plan's outcome when it provably comes out the same: the same
+        candidates in order, bookings and ready nodes, a limit that did not stop either, and
+        every node changed since neither a candidate nor a node the simulation packed onto and
+        with no more room than then in any column a filter reads. Such a node was not a first
+        fit then (infeasible, or after nodes that took every pod) and, with no more room, is
+        not one now: each first fit, so the whole plan, replays as it was."""
+        st, m = self.sim.state, self.memo
+        ready = np.flatnonzero(st.ready)
+        if (m is not None and m.tried == len(m.cand) and np.array_equal(cand, m.cand)
+                and (limit == m.limit or int(m.found.sum()) < limit) and np.array_equal(ready, m.ready)
+                and ((booked_for is None and m.booked is None) or (booked_for is not None and m.booked is not None
+                                                                   and np.array_equal(booked_for, m.booked)))):
+            changed = np.flatnonzero(st.changed_at > m.mutations)
+            if not m.touched[changed].any() and all((getattr(st, name)[changed] <= rows[changed]).all()
+                                                    for name, rows in m.rows.items()):
+                return m.found, m.tried
+        self.touched = []
+        found, tried = self.removable(cand, booked_for, limit)
+        touched = np.zeros(st.n_slots, bool)
+        touched[cand] = True
+        touched[ready[np.concatenate(self.touched)] if self.touched else []] = True
+        self.memo = _Memo(cand, limit, found, tried, ready, None if booked_for is None else booked_for.copy(),
+                          st.mutations, touched, {name: getattr(st, name).copy() for name in _ROOM})
+        return found, tried
 
     def removable(self, cand: np.ndarray, booked_for: np.ndarray | None = None,
                   limit: int | None = None) -> tuple[np.ndarray, int]:
@@ -148,7 +177,7 @@ class ScaleDown:
         lead = min(leading(empty), limit)  # leading empty nodes are removable by themselves, in bulk
         found[:lead] = True
         if lead == len(cand) or lead == limit:
-            return found, lead
+            return found[:lead], lead
         ready = np.flatnonzero(st.ready)
         local = np.searchsorted(ready, cand)
         booked = None if booked_for is None else booked_for[ready]
@@ -159,7 +188,7 @@ class ScaleDown:
         for i in range(lead, len(cand)):  # bounded by `limit` removable; unremovable wait a recheck
             n = int(cand[i])
             if n_removable >= limit:
-                return found, i
+                return found[:i], i
             pods = sim.pods_on(n) + moved.pop(int(local[i]), [])  # its own, and those moved onto it
             if not pods:
                 ok = True
@@ -190,6 +219,7 @@ class ScaleDown:
         for (job, _), group in groups.items():
             usable = snap.usable if booked is None else snap.usable & ((booked == -1) | (booked == job))
             got = snap.fit_alike(w, group[0], len(group), usable=usable)
+            self.touched.append(got)
             if len(got) < len(group):
                 st.revert()
                 return None
@@ -244,6 +274,24 @@ class ScaleDown:
         if len(waiting):
             clocks.append((waiting.min(), self.unneeded_time_s))
         return clocks
+
+
+_ROOM = ("cpu_free", "mem_free", "gpu_free", "free_whole", "max_share", "nvl_whole", "numa_whole", "both_whole")
+"""The state columns the filters and first-fit counts read: a node's room."""
+
+
+@dataclass(frozen=True)
+class _Memo:
+    """A simulated plan's inputs and outcome (`ScaleDown._simulate`)."""
+    cand: np.ndarray
+    limit: int
+    found: np.ndarray
+    tried: int
+    ready: np.ndarray
+    booked: np.ndarray | None
+    mutations: int
+    touched: np.ndarray  # slots: the candidates and every node a trial packed onto
+    rows: dict[str, np.ndarray]  # the _ROOM columns then
 
 
 def _within(nodes: np.ndarray, pool: np.ndarray, spare: np.ndarray) -> np.ndarray:
