@@ -214,6 +214,8 @@ RULES: dict[str, dict[str, Rule]] = {
         "max_drain_parallelism": integer("non-empty nodes drained at most per pass", ge=0),
         "unremovable_recheck_s": duration("seconds before a node found unremovable is simulated again"),
         "count_gpu_shares": flag("a GPU node's utilisation counts GPU shares and partitions, not only whole GPUs"),
+        "simulate_every_scan": flag("simulate every candidate's removal at every pass (upstream's planner, "
+                                    "slow), not only before a drain"),
     },
     "harness.loops.merged.MergedLoop": {
         "scan_interval_s": period("seconds between the merged loop's scans"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from harness.state import ABSENT
 from tests import scenarios as sc
 
 
@@ -73,3 +74,23 @@ def test_candidates_empty_first_then_those_unneeded_before():
     sim, sd, slots = world([(1000, 10, 0), (1000, 10, 0)], [(200, 1, 0, 0)])
     sd.run(0.0, np.zeros(sim.state.n_slots, bool))
     assert sd.unneeded.tolist() == [slots[1]]
+
+
+def test_by_default_removal_is_simulated_only_before_a_drain():
+    # simulate_every_scan off (the default, for cost): n1 (one 400m pod, under the threshold) is
+    # presumed removable and unneeded at once; when it is due, its drain is simulated first: n2
+    # is too full for the pod, so n1 stays, loses its timer and waits the recheck timeout (300 s);
+    # once n2 has room and the wait ran out, n1 is unneeded again and drained
+    from tests.conformance.test_cluster_autoscaler_scale_down import world
+    sim, sd, slots = world([(1000, 10, 0), (1000, 10, 0)], [(400, 1, 0, 0), (700, 1, 0, 1)],
+                           simulate_every_scan=False, unneeded_time_s=0.0, delay_after_add_s=0.0)
+    protect = np.zeros(sim.state.n_slots, bool)
+    protect[slots[1]] = True
+    sd.run(0.0, protect)
+    assert sd.unneeded.tolist() == [] and sd.recheck_at[slots[0]] == 300.0
+    assert sim.state.status[slots[0]] != ABSENT
+    sim.unbind(1)  # n2 empties: n1's pod would fit there now
+    sd.run(10.0, protect.copy())
+    assert sd.unneeded.tolist() == [] and sim.state.status[slots[0]] != ABSENT
+    sd.run(300.0, protect.copy())
+    assert sim.state.status[slots[0]] == ABSENT  # drained: its pod went back to the queue

@@ -22,7 +22,8 @@ class Logged(ScaleDown):
     """Records each plan's candidates and outcome; `shortcut=False` always simulates."""
 
     def __init__(self, shortcut: bool):
-        super().__init__(unneeded_time_s=300.0, delay_after_add_s=120.0, unremovable_recheck_s=120.0)
+        super().__init__(unneeded_time_s=300.0, delay_after_add_s=120.0, unremovable_recheck_s=120.0,
+                         simulate_every_scan=True)
         self.shortcut = shortcut
         self.log: list[tuple] = []
         self.simulated = 0

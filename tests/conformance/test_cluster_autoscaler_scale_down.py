@@ -50,7 +50,7 @@ def world(nodes: list[tuple[int, int, int]], pods: list[tuple], counts=None, min
     for p, pod in enumerate(pods):
         n = slots[pod[3]]
         sim.bind(p, n, sim.state.pick_devices(n, pod[2], milli[p], False, False))
-    sd = ScaleDown(**scale_down)
+    sd = ScaleDown(**{"simulate_every_scan": True, **scale_down})  # upstream's planner exactly
     sd.attach(sim)
     return sim, sd, np.array(slots)
 
