@@ -5,7 +5,6 @@ tests/conformance/test_cluster_autoscaler.py."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hydra.utils import instantiate
 
@@ -15,7 +14,6 @@ from harness.loops.expanders import (
     LeastNodes,
     LeastWaste,
     MostPods,
-    Option,
     Price,
     Priority,
     Random,
@@ -28,19 +26,8 @@ from harness.settings import SettingError, check_config
 from harness.workload import compile_workload
 from tests import scenarios as sc
 
+from .conformance.test_cluster_autoscaler import opt, pools, rng
 from .test_settings import CONF
-
-
-def opt(pool: int, nodes: int = 1, helped: int = 1, price: float = 1.0, waste: float = 0.5, **kw) -> Option:
-    return Option(pool, nodes, helped, price, waste, **kw)
-
-
-def pools(options) -> list[int]:
-    return [o.pool for o in options]
-
-
-def rng() -> np.random.Generator:
-    return np.random.default_rng(0)
 
 
 def test_the_seeded_stream_moves_once_per_real_choice():

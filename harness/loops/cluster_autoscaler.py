@@ -419,11 +419,26 @@ class ClusterAutoscaler:
             return
         p, count = self._expand(options)
         count = self._within_limits(p, count, headroom)
-        granted = self.sim.provision(p, count, atomic=False)
+        self._ask(now, p, count)
+
+    def _ask(self, now: float, p: int, count: int, atomic: bool = False,
+             slots: np.ndarray | None = None) -> np.ndarray:
+        """Ask the cloud for `count` nodes of pool p; the node-group backoff learns from the answer."""
+        granted = self.sim.provision(p, count, atomic=atomic, slots=slots)
         if len(granted) < count:
             self._back_off(p, now)
         else:
             self._supplied(p)
+        return np.asarray(granted, np.int64)
+
+    def _whole_unit_options(self, now: float, unit: np.ndarray) -> list[Option]:
+        """An option per pool (not backed off) that could take every pod of the unit at once."""
+        options = []
+        for p in self._candidate_pools(now):
+            estimate = self._estimate(p, [unit])
+            if estimate[0] and estimate[1] == len(unit):
+                options.append(self._option(p, *estimate))
+        return options
 
     # ---- gangs as units: the scheduler's stated preference -----------------------------------
     def _gang_requests(self, now: float) -> None:
@@ -435,20 +450,12 @@ class ClusterAutoscaler:
             return  # nothing changed since a pass that asked for nothing
         self.provreq_idle_key = key
         for unit in self._unplaced(self._pending_units(gangs=True)):
-            options = []
-            for p in self._candidate_pools(now):
-                estimate = self._estimate(p, [unit])
-                if estimate[0] and estimate[1] == len(unit):
-                    options.append(self._option(p, *estimate))
+            options = self._whole_unit_options(now, unit)
             if not options:
                 continue
             p, count = self._expand(options)
-            granted = sim.provision(p, count, atomic=False, slots=self._preferred_slots(p, unit))
+            self._ask(now, p, count, slots=self._preferred_slots(p, unit))
             self.provreq_idle_key = None
-            if len(granted) < count:
-                self._back_off(p, now)
-            else:
-                self._supplied(p)
 
     def _preferred_slots(self, p: int, unit: np.ndarray) -> np.ndarray | None:
         """The rack the scheduler prefers for a rack-local gang (else the cloud's choice)."""

@@ -134,17 +134,8 @@ class ProvisioningRequests:
         """best-effort-atomic: one pool that can take all these pods, by the expander; the
         nodes it granted (all or nothing where the pool honours it; none if no pool can)."""
         ca = self.ca
-        options = []
-        for p in ca._candidate_pools(now):
-            estimate = ca._estimate(p, [pods])
-            if estimate[0] and estimate[1] == len(pods):
-                options.append(ca._option(p, *estimate))
+        options = ca._whole_unit_options(now, pods)
         if not options:
             return pods[:0]
         p, count = ca._expand(options)
-        granted = ca.sim.provision(p, count, atomic=True, slots=ca._preferred_slots(p, pods))
-        if len(granted) < count:
-            ca._back_off(p, now)
-        else:
-            ca._supplied(p)
-        return np.asarray(granted, np.int64)
+        return ca._ask(now, p, count, atomic=True, slots=ca._preferred_slots(p, pods))
