@@ -154,7 +154,6 @@ def weight(why: str) -> Rule:
 MAX_HORIZON_S = MAX_TIME_S + 86400.0
 #: how many jobs `loopbench generate` may draw: 100x the scale preset
 MAX_JOBS = 100_000_000
-CONSOLIDATION_POLICIES = ("WhenEmpty", "WhenEmptyOrUnderutilized")
 
 RULES: dict[str, dict[str, Rule]] = {
     "": {  # top level of conf/config.yaml and conf/generate.yaml
@@ -163,6 +162,8 @@ RULES: dict[str, dict[str, Rule]] = {
                             gt=0, le=MAX_HORIZON_S, null=True),
         "timeline_interval_s": period("seconds between timeline samples; metrics integrate exactly regardless"),
         "check_fits": flag("check that every generated pod fits some node type of the cluster"),
+        "consolidation": flag("every loop that scales down also removes under-used nodes, moving their pods "
+                              "(false: only empty nodes are removed)"),
     },
     "harness.replay.Replay": {
         "progress_interval_s": number("wall seconds between two progress lines off a terminal (0: every "
@@ -216,6 +217,8 @@ RULES: dict[str, dict[str, Rule]] = {
         "count_gpu_shares": flag("a GPU node's utilisation counts GPU shares and partitions, not only whole GPUs"),
         "simulate_every_scan": flag("simulate every candidate's removal at every pass (upstream's planner, "
                                     "slow), not only before a drain"),
+        "drain_underutilized": flag("under-used nodes are drained and removed too (false: only empty nodes); "
+                                    "conf/loop/*.yaml set it from the global `consolidation`"),
     },
     "harness.loops.merged.MergedLoop": {
         "scan_interval_s": period("seconds between the merged loop's scans"),
@@ -225,11 +228,17 @@ RULES: dict[str, dict[str, Rule]] = {
         "batch_max_s": duration("seconds after which a batch window closes anyway"),
         "requeue_s": period("seconds after which a still-pending pod re-triggers provisioning"),
         "poll_s": period("seconds between consolidation polls"),
-        "consolidation_policy": one_of(CONSOLIDATION_POLICIES, "which nodes consolidation may remove"),
+        "consolidate_underutilized": flag("consolidationPolicy WhenEmptyOrUnderutilized (true) or WhenEmpty "
+                                          "(false: only empty nodes are removed); conf/loop/separate_karpenter.yaml "
+                                          "sets it from the global `consolidation`"),
         "consolidate_after_s": duration("seconds a node's pods stay unchanged before it may be consolidated"),
         "budget_nodes": fraction("share of the NodePool's nodes disrupted at once"),
         "max_candidates": integer("nodes multi-node consolidation considers at most", ge=0),
         "validation_s": duration("seconds a consolidation command waits before it is re-validated and executed"),
+        "unavailable_ttl_s": duration("seconds an offering that answered with an insufficient-capacity error "
+                                      "stays in the unavailable-offerings cache (0: never cached)"),
+        "registration_ttl_s": number("seconds a node may boot before its NodeClaim is deleted as never "
+                                     "registered", gt=0),
         "topology_aware": flag("read DRA-style claims (NVLink/NUMA/NIC)"),
         "sharing_aware": flag("pack GPU shares per device instead of whole GPUs"),
     },

@@ -19,7 +19,6 @@ from harness.loops.karpenter import KarpenterAutoscaler
 from harness.loops.separate import SeparateLoops
 from harness.scheduler import Scheduler
 from harness.scores import LeastAllocated
-from harness.settings import CONSOLIDATION_POLICIES
 from harness.state import ABSENT, READY
 from tests import scenarios as sc
 
@@ -187,13 +186,13 @@ def test_topology_aware_karpenter_launches_the_nvlink_node():
 # ---- configuration ------------------------------------------------------------------------------
 def test_when_empty_policy_keeps_underused_nodes():
     cl, table = consolidation_setup()
-    row, sim = sc.run(table, cl, karpenter(consolidation_policy="WhenEmpty"), horizon_s=2 * H)
+    row, sim = sc.run(table, cl, karpenter(consolidate_underutilized=False), horizon_s=2 * H)
     # No replacement: the gpu8 nodes keep their Ys until 3901 and are deleted when empty,
     # one per command, each 15 s after the poll that found it (validation rule): 3925, 3940.
     assert launched(sim) == [("big", 1.0, 3925.0), ("big", 1.0, 3940.0)]
 
 
-@pytest.mark.parametrize("kw", [{"consolidation_policy": "Always"}, {"budget_nodes": 1.5}, {"max_candidates": -1},
+@pytest.mark.parametrize("kw", [{"consolidate_underutilized": "yes"}, {"budget_nodes": 1.5}, {"max_candidates": -1},
                                 {"validation_s": -1}])
 def test_bad_settings_are_refused(kw):
     with pytest.raises(ConfigError):
@@ -311,8 +310,8 @@ def churn(draw):
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(table=churn(), max_candidates=st.sampled_from([0, 1, 2, 100]), sharing=st.booleans(),
-       quiet=st.sampled_from([0.0, 30.0]), budget=st.sampled_from([0.1, 1.0]), policy=st.sampled_from(CONSOLIDATION_POLICIES))
-def test_candidates_match_the_node_by_node_walk(table, max_candidates, sharing, quiet, budget, policy):
+       quiet=st.sampled_from([0.0, 30.0]), budget=st.sampled_from([0.1, 1.0]), underutilized=st.booleans())
+def test_candidates_match_the_node_by_node_walk(table, max_candidates, sharing, quiet, budget, underutilized):
     # min_size holds one g4 and one CPU node back; WhenEmpty leaves busy nodes on the shortlist
     cl = sc.cluster([sc.node_type("g8"), sc.node_type("g4", gpus=4), sc.node_type("cpu", gpus=0)],
                     [sc.pool("g8", "g8", price_on_demand=10.0, committed=1, price_committed=6.0),
@@ -320,6 +319,6 @@ def test_candidates_match_the_node_by_node_walk(table, max_candidates, sharing, 
                      sc.pool("g4b", "g4", price_on_demand=5.0),
                      sc.pool("cpu", "cpu", price_on_demand=1.0, min_size=1)])
     ka = CheckedKarpenter(max_candidates=max_candidates, sharing_aware=sharing, consolidate_after_s=quiet,
-                          budget_nodes=budget, consolidation_policy=policy)
+                          budget_nodes=budget, consolidate_underutilized=underutilized)
     sc.run(table, cl, SeparateLoops(Scheduler(LeastAllocated()), ka), horizon_s=2 * H)
     assert ka.checked["polls"] > 0

@@ -273,8 +273,8 @@ SETTINGS = {
         setting_err("loop.autoscaler.max_candidates", "must be an integer >= 0", 2.5),
     "loop=separate_karpenter loop.autoscaler.validation_s=-1":
         setting_err("loop.autoscaler.validation_s", "must be a number >= 0", -1),
-    "loop=separate_karpenter loop.autoscaler.consolidation_policy=Always":
-        setting_err("loop.autoscaler.consolidation_policy", "must be one of WhenEmpty, WhenEmptyOrUnderutilized",
+    "loop=separate_karpenter loop.autoscaler.consolidate_underutilized=Always":
+        setting_err("loop.autoscaler.consolidate_underutilized", "must be true or false",
                     "Always"),
     "policy.weight=0": setting_err("policy.weight", "must be a number > 0", 0),
     "policy=least_allocated policy.resources.cpu=0":

@@ -14,9 +14,20 @@ index as UID; no GPU key), one by one:
 onto the first ready node with room, else an in-flight (booting) node, else a node claim opened
 earlier in this batch, else a new claim (consecutive pods identical in its view are placed as one
 run, with the same outcome). A claim holds every node type its pods fit together, so
-the set narrows as pods join; it launches the cheapest offering of those types that can still
-supply a node, a free committed slot costing 0. Nodes the packing counted on for pending pods
-are nominated for 2 x `batch_max_s` and not disrupted meanwhile.
+the set narrows as pods join; it launches the cheapest offering of those types that the
+NodePool's limit (a pool's max_size) still allows and that is not cached unavailable, a free
+committed slot costing 0. Nodes the packing counted on for pending pods are nominated for
+2 x `batch_max_s` and not disrupted meanwhile.
+
+What it knows of the provider is only what asking taught it (it never reads stock). A launch
+answered with an insufficient-capacity error (the request comes back empty) puts the offering
+in the unavailable-offerings cache for `unavailable_ttl_s` (180 s, the AWS provider's
+UnavailableOfferingsTTL) and the claim falls back to its next cheapest offering at once, as a
+fleet request over the claim's offerings would; a claim with none left is dropped and its pods
+wait for a later batch. A node still booting `registration_ttl_s` (900 s, liveness'
+registrationTimeout) after it was asked for is deleted (its pods pending again, packed by the
+next batch); as upstream, that marks no offering unavailable, so a pool that fails silently
+is asked again.
 
 Consolidation (`WhenEmptyOrUnderutilized`), every `poll_s` (10 s), over ready nodes whose pods
 have not changed for `consolidate_after_s` (0 s, the v1 default; a change counts from the poll
@@ -39,8 +50,9 @@ emptiness command's nodes are still empty and, for the others, the what-if run a
 deletes them (or still needs one cheaper node); executed, the next poll follows at once, as
 Karpenter's controller requeues. A replacement is launched first; the nodes it replaces
 are tainted (no new pods) and deleted, their pods evicted to restart elsewhere, the instant it is
-ready. Removing a committed node saves nothing, so only empty ones are deleted. `WhenEmpty` stops
-after step 1.
+ready (a replacement refused by the provider drops the command and caches its offering).
+Removing a committed node saves nothing, so only empty ones are deleted. `WhenEmpty`
+(`consolidate_underutilized` false, from the global `consolidation`) stops after step 1.
 
 Its view of a pod: Karpenter counts resources, so by default it ignores DRA-style topology
 claims (NVLink, NUMA, NIC) and rounds a GPU share up to a whole device; `topology_aware` and
@@ -162,20 +174,24 @@ class WhatIf:
 
 class KarpenterAutoscaler:
     def __init__(self, batch_idle_s: float = 1.0, batch_max_s: float = 10.0, requeue_s: float = 10.0,
-                 poll_s: float = 10.0, consolidation_policy: str = "WhenEmptyOrUnderutilized",
+                 poll_s: float = 10.0, consolidate_underutilized: bool = True,
                  consolidate_after_s: float = 0.0, budget_nodes: float = 0.1, max_candidates: int = 100,
-                 validation_s: float = 15.0, topology_aware: bool = False, sharing_aware: bool = False):
+                 validation_s: float = 15.0, unavailable_ttl_s: float = 180.0, registration_ttl_s: float = 900.0,
+                 topology_aware: bool = False, sharing_aware: bool = False):
         check("harness.loops.karpenter.KarpenterAutoscaler", "loop.autoscaler", batch_idle_s=batch_idle_s,
-              batch_max_s=batch_max_s, requeue_s=requeue_s, poll_s=poll_s, consolidation_policy=consolidation_policy,
-              consolidate_after_s=consolidate_after_s, budget_nodes=budget_nodes, max_candidates=max_candidates,
-              validation_s=validation_s, topology_aware=topology_aware, sharing_aware=sharing_aware)
+              batch_max_s=batch_max_s, requeue_s=requeue_s, poll_s=poll_s,
+              consolidate_underutilized=consolidate_underutilized, consolidate_after_s=consolidate_after_s,
+              budget_nodes=budget_nodes, max_candidates=max_candidates, validation_s=validation_s,
+              unavailable_ttl_s=unavailable_ttl_s, registration_ttl_s=registration_ttl_s,
+              topology_aware=topology_aware, sharing_aware=sharing_aware)
         self.batch_idle_s, self.batch_max_s, self.requeue_s = float(batch_idle_s), float(batch_max_s), float(requeue_s)
         self.poll_s = float(poll_s)
-        self.underutilized = consolidation_policy == "WhenEmptyOrUnderutilized"
+        self.underutilized = bool(consolidate_underutilized)
         self.consolidate_after_s = float(consolidate_after_s)
         self.budget_nodes = float(budget_nodes)
         self.max_candidates = int(max_candidates)
         self.validation_s = float(validation_s)
+        self.unavailable_ttl_s, self.registration_ttl_s = float(unavailable_ttl_s), float(registration_ttl_s)
         self.topology_aware, self.sharing_aware = bool(topology_aware), bool(sharing_aware)
         self.nomination_s = 2 * self.batch_max_s  # Karpenter's nomination window
 
@@ -196,6 +212,9 @@ class KarpenterAutoscaler:
         self.pool_type = np.array([cl.type_index(p.node_type) for p in cl.pools], np.int64)
         self.pool_price = np.array([p.price for p in cl.pools], np.float64)
         self.min_size = np.array([p.min_size for p in cl.pools], np.int64)
+        self.max_size = np.array([p.max_size for p in cl.pools], np.int64)  # the NodePool's limit per offering
+        self.unavailable_until = np.full(len(cl.pools), -np.inf)  # the unavailable-offerings cache
+        self.asked_at = np.full(st.n_slots, np.nan)  # when each slot's node was asked for (its NodeClaim)
         self.node_price = np.where(st.slot_committed, 0.0, self.pool_price[st.slot_pool])
         self.nominated_until = np.full(st.n_slots, -np.inf)
         self.nominated = np.zeros(0, np.int64)
@@ -212,7 +231,7 @@ class KarpenterAutoscaler:
         self.command: tuple[int, int, np.ndarray] | None = None  # replacement slot, its instance, replaced
         self.validating: tuple[float, np.ndarray, int, bool] | None = None  # at, candidates, pool or -1, emptiness
         self.idle_key: tuple | None = None  # situation in which the last batch launched nothing
-        self.spare_key: int | None = None  # layout version of `spare`
+        self.spare_key: tuple | None = None  # layout version and offerings of `spare`
         self.consolidation_idle_key: tuple | None = None  # ... and the last poll found no action
 
     # ---- cadence: the loop reads next_scan at every instant, so pending pods are seen at once --
@@ -226,7 +245,7 @@ class KarpenterAutoscaler:
             t = min(t, self.last_trigger + self.requeue_s)
         if self.command is not None and self.sim.state.status[self.command[0]] == READY:
             t = self.sim.now  # the replacement is ready: disrupt now
-        return t
+        return min(t, self._registration_deadline())
 
     def _observe(self, now: float) -> None:
         """A new pending pod, or pods still pending a requeue period later, trigger the batcher."""
@@ -242,6 +261,7 @@ class KarpenterAutoscaler:
         return min(self.window_start + self.batch_max_s, self.last_trigger + self.batch_idle_s)
 
     def scan(self, now: float) -> None:
+        self._liveness(now)
         self._observe(now)
         if self.window_start is not None and now >= self._window_close():
             self.window_start = None
@@ -284,12 +304,12 @@ class KarpenterAutoscaler:
         if self.quiet_key != self._situation() or self.window_start is not None:
             return NO_TICKS
         pending = bool(sim.queue)
-        if pending and (self.idle_key != (sim.state.mutations, sim.arrived_version)
+        if pending and (self.idle_key != self._batch_key(sim.now)
                         or not min(self.batch_max_s, self.batch_idle_s) < self.requeue_s):
             return NO_TICKS  # a batch would pack the pods again, or windows would overlap
         if pending and len(self.nominated) and self.nomination_s <= self.requeue_s:
             return NO_TICKS  # nominations lapse between batches: polls see nodes come and go
-        end = min(before, ends(self.poll_clocks) + self.poll_s)
+        end = min(before, ends(self.poll_clocks) + self.poll_s, self._next_expiry())
         polls = every(self.next_poll, self.poll_s, end)  # as now + poll_s does
         triggers = every(self.last_trigger + self.requeue_s, self.requeue_s, end) if pending else NO_TICKS
         for made in (polls, triggers):
@@ -309,6 +329,13 @@ class KarpenterAutoscaler:
         if len(closes):
             self.nominated_until[self.nominated] = closes[-1] + self.nomination_s
         return np.unique(np.concatenate((polls, triggers, closes)))
+
+    def _next_expiry(self) -> float:
+        """The next instant a clock of the provider's answers runs out: a node reaching its
+        registration TTL, or an offering leaving the unavailable cache (both are deadlines: at
+        that instant the loop already acts otherwise)."""
+        until = self.unavailable_until[self.unavailable_until > self.sim.now]
+        return min(self._registration_deadline(), until.min() if len(until) else np.inf)
 
     def _renewals_agree(self, polls: np.ndarray, closes: np.ndarray) -> np.ndarray:
         """At each poll, whether every nominated node reads nominated or not as at the last
@@ -353,21 +380,65 @@ class KarpenterAutoscaler:
         return pods[sim.pod_status[pods] == PENDING]
 
     def _spare(self) -> np.ndarray:
-        """Absent slots a claim may use: as many per pool as the pool can still supply. The
-        cloud's supply changes only when nodes come or go, so it is kept per layout."""
+        """Absent slots a claim may use: as many per offering as the NodePool's limit still
+        allows (`_room`), none of an offering in the unavailable cache. Kept per layout and
+        set of offerings."""
         st = self.sim.state
-        if self.spare_key != st.layout_version:
-            cloud = self.sim.cloud
+        offered = self._offered(self.sim.now)
+        key = (st.layout_version, offered.tobytes())
+        if self.spare_key != key:
+            cloud, room = self.sim.cloud, self._room()
             self.spare = np.zeros(st.n_slots, bool)
-            for p in range(len(self.pool_type)):
-                self.spare[cloud.free_slots(p)[:cloud.available(p)]] = True
-            self.spare_key = st.layout_version
+            for p in np.flatnonzero(offered).tolist():
+                self.spare[cloud.free_slots(p)[:room[p]]] = True
+            self.spare_key = key
         return self.spare
 
+    def _room(self) -> np.ndarray:
+        """Per offering, the nodes the NodePool's limit (max_size) still allows: what Karpenter
+        knows before asking; never the provider's stock."""
+        st = self.sim.state
+        present = np.bincount(st.slot_pool[st.status != ABSENT], minlength=len(self.max_size))
+        return np.maximum(self.max_size - present, 0)
+
+    def _offered(self, now: float) -> np.ndarray:
+        """Offerings not in the unavailable-offerings cache at `now`."""
+        return now >= self.unavailable_until
+
     def _supply(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per offering, the nodes it may still be asked for (0 while cached unavailable) and
+        its free committed slots."""
         cloud, n = self.sim.cloud, len(self.pool_type)
-        return (np.array([cloud.available(p) for p in range(n)], np.int64),
+        return (np.where(self._offered(self.sim.now), self._room(), 0),
                 np.array([cloud.free_committed(p) for p in range(n)], np.int64))
+
+    def _launch(self, pool: int, now: float) -> int:
+        """Ask for one node of this offering (a NodeClaim's launch): its slot, or -1 when the
+        provider answers with an insufficient-capacity error, which puts the offering in the
+        unavailable cache for `unavailable_ttl_s`."""
+        slots = self.sim.provision(pool, 1, atomic=False)
+        if not len(slots):
+            self.unavailable_until[pool] = now + self.unavailable_ttl_s
+            return -1
+        self.asked_at[slots[0]] = now
+        return int(slots[0])
+
+    def _registration_deadline(self) -> float:
+        """When the first node still booting reaches its registration TTL (inf: none boots)."""
+        booting = self.sim.state.status == BOOTING
+        return float(self.asked_at[booting].min()) + self.registration_ttl_s if booting.any() else np.inf
+
+    def _liveness(self, now: float) -> None:
+        """Karpenter's liveness check: a NodeClaim whose node has not registered (still
+        booting) `registration_ttl_s` after it was asked for is deleted; pods planned on it
+        return to pending and are packed again. As upstream, no offering is marked unavailable
+        for it (only launch errors fill that cache)."""
+        st, sim = self.sim.state, self.sim
+        late = np.flatnonzero((st.status == BOOTING) & (now - self.asked_at >= self.registration_ttl_s))
+        for n in late.tolist():  # per late node, inherently: each is deleted, its pods re-queued
+            for pod in sim.pods_on(n):
+                sim.unbind(pod)
+            sim.remove_node(n)
 
     def _offering(self, types: np.ndarray, remaining: np.ndarray, committed: np.ndarray,
                   below: float = np.inf) -> int:
@@ -381,10 +452,13 @@ class KarpenterAutoscaler:
         return int(idx[np.argmin(price[idx])])
 
     # ---- provisioning --------------------------------------------------------------------
+    def _batch_key(self, now: float) -> tuple:
+        """What a batch's outcome depends on: nodes, arrivals and the offerings available."""
+        return self.sim.state.mutations, self.sim.arrived_version, self._offered(now).tobytes()
+
     def _provision(self, now: float) -> None:
-        sim, st = self.sim, self.sim.state
-        key = (st.mutations, sim.arrived_version)
-        if key == self.idle_key:  # same situation as a batch that launched nothing
+        st = self.sim.state
+        if self._batch_key(now) == self.idle_key:  # same situation as a batch that launched nothing
             self.nominated_until[self.nominated] = now + self.nomination_s
             return
         pods = self._pending()
@@ -397,17 +471,22 @@ class KarpenterAutoscaler:
         where = self._place_all(sim_, pods)
         remaining, committed = self._supply()
         launched: list[int] = []
-        for c in range(sim_.n_claims):
-            pool = self._offering(sim_.claim_types(c), remaining, committed)
-            if pool < 0:
-                continue
-            launched.extend(sim.provision(pool, 1, atomic=False))
-            remaining[pool] -= 1
-            committed[pool] -= 1
+        for c in range(sim_.n_claims):  # a claim's launch falls back to its next offering on an error
+            types = sim_.claim_types(c)
+            pool = self._offering(types, remaining, committed)
+            while pool >= 0:
+                slot = self._launch(pool, now)
+                if slot >= 0:
+                    launched.append(slot)
+                    remaining[pool] -= 1
+                    committed[pool] -= 1
+                    break
+                remaining[pool] = 0
+                pool = self._offering(types, remaining, committed)
         self.nominated = np.unique(np.r_[where[where >= 0], np.asarray(launched, np.int64)]).astype(np.int64)
         self.nominated_version += 1
         self.nominated_until[self.nominated] = now + self.nomination_s
-        self.idle_key = None if launched else key
+        self.idle_key = None if launched else self._batch_key(now)
 
     # ---- consolidation -------------------------------------------------------------------
     def _note_changes(self, now: float) -> None:
@@ -442,7 +521,7 @@ class KarpenterAutoscaler:
         cands = self._candidates(now)
         if not len(cands):
             return False
-        key = (st.mutations, cands.tobytes(), budget)
+        key = (st.mutations, cands.tobytes(), budget, self._offered(now).tobytes())
         if key == self.consolidation_idle_key:
             return False
         empty = cands[st.pods_on[cands] == 0]
@@ -610,10 +689,10 @@ class KarpenterAutoscaler:
         if pool < 0:
             self._delete(cands)
             return
-        slots = self.sim.provision(pool, 1, atomic=False)
-        if len(slots):
+        slot = self._launch(pool, self.sim.now)
+        if slot >= 0:  # else an insufficient-capacity error: the command fails
             self.scheduler.book(cands, TAINT)
-            self.command = (int(slots[0]), int(self.sim.node_instance[slots[0]]), cands)
+            self.command = (slot, int(self.sim.node_instance[slot]), cands)
 
     def _finish_command(self) -> None:
         assert self.command is not None

@@ -12,10 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from harness.cloud import Cloud
 from harness.loops.karpenter import KarpenterAutoscaler
 from harness.loops.separate import SeparateLoops
+from harness.quiet import NO_TICKS
 from harness.scheduler import Scheduler
 from harness.scores import LeastAllocated
+from harness.sim import Simulation
 from harness.state import READY
 from tests import scenarios as sc
 
@@ -173,7 +176,7 @@ def test_when_empty_does_not_consolidate_an_underutilized_node():
     cl = sc.cluster([sc.node_type("gpu8")], [sc.pool("p", "gpu8", max_size=10, price_on_demand=10.0)])
     big = [{"gpu_count": 8, "cpu_milli": 2000, "duration_s": 1000.0} for _ in range(10)]
     small = [{"gpu_count": 0, "gpu_milli": 0, "cpu_milli": 100, "submit_s": 0.5, "duration_s": None} for _ in range(10)]
-    _, sim = sc.run(sc.trace(big + small), cl, karpenter(consolidation_policy="WhenEmpty", budget_nodes=1.0),
+    _, sim = sc.run(sc.trace(big + small), cl, karpenter(consolidate_underutilized=False, budget_nodes=1.0),
                     horizon_s=2 * H)
     # integer scores tie, so the seeded node order may stack two small pods on a node: a node
     # left empty when the big pods end is deleted (WhenEmpty), no node holding a pod is
@@ -250,3 +253,114 @@ def test_queue_orders_by_cpu_then_memory_then_creation_time(pods, expected):
     order = loop.autoscaler._order(np.arange(len(pods)))
     assert order.tolist() == expected
 
+
+
+# ---- what Karpenter learns from the provider: launch errors and nodes that never register ------
+def requests(monkeypatch) -> list[tuple[str, float, int]]:
+    """Record every request to the provider: (pool, time, nodes it returned)."""
+    log: list[tuple[str, float, int]] = []
+    real = Simulation.provision
+
+    def provision(sim, p, count, atomic, slots=None):
+        got = real(sim, p, count, atomic, slots)
+        log.append((sim.cluster.pools[p].name, sim.now, len(got)))
+        return got
+
+    monkeypatch.setattr(Simulation, "provision", provision)
+    return log
+
+
+def phantoms(monkeypatch, pool: str) -> None:
+    """Pool `pool` fails silently: every node it grants boots forever (a small fake of the
+    provider's `shortage: silent`)."""
+    real = Cloud.request
+
+    def request(cloud, p, count, atomic, slots=None):
+        got, delays = real(cloud, p, count, atomic, slots)
+        return got, (np.full(len(got), np.inf) if cloud.cluster.pools[p].name == pool else delays)
+
+    monkeypatch.setattr(Cloud, "request", request)
+
+
+def run_both(table, cl, horizon_s: float, **kw):
+    """The replay in bulk and stepped one wake-up at a time: the same bits, and the bulk run."""
+    out = []
+    for bulk in (True, False):
+        loop = karpenter(**kw)
+        if not bulk:
+            loop.idle_ticks = lambda start, before: NO_TICKS
+        out.append(sc.run(table, cl, loop, horizon_s=horizon_s))
+    (row, sim), (stepped, _) = out
+    assert {k: np.float64(v).view(np.int64) if isinstance(v, float) else v for k, v in row.items()} == \
+        {k: np.float64(v).view(np.int64) if isinstance(v, float) else v for k, v in stepped.items()}
+    return row, sim
+
+
+def test_an_insufficient_capacity_error_falls_back_and_caches_the_offering(monkeypatch):
+    """kubernetes-sigs/karpenter pkg/controllers/nodeclaim/lifecycle/launch_test.go It("should
+    delete the nodeclaim if InsufficientCapacity is returned from the cloudprovider") and
+    aws/karpenter-provider-aws pkg/providers/instancetype/suite_test.go It("should launch
+    instances in a different zone on second reconciliation attempt with Insufficient Capacity
+    Error Cache fallback"), with the offerings cache of aws/karpenter-provider-aws
+    pkg/cache/unavailableofferings.go (UnavailableOfferingsTTL 3 min). Karpenter does not read
+    the provider's stock: it asks the cheapest offering ($8, no stock), is refused, caches it
+    unavailable until 1 + 180 = 181 and launches the next offering ($10) for the same claim
+    (the request lists both offerings, as a fleet request would). The pod of 100 (batch at 101)
+    goes straight to the $10 one: the $8 one is still cached. The pod of 200 (batch at 201,
+    after the TTL) tries the $8 one again: refused, cached until 381, then $10. Consolidation
+    then tries to replace a $10 node by a cheaper $8 one: computed at the poll of 510 (the first
+    with a disruption budget: ceil(10% x 3) less the nodes booting; the third is ready at 501),
+    launched at 525 after the 15 s validation, refused; and so every 180 + 15 = 195 s, while
+    the cache expires in between, until the pods end (3901-4101) and the nodes go."""
+    log = requests(monkeypatch)
+    cl = sc.cluster([sc.node_type("gpu8")], [sc.pool("cheap", "gpu8", stock=0, price_on_demand=8.0),
+                                             sc.pool("dear", "gpu8", price_on_demand=10.0)])
+    table = sc.trace([{"gpu_count": 8, "submit_s": t} for t in (0.0, 100.0, 200.0)])
+    row, sim = run_both(table, cl, 2 * H)
+    retries = [("cheap", 525.0 + 195.0 * k, 0) for k in range(19)]
+    assert log[:len(log) // 2] == [("cheap", 1.0, 0), ("dear", 1.0, 1), ("dear", 101.0, 1), ("cheap", 201.0, 0),
+                                   ("dear", 201.0, 1), *retries]
+    assert row["pods_done"] == 3
+
+
+def test_while_every_offering_is_cached_unavailable_nothing_is_asked(monkeypatch):
+    """aws/karpenter-provider-aws pkg/cache/unavailableofferings.go: an offering is skipped while
+    cached and asked again once its entry expires (3 min). One offering, none in stock: asked
+    at the first batch (1), refused, cached to 181; the pod re-triggers a batch every 10 s
+    (11, 21, ...) that asks nothing, until the batch of 181 asks again (cached to 361), then
+    361 and 541. Stepping each wake-up gives the same bits: the cache's expiry is a clock."""
+    log = requests(monkeypatch)
+    cl = sc.cluster([sc.node_type("gpu8")], [sc.pool("p", "gpu8", stock=0, price_on_demand=8.0)])
+    row, _ = run_both(sc.trace([{"gpu_count": 8}]), cl, 600.0)
+    assert log[:len(log) // 2] == [("p", t, 0) for t in (1.0, 181.0, 361.0, 541.0)]
+    assert row["pods_pending"] == 1
+
+
+def test_a_node_that_never_registers_is_deleted_after_the_registration_ttl(monkeypatch):
+    """kubernetes-sigs/karpenter pkg/controllers/nodeclaim/lifecycle/liveness_test.go
+    Entry("should delete the nodeClaim when the Node hasn't registered past the registration
+    ttl") (registrationTimeout 15 min in liveness.go). The $8 offering fails silently: its node
+    boots forever. Asked at 1; the pod counts on the booting node, so batches launch nothing;
+    at 1 + 900 = 901 the NodeClaim is deleted and the pod packed again. Upstream's liveness
+    marks no offering unavailable (only launch errors fill that cache; it records the
+    NodePool's registration health, and all our pools form one NodePool): the $8 offering is
+    still the cheapest and is asked again at 901, deleted at 1801, asked again at 1801."""
+    log = requests(monkeypatch)
+    phantoms(monkeypatch, "ghost")
+    cl = sc.cluster([sc.node_type("gpu8")], [sc.pool("ghost", "gpu8", price_on_demand=8.0),
+                                             sc.pool("real", "gpu8", price_on_demand=10.0)])
+    row, sim = run_both(sc.trace([{"gpu_count": 8}]), cl, 2000.0)
+    assert log[:len(log) // 2] == [("ghost", t, 1) for t in (1.0, 901.0, 1801.0)]
+    assert [(r.requested_at, r.removed_at) for r in sim.nodes] == [(1.0, 901.0), (901.0, 1801.0), (1801.0, 2000.0)]
+    assert row["pods_pending"] == 1
+
+
+def test_a_registration_ttl_shorter_than_the_boot_deletes_slow_nodes_too(monkeypatch):
+    """liveness.go deletes any NodeClaim not registered in time: Karpenter cannot tell a slow
+    boot from a node that never comes. With a TTL of 200 s and 300 s boots, the node asked at 1
+    is deleted at 201, asked again at 201, deleted at 401, ..."""
+    log = requests(monkeypatch)
+    cl = sc.cluster([sc.node_type("gpu8")], [sc.pool("p", "gpu8", price_on_demand=8.0)])
+    row, _ = run_both(sc.trace([{"gpu_count": 8}]), cl, 700.0, registration_ttl_s=200.0)
+    assert log[:len(log) // 2] == [("p", t, 1) for t in (1.0, 201.0, 401.0, 601.0)]
+    assert row["pods_pending"] == 1
