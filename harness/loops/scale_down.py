@@ -35,17 +35,19 @@ class ScaleDown:
     every pass. Off by default, for cost alone (12x the replay time of the bundled trace in
     Python): a low node without a gang member is then presumed removable, and the removal is
     simulated, the same way, only for the nodes about to be drained; one found unremovable
-    loses its timer and waits `unremovable_recheck_s`, as upstream's would."""
+    loses its timer and waits `unremovable_recheck_s`, as upstream's would.
+    `drain_underutilized`: false, only empty nodes are candidates (no node is drained; upstream's
+    closest is `--max-drain-parallelism=0`); the loops set it from the global `consolidation`."""
 
     def __init__(self, utilization_threshold: float = 0.5, unneeded_time_s: float = 600.0,
                  delay_after_add_s: float = 600.0, max_scale_down_parallelism: int = 10,
                  max_drain_parallelism: int = 1, unremovable_recheck_s: float = 300.0,
-                 count_gpu_shares: bool = False, simulate_every_scan: bool = False):
+                 count_gpu_shares: bool = False, simulate_every_scan: bool = False, drain_underutilized: bool = True):
         check("harness.loops.scale_down.ScaleDown", "scale_down", utilization_threshold=utilization_threshold,
               unneeded_time_s=unneeded_time_s, delay_after_add_s=delay_after_add_s,
               max_scale_down_parallelism=max_scale_down_parallelism, max_drain_parallelism=max_drain_parallelism,
               unremovable_recheck_s=unremovable_recheck_s, count_gpu_shares=count_gpu_shares,
-              simulate_every_scan=simulate_every_scan)
+              simulate_every_scan=simulate_every_scan, drain_underutilized=drain_underutilized)
         self.threshold = float(utilization_threshold)
         self.unneeded_time_s = float(unneeded_time_s)
         self.delay_after_add_s = float(delay_after_add_s)
@@ -54,6 +56,7 @@ class ScaleDown:
         self.recheck_s = float(unremovable_recheck_s)
         self.count_gpu_shares = bool(count_gpu_shares)
         self.simulate_every_scan = bool(simulate_every_scan)
+        self.drain_underutilized = bool(drain_underutilized)
 
     def attach(self, sim: SimulationView) -> None:
         self.sim = sim
@@ -111,6 +114,8 @@ class ScaleDown:
             idx = np.flatnonzero(changed | (st.changed_at > self.seen_mutations))
             self.seen_mutations, self.protected = st.mutations, protect
             self.is_low[idx] = (st.status[idx] == READY) & (self.utilization(idx) < self.threshold) & ~protect[idx]
+            if not self.drain_underutilized:
+                self.is_low[idx] &= st.pods_on[idx] == 0
             self.low = np.flatnonzero(self.is_low)
         rebooked = (booked_for is None or self.booked is None or not np.array_equal(booked_for, self.booked)) \
             and booked_for is not self.booked
