@@ -14,13 +14,17 @@ counts on is never scaled down.
 Like a real controller it learns the provider's capacity only by asking: it sees a pool's room
 (its free slots, max_size minus the nodes present: a limit it configured), never its stock. A
 request that comes back short backs the pool off (harness/loops/backoff.py, as the
-Cluster-Autoscaler-like loop) and the job is planned again at once; the nodes granted are kept,
+Cluster-Autoscaler-like loop) and the planner remembers what the pool could hold then (the
+nodes present after the grant, its `ceiling`); the job is planned again at once. A pool backed
+off is still planned on within its ceiling (a single node where a gang's four failed), and
+asked beyond it only once its backoff ran out (a probe: granted in full, the ceiling is
+forgotten); the nodes granted are kept,
 as in-flight capacity the new plans of that scan count first (cost 0: their boot is under
 way); those no plan uses by the scan's end are removed at once (they would only idle through
 their boot and the scale-down delay). A node still booting `max_node_provision_time_s` after
 it was asked for (a request the provider accepted but never served) is given up, as upstream's
 --max-node-provision-time: the pods planned on it (its job's not-started members) go back to
-the queue, the node is removed and its pool backed off.
+the queue, the node is removed, its pool backed off and its ceiling set to the nodes left.
 
 Among booting and new nodes the plan is first fit (oldest in-flight node first, then new nodes
 in slot order), not the score policy: by design. The plan decides how many nodes to buy, so it
@@ -81,6 +85,7 @@ class MergedLoop:
         self.backoff = NodeGroupBackoff(len(sim.cluster.pools), self.backoff_s, self.max_backoff_s,
                                         self.backoff_reset_s)
         self.allowed = np.ones(len(sim.cluster.pools), bool)  # the pools not backed off at the last scan
+        self.ceiling = np.full(len(sim.cluster.pools), np.inf)  # nodes a pool held when it last fell short
         # when the planner asked for the node in each slot (nan: not asked, or no longer booting)
         self.asked_at = np.full(sim.state.n_slots, np.nan)
 
@@ -166,7 +171,16 @@ class MergedLoop:
                     sim.unbind(p)
             sim.remove_node(n)
             self.asked_at[n] = np.nan
-            self.backoff.failed(int(sim.state.slot_pool[n]), now)
+            self._fell_short(int(sim.state.slot_pool[n]), now)
+
+    def _present(self, p: int) -> int:
+        return self.sim.cluster.pools[p].max_size - len(self.sim.cloud.free_slots(p))
+
+    def _fell_short(self, p: int, now: float) -> None:
+        """Pool p could not supply what it was asked: back it off, remember what it holds."""
+        self.backoff.failed(p, now)
+        self.allowed[p] = False
+        self.ceiling[p] = self._present(p)
 
     # ---- planning over provisionable capacity ---------------------------------------
     def _provision_for(self, j: int) -> bool:
@@ -190,32 +204,35 @@ class MergedLoop:
         if count:
             granted = sim.provision(pool, count, atomic=True, slots=np.array(opened))
             self.asked_at[granted] = sim.now
-            if len(granted) < count:  # short: the pool is backed off, the granted nodes kept in flight
-                self.backoff.failed(pool, sim.now)
-                self.allowed[pool] = False
+            if len(granted) < count:  # short: the granted nodes are in flight for the new plans
+                self._fell_short(pool, sim.now)
                 self.unplanned += granted.tolist()
                 return self._provision_for(j)
             self.backoff.succeeded(pool)
+            if self._present(pool) > self.ceiling[pool]:  # a probe past the ceiling was served
+                self.ceiling[pool] = np.inf
         for p, n, gpu_idx in plan:
             sim.bind(p, n, gpu_idx)
             self.placer.policy.on_bind(sim.state, sim.w, p, n)  # e.g. GpuClustering tags planned pods
         return True
 
     def _options(self, j: int, pods: np.ndarray, booting: bool):
-        """(pool, candidate new slots) pairs to try: one per pool not backed off whose nodes can
-        hold every pod (for a rack-local gang, in the pool's rack with the most free slots), at
-        most one slot per pod: the pool's room (max_size minus the nodes present) is all it
-        knows, not the provider's stock. Pool None = only nodes already booting (if any are)."""
+        """(pool, candidate new slots) pairs to try: one per pool whose nodes can hold every pod
+        (for a rack-local gang, in the pool's rack with the most free slots), at most one slot
+        per pod: the pool's room (max_size minus the nodes present) is all it knows of it, not
+        the provider's stock, cut to its ceiling while it is backed off. Pool None = only nodes
+        already booting (if any are)."""
         sim = self.sim
         if booting:
             yield None, np.zeros(0, np.int64)
         rack_local = sim.w.job_locality[j] == LOCALITY_CODE["rack"]
-        for p in np.flatnonzero(self.allowed).tolist():
-            if not self.fits_pool[p, pods].all():
-                continue
+        for p in np.flatnonzero(self.fits_pool[:, pods].all(axis=1)).tolist():
             free = sim.cloud.free_slots_in_emptiest_rack(p) if rack_local else sim.cloud.free_slots(p)
-            if len(free):
-                yield p, free[:len(pods)]
+            want = len(pods)
+            if not self.allowed[p]:
+                want = min(want, int(self.ceiling[p]) - self._present(p)) if np.isfinite(self.ceiling[p]) else 0
+            if want > 0 and len(free):
+                yield p, free[:want]
 
     def _pack(self, pods: np.ndarray, pool: int | None, slots: np.ndarray, j: int, inflight: np.ndarray):
         """First-fit every pod onto booting nodes `inflight` (of the gang's rack/block if it
