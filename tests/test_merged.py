@@ -113,8 +113,8 @@ def test_a_gang_planned_partly_on_a_phantom_is_planned_again_whole():
     """A gang of two, planned on two nodes of pool a, one of which never comes up (pool a
     silent for its second node only): at 900 the phantom is given up and the gang's other
     member, bound on the ready node but not started, is returned too, so the gang is planned
-    again as a unit, on two new nodes of pool b (a is backed off), 900-1200: the gang starts
-    at 1200. (The ready a node, emptied, goes by scale-down.)"""
+    again as a unit: on the ready a node (room it has) and one new node of pool b (a is
+    backed off), cheaper than two b nodes; b boots 900-1200 and the gang starts at 1200."""
     cl = two_pools()
     table = sc.trace([{"job_id": "g", "min_member": 2, "gpu_count": 8, "duration_s": 600.0} for _ in range(2)])
     sim = Simulation(compile_workload(table, cl), cl, seed=0, horizon_s=2 * H)
@@ -129,8 +129,25 @@ def test_a_gang_planned_partly_on_a_phantom_is_planned_again_whole():
     sim.cloud.request = second_never
     sim.run(sc.merged())
     assert [(n.pool, n.removed_at) for n in sim.nodes[:2]][1] == (0, 900.0)
-    assert sim.nodes[2].pool == 1 and sim.nodes[2].requested_at == 900.0
+    assert len(sim.nodes) == 3 and sim.nodes[2].pool == 1 and sim.nodes[2].requested_at == 900.0
+    assert sorted(sim.pod_node.tolist()) == [sim.nodes[0].slot, sim.nodes[2].slot]
     assert sim.job_started[0] == 1200.0
+
+
+def test_a_gang_uses_the_room_it_has_on_ready_nodes_before_buying():
+    """A gang of two 8-GPU pods; a 4-GPU pod holds one of two ready nodes (min_size 1 each,
+    fixed pools n0 and n1), so the gang fits only one ready node, not both: the placer (whole
+    jobs on ready nodes) cannot place it. The plan takes the free ready node and one new node
+    of pool a (8 $/h) rather than two (16 $/h), at the scan at 10; the gang starts when a
+    is ready, at 310 (305 s after its submission)."""
+    cl = sc.cluster([sc.node_type("gpu8")], [sc.pool("n0", "gpu8", min_size=1, max_size=1),
+                                             sc.pool("n1", "gpu8", min_size=1, max_size=1),
+                                             sc.pool("a", "gpu8", price_on_demand=8.0)])
+    table = sc.trace([{"job_id": "x", "gpu_count": 4, "duration_s": 3600.0}]
+                     + [{"job_id": "g", "min_member": 2, "gpu_count": 8, "submit_s": 5.0, "duration_s": 600.0}
+                        for _ in range(2)])
+    row, sim, _ = replay(cl, table, 2 * H)
+    assert [n.pool for n in sim.nodes] == [0, 1, 2] and row["gang_latency_p50_s"] == pytest.approx(305.0)
 
 
 @pytest.mark.parametrize("silent_pool", [None, 0])

@@ -3,7 +3,8 @@ provisionable capacity in one decision.
 
 Each job (a gang, or a single pod) is planned as a unit, in queue order:
   1. on ready nodes, all members at once (topology, shares, locality understood);
-  2. else, on a provisioning tick, on nodes already booting plus new nodes of one pool:
+  2. else, on a provisioning tick, on the room left on ready nodes (for a job of several
+     pods: some may fit there, the rest not), nodes already booting, and new nodes of one pool:
      every pool not backed off is tried (for a rack-local gang, in the pool's rack with the
      most free slots), the cheapest plan wins, committed slots counting as free. Exactly the
      plan's nodes are requested, all or nothing. If no pool can hold the whole job, it waits.
@@ -38,6 +39,7 @@ import math
 
 import numpy as np
 
+from harness.filters import feasible
 from harness.loops.backoff import NodeGroupBackoff
 from harness.loops.base import Description, SimulationView
 from harness.loops.scale_down import ScaleDown
@@ -189,9 +191,9 @@ class MergedLoop:
         if len(pods) == 0 or sim.w.never_fits[pods].any():
             return False
         best = None  # (cost, new nodes, pool, slots, plan)
-        inflight = np.flatnonzero(sim.state.status == BOOTING)
-        for pool, slots in self._options(j, pods, len(inflight) > 0):
-            found = self._pack(pods, pool, slots, j, inflight)
+        have = np.r_[self._room_on_ready(pods), np.flatnonzero(sim.state.status == BOOTING)]
+        for pool, slots in self._options(j, pods, len(have) > 0):
+            found = self._pack(pods, pool, slots, j, have)
             if found is None:
                 continue
             opened, plan = found
@@ -234,20 +236,31 @@ class MergedLoop:
             if want > 0 and len(free):
                 yield p, free[:want]
 
-    def _pack(self, pods: np.ndarray, pool: int | None, slots: np.ndarray, j: int, inflight: np.ndarray):
-        """First-fit every pod onto booting nodes `inflight` (of the gang's rack/block if it
-        asks) or onto new nodes from `slots`, on a what-if snapshot of just those candidates.
-        Returns (opened slots, [(pod, node, gpus)]) or None."""
+    def _room_on_ready(self, pods: np.ndarray) -> np.ndarray:
+        """Ready nodes with room for some pod of a job of several pods (the placer, which
+        places whole jobs, found no room for all of them): a plan may use them before buying.
+        None for a single pod: it found no ready node."""
+        sim = self.sim
+        if len(pods) < 2:
+            return np.zeros(0, np.int64)
+        shapes = pods[np.unique(sim.w.shape[pods], return_index=True)[1]]
+        return np.flatnonzero(np.logical_or.reduce([feasible(sim.state, sim.w, int(p)) for p in shapes]))
+
+    def _pack(self, pods: np.ndarray, pool: int | None, slots: np.ndarray, j: int, have: np.ndarray):
+        """First-fit every pod onto nodes it has, `have` (ready ones with room, then booting
+        ones; of the gang's rack/block if it asks), or onto new nodes from `slots`, on a
+        what-if snapshot of just those candidates. Returns (opened slots, [(pod, node, gpus)])
+        or None."""
         w, st = self.sim.w, self.sim.state
         groups = self.placer.groups_of(j)
         if groups is not None:
             if pool is not None and len(slots):
-                inflight = inflight[groups[inflight] == groups[slots[0]]]
+                have = have[groups[have] == groups[slots[0]]]
             elif w.job_min_member[j] > 1:
-                return None  # a local gang on booting nodes only: left to the pool options
-        idx = np.concatenate([inflight, slots]).astype(np.int64)
-        snap = Snapshot(st, idx, usable=np.arange(len(idx)) < len(inflight), openable=range(len(inflight), len(idx)))
-        plan = snap.fit(w, pods, undo=False)  # oldest in-flight node first (pack planned capacity), then new ones
+                return None  # a local gang on nodes it has only: left to the pool options
+        idx = np.concatenate([have, slots]).astype(np.int64)
+        snap = Snapshot(st, idx, usable=np.arange(len(idx)) < len(have), openable=range(len(have), len(idx)))
+        plan = snap.fit(w, pods, undo=False)  # ready, then oldest in-flight first (pack what it has), then new
         if plan is None:
             return None
         return snap.global_slots(snap.opened).tolist(), [(p, int(idx[n]), gpu_idx) for p, n, gpu_idx in plan]
