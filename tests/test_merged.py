@@ -94,9 +94,9 @@ def test_a_rack_local_gang_drops_the_granted_nodes_of_the_wrong_rack():
 
 def test_a_node_that_never_comes_up_is_given_up_after_the_provision_time_and_its_pool_backed_off():
     """Upstream: kubernetes/autoscaler cluster-autoscaler/clusterstate/clusterstate.go
-    (`MaxNodeProvisionTime`: a node unregistered that long is a failed scale-up, the node
-    group is backed off, its nodes deleted; clusterstate_test.go TestUpcomingNodes /
-    TestScaleUpFailures). One 8-GPU pod: pool a (cheaper) accepts the request at 0 but the
+    (`MaxNodeProvisionTime`: a scale-up whose nodes are not up that long is a failed scale-up
+    and the node group is backed off), clusterstate_test.go TestExpiredScaleUp (a scale-up
+    older than MaxNodeProvisionTime expires and counts as failed). One 8-GPU pod: pool a (cheaper) accepts the request at 0 but the
     node never comes up; nothing else is pending, yet the planner wakes at 900 (0 + 900 s),
     gives the node up (the pod back to the queue, the node removed), backs a off and plans
     the pod on pool b: booting 900-1200, it runs 1200-1800."""
