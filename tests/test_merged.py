@@ -150,6 +150,21 @@ def test_a_gang_uses_the_room_it_has_on_ready_nodes_before_buying():
     assert [n.pool for n in sim.nodes] == [0, 1, 2] and row["gang_latency_p50_s"] == pytest.approx(305.0)
 
 
+def test_a_pod_the_placer_passed_over_goes_to_room_on_a_ready_node_not_to_a_new_node():
+    """The placer's cycle may leave a pod pending that fits a ready node (here: a placer that
+    never places, standing in for its queueing hints skipping a job it tried at this
+    capacity). The planner plans it on the room it has, the ready fixed node, at the first
+    scan (0), rather than buying a node of pool a: no node provisioned, the pod runs 0-600."""
+    cl = sc.cluster([sc.node_type("gpu8")], [sc.pool("n0", "gpu8", min_size=1, max_size=1),
+                                             sc.pool("a", "gpu8", price_on_demand=8.0)])
+    table = sc.trace([{"gpu_count": 8, "duration_s": 600.0}])
+    sim = Simulation(compile_workload(table, cl), cl, seed=0, horizon_s=2 * H)
+    loop = sc.merged()
+    loop.placer.cycle = lambda now: None
+    sim.run(loop)
+    assert [n.pool for n in sim.nodes] == [0] and sim.pod_start[0] == 0.0 and sim.pod_end[0] == 600.0
+
+
 @pytest.mark.parametrize("silent_pool", [None, 0])
 def test_the_provision_timeout_is_a_clock_quiet_ticks_respect(silent_pool):
     """Bulk quiet ticks and stepping every scan give the same replay, bit for bit, when the
