@@ -78,6 +78,22 @@ def test_requests_granted_nothing_or_part_are_planned_again_in_the_same_scan():
         assert row["gangs_never_started"] == 0
 
 
+def test_a_pool_backed_off_is_still_planned_on_within_what_it_held():
+    """Pool a (stock 2) is asked for 3 nodes at 0 for a gang of three and grants 2: backed off
+    (here for 3600 s) with a ceiling of 2 nodes; the gang runs on a, a and one b node, 300-360.
+    Its nodes go at 960 (unneeded from 360, 600 s). At 1000 a lone pod arrives: a is still
+    backed off, but holds 0 of its ceiling of 2, so the pod gets an a node (8 $/h), not b."""
+    cl = two_pools(stock=2)
+    table = sc.trace([{"job_id": "g", "min_member": 3, "gpu_count": 8, "duration_s": 60.0} for _ in range(3)]
+                     + [{"gpu_count": 8, "submit_s": 1000.0, "duration_s": 60.0}])
+    sim = Simulation(compile_workload(table, cl), cl, seed=0, horizon_s=2 * H)
+    loop = sc.merged()
+    loop.backoff_s = 3600.0
+    sim.run(loop)
+    assert [(n.pool, n.requested_at) for n in sim.nodes] == [(0, 0.0), (0, 0.0), (1, 0.0), (0, 1000.0)]
+    assert loop.backoff.until[0] == 3600.0 and loop.ceiling[0] == 2
+
+
 def test_a_rack_local_gang_drops_the_granted_nodes_of_the_wrong_rack():
     """A block-local gang of two: pool a (block a, stock 1) is cheaper; granted 1 of 2, the
     re-plan must keep the gang in one block, so it takes two nodes of pool b (block b) and
