@@ -222,6 +222,11 @@ RULES: dict[str, dict[str, Rule]] = {
     },
     "harness.loops.merged.MergedLoop": {
         "scan_interval_s": period("seconds between the merged loop's scans"),
+        "max_node_provision_time_s": number("seconds a node asked for may stay booting before it is given "
+                                            "up and its pool backed off", gt=0),
+        "backoff_s": duration("seconds a pool whose request came back short is first skipped (then doubled)"),
+        "max_backoff_s": duration("the longest a pool's backoff grows to by doubling"),
+        "backoff_reset_s": duration("seconds after its last failure a pool's backoff is forgotten"),
     },
     "harness.loops.karpenter.KarpenterAutoscaler": {
         "batch_idle_s": duration("seconds without a new pending pod that close a batch window"),

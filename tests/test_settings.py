@@ -63,6 +63,8 @@ REPLAY = {
                                          "autoscaler scans)",
     "loop.autoscaler.scan_interval_s=-1": "loop.autoscaler.scan_interval_s = -1: must be a number >= 1",
     "loop=merged loop.scan_interval_s=0": "loop.scan_interval_s = 0: must be a number >= 1",
+    "loop=merged loop.max_node_provision_time_s=0": "loop.max_node_provision_time_s = 0: must be a number > 0",
+    "loop=merged loop.backoff_s=-1": "loop.backoff_s = -1: must be a number >= 0",
     "loop=separate_karpenter loop.autoscaler.poll_s=0": "loop.autoscaler.poll_s = 0: must be a number >= 1",
     "loop=separate_karpenter loop.autoscaler.requeue_s=0": "loop.autoscaler.requeue_s = 0: must be a number >= 1",
     "loop.scheduler.gang.timeout_s=0": "loop.scheduler.gang.timeout_s = 0: must be a number >= 1",

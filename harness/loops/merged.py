@@ -3,14 +3,34 @@ provisionable capacity in one decision.
 
 Each job (a gang, or a single pod) is planned as a unit, in queue order:
   1. on ready nodes, all members at once (topology, shares, locality understood);
-  2. else, on a provisioning tick, on nodes already booting plus new nodes of one pool:
-     every pool is tried (for a rack-local gang, in the pool's rack with the most free
-     slots), the cheapest plan wins, committed slots counting as free; the pool's remaining
-     stock is checked first (like a check-capacity ProvisioningRequest), so exactly the
+  2. else, on a provisioning tick, on the room it has (free room on ready nodes: a job of
+     several pods may fit there in part; then nodes already booting) and new nodes of one pool:
+     every pool not backed off is tried (for a rack-local gang, in the pool's rack with the
+     most free slots), the cheapest plan wins, committed slots counting as free. Exactly the
      plan's nodes are requested, all or nothing. If no pool can hold the whole job, it waits.
 The plan is bound at once onto the booting nodes, so the placement is decided once: pods run
 when their nodes are ready (a gang when min_member of them are), and a node that a plan
 counts on is never scaled down.
+
+Like a real controller it learns the provider's capacity only by asking: it sees a pool's room
+(its free slots, max_size minus the nodes present: a limit it configured), never its stock. A
+request that comes back short backs the pool off (harness/loops/backoff.py, as the
+Cluster-Autoscaler-like loop) and the planner remembers what the pool could hold then (the
+nodes present after the grant, its `ceiling`); the job is planned again at once. A pool backed
+off is still planned on within its ceiling (a single node where a gang's four failed), and
+asked beyond it only once its backoff ran out (a probe: granted in full, the ceiling is
+forgotten); the nodes granted are kept,
+as in-flight capacity the new plans of that scan count first (cost 0: their boot is under
+way); those no plan uses by the scan's end are removed at once (they would only idle through
+their boot and the scale-down delay). A node still booting `max_node_provision_time_s` after
+it was asked for (a request the provider accepted but never served) is given up, as upstream's
+--max-node-provision-time: the pods planned on it (its job's not-started members) go back to
+the queue, the node is removed, its pool backed off and its ceiling set to the nodes left.
+
+Among booting and new nodes the plan is first fit (oldest in-flight node first, then new nodes
+in slot order), not the score policy: by design. The plan decides how many nodes to buy, so it
+packs, as Cluster Autoscaler's binpacking estimator does for its scale-up; a spreading policy
+(LeastAllocated) would open a node per pod. The policy places on ready nodes (the `placer`).
 """
 
 from __future__ import annotations
@@ -19,6 +39,8 @@ import math
 
 import numpy as np
 
+from harness.filters import feasible
+from harness.loops.backoff import NodeGroupBackoff
 from harness.loops.base import Description, SimulationView
 from harness.loops.scale_down import ScaleDown
 from harness.quiet import NO_TICKS, grid_after, quiet_scans
@@ -27,15 +49,22 @@ from harness.scores import ScorePlugin
 from harness.settings import check
 from harness.state import BOOTING
 from harness.whatif import Snapshot
-from harness.workload import LOCALITY_CODE, pools_fit
+from harness.workload import BOUND, LOCALITY_CODE, pools_fit
 
 
 class MergedLoop:
     def __init__(self, placer: Scheduler, scan_interval_s: float = 10.0,
-                 scale_down: ScaleDown | None = None, name: str = "merged"):
-        check("harness.loops.merged.MergedLoop", "loop", scan_interval_s=scan_interval_s)
+                 scale_down: ScaleDown | None = None, name: str = "merged",
+                 max_node_provision_time_s: float = 900.0, backoff_s: float = 300.0,
+                 max_backoff_s: float = 1800.0, backoff_reset_s: float = 10800.0):
+        check("harness.loops.merged.MergedLoop", "loop", scan_interval_s=scan_interval_s,
+              max_node_provision_time_s=max_node_provision_time_s, backoff_s=backoff_s,
+              max_backoff_s=max_backoff_s, backoff_reset_s=backoff_reset_s)
         self.placer = placer  # whole jobs onto ready nodes: a profile whose gang plugin is Atomic
         self.scan_interval_s = float(scan_interval_s)
+        self.max_node_provision_time_s = float(max_node_provision_time_s)
+        self.backoff_s, self.max_backoff_s = float(backoff_s), float(max_backoff_s)
+        self.backoff_reset_s = float(backoff_reset_s)
         self.scale_down = scale_down or ScaleDown()
         self.name = name
 
@@ -55,25 +84,41 @@ class MergedLoop:
         self.quiet_key: tuple | None = None  # (node changes, arrivals) after a scan that changed nothing
         self.planned_at = np.full(sim.w.n_jobs, -1, np.int64)  # layout version of the last failed plan
         self.fits_pool = pools_fit(sim.cluster, sim.w)
+        self.backoff = NodeGroupBackoff(len(sim.cluster.pools), self.backoff_s, self.max_backoff_s,
+                                        self.backoff_reset_s)
+        self.allowed = np.ones(len(sim.cluster.pools), bool)  # the pools not backed off at the last scan
+        self.ceiling = np.full(len(sim.cluster.pools), np.inf)  # nodes a pool held when it last fell short
+        # when the planner asked for the node in each slot (nan: not asked, or no longer booting)
+        self.asked_at = np.full(sim.state.n_slots, np.nan)
 
     def next_wakeup(self, now: float) -> float:
         """The next scan on the grid 0, s, 2s, ...; none while idle (nothing queued, no node
         on its way to scale-down, no change since the last scan): an event wakes it."""
         sim = self.sim
-        if not sim.cluster.autoscaling or (not sim.queue and len(self.scale_down.low) == 0
-                                           and sim.state.mutations == self.scanned_mutations):
+        if not sim.cluster.autoscaling:
             return np.inf
-        return max(self.next_scan, math.ceil(now / self.scan_interval_s - 1e-9) * self.scan_interval_s)
+        grid = max(self.next_scan, math.ceil(now / self.scan_interval_s - 1e-9) * self.scan_interval_s)
+        if sim.queue or len(self.scale_down.low) or sim.state.mutations != self.scanned_mutations:
+            return grid
+        # idle, but a node asked for may never come up: the scan at its deadline gives it up
+        asked = self._asked_booting()
+        if len(asked) == 0:
+            return np.inf
+        deadline = asked.min() + self.max_node_provision_time_s
+        return max(grid, math.ceil(deadline / self.scan_interval_s - 1e-9) * self.scan_interval_s)
 
     def idle_ticks(self, start: float, before: float) -> np.ndarray:
         """The scans from `start` (the next one) on, before `before`, that would provably do what
         the last one did, nothing: no node changed and nothing arrived since (every queued job
-        already failed to plan on this layout), and no node ripens for scale-down. The cadence
-        moves past them."""
+        already failed to plan on this layout), no node ripens for scale-down, no backoff runs
+        out and no node asked for reaches its provision timeout. The cadence moves past them."""
         sim = self.sim
         if self.quiet_key != (sim.state.mutations, sim.arrived_version):
             return NO_TICKS
-        clocks = self.scale_down.clocks()
+        clocks = self.scale_down.clocks() + self.backoff.clocks()
+        asked = self._asked_booting()
+        if len(asked):
+            clocks.append((float(asked.min()), self.max_node_provision_time_s))
         ticks = quiet_scans(start, before, self.scan_interval_s, clocks)
         if len(ticks):
             self.next_scan = grid_after(ticks[-1], self.scan_interval_s)
@@ -85,15 +130,59 @@ class MergedLoop:
             return
         self.next_scan = grid_after(now, self.scan_interval_s)
         before = sim.state.mutations
+        self._give_up_unserved(now)
+        allowed = self.backoff.allowed(now)
+        if (allowed & ~self.allowed).any():  # a pool's backoff ran out: every job may plan again
+            self.planned_at[:] = -1
+        self.allowed = allowed
+        self.unplanned: list[int] = []  # nodes of short grants, kept while a plan may use them
         for j in sim.queued_jobs().tolist():  # 2. in-flight and provisionable capacity
             if self.planned_at[j] != sim.state.layout_version and not self._provision_for(j):
                 self.planned_at[j] = sim.state.layout_version
+        for n in self.unplanned:  # granted short and no plan of this scan took them: not worth booting
+            if not sim.node_pods[n]:
+                sim.remove_node(n)
+                self.asked_at[n] = np.nan
         # never remove a node a plan counts on, nor a committed one (removing it saves nothing)
         self.scale_down.run(now, protect=(sim.held > 0) | sim.state.slot_committed)
         self.scanned_mutations = sim.state.mutations
         # a plan binds or provisions and scale-down removes: each changes a node
         self.quiet_key = (sim.state.mutations, sim.arrived_version) if sim.state.mutations == before else None
         self.placer.cycle(now)
+
+    # ---- what it learns by asking -----------------------------------------------------
+    def _asked_booting(self) -> np.ndarray:
+        """When it asked for each node still booting (the ones it may give up)."""
+        asked = self.asked_at[self.sim.state.status == BOOTING]
+        return asked[~np.isnan(asked)]
+
+    def _give_up_unserved(self, now: float) -> None:
+        """Remove every node still booting `max_node_provision_time_s` after it was asked for,
+        returning the pods planned on it to the queue (with their job's other not-started
+        members, so the job is planned again as a unit), and back its pool off."""
+        sim = self.sim
+        late = np.flatnonzero((sim.state.status == BOOTING) & (now - self.asked_at >= self.max_node_provision_time_s))
+        for n in late.tolist():  # rare: a request the provider accepted but never served
+            jobs = {int(sim.w.job[p]) for p in sim.pods_on(n)}
+            for j in sorted(jobs):
+                pods = sim.w.job_pods[j]
+                planned = pods[sim.pod_status[pods] == BOUND]
+                if not math.isnan(sim.job_started[j]):  # a started job loses only the pods on n
+                    planned = planned[sim.pod_node[planned] == n]
+                for p in planned.tolist():
+                    sim.unbind(p)
+            sim.remove_node(n)
+            self.asked_at[n] = np.nan
+            self._fell_short(int(sim.state.slot_pool[n]), now)
+
+    def _present(self, p: int) -> int:
+        return self.sim.cluster.pools[p].max_size - len(self.sim.cloud.free_slots(p))
+
+    def _fell_short(self, p: int, now: float) -> None:
+        """Pool p could not supply what it was asked: back it off, remember what it holds."""
+        self.backoff.failed(p, now)
+        self.allowed[p] = False
+        self.ceiling[p] = self._present(p)
 
     # ---- planning over provisionable capacity ---------------------------------------
     def _provision_for(self, j: int) -> bool:
@@ -102,9 +191,9 @@ class MergedLoop:
         if len(pods) == 0 or sim.w.never_fits[pods].any():
             return False
         best = None  # (cost, new nodes, pool, slots, plan)
-        inflight = np.flatnonzero(sim.state.status == BOOTING)
-        for pool, slots in self._options(j, pods, len(inflight) > 0):
-            found = self._pack(pods, pool, slots, j, inflight)
+        have = np.r_[self._room_on_ready(pods), np.flatnonzero(sim.state.status == BOOTING)]
+        for pool, slots in self._options(j, pods, len(have) > 0):
+            found = self._pack(pods, pool, slots, j, have)
             if found is None:
                 continue
             opened, plan = found
@@ -116,41 +205,62 @@ class MergedLoop:
         _, count, pool, opened, plan = best
         if count:
             granted = sim.provision(pool, count, atomic=True, slots=np.array(opened))
-            assert len(granted) == count, "stock was checked before asking"
+            self.asked_at[granted] = sim.now
+            if len(granted) < count:  # short: the granted nodes are in flight for the new plans
+                self._fell_short(pool, sim.now)
+                self.unplanned += granted.tolist()
+                return self._provision_for(j)
+            self.backoff.succeeded(pool)
+            if self._present(pool) > self.ceiling[pool]:  # a probe past the ceiling was served
+                self.ceiling[pool] = np.inf
         for p, n, gpu_idx in plan:
             sim.bind(p, n, gpu_idx)
             self.placer.policy.on_bind(sim.state, sim.w, p, n)  # e.g. GpuClustering tags planned pods
         return True
 
     def _options(self, j: int, pods: np.ndarray, booting: bool):
-        """(pool, candidate new slots) pairs to try: one per pool whose nodes can hold every
-        pod (for a rack-local gang, in the pool's rack with the most free slots). Pool None =
-        only nodes already booting (if any are)."""
+        """(pool, candidate new slots) pairs to try: one per pool whose nodes can hold every pod
+        (for a rack-local gang, in the pool's rack with the most free slots), at most one slot
+        per pod: the pool's room (max_size minus the nodes present) is all it knows of it, not
+        the provider's stock, cut to its ceiling while it is backed off. Pool None = only nodes
+        already booting (if any are)."""
         sim = self.sim
         if booting:
             yield None, np.zeros(0, np.int64)
         rack_local = sim.w.job_locality[j] == LOCALITY_CODE["rack"]
-        for p in range(len(sim.cluster.pools)):
-            avail = min(sim.cloud.available(p), len(pods))
-            if avail == 0 or not self.fits_pool[p, pods].all():
-                continue
+        for p in np.flatnonzero(self.fits_pool[:, pods].all(axis=1)).tolist():
             free = sim.cloud.free_slots_in_emptiest_rack(p) if rack_local else sim.cloud.free_slots(p)
-            yield p, free[:avail]
+            want = len(pods)
+            if not self.allowed[p]:
+                want = min(want, int(self.ceiling[p]) - self._present(p)) if np.isfinite(self.ceiling[p]) else 0
+            if want > 0 and len(free):
+                yield p, free[:want]
 
-    def _pack(self, pods: np.ndarray, pool: int | None, slots: np.ndarray, j: int, inflight: np.ndarray):
-        """First-fit every pod onto booting nodes `inflight` (of the gang's rack/block if it
-        asks) or onto new nodes from `slots`, on a what-if snapshot of just those candidates.
-        Returns (opened slots, [(pod, node, gpus)]) or None."""
+    def _room_on_ready(self, pods: np.ndarray) -> np.ndarray:
+        """Ready nodes with room for some pod of the job: a plan uses them before buying. The
+        placer found no room for the whole job, but a gang may fit there in part, and the
+        placer's cycle may pass over a pod that fits (its queueing hints skip a job it tried at
+        this capacity: on openb_autoscaled, a pod evicted by scale-down, then bought a node of
+        its own 140 times out of 875)."""
+        sim = self.sim
+        shapes = pods[np.unique(sim.w.shape[pods], return_index=True)[1]]
+        return np.flatnonzero(np.logical_or.reduce([feasible(sim.state, sim.w, int(p)) for p in shapes]))
+
+    def _pack(self, pods: np.ndarray, pool: int | None, slots: np.ndarray, j: int, have: np.ndarray):
+        """First-fit every pod onto nodes it has, `have` (ready ones with room, then booting
+        ones; of the gang's rack/block if it asks), or onto new nodes from `slots`, on a
+        what-if snapshot of just those candidates. Returns (opened slots, [(pod, node, gpus)])
+        or None."""
         w, st = self.sim.w, self.sim.state
         groups = self.placer.groups_of(j)
         if groups is not None:
             if pool is not None and len(slots):
-                inflight = inflight[groups[inflight] == groups[slots[0]]]
+                have = have[groups[have] == groups[slots[0]]]
             elif w.job_min_member[j] > 1:
-                return None  # a local gang on booting nodes only: left to the pool options
-        idx = np.concatenate([inflight, slots]).astype(np.int64)
-        snap = Snapshot(st, idx, usable=np.arange(len(idx)) < len(inflight), openable=range(len(inflight), len(idx)))
-        plan = snap.fit(w, pods, undo=False)  # oldest in-flight node first (pack planned capacity), then new ones
+                return None  # a local gang on nodes it has only: left to the pool options
+        idx = np.concatenate([have, slots]).astype(np.int64)
+        snap = Snapshot(st, idx, usable=np.arange(len(idx)) < len(have), openable=range(len(have), len(idx)))
+        plan = snap.fit(w, pods, undo=False)  # ready, then oldest in-flight first (pack what it has), then new
         if plan is None:
             return None
         return snap.global_slots(snap.opened).tolist(), [(p, int(idx[n]), gpu_idx) for p, n, gpu_idx in plan]
