@@ -49,6 +49,7 @@ from itertools import pairwise
 
 import numpy as np
 
+from harness.loops.backoff import NodeGroupBackoff
 from harness.loops.base import (
     GANG,
     PROVISIONING_REQUEST,
@@ -129,9 +130,7 @@ class ClusterAutoscaler:
         self.view = sim.w if seen else view_of(sim.w, self.topology_aware, self.sharing_aware)
         self.view_class = equivalence_classes(self.view)
         n_pools = len(sim.cluster.pools)
-        self.backoff_until = np.full(n_pools, -np.inf)
-        self.backoff_duration = np.zeros(n_pools)  # 0: no backoff on record
-        self.backoff_failed_at = np.full(n_pools, -np.inf)
+        self.backoff = NodeGroupBackoff(n_pools, self.backoff_s, self.max_backoff_s, self.backoff_reset_s)
         self.rng = np.random.default_rng([sim.seed, 3])
         self.scale_down.attach(sim)
         self.grid_next = 0.0
@@ -168,9 +167,7 @@ class ClusterAutoscaler:
         if self.quiet_key != self._situation():
             return NO_TICKS
         clocks = self.scale_down.clocks()
-        later = self.backoff_until[self.backoff_until > self.scanned_at]  # a backoff runs out
-        if len(later):
-            clocks.append((later.min(), 0.0))
+        clocks += self.backoff.clocks()  # a backoff runs out
         clocks += self.provreq.clocks(self.scanned_at)  # a booking expires, a request retries
         ticks = quiet_scans(start, before, self.scan_interval_s, clocks)
         if len(ticks):
@@ -204,7 +201,7 @@ class ClusterAutoscaler:
         """Scale-up (and gang requests) ended on their idle keys, which hold the node changes
         to the end of the scan: nothing was asked, nothing removed, no backoff or booking set."""
         sim = self.sim
-        key = (sim.state.mutations, sim.arrived_version, tuple(self.backoff_until <= now))
+        key = (sim.state.mutations, sim.arrived_version, tuple(self.backoff.allowed(now)))
         if self.idle_key != key:
             return False
         if self.provisioning_request:
@@ -356,7 +353,7 @@ class ClusterAutoscaler:
         return best.pool, best.nodes
 
     def _candidate_pools(self, now: float) -> list[int]:
-        return [p for p in range(len(self.sim.cluster.pools)) if self.backoff_until[p] <= now]
+        return np.flatnonzero(self.backoff.allowed(now)).tolist()
 
     # ---- cluster-wide limits (upstream core/scaleup/resource) -----------------------------------
     def _headroom(self) -> tuple[float, float, float]:
@@ -378,25 +375,9 @@ class ClusterAutoscaler:
         allowed = min(count, nodes, cores // per_cores if per_cores else np.inf, mib // per_mib if per_mib else np.inf)
         return max(int(allowed), 0)
 
-    # ---- node-group backoff (upstream utils/backoff/exponential_backoff.go) ------------------
-    def _back_off(self, p: int, now: float) -> None:
-        """Back pool p off after a short grant: the initial backoff, or twice the last one (up
-        to the max) if one is on record, not running now, and its failure is less than
-        `backoff_reset_s` old (upstream forgets older ones)."""
-        duration = self.backoff_s
-        known = self.backoff_duration[p] > 0 and now <= self.backoff_failed_at[p] + self.backoff_reset_s
-        if known and self.backoff_until[p] < now:
-            duration = min(2 * self.backoff_duration[p], self.max_backoff_s)
-        self.backoff_duration[p], self.backoff_until[p], self.backoff_failed_at[p] = duration, now + duration, now
-
-    def _supplied(self, p: int) -> None:
-        """Pool p granted all it was asked: its backoff record is dropped (upstream removes it
-        when a scale-up completes)."""
-        self.backoff_duration[p] = 0.0
-
     def _scale_up(self, now: float) -> None:
         sim = self.sim
-        key = (sim.state.mutations, sim.arrived_version, tuple(self.backoff_until <= now))
+        key = (sim.state.mutations, sim.arrived_version, tuple(self.backoff.allowed(now)))
         if key == self.idle_key:
             return  # nothing changed since a scan that found nothing to add
         units = self._pending_units(gangs=False if self.provisioning_request or self.scheduler_prefers else None)
@@ -426,9 +407,9 @@ class ClusterAutoscaler:
         """Ask the cloud for `count` nodes of pool p; the node-group backoff learns from the answer."""
         granted = self.sim.provision(p, count, atomic=atomic, slots=slots)
         if len(granted) < count:
-            self._back_off(p, now)
+            self.backoff.failed(p, now)
         else:
-            self._supplied(p)
+            self.backoff.succeeded(p)
         return np.asarray(granted, np.int64)
 
     def _whole_unit_options(self, now: float, unit: np.ndarray) -> list[Option]:
@@ -445,7 +426,7 @@ class ClusterAutoscaler:
         """With `scheduler_prefers` (and no ProvisioningRequests): each pending gang that fits
         nowhere gets its whole capacity asked, best-effort, of the pool the scheduler prefers."""
         sim = self.sim
-        key = (sim.state.mutations, sim.arrived_version, tuple(self.backoff_until <= now))
+        key = (sim.state.mutations, sim.arrived_version, tuple(self.backoff.allowed(now)))
         if key == self.provreq_idle_key:
             return  # nothing changed since a pass that asked for nothing
         self.provreq_idle_key = key

@@ -477,7 +477,7 @@ def test_backoff_two_keys():
     off at +2 min, not at +11 min; id2 never."""
     ca = backoff(10 * M, H, 3 * H)
     assert not backed_off(ca, 0, 0.0) and not backed_off(ca, 1, 0.0)
-    ca._back_off(0, 1 * M)
+    ca.backoff.failed(0, 1 * M)
     assert backed_off(ca, 0, 2 * M) and not backed_off(ca, 1, 0.0)
     assert not backed_off(ca, 0, 11 * M)
 
@@ -486,11 +486,11 @@ def test_max_backoff():
     """TestMaxBackoff: 1 min initial, 3 min max: backed off at 0, not at 1 min; again at 1 min
     (still not over at 3 min); again at 3 min: backed off at 3 min, not at 6 min (capped)."""
     ca = backoff(M, 3 * M, 3 * H)
-    ca._back_off(0, 0.0)
+    ca.backoff.failed(0, 0.0)
     assert backed_off(ca, 0, 0.0) and not backed_off(ca, 0, M)
-    ca._back_off(0, M)
+    ca.backoff.failed(0, M)
     assert backed_off(ca, 0, M) and not backed_off(ca, 0, 3 * M)
-    ca._back_off(0, 3 * M)
+    ca.backoff.failed(0, 3 * M)
     assert backed_off(ca, 0, 3 * M) and not backed_off(ca, 0, 6 * M)
 
 
@@ -500,9 +500,9 @@ def test_backoff_doubles_to_the_max():
     ca = backoff(300.0, 1800.0, 3 * H)
     now, got = 0.0, []
     for _ in range(5):
-        ca._back_off(0, now)
-        got.append(ca.backoff_until[0] - now)
-        now = ca.backoff_until[0] + 10.0
+        ca.backoff.failed(0, now)
+        got.append(ca.backoff.until[0] - now)
+        now = ca.backoff.until[0] + 10.0
     assert got == [300.0, 600.0, 1200.0, 1800.0, 1800.0]
 
 
@@ -510,18 +510,18 @@ def test_remove_backoff():
     """TestRemoveBackoff: a removed backoff (a request granted in full, here) starts over at the
     initial duration."""
     ca = backoff(M, 3 * M, 3 * H)
-    ca._back_off(0, 0.0)
-    ca._supplied(0)
-    ca._back_off(0, 2 * M)
-    assert ca.backoff_until[0] == 3 * M
+    ca.backoff.failed(0, 0.0)
+    ca.backoff.succeeded(0)
+    ca.backoff.failed(0, 2 * M)
+    assert ca.backoff.until[0] == 3 * M
 
 
 def test_reset_stale_backoff_data():
     """TestResetStaleBackoffData: 3 h reset: a failure older than 3 h is forgotten, so the next
     backoff is the initial one again; a newer one doubles."""
     ca = backoff(M, 3 * M, 3 * H)
-    ca._back_off(0, 0.0)
-    ca._back_off(1, H)
-    ca._back_off(0, 4 * H)  # id1's failure at 0 is stale at 4 h
-    ca._back_off(1, 4 * H)  # id2's at 1 h is not
-    assert ca.backoff_until[0] == 4 * H + M and ca.backoff_until[1] == 4 * H + 2 * M
+    ca.backoff.failed(0, 0.0)
+    ca.backoff.failed(1, H)
+    ca.backoff.failed(0, 4 * H)  # id1's failure at 0 is stale at 4 h
+    ca.backoff.failed(1, 4 * H)  # id2's at 1 h is not
+    assert ca.backoff.until[0] == 4 * H + M and ca.backoff.until[1] == 4 * H + 2 * M
