@@ -360,13 +360,13 @@ class KarpenterAutoscaler:
             cloud = self.sim.cloud
             self.spare = np.zeros(st.n_slots, bool)
             for p in range(len(self.pool_type)):
-                self.spare[cloud.free_slots(p)[:cloud.available(p)]] = True
+                self.spare[cloud.free_slots(p)[:cloud._stock_oracle(p)]] = True  # type: ignore[attr-defined]  # i18: stock oracle, dropped by MERGED/KARP
             self.spare_key = st.layout_version
         return self.spare
 
     def _supply(self) -> tuple[np.ndarray, np.ndarray]:
         cloud, n = self.sim.cloud, len(self.pool_type)
-        return (np.array([cloud.available(p) for p in range(n)], np.int64),
+        return (np.array([cloud._stock_oracle(p) for p in range(n)], np.int64),  # type: ignore[attr-defined]  # i18: stock oracle, dropped by MERGED/KARP
                 np.array([cloud.free_committed(p) for p in range(n)], np.int64))
 
     def _offering(self, types: np.ndarray, remaining: np.ndarray, committed: np.ndarray,
