@@ -1,17 +1,31 @@
-"""The cloud provider behind the node pools: finite stock, atomic requests, seeded boot delays.
+"""The cloud provider behind the node pools: stock (fixed or varying over time), how a shortage
+is answered, atomic requests, seeded boot delays.
 
-A request for N nodes of a pool yields at most what the pool's stock and max_size allow:
-fewer than N for a best-effort request, none for an all-or-nothing request on a pool whose
-provider honours atomicity (`Pool.atomic`). Granted nodes take the lowest free slots, so
-committed (reserved) slots fill first. The shortfall is known when the request returns.
+A request for N nodes of a pool is bounded by the pool's free slots (max_size, a limit the
+user configured) and by the provider's stock at that instant, counted against the nodes of the
+pool that really exist. A pool whose `shortage` is `error` grants at most what stock allows and
+says so at once (fewer than N for a best-effort request, none for an all-or-nothing request
+where the pool honours atomicity). A `silent` pool accepts every node asked up to its free slots;
+only what stock allows ever comes up, the rest are phantoms: booting forever, never billed,
+until the loop gives up on them (`Simulation.remove_node`). A stock drop never removes a node
+that exists. Granted nodes take the lowest free slots, so committed (reserved) slots fill first.
+
+The Simulation keeps its Cloud to itself; loops get a `ProviderFacade` with only what a real
+controller can read of its provider (harness/loops/base.py `Provider`): free slots and room
+under its own limits, never stock.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from harness.cluster import Cluster
+from harness.cluster import Cluster, StockDraws
 from harness.state import ABSENT, ClusterState
+
+#: a phantom's boot delay: it never comes up
+NEVER = np.inf
 
 
 class Cloud:
@@ -20,6 +34,11 @@ class Cloud:
         self.state = state
         # one stream per pool, so a pool's delays do not depend on other pools' requests
         self.rngs = [np.random.default_rng([seed, 7919, p]) for p in range(len(cluster.pools))]
+        # and one per pool for its stock draws, so they do not depend on the requests at all
+        self.stock_rngs = [np.random.default_rng([seed, 7919, p, 1]) for p in range(len(cluster.pools))]
+        self.drawn: list[list[int]] = [[] for _ in cluster.pools]  # per pool, the stock of periods 0, 1, ...
+        #: per slot: a node the provider accepted but will never bring up
+        self.phantom = np.zeros(state.n_slots, bool)
 
     def free_slots(self, p: int) -> np.ndarray:
         sl = self.state.pool_slots(p)
@@ -33,29 +52,80 @@ class Cloud:
         racks, counts = np.unique(self.state.slot_rack[slots], return_counts=True)
         return slots[self.state.slot_rack[slots] == racks[np.argmax(counts)]]
 
-    def available(self, p: int) -> int:
-        """Nodes the pool could still supply now (stock and max_size)."""
-        pool = self.cluster.pools[p]
+    def room(self, p: int) -> int:
+        """Nodes pool p may still add under its own max_size (phantoms take slots too)."""
         sl = self.state.pool_slots(p)
-        present = int((self.state.status[sl] != ABSENT).sum())
-        room = pool.max_size - present
-        if pool.stock is not None:
-            room = min(room, pool.stock - present)
+        return self.cluster.pools[p].max_size - int((self.state.status[sl] != ABSENT).sum())
+
+    def stock(self, p: int, now: float) -> int | None:
+        """Pool p's stock at `now` (None: unlimited)."""
+        pool = self.cluster.pools[p]
+        varies = pool.stock_varies
+        if varies is None:
+            return pool.stock
+        if isinstance(varies, StockDraws):
+            period, drawn = int(now // varies.period_s), self.drawn[p]
+            while len(drawn) <= period:  # drawn in period order, whenever asked
+                drawn.append(int(self.stock_rngs[p].integers(varies.low, varies.high + 1)))
+            return drawn[period]
+        return varies.stock[int(np.searchsorted(varies.at_s, now, side="right")) - 1]
+
+    def available(self, p: int, now: float) -> int:
+        """Nodes the pool could still bring up at `now` (stock and max_size): the provider's
+        secret, read only by the Simulation."""
+        room = self.room(p)
+        stock = self.stock(p, now)
+        if stock is not None:
+            sl = self.state.pool_slots(p)
+            real = int(((self.state.status[sl] != ABSENT) & ~self.phantom[sl]).sum())
+            room = min(room, stock - real)
         return max(room, 0)
 
     def free_committed(self, p: int) -> int:
         sl = self.state.pool_slots(p)
         return int(((self.state.status[sl] == ABSENT) & self.state.slot_committed[sl]).sum())
 
-    def request(self, p: int, count: int, atomic: bool,
+    def request(self, p: int, count: int, atomic: bool, now: float,
                 slots: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Ask pool p for `count` nodes, in the given free slots (racks) or the lowest free ones.
-        Returns (slots, boot delays) of what was granted."""
+        """Ask pool p for `count` nodes at `now`, in the given free slots (racks) or the lowest
+        free ones. Returns (slots, boot delays) of what was accepted; a phantom's delay is NEVER."""
         pool = self.cluster.pools[p]
-        grant = min(count, self.available(p))
-        if atomic and pool.atomic and grant < count:
-            grant = 0
-        slots = (self.free_slots(p) if slots is None else np.asarray(slots, np.int64))[:grant]
+        honoured = atomic and pool.atomic
+        real = min(count, self.available(p, now))
+        accept = real if pool.shortage == "error" else min(count, max(self.room(p), 0))
+        if honoured and accept < count:
+            accept = real = 0
+        if honoured and real < accept:
+            real = 0  # all or nothing: none of them comes up
+        slots = (self.free_slots(p) if slots is None else np.asarray(slots, np.int64))[:accept]
         d = pool.boot_delay
-        delays = self.rngs[p].uniform(d.min_s, d.max_s, size=grant) if d.max_s > d.min_s else np.full(grant, d.min_s)
+        drawn = self.rngs[p].uniform(d.min_s, d.max_s, size=real) if d.max_s > d.min_s else np.full(real, d.min_s)
+        k = min(real, len(slots))
+        delays = np.full(len(slots), NEVER)
+        delays[:k] = drawn[:k]
+        self.phantom[slots[k:]] = True
         return slots, delays
+
+    def released(self, n: int) -> None:
+        """Slot n's node is gone (removed by a loop): a phantom there is forgotten."""
+        self.phantom[n] = False
+
+
+class ProviderFacade:
+    """What loops may read of the provider (harness/loops/base.py `Provider`): nothing of stock."""
+
+    def __init__(self, cloud: Cloud, clock: Callable[[], float]):
+        self._cloud, self._clock = cloud, clock
+
+    def free_slots(self, p: int) -> np.ndarray:
+        return self._cloud.free_slots(p)
+
+    def free_slots_in_emptiest_rack(self, p: int) -> np.ndarray:
+        return self._cloud.free_slots_in_emptiest_rack(p)
+
+    def free_committed(self, p: int) -> int:
+        return self._cloud.free_committed(p)
+
+    def room(self, p: int) -> int:
+        """Nodes pool p may still add under its max_size."""
+        return max(self._cloud.room(p), 0)

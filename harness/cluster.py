@@ -4,7 +4,9 @@ A node type says what one machine looks like (CPUs, memory, GPUs, how the GPUs s
 NVLink and NUMA domains, whether each GPU has a NIC on its PCIe switch, which MIG-like
 partition profiles it offers, its price). A pool is a node type in a zone and block with a
 rack layout, size bounds, committed (reserved) slots, pricing, a seeded provisioning delay,
-finite stock and whether the provider honours all-or-nothing requests.
+finite stock (fixed, stepped over time, or redrawn every period from a seeded stream), how the
+provider answers a request it cannot fill (`shortage`: at once with an error, or silently with
+nodes that never come up) and whether it honours all-or-nothing requests.
 
 Node slots are fixed: pool p owns slots [offset_p, offset_p + max_size_p) of every state
 array, slot i of a pool sits in rack i // nodes_per_rack, and the first `committed` slots of
@@ -78,6 +80,30 @@ class BootDelay:
     max_s: float = 300.0
 
 
+#: How a provider answers a request beyond its stock: `error` returns at once with what it
+#: granted (the big clouds' insufficient-capacity error); `silent` accepts every node asked (up
+#: to the pool's free slots) but only what stock allows ever comes up: the rest boot forever.
+SHORTAGES = ("error", "silent")
+
+
+@dataclass(frozen=True)
+class StockSteps:
+    """Stock that changes at given instants: `stock[i]` from `at_s[i]` on (at_s[0] = 0)."""
+
+    at_s: tuple[float, ...]
+    stock: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class StockDraws:
+    """Stock redrawn every `period_s` (from 0), uniform integer in [low, high], from the pool's
+    seeded stream: the same seed, the same schedule, whatever the loop does."""
+
+    low: int
+    high: int
+    period_s: float
+
+
 @dataclass(frozen=True)
 class Pool:
     name: str
@@ -93,7 +119,9 @@ class Pool:
     spot: bool = False
     price_committed: float | None = None
     boot_delay: BootDelay = field(default_factory=BootDelay)
-    stock: int | None = None
+    stock: int | None = None  # the most the provider ever supplies (None: unlimited)
+    stock_varies: StockSteps | StockDraws | None = None  # how stock changes over time (None: fixed)
+    shortage: str = "error"  # SHORTAGES
     atomic: bool = False
     priority: int = 0
     taints: tuple[str, ...] = ()
@@ -150,6 +178,41 @@ def _mapping(value, where: str) -> dict:
     return dict(value)
 
 
+def _stock(value, where: str) -> tuple[int | None, StockSteps | StockDraws | None]:
+    """(the most stock ever allows, how it varies) of a pool's `stock` key: null, an integer,
+    a list of {at_s, stock} steps from at_s 0 in increasing order, or {low, high, period_s}."""
+    if value is None or isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        if value is not None and value < 0:
+            raise ConfigError(where, f"must be >= 0 or null (unlimited), got {value}")
+        return None if value is None else int(value), None
+    if isinstance(value, Mapping):
+        draws = _build(StockDraws, dict(value), where)
+        if not 0 <= draws.low <= draws.high:
+            raise ConfigError(where, f"need 0 <= low <= high, got {draws.low} and {draws.high}")
+        if not draws.period_s > 0:
+            raise ConfigError(f"{where}.period_s", f"must be > 0 seconds, got {draws.period_s}")
+        return draws.high, draws
+    if isinstance(value, str) or not isinstance(value, Sequence) or not value:
+        raise ConfigError(where, "expected null, an integer >= 0, a non-empty list of {at_s, stock} steps "
+                                 f"or {{low, high, period_s}}, got {value!r}")
+    steps = [_build(_Step, _mapping(step, f"{where}[{i}]"), f"{where}[{i}]") for i, step in enumerate(value)]
+    for i, step in enumerate(steps):
+        if step.stock < 0:
+            raise ConfigError(f"{where}[{i}].stock", f"must be >= 0, got {step.stock}")
+        if (i == 0 and step.at_s != 0) or (i > 0 and not step.at_s > steps[i - 1].at_s):
+            raise ConfigError(f"{where}[{i}].at_s", f"steps start at 0 and increase, got {step.at_s:g}"
+                                                    f"{'' if i == 0 else f' after {steps[i - 1].at_s:g}'}")
+    return max(s.stock for s in steps), StockSteps(tuple(float(s.at_s) for s in steps), tuple(s.stock for s in steps))
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One step of a stock schedule, as written in the YAML."""
+
+    at_s: float
+    stock: int
+
+
 def _build(cls, cfg: dict, where: str):
     known = set(cls.__dataclass_fields__)
     unknown = sorted(set(cfg) - known)
@@ -175,8 +238,12 @@ class Cluster:
         partition_profiles: dict[str, int] | None = None,
         autoscaling: bool = True,
         name: str = "cluster",
+        shortage: str = "error",
     ):
         self.name = _typed(name, "str", "cluster.name")
+        if shortage not in SHORTAGES:
+            raise ConfigError("cluster.shortage", f"must be one of {', '.join(SHORTAGES)}, got {shortage!r}")
+        self.shortage = shortage
         self.autoscaling = bool(_typed(autoscaling, "bool", "cluster.autoscaling"))  # no bool("maybe")
         self.partition_profiles = {}
         for prof, milli in _mapping(partition_profiles or {}, "cluster.partition_profiles").items():
@@ -231,6 +298,14 @@ class Cluster:
             if isinstance(taints, str) or not isinstance(taints, Sequence):
                 raise ConfigError(f"{where}.taints", f"expected a list of taints key[=value]:effect, got {taints!r}")
             cfg["taints"] = tuple(taints)
+            for internal in ("stock_varies",):  # set from `stock`, not written
+                if internal in cfg:
+                    raise ConfigError(where, f"unknown key '{internal}' (a varying stock is written as `stock`)")
+            cfg["stock"], cfg["stock_varies"] = _stock(cfg.get("stock"), f"{where}.stock")
+            cfg.setdefault("shortage", shortage)
+            if cfg["shortage"] not in SHORTAGES:
+                raise ConfigError(f"{where}.shortage",
+                                  f"must be one of {', '.join(SHORTAGES)}, got {cfg['shortage']!r}")
             for j, taint in enumerate(cfg["taints"]):
                 _taint(taint, f"{where}.taints[{j}]")
             pool = _build(Pool, cfg, where)
@@ -244,8 +319,6 @@ class Cluster:
             if not 0 <= pool.committed <= pool.max_size:
                 raise ConfigError(f"{where}.committed", f"must be in [0, max_size] = [0, {pool.max_size}], "
                                   f"got {pool.committed}")
-            if pool.stock is not None and pool.stock < 0:
-                raise ConfigError(f"{where}.stock", f"must be >= 0 or null (unlimited), got {pool.stock}")
             if not 1 <= pool.nodes_per_rack <= MAX_POOL_NODES:
                 raise ConfigError(f"{where}.nodes_per_rack",
                                   f"must be >= 1 and at most {MAX_POOL_NODES:,}, got {pool.nodes_per_rack}")

@@ -8,7 +8,9 @@ ready, until removed) + GPUs of committed slots that hold no node. They split ex
   gang_wait   GPU milli on ready nodes held by pods whose job has not started,
   committed   GPUs of committed slots with no node in them,
 so idle = billed - used = booting + unallocated + gang_wait + committed (fractions count as
-fractions). Fragmentation is the FGD measure over ready nodes (`harness.fragmentation`).
+fractions). A phantom (a node a `silent` provider accepted but never brings up) is neither
+billed nor booting: its slot counts as an empty committed slot if it is one, else as nothing.
+Fragmentation is the FGD measure over ready nodes (`harness.fragmentation`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.output import atomic_path
-from harness.state import BOOTING, READY
+from harness.state import BOOTING, READY, WHOLE
 from harness.workload import BOUND, DONE, NOT_ARRIVED, PENDING, POD_STATUS, REFUSED, RUNNING
 
 MILLI_HOUR = 1000.0 * 3600.0
@@ -52,6 +54,7 @@ class Accounting:
         self.pool_price = np.array([p.price for p in cluster.pools])
         self.committed_cost_rate = sum(p.committed * p.committed_price for p in cluster.pools)
         self._cost_key, self._cost = -1, 0.0
+        self._phantom_key, self._phantom = -1, (0, 0, np.zeros(len(cluster.pools), np.int64))
         self.last = 0.0
         self.reason = sim.pod_reason
         self.reason_count = np.zeros(len(PendingReason), np.int64)
@@ -91,16 +94,36 @@ class Accounting:
         ready_cap = float(st.ready_milli)
         alloc = float(st.alloc_ready_milli)
         held = float(sim.held_ready)
-        return (ready_cap + st.booting_milli + st.committed_empty_milli, alloc - held, float(st.booting_milli),
-                ready_cap - alloc, held, float(st.committed_empty_milli), ready_cap, max(sim.frag_ready, 0.0),
+        phantom_milli, phantom_committed_milli, _ = self._phantoms()
+        booting = st.booting_milli - phantom_milli
+        committed = st.committed_empty_milli + phantom_committed_milli
+        return (ready_cap + booting + committed, alloc - held, float(booting),
+                ready_cap - alloc, held, float(committed), ready_cap, max(sim.frag_ready, 0.0),
                 self._cost_rate())
+
+    def _phantoms(self) -> tuple[int, int, np.ndarray]:
+        """(GPU milli of phantoms, of those in committed slots, phantoms outside committed slots
+        per pool), from the simulation's own tally of its provider (no loop reads it); recounted
+        only when nodes come or go."""
+        st = self.sim.state
+        if self._phantom_key != st.layout_version:
+            self._phantom_key = st.layout_version
+            phantom = self.sim._cloud.phantom
+            if phantom.any():
+                milli = st.gpu_cap.astype(np.int64) * WHOLE
+                committed = phantom & st.slot_committed
+                paid = np.bincount(st.slot_pool[phantom & ~committed], minlength=len(self.pool_price))
+                self._phantom = int(milli[phantom].sum()), int(milli[committed].sum()), paid
+            else:
+                self._phantom = 0, 0, np.zeros(len(self.pool_price), np.int64)
+        return self._phantom
 
     def _cost_rate(self) -> float:
         """USD/h of the nodes that exist; recomputed only when nodes come or go."""
         st = self.sim.state
         if self._cost_key != st.layout_version:
             self._cost_key = st.layout_version
-            self._cost = float(st.paid_per_pool @ self.pool_price) + self.committed_cost_rate
+            self._cost = float((st.paid_per_pool - self._phantoms()[2]) @ self.pool_price) + self.committed_cost_rate
         return self._cost
 
     def advance(self, t: float) -> None:

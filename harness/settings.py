@@ -206,6 +206,8 @@ RULES: dict[str, dict[str, Rule]] = {
         "max_nodes_total": integer("nodes the cluster may hold in all; 0 = no limit", ge=0),
         "max_cores_total": number("cores the cluster may hold in all", ge=0),
         "max_memory_total_gib": number("GiB of memory the cluster may hold in all", ge=0),
+        "max_node_provision_time_s": period("seconds a node may boot before the autoscaler deletes it and backs "
+                                            "its pool off (--max-node-provision-time)"),
     },
     "harness.loops.scale_down.ScaleDown": {
         "utilization_threshold": fraction("a node below this accelerator utilisation is unneeded"),

@@ -6,6 +6,10 @@ is the exact integral of piecewise-constant rates (see `harness.metrics.Accounti
 
 At one instant the order is: events due (pod ends, nodes ready, timeouts), then arrivals,
 then the loop's step (scheduler cycle, and the autoscaler or planner on its own cadence).
+
+Loops see only what a real controller could know (issue 18): `cloud` is a facade without the
+provider's stock, `w` is the workload without run times (reading one raises), and a booting
+node's ready time stays in the event heap. The provider's truth is `_cloud`, the simulation's.
 """
 
 from __future__ import annotations
@@ -14,13 +18,14 @@ import heapq
 import itertools
 import math
 from bisect import insort
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, NoReturn, cast
 
 import numpy as np
 
-from harness.cloud import Cloud
+from harness.cloud import Cloud, ProviderFacade
 from harness.cluster import Cluster
+from harness.errors import LoopbenchError
 from harness.fragmentation import TargetWorkload, node_fragmentation
 from harness.metrics import Accounting, PendingReason
 from harness.settings import check
@@ -44,17 +49,31 @@ class NodeRecord:
     used: bool = False  # ran a pod of a started job at some point
 
 
+class Sealed:
+    """A field of what the simulation hands loops that no loop may read: any use raises."""
+
+    def __init__(self, what: str):
+        self._what = what
+
+    def _refuse(self, *_) -> NoReturn:
+        raise LoopbenchError(f"a loop may not read {self._what} (issue 18: no loop knows what a real one could not)")
+
+    __getitem__ = __array__ = __len__ = __iter__ = _refuse
+
+
 class Simulation:
     def __init__(self, workload: Workload, cluster: Cluster, seed: int, horizon_s: float,
                  timeline_interval_s: float = 60.0, target: TargetWorkload | None = None):
         check("", "", seed=seed, horizon_s=horizon_s, timeline_interval_s=timeline_interval_s)
-        self.w = workload
+        self._duration = workload.duration  # run times: the simulation's alone
+        self.w = replace(workload, duration=cast(np.ndarray, Sealed("a pod's duration")))
         self.cluster = cluster
         self.seed = int(seed)
         self.horizon = float(horizon_s)
         self.now = 0.0
         self.state = ClusterState(cluster)
-        self.cloud = Cloud(cluster, self.state, self.seed)
+        self._cloud = Cloud(cluster, self.state, self.seed)
+        self.cloud = ProviderFacade(self._cloud, lambda: self.now)
         rng = np.random.default_rng([self.seed, 1])
         self.rng = np.random.default_rng([self.seed, 2])
         #: tie-break order among equally scored nodes, random per seed (as the FGD simulator)
@@ -92,6 +111,7 @@ class Simulation:
         self.frag_ready = 0.0
         self._frag_memo: dict[tuple, float] = {}
         self.node_instance = np.full(self.state.n_slots, -1, np.int64)
+        self.node_requested_at = np.full(self.state.n_slots, np.nan)  # when a loop asked for the node
         self.nodes: list[NodeRecord] = []
         self.last_scale_up = -np.inf
         self._heap: list = []
@@ -102,7 +122,7 @@ class Simulation:
         self.acct = Accounting(self, timeline_interval_s)
         for p, pool in enumerate(cluster.pools):
             if pool.min_size:
-                for n in self.cloud.free_slots(p)[:pool.min_size]:
+                for n in self._cloud.free_slots(p)[:pool.min_size]:
                     self._add_node(int(n), ready=True)
 
     # ---- events ------------------------------------------------------------------------
@@ -251,8 +271,8 @@ class Simulation:
         self.pod_start[p] = self.now
         self.acct.set_reason(p, -1)
         self.nodes[self.node_instance[n]].used = True
-        if math.isfinite(self.w.duration[p]):
-            self.at(self.now + self.w.duration[p], self._finish, p, int(self.pod_epoch[p]))
+        if math.isfinite(self._duration[p]):
+            self.at(self.now + self._duration[p], self._finish, p, int(self.pod_epoch[p]))
 
     def _finish(self, p: int, epoch: int) -> None:
         if epoch != self.pod_epoch[p] or self.pod_status[p] != RUNNING:
@@ -273,11 +293,13 @@ class Simulation:
 
     # ---- nodes -------------------------------------------------------------------------
     def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None) -> np.ndarray:
-        """Ask the cloud for nodes of pool p; granted nodes boot. Returns the granted slots."""
-        slots, delays = self.cloud.request(p, count, atomic, slots)
-        for n, d in zip(slots, delays, strict=False):
-            self._add_node(int(n), ready=False)
-            self.at(self.now + d, self._node_ready, int(n), self.node_instance[n])
+        """Ask the cloud for nodes of pool p; accepted nodes boot (a phantom, forever). Returns
+        the accepted slots: what the provider said yes to, phantoms included."""
+        slots, delays = self._cloud.request(p, count, atomic, self.now, slots)
+        for n, d in zip(slots.tolist(), delays.tolist(), strict=True):
+            self._add_node(n, ready=False)
+            if math.isfinite(d):
+                self.at(self.now + d, self._node_ready, n, self.node_instance[n])
         if len(slots):
             self.last_scale_up = self.now
         return slots
@@ -285,6 +307,7 @@ class Simulation:
     def _add_node(self, n: int, ready: bool) -> None:
         self.state.add_node(n, ready)
         self.node_instance[n] = len(self.nodes)
+        self.node_requested_at[n] = self.now
         self.nodes.append(NodeRecord(slot=n, pool=int(self.state.slot_pool[n]), requested_at=self.now,
                                      ready_at=self.now if ready else np.nan))
         self.held[n] = 0
@@ -302,10 +325,17 @@ class Simulation:
                 self._bound_on_ready(int(p))
 
     def remove_node(self, n: int) -> None:
+        """Remove node n. On a node still booting, the pods planned there first go back to the
+        queue (a loop giving up on a node that does not come up)."""
+        if self.state.status[n] == BOOTING:
+            for p in sorted(self.node_pods[n]):
+                self.unbind(p)
         self._set_frag(n, 0.0)
         self.state.remove_node(n)
+        self._cloud.released(n)
         self.nodes[self.node_instance[n]].removed_at = self.now
         self.node_instance[n] = -1
+        self.node_requested_at[n] = np.nan
         self.held[n] = 0
 
     def pods_on(self, n: int) -> list[int]:

@@ -117,6 +117,21 @@ def cfg_err(where: str, rule: str) -> Err:
 
 
 CLUSTERS = {
+    "unknown_shortage.yaml": cfg_err("cluster.shortage", "must be one of error, silent, got 'quietly'"),
+    "unknown_pool_shortage.yaml": cfg_err("pool 'gpu' at cluster.pools[0].shortage",
+                                          "must be one of error, silent, got 'never'"),
+    "stock_steps_not_from_zero.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock[0].at_s",
+                                              "steps start at 0 and increase, got 600"),
+    "stock_steps_not_increasing.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock[2].at_s",
+                                               "steps start at 0 and increase, got 600 after 600"),
+    "stock_step_negative.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock[0].stock", "must be >= 0, got -1"),
+    "stock_step_unknown_key.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock[0]", "unknown key 'nodes'"),
+    "stock_draws_low_above_high.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock",
+                                               "need 0 <= low <= high, got 4 and 2"),
+    "stock_draws_zero_period.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock.period_s",
+                                            "must be > 0 seconds, got 0"),
+    "stock_text.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock", "got 'plenty'"),
+    "stock_varies_written.yaml": cfg_err("pool 'gpu' at cluster.pools[0]", "unknown key 'stock_varies'"),
     "unknown_node_type_key.yaml": cfg_err("node type 'h100x8' at cluster.node_types[0]", "unknown key 'gpu_count'"),
     "unknown_pool_key.yaml": cfg_err("pool 'cpu' at cluster.pools[1]", "unknown key 'size'"),
     "unknown_boot_delay_key.yaml": cfg_err("pool 'gpu' at cluster.pools[0].boot_delay", "unknown key 'mean_s'"),

@@ -3,7 +3,7 @@
 A request may come back short at once (an insufficient-capacity error) or be accepted with
 nodes that never come up (they stay booting). The planner backs the pool off, re-plans the
 job, and gives up a node still booting `max_node_provision_time_s` after it asked for it.
-The silent provider is faked here by a cloud whose nodes of one pool never become ready.
+A silent pool is the provider's own (`shortage: silent`): nodes beyond its stock never come up.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from harness.workload import compile_workload
 from tests import scenarios as sc
 
 H = 3600.0
-NEVER = 1e9  # a boot delay past any horizon: the node stays booting (a phantom)
 
 
 def two_pools(**a):
@@ -27,21 +26,8 @@ def two_pools(**a):
                                                sc.pool("b", "gpu8", price_on_demand=10.0)])
 
 
-def silent(sim: Simulation, pool: int) -> None:
-    """Pool `pool` accepts every request, but its nodes never come up."""
-    request = sim.cloud.request
-
-    def accepted(p, count, atomic, slots=None):
-        granted, delays = request(p, count, atomic, slots)
-        return granted, np.full(len(granted), NEVER) if p == pool else delays
-
-    sim.cloud.request = accepted
-
-
-def replay(cl, table, horizon_s: float, silent_pool: int | None = None, quiet: bool = True):
+def replay(cl, table, horizon_s: float, quiet: bool = True):
     sim = Simulation(compile_workload(table, cl), cl, seed=0, horizon_s=horizon_s)
-    if silent_pool is not None:
-        silent(sim, silent_pool)
     loop = sc.merged()
     if not quiet:
         loop.idle_ticks = lambda start, before: NO_TICKS
@@ -60,7 +46,7 @@ def test_a_short_grant_backs_the_pool_off_and_the_job_is_planned_again_on_what_w
     row, sim, loop = replay(cl, table, 2 * H)
     assert [n.pool for n in sim.nodes] == [0, 1] and [n.requested_at for n in sim.nodes] == [0.0, 0.0]
     assert row["gang_latency_p50_s"] == pytest.approx(300.0) and row["gangs_never_started"] == 0
-    assert loop.backoff.until[0] == 300.0 and loop.backoff.duration[1] == 0.0
+    assert loop.backoff.until[0] == 300.0 and loop.backoff.length[1] == 0.0
 
 
 def test_requests_granted_nothing_or_part_are_planned_again_in_the_same_scan():
@@ -116,9 +102,9 @@ def test_a_node_that_never_comes_up_is_given_up_after_the_provision_time_and_its
     node never comes up; nothing else is pending, yet the planner wakes at 900 (0 + 900 s),
     gives the node up (the pod back to the queue, the node removed), backs a off and plans
     the pod on pool b: booting 900-1200, it runs 1200-1800."""
-    cl = two_pools()
+    cl = two_pools(stock=0, shortage="silent")
     table = sc.trace([{"gpu_count": 8, "duration_s": 600.0}])
-    row, sim, loop = replay(cl, table, 2 * H, silent_pool=0)
+    row, sim, loop = replay(cl, table, 2 * H)
     assert [(n.pool, n.requested_at, n.removed_at) for n in sim.nodes][:1] == [(0, 0.0, 900.0)]
     assert [(n.pool, n.requested_at, n.ready_at) for n in sim.nodes[1:]] == [(1, 900.0, 1200.0)]
     assert sim.pod_start[0] == 1200.0 and row["pods_done"] == 1
@@ -130,19 +116,11 @@ def test_a_gang_planned_partly_on_a_phantom_is_planned_again_whole():
     silent for its second node only): at 900 the phantom is given up and the gang's other
     member, bound on the ready node but not started, is returned too, so the gang is planned
     again as a unit: on the ready a node (room it has) and one new node of pool b (a is
-    backed off), cheaper than two b nodes; b boots 900-1200 and the gang starts at 1200."""
-    cl = two_pools()
+    backed off), cheaper than two b nodes; b boots 900-1200 and the gang starts at 1200.
+    (Pool a: stock 1, silent.)"""
+    cl = two_pools(stock=1, shortage="silent")
     table = sc.trace([{"job_id": "g", "min_member": 2, "gpu_count": 8, "duration_s": 600.0} for _ in range(2)])
     sim = Simulation(compile_workload(table, cl), cl, seed=0, horizon_s=2 * H)
-    request = sim.cloud.request
-
-    def second_never(p, count, atomic, slots=None):
-        granted, delays = request(p, count, atomic, slots)
-        if p == 0 and len(delays) > 1:
-            delays[1] = NEVER
-        return granted, delays
-
-    sim.cloud.request = second_never
     sim.run(sc.merged())
     assert [(n.pool, n.removed_at) for n in sim.nodes[:2]][1] == (0, 900.0)
     assert len(sim.nodes) == 3 and sim.nodes[2].pool == 1 and sim.nodes[2].requested_at == 900.0
@@ -181,15 +159,15 @@ def test_a_pod_the_placer_passed_over_goes_to_room_on_a_ready_node_not_to_a_new_
     assert [n.pool for n in sim.nodes] == [0] and sim.pod_start[0] == 0.0 and sim.pod_end[0] == 600.0
 
 
-@pytest.mark.parametrize("silent_pool", [None, 0])
-def test_the_provision_timeout_is_a_clock_quiet_ticks_respect(silent_pool):
+@pytest.mark.parametrize("shortage", ["error", "silent"])
+def test_the_provision_timeout_is_a_clock_quiet_ticks_respect(shortage):
     """Bulk quiet ticks and stepping every scan give the same replay, bit for bit, when the
     only thing left to happen is a phantom's timeout."""
-    cl = two_pools(stock=1)
+    cl = two_pools(stock=1, shortage=shortage)
     table = sc.trace([{"job_id": "g", "min_member": 2, "gpu_count": 8, "duration_s": 600.0} for _ in range(2)]
                      + [{"gpu_count": 8, "submit_s": 4000.0, "duration_s": 60.0}])
-    bulk, sim_b, _ = replay(cl, table, 3 * H, silent_pool, quiet=True)
-    stepped, sim_s, _ = replay(cl, table, 3 * H, silent_pool, quiet=False)
+    bulk, sim_b, _ = replay(cl, table, 3 * H, quiet=True)
+    stepped, sim_s, _ = replay(cl, table, 3 * H, quiet=False)
     nodes = [(n.pool, n.requested_at, n.ready_at, n.removed_at) for n in sim_b.nodes]
     assert np.array_equal(np.array(nodes), np.array([(n.pool, n.requested_at, n.ready_at, n.removed_at)
                                                      for n in sim_s.nodes]), equal_nan=True)

@@ -20,24 +20,26 @@ class NodeGroupBackoff:
                  reset_s: float = 10800.0):
         self.backoff_s, self.max_backoff_s, self.reset_s = float(backoff_s), float(max_backoff_s), float(reset_s)
         self.until = np.full(n_pools, -np.inf)  # when each pool's last backoff ends
-        self.duration = np.zeros(n_pools)  # the last backoff's length; 0: no backoff on record
+        self.length = np.zeros(n_pools)  # the last backoff's length; 0: no backoff on record
         self.failed_at = np.full(n_pools, -np.inf)
         self.seen_at = -np.inf  # the last instant `allowed` was asked about
 
     def failed(self, p: int, now: float) -> None:
         """Back pool p off: the initial backoff, or twice the last one (up to the max) if one is
         on record, not running now, and its failure is less than `reset_s` old (upstream
-        forgets older ones)."""
-        duration = self.backoff_s
-        known = self.duration[p] > 0 and now <= self.failed_at[p] + self.reset_s
-        if known and self.until[p] < now:
-            duration = min(2 * self.duration[p], self.max_backoff_s)
-        self.duration[p], self.until[p], self.failed_at[p] = duration, now + duration, now
+        forgets older ones). "Not running" is `until <= now`, as `allowed` reads it: upstream
+        tests `until` strictly before now, but its loop never lands on `until` exactly while
+        ours (a 10 s grid) does, and a retry at that instant must count as a new failure."""
+        length = self.backoff_s
+        known = self.length[p] > 0 and now <= self.failed_at[p] + self.reset_s
+        if known and self.until[p] <= now:
+            length = min(2 * self.length[p], self.max_backoff_s)
+        self.length[p], self.until[p], self.failed_at[p] = length, now + length, now
 
     def succeeded(self, p: int) -> None:
         """Pool p granted all it was asked: its record is dropped (upstream removes the backoff
         when a scale-up completes)."""
-        self.duration[p] = 0.0
+        self.length[p] = 0.0
 
     def allowed(self, now: float) -> np.ndarray:
         """Per pool, whether it may be asked at `now` (no backoff running)."""

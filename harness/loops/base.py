@@ -21,7 +21,6 @@ from harness.errors import ConfigError
 if TYPE_CHECKING:
     import numpy as np
 
-    from harness.cloud import Cloud
     from harness.cluster import Cluster
     from harness.metrics import Accounting
     from harness.scheduler import Scheduler
@@ -31,10 +30,26 @@ if TYPE_CHECKING:
     from harness.workload import Workload
 
 
+class Provider(Protocol):
+    """What a loop may read of the cloud provider: its free slots and the room left under the
+    limits the user configured, never its stock. Capacity is learned by asking
+    (`SimulationView.provision`): an `error` pool grants fewer nodes at once, a `silent` one
+    accepts them all and some never come up (harness/cloud.py)."""
+
+    def free_slots(self, p: int) -> np.ndarray: ...
+    def free_slots_in_emptiest_rack(self, p: int) -> np.ndarray: ...
+    def free_committed(self, p: int) -> int: ...
+    def room(self, p: int) -> int:
+        """Nodes pool p may still add under its max_size (nodes present, phantoms too, count)."""
+        ...
+
+
 class SimulationView(Protocol):
     """What a loop may ask of the simulation (harness.sim.Simulation): the cluster, the
-    workload, pod and job status, the queue, and the few actions that change them. Loops read
-    these and act only through the methods."""
+    workload (without run times), pod and job status, the queue, the provider's `Provider`
+    face, and the few actions that change them. Loops read these and act only through the
+    methods. Nothing here tells a provider's stock, a pod's run time, a future arrival or when
+    a booting node will be ready (tests/test_audit.py holds it so)."""
 
     @property
     def w(self) -> Workload: ...
@@ -43,7 +58,7 @@ class SimulationView(Protocol):
     @property
     def state(self) -> ClusterState: ...
     @property
-    def cloud(self) -> Cloud: ...
+    def cloud(self) -> Provider: ...
     @property
     def acct(self) -> Accounting: ...
     @property
@@ -87,6 +102,10 @@ class SimulationView(Protocol):
     def node_instance(self) -> np.ndarray: ...
     @property
     def node_pods(self) -> list[set[int]]: ...
+    @property
+    def node_requested_at(self) -> np.ndarray:
+        """When the node in each slot was asked for (nan: no node): a loop's own timeouts."""
+        ...
 
     def at(self, time: float, fn: Callable[..., Any], *args: Any) -> None: ...
     def order_queue(self, queue_sort: QueueSort) -> None: ...
@@ -96,7 +115,9 @@ class SimulationView(Protocol):
     def bind(self, p: int, n: int, gpu_idx: np.ndarray, on_state: bool = False) -> None: ...
     def unbind(self, p: int) -> None: ...
     def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None) -> np.ndarray: ...
-    def remove_node(self, n: int) -> None: ...
+    def remove_node(self, n: int) -> None:
+        """Remove node n (empty, or booting: pods planned there go back to the queue)."""
+        ...
 
 
 @dataclass(frozen=True)

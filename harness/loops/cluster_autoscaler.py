@@ -5,8 +5,11 @@ capacity that exists or is being provisioned, estimates per pool how many new no
 need, picks one pool with an expander (harness/loops/expanders.py; least-waste by default, as
 Cluster Autoscaler since 1.33), caps the count by the cluster-wide limits (max nodes, cores and
 memory in total) and asks the cloud. A pool whose request came back short is backed off,
-exponentially as upstream's node-group backoff (5 min doubling to 30 min, forgotten 3 h after
-its last failure or once a request is granted in full).
+exponentially as upstream's node-group backoff (harness/loops/backoff.py: 5 min doubling to 30
+min, forgotten 3 h after its last failure or once a request is granted in full). A node still
+booting `max_node_provision_time_s` after it was asked for (a silent provider's shortage) is
+deleted and its pool backed off, as upstream's scale-up timeout (clusterstate's expired
+scale-up requests, removeOldUnregisteredNodes); until then it counts as capacity on its way.
 One simulator answers both questions, as upstream's ClusterSnapshot does for the filter-out
 step and the estimator: the same view of a pod, the same first-fit packer (harness/whatif.py).
 The estimator is upstream's binpacking estimator: equivalence groups in decreasing size
@@ -67,7 +70,7 @@ from harness.loops.scale_down import ScaleDown
 from harness.quiet import NO_TICKS, grid_after, quiet_scans
 from harness.scheduler import Scheduler
 from harness.settings import check
-from harness.state import ABSENT, READY
+from harness.state import ABSENT, BOOTING, READY
 from harness.whatif import Snapshot, equivalence_classes, first_fit_count, view_of
 from harness.workload import LOCALITY_CODE, PENDING, pools_fit
 
@@ -85,14 +88,16 @@ class ClusterAutoscaler:
                  booking_s: float = 600.0, backoff_s: float = 300.0, max_backoff_s: float = 1800.0,
                  backoff_reset_s: float = 10800.0, max_nodes_total: int = 0,
                  max_cores_total: float = MAX_CLUSTER_CORES, max_memory_total_gib: float = MAX_CLUSTER_MEMORY_GIB,
-                 scale_down: ScaleDown | None = None, provisioning_class: str = BEST_EFFORT_ATOMIC):
+                 scale_down: ScaleDown | None = None, provisioning_class: str = BEST_EFFORT_ATOMIC,
+                 max_node_provision_time_s: float = 900.0):
         check("harness.loops.cluster_autoscaler.ClusterAutoscaler", "loop.autoscaler", scan_interval_s=scan_interval_s,
               expander=expander, topology_aware=topology_aware, sharing_aware=sharing_aware, gang_aware=gang_aware,
               reservation_aware=reservation_aware, provisioning_request=provisioning_request,
               scheduler_sees=scheduler_sees, scheduler_prefers=scheduler_prefers, booking_s=booking_s,
               backoff_s=backoff_s, max_backoff_s=max_backoff_s, backoff_reset_s=backoff_reset_s,
               max_nodes_total=max_nodes_total, max_cores_total=max_cores_total,
-              max_memory_total_gib=max_memory_total_gib, provisioning_class=provisioning_class)
+              max_memory_total_gib=max_memory_total_gib, provisioning_class=provisioning_class,
+              max_node_provision_time_s=max_node_provision_time_s)
         self.scan_interval_s = float(scan_interval_s)
         self.topology_aware, self.sharing_aware = bool(topology_aware), bool(sharing_aware)
         self.gang_aware, self.reservation_aware = bool(gang_aware), bool(reservation_aware)
@@ -101,6 +106,7 @@ class ClusterAutoscaler:
         self.booking_s, self.backoff_s = float(booking_s), float(backoff_s)
         self.max_backoff_s, self.backoff_reset_s = float(max_backoff_s), float(backoff_reset_s)
         self.max_nodes_total = int(max_nodes_total)
+        self.max_node_provision_time_s = float(max_node_provision_time_s)
         self.max_cores_total, self.max_memory_total_gib = float(max_cores_total), float(max_memory_total_gib)
         self.expander = self._choice(expander or Chain([LeastWaste()]))
         self.scale_down = scale_down or ScaleDown()
@@ -131,6 +137,7 @@ class ClusterAutoscaler:
         self.view_class = equivalence_classes(self.view)
         n_pools = len(sim.cluster.pools)
         self.backoff = NodeGroupBackoff(n_pools, self.backoff_s, self.max_backoff_s, self.backoff_reset_s)
+        self.in_flight = np.zeros(sim.state.n_slots, bool)  # nodes it asked for, not yet seen up
         self.rng = np.random.default_rng([sim.seed, 3])
         self.scale_down.attach(sim)
         self.grid_next = 0.0
@@ -155,10 +162,19 @@ class ClusterAutoscaler:
         pending pod, no node on its way to scale-down, no booking, no change since the last
         scan), so an idle cluster costs no steps. An event wakes it at the next grid point."""
         sim = self.sim
+        now = sim.now
         if (not sim.queue and len(self.scale_down.low) == 0 and not self.provreq.booked
                 and sim.state.mutations == self.scanned_mutations and self.provreq.key() == self.provreq_seen):
-            return np.inf
-        return max(self.grid_next, math.ceil(sim.now / self.scan_interval_s - 1e-9) * self.scan_interval_s)
+            deadline = self._provision_deadline()  # a node that never came up is still given up
+            if not math.isfinite(deadline):
+                return np.inf
+            now = max(now, deadline)
+        return max(self.grid_next, math.ceil(now / self.scan_interval_s - 1e-9) * self.scan_interval_s)
+
+    def _provision_deadline(self) -> float:
+        """When the longest-booting node reaches max_node_provision_time_s (inf: none boots)."""
+        requested = self.sim.node_requested_at[self.sim.state.status == BOOTING]
+        return float(requested.min()) + self.max_node_provision_time_s if len(requested) else np.inf
 
     def idle_ticks(self, start: float, before: float) -> np.ndarray:
         """The scans from `start` (the next one) on, before `before`, that would provably do what
@@ -168,6 +184,9 @@ class ClusterAutoscaler:
             return NO_TICKS
         clocks = self.scale_down.clocks()
         clocks += self.backoff.clocks()  # a backoff runs out
+        requested = self.sim.node_requested_at[self.sim.state.status == BOOTING]
+        if len(requested):  # a node reaches max_node_provision_time_s
+            clocks.append((float(requested.min()), self.max_node_provision_time_s))
         clocks += self.provreq.clocks(self.scanned_at)  # a booking expires, a request retries
         ticks = quiet_scans(start, before, self.scan_interval_s, clocks)
         if len(ticks):
@@ -182,6 +201,7 @@ class ClusterAutoscaler:
         self.grid_next = grid_after(now, self.scan_interval_s)
         self.scanned_at = now
         if self.sim.cluster.autoscaling:
+            self._track_requests(now)
             if self.provisioning_request:
                 self.provreq.refresh(now)
                 self.provreq.process(now)
@@ -196,6 +216,35 @@ class ClusterAutoscaler:
         self.scanned_mutations = self.sim.state.mutations
         self.provreq_seen = self.provreq.key()
         self.quiet_key = self._situation() if self._did_nothing(now) else None
+
+    def _track_requests(self, now: float) -> None:
+        """What its requests came to. A pool whose asked nodes are all up completed its scale-up:
+        its backoff record is dropped (upstream's clusterstate removes the backoff when a
+        scale-up request is fulfilled). Nodes still booting max_node_provision_time_s after they
+        were asked for are deleted and their pool backed off (upstream's scale-up timeout: the
+        request expires, RegisterFailedScaleUp backs the node group off,
+        removeOldUnregisteredNodes deletes what never registered); each pool once, however
+        many of its nodes timed out."""
+        sim = self.sim
+        status = sim.state.status
+        if self.in_flight.any():
+            up = self.in_flight & (status == READY)
+            self.in_flight &= status == BOOTING
+            if up.any():
+                waiting = np.bincount(sim.state.slot_pool[self.in_flight], minlength=len(sim.cluster.pools))
+                for p in np.unique(sim.state.slot_pool[up]).tolist():
+                    if waiting[p] == 0:
+                        self.backoff.succeeded(p)
+        late = np.flatnonzero((status == BOOTING) & (now - sim.node_requested_at >= self.max_node_provision_time_s))
+        if len(late) == 0:
+            return
+        self.in_flight[late] = False
+        for n in late.tolist():
+            self.provreq.release(n)
+            sim.remove_node(n)
+        for p in np.unique(sim.state.slot_pool[late]).tolist():
+            self.backoff.failed(p, now)
+        self.idle_key = self.provreq_idle_key = None
 
     def _did_nothing(self, now: float) -> bool:
         """Scale-up (and gang requests) ended on their idle keys, which hold the node changes
@@ -404,13 +453,13 @@ class ClusterAutoscaler:
 
     def _ask(self, now: float, p: int, count: int, atomic: bool = False,
              slots: np.ndarray | None = None) -> np.ndarray:
-        """Ask the cloud for `count` nodes of pool p; the node-group backoff learns from the answer."""
-        granted = self.sim.provision(p, count, atomic=atomic, slots=slots)
+        """Ask the cloud for `count` nodes of pool p. A short answer backs the pool off at once;
+        the nodes accepted are tracked until they come up (`_track_requests`)."""
+        granted = np.asarray(self.sim.provision(p, count, atomic=atomic, slots=slots), np.int64)
         if len(granted) < count:
             self.backoff.failed(p, now)
-        else:
-            self.backoff.succeeded(p)
-        return np.asarray(granted, np.int64)
+        self.in_flight[granted] = True
+        return granted
 
     def _whole_unit_options(self, now: float, unit: np.ndarray) -> list[Option]:
         """An option per pool (not backed off) that could take every pod of the unit at once."""

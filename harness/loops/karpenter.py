@@ -214,7 +214,6 @@ class KarpenterAutoscaler:
         self.min_size = np.array([p.min_size for p in cl.pools], np.int64)
         self.max_size = np.array([p.max_size for p in cl.pools], np.int64)  # the NodePool's limit per offering
         self.unavailable_until = np.full(len(cl.pools), -np.inf)  # the unavailable-offerings cache
-        self.asked_at = np.full(st.n_slots, np.nan)  # when each slot's node was asked for (its NodeClaim)
         self.node_price = np.where(st.slot_committed, 0.0, self.pool_price[st.slot_pool])
         self.nominated_until = np.full(st.n_slots, -np.inf)
         self.nominated = np.zeros(0, np.int64)
@@ -420,13 +419,12 @@ class KarpenterAutoscaler:
         if not len(slots):
             self.unavailable_until[pool] = now + self.unavailable_ttl_s
             return -1
-        self.asked_at[slots[0]] = now
         return int(slots[0])
 
     def _registration_deadline(self) -> float:
         """When the first node still booting reaches its registration TTL (inf: none boots)."""
         booting = self.sim.state.status == BOOTING
-        return float(self.asked_at[booting].min()) + self.registration_ttl_s if booting.any() else np.inf
+        return float(self.sim.node_requested_at[booting].min()) + self.registration_ttl_s if booting.any() else np.inf
 
     def _liveness(self, now: float) -> None:
         """Karpenter's liveness check: a NodeClaim whose node has not registered (still
@@ -434,7 +432,7 @@ class KarpenterAutoscaler:
         return to pending and are packed again. As upstream, no offering is marked unavailable
         for it (only launch errors fill that cache)."""
         st, sim = self.sim.state, self.sim
-        late = np.flatnonzero((st.status == BOOTING) & (now - self.asked_at >= self.registration_ttl_s))
+        late = np.flatnonzero((st.status == BOOTING) & (now - sim.node_requested_at >= self.registration_ttl_s))
         for n in late.tolist():  # per late node, inherently: each is deleted, its pods re-queued
             for pod in sim.pods_on(n):
                 sim.unbind(pod)

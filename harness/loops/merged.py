@@ -88,8 +88,6 @@ class MergedLoop:
                                         self.backoff_reset_s)
         self.allowed = np.ones(len(sim.cluster.pools), bool)  # the pools not backed off at the last scan
         self.ceiling = np.full(len(sim.cluster.pools), np.inf)  # nodes a pool held when it last fell short
-        # when the planner asked for the node in each slot (nan: not asked, or no longer booting)
-        self.asked_at = np.full(sim.state.n_slots, np.nan)
 
     def next_wakeup(self, now: float) -> float:
         """The next scan on the grid 0, s, 2s, ...; none while idle (nothing queued, no node
@@ -142,7 +140,6 @@ class MergedLoop:
         for n in self.unplanned:  # granted short and no plan of this scan took them: not worth booting
             if not sim.node_pods[n]:
                 sim.remove_node(n)
-                self.asked_at[n] = np.nan
         # never remove a node a plan counts on, nor a committed one (removing it saves nothing)
         self.scale_down.run(now, protect=(sim.held > 0) | sim.state.slot_committed)
         self.scanned_mutations = sim.state.mutations
@@ -153,15 +150,15 @@ class MergedLoop:
     # ---- what it learns by asking -----------------------------------------------------
     def _asked_booting(self) -> np.ndarray:
         """When it asked for each node still booting (the ones it may give up)."""
-        asked = self.asked_at[self.sim.state.status == BOOTING]
-        return asked[~np.isnan(asked)]
+        return self.sim.node_requested_at[self.sim.state.status == BOOTING]
 
     def _give_up_unserved(self, now: float) -> None:
         """Remove every node still booting `max_node_provision_time_s` after it was asked for,
         returning the pods planned on it to the queue (with their job's other not-started
         members, so the job is planned again as a unit), and back its pool off."""
         sim = self.sim
-        late = np.flatnonzero((sim.state.status == BOOTING) & (now - self.asked_at >= self.max_node_provision_time_s))
+        waited = now - sim.node_requested_at
+        late = np.flatnonzero((sim.state.status == BOOTING) & (waited >= self.max_node_provision_time_s))
         for n in late.tolist():  # rare: a request the provider accepted but never served
             jobs = {int(sim.w.job[p]) for p in sim.pods_on(n)}
             for j in sorted(jobs):
@@ -172,11 +169,10 @@ class MergedLoop:
                 for p in planned.tolist():
                     sim.unbind(p)
             sim.remove_node(n)
-            self.asked_at[n] = np.nan
             self._fell_short(int(sim.state.slot_pool[n]), now)
 
     def _present(self, p: int) -> int:
-        return self.sim.cluster.pools[p].max_size - len(self.sim.cloud.free_slots(p))
+        return self.sim.cluster.pools[p].max_size - self.sim.cloud.room(p)
 
     def _fell_short(self, p: int, now: float) -> None:
         """Pool p could not supply what it was asked: back it off, remember what it holds."""
@@ -205,7 +201,6 @@ class MergedLoop:
         _, count, pool, opened, plan = best
         if count:
             granted = sim.provision(pool, count, atomic=True, slots=np.array(opened))
-            self.asked_at[granted] = sim.now
             if len(granted) < count:  # short: the granted nodes are in flight for the new plans
                 self._fell_short(pool, sim.now)
                 self.unplanned += granted.tolist()

@@ -70,6 +70,17 @@ class ProvisioningRequests:
                 self.failed = {j: t for j, t in self.failed.items() if j not in gone}
                 self.retry_s = {j: r for j, r in self.retry_s.items() if j not in gone}
 
+    def release(self, n: int) -> None:
+        """Node n is deleted (it never came up): no booking holds it any more. Upstream's
+        best-effort-atomic class admits the workload once the scale-up is requested, without
+        waiting for the nodes, so the request stays Provisioned; its booking loses the node."""
+        j = int(self.booked_for[n])
+        if j >= 0:
+            since, nodes = self.booked[j]
+            self.booked[j] = (since, nodes[nodes != n])
+            self.booked_for[n] = -1
+            self.version += 1
+
     def key(self) -> tuple[int, ...]:
         """What the requests' outcome depends on beyond nodes and arrivals."""
         return (self.version,)

@@ -506,6 +506,20 @@ def test_backoff_doubles_to_the_max():
     assert got == [300.0, 600.0, 1200.0, 1800.0, 1800.0]
 
 
+def test_a_retry_at_the_instant_the_backoff_ends_doubles_it():
+    """Ours, not upstream's (it doubles only when `until` is strictly before now, an instant its
+    loop never hits exactly): on our 10 s scan grid a pool is asked again exactly when its
+    backoff ends, and that retry failing must double the backoff, else a pool that keeps
+    failing is probed every 5 min forever: 5, 10, 20, 30 min."""
+    ca = backoff(300.0, 1800.0, 3 * H)
+    now, got = 0.0, []
+    for _ in range(4):
+        ca.backoff.failed(0, now)
+        got.append(ca.backoff.until[0] - now)
+        now = ca.backoff.until[0]
+    assert got == [300.0, 600.0, 1200.0, 1800.0]
+
+
 def test_remove_backoff():
     """TestRemoveBackoff: a removed backoff (a request granted in full, here) starts over at the
     initial duration."""

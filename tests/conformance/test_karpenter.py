@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.cloud import Cloud
 from harness.loops.karpenter import KarpenterAutoscaler
 from harness.loops.separate import SeparateLoops
 from harness.quiet import NO_TICKS
@@ -270,18 +269,6 @@ def requests(monkeypatch) -> list[tuple[str, float, int]]:
     return log
 
 
-def phantoms(monkeypatch, pool: str) -> None:
-    """Pool `pool` fails silently: every node it grants boots forever (a small fake of the
-    provider's `shortage: silent`)."""
-    real = Cloud.request
-
-    def request(cloud, p, count, atomic, slots=None):
-        got, delays = real(cloud, p, count, atomic, slots)
-        return got, (np.full(len(got), np.inf) if cloud.cluster.pools[p].name == pool else delays)
-
-    monkeypatch.setattr(Cloud, "request", request)
-
-
 def run_both(table, cl, horizon_s: float, **kw):
     """The replay in bulk and stepped one wake-up at a time: the same bits, and the bulk run."""
     out = []
@@ -343,11 +330,11 @@ def test_a_node_that_never_registers_is_deleted_after_the_registration_ttl(monke
     boots forever. Asked at 1; the pod counts on the booting node, so batches launch nothing;
     at 1 + 900 = 901 the NodeClaim is deleted and the pod packed again. Upstream's liveness
     marks no offering unavailable (only launch errors fill that cache; it records the
-    NodePool's registration health, and all our pools form one NodePool): the $8 offering is
+    NodePool's registration health, and all our pools form one NodePool): the $8 offering (stock
+    0, `shortage: silent`) is
     still the cheapest and is asked again at 901, deleted at 1801, asked again at 1801."""
     log = requests(monkeypatch)
-    phantoms(monkeypatch, "ghost")
-    cl = sc.cluster([sc.node_type("gpu8")], [sc.pool("ghost", "gpu8", price_on_demand=8.0),
+    cl = sc.cluster([sc.node_type("gpu8")], [sc.pool("ghost", "gpu8", price_on_demand=8.0, stock=0, shortage="silent"),
                                              sc.pool("real", "gpu8", price_on_demand=10.0)])
     row, sim = run_both(sc.trace([{"gpu_count": 8}]), cl, 2000.0)
     assert log[:len(log) // 2] == [("ghost", t, 1) for t in (1.0, 901.0, 1801.0)]

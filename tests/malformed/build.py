@@ -199,6 +199,17 @@ def clusters() -> None:
         "taint_bad_key": pool(0, taints=["nvidia gpu:NoSchedule"]),
         "taints_not_list": pool(0, taints="nvidia.com/gpu=present:NoSchedule"),
         "taint_not_text": pool(1, taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]),
+        "unknown_shortage": lambda c: c.update(shortage="quietly"),
+        "unknown_pool_shortage": pool(0, shortage="never"),
+        "stock_steps_not_from_zero": pool(0, stock=[{"at_s": 600, "stock": 2}]),
+        "stock_steps_not_increasing": pool(0, stock=[{"at_s": 0, "stock": 2}, {"at_s": 600, "stock": 1},
+                                                     {"at_s": 600, "stock": 3}]),
+        "stock_step_negative": pool(0, stock=[{"at_s": 0, "stock": -1}]),
+        "stock_step_unknown_key": pool(0, stock=[{"at_s": 0, "nodes": 2}]),
+        "stock_draws_low_above_high": pool(0, stock={"low": 4, "high": 2, "period_s": 3600}),
+        "stock_draws_zero_period": pool(0, stock={"low": 1, "high": 2, "period_s": 0}),
+        "stock_text": pool(0, stock="plenty"),
+        "stock_varies_written": pool(0, stock_varies={"low": 1}),
     }
     for name, edit in edits.items():
         cfg = yaml.safe_load(yaml.safe_dump(CLUSTER))
