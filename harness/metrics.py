@@ -8,7 +8,10 @@ ready, until removed) + GPUs of committed slots that hold no node. They split ex
   gang_wait   GPU milli on ready nodes held by pods whose job has not started,
   committed   GPUs of committed slots with no node in them,
 so idle = billed - used = booting + unallocated + gang_wait + committed (fractions count as
-fractions). Fragmentation is the FGD measure over ready nodes (`harness.fragmentation`).
+fractions). The same idle split by GPU model, in accelerator-hours and in USD, each GPU at its
+slot's price per GPU-hour (node price / GPUs: the pool's price, or its committed price in a
+committed slot, as cost counts them), so an idle H100 does not count as an idle T4.
+Fragmentation is the FGD measure over ready nodes (`harness.fragmentation`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.output import atomic_path
-from harness.state import BOOTING, READY
+from harness.state import ABSENT, BOOTING, READY
 from harness.workload import BOUND, DONE, NOT_ARRIVED, PENDING, POD_STATUS, REFUSED, RUNNING
 
 MILLI_HOUR = 1000.0 * 3600.0
@@ -50,6 +53,22 @@ class Accounting:
         self.sim = sim
         cluster = sim.cluster
         self.pool_price = np.array([p.price for p in cluster.pools])
+        st = sim.state
+        # per slot: its GPU model's index (models without GPUs: one past the last, dropped) and
+        # the USD per hour of one GPU milli in it
+        self.models = list(cluster.models)
+        model_of_type = {t.name: self.models.index(t.gpu_model) if t.gpus else len(self.models)
+                         for t in cluster.node_types}
+        type_model = np.array([model_of_type[t.name] for t in cluster.node_types], np.int64)
+        self.slot_model = type_model[st.slot_type]
+        committed_price = np.array([p.committed_price for p in cluster.pools])
+        node_price = np.where(st.slot_committed, committed_price[st.slot_pool], self.pool_price[st.slot_pool])
+        self.slot_usd_per_milli_s = np.divide(node_price / 3600.0, st.gpu_milli_cap, out=np.zeros(st.n_slots),
+                                              where=st.gpu_milli_cap > 0)
+        self._idle_key: tuple = ()
+        self._idle_rates = np.zeros((2, len(self.models)))
+        # idle GPU milli-seconds (row 0) and idle USD (row 1) per GPU model, integrated as `totals`
+        self.idle_by_model = np.zeros((2, len(self.models)))
         self.committed_cost_rate = sum(p.committed * p.committed_price for p in cluster.pools)
         self._cost_key, self._cost = -1, 0.0
         self.last = 0.0
@@ -103,6 +122,25 @@ class Accounting:
             self._cost = float(st.paid_per_pool @ self.pool_price) + self.committed_cost_rate
         return self._cost
 
+    def _idle_by_model_rates(self) -> np.ndarray:
+        """Idle GPU milli (row 0) and idle USD per second (row 1) of each GPU model, now: the
+        per-slot form of idle = billed - used (module docstring). Recomputed only when a node
+        changed (`mutations`, bumped by every bind, release, boot and removal) or a job started
+        (held milli on ready nodes falls without a node change); never cached inside a trial,
+        whose `revert` rewinds `mutations`."""
+        st, sim = self.sim.state, self.sim
+        key = (st.mutations, st.layout_version, sim.held_ready)
+        if key == self._idle_key:
+            return self._idle_rates
+        billed = np.where((st.status != ABSENT) | st.slot_committed, st.gpu_milli_cap, 0.0)
+        idle = billed - np.where(st.status == READY, st.gpu_used - sim.held, 0)
+        n = len(self.models) + 1
+        rates = np.stack([np.bincount(self.slot_model, idle, n)[:-1],
+                          np.bincount(self.slot_model, idle * self.slot_usd_per_milli_s, n)[:-1]])
+        if st._undo is None:
+            self._idle_key, self._idle_rates = key, rates
+        return rates
+
     def advance(self, t: float) -> None:
         """Integrate the current (constant) state from the last instant up to t. Timeline
         samples due in [last, t) record that state: a sample shows the state after the events
@@ -142,6 +180,8 @@ class Accounting:
             tot["frag_amount_time"] = add(tot["frag_amount_time"], frag / ready_cap * dt)
             tot["frag_amount_weight"] = add(tot["frag_amount_weight"], dt)
         tot["cost"] = add(tot["cost"], cost_rate * dt / 3600.0)
+        steps = np.multiply.outer(self._idle_by_model_rates(), dt)
+        self.idle_by_model = _add_rows_in_turn(self.idle_by_model, steps) if np.ndim(dt) else self.idle_by_model + steps
         for reason, count in enumerate(self.reason_count.tolist()):  # 5 reasons: quicker than numpy
             self.pending_s[reason] = add(self.pending_s[reason], count * dt)
 
@@ -188,6 +228,15 @@ def _add_in_turn(total: float, steps: np.ndarray) -> float:
     run = np.empty(len(steps) + 1)
     run[0], run[1:] = total, steps
     return float(np.add.accumulate(run, out=run)[-1])
+
+
+def _add_rows_in_turn(total: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """`_add_in_turn` for an array of totals: steps[..., k] added to total in turn along the
+    last axis (accumulate is sequential along it), as stepping adds them."""
+    if not steps.any():
+        return total
+    run = np.concatenate([total[..., None], steps], axis=-1)
+    return np.add.accumulate(run, axis=-1)[..., -1]
 
 
 TIMELINE_SCHEMA = pa.schema(
@@ -321,6 +370,15 @@ def nodes_frame(sim) -> pl.DataFrame:
     }, nan_to_null=True)
 
 
+def idle_by_model(acct: Accounting) -> dict[str, float]:
+    """Idle accelerator hours and their USD in total and per GPU model (columns
+    `idle_accel_usd`, `idle_accel_hours_model_<M>`, `idle_accel_usd_model_<M>`)."""
+    hours, usd = acct.idle_by_model
+    return {"idle_accel_usd": float(usd.sum()),
+            **{f"idle_accel_hours_model_{m}": float(h) / MILLI_HOUR for m, h in zip(acct.models, hours, strict=True)},
+            **{f"idle_accel_usd_model_{m}": float(u) for m, u in zip(acct.models, usd, strict=True)}}
+
+
 def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl.DataFrame:
     """The one-row metrics table of a run."""
     tot = sim.acct.totals
@@ -346,6 +404,7 @@ def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl
         **_quantiles(started["start_latency_s"].to_numpy()),
         "gangs_never_started": gangs.height - started.height,
         "cost_usd": tot["cost"],
+        **idle_by_model(sim.acct),
         **{f"pending_s_{n}": float(v) for n, v in zip(REASON_NAMES, sim.acct.pending_s, strict=True)},
         "nodes_provisioned": nodes.height,
         "nodes_never_used": int((~nodes["used"]).sum()),
