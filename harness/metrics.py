@@ -66,9 +66,9 @@ class Accounting:
         self.slot_usd_per_milli_s = np.divide(node_price / 3600.0, st.gpu_milli_cap, out=np.zeros(st.n_slots),
                                               where=st.gpu_milli_cap > 0)
         self._idle_key: tuple = ()
-        self._idle_rates = np.zeros((2, len(self.models)))
+        self._idle_rates: np.ndarray = np.zeros((2, len(self.models)))
         # idle GPU milli-seconds (row 0) and idle USD (row 1) per GPU model, integrated as `totals`
-        self.idle_by_model = np.zeros((2, len(self.models)))
+        self.idle_by_model: np.ndarray = np.zeros((2, len(self.models)))
         self.committed_cost_rate = sum(p.committed * p.committed_price for p in cluster.pools)
         self._cost_key, self._cost = -1, 0.0
         self.last = 0.0
