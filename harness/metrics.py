@@ -54,19 +54,25 @@ class Accounting:
         cluster = sim.cluster
         self.pool_price = np.array([p.price for p in cluster.pools])
         st = sim.state
-        # per slot: its GPU model's index (models without GPUs: one past the last, dropped) and
-        # the USD per hour of one GPU milli in it
+        # per slot, what one idle GPU milli in it adds to each model's idle milli (columns 0..m-1:
+        # 1 in its model's column) and idle USD per second (columns m..2m-1): a weighted sum per
+        # model is then one product with the slots' idle milli
         self.models = list(cluster.models)
-        model_of_type = {t.name: self.models.index(t.gpu_model) if t.gpus else len(self.models)
-                         for t in cluster.node_types}
-        type_model = np.array([model_of_type[t.name] for t in cluster.node_types], np.int64)
-        self.slot_model = type_model[st.slot_type]
+        m = len(self.models)
+        model_of_type = {t.name: self.models.index(t.gpu_model) for t in cluster.node_types if t.gpus}
+        gpu_slots = np.flatnonzero(st.gpu_cap > 0)
+        model = np.array([model_of_type[cluster.node_types[t].name] for t in st.slot_type[gpu_slots]], np.int64)
         committed_price = np.array([p.committed_price for p in cluster.pools])
         node_price = np.where(st.slot_committed, committed_price[st.slot_pool], self.pool_price[st.slot_pool])
-        self.slot_usd_per_milli_s = np.divide(node_price / 3600.0, st.gpu_milli_cap, out=np.zeros(st.n_slots),
-                                              where=st.gpu_milli_cap > 0)
+        self.idle_weights = np.zeros((st.n_slots, 2 * m))
+        self.idle_weights[gpu_slots, model] = 1.0
+        self.idle_weights[gpu_slots, m + model] = node_price[gpu_slots] / 3600.0 / st.gpu_milli_cap[gpu_slots]
+        self._layout_key = -1
+        self._billed_rates: np.ndarray = np.zeros(2 * m)
+        self._ready = np.zeros(0, np.int64)
+        self._ready_weights = self.idle_weights[:0]
         self._idle_key: tuple = ()
-        self._idle_rates: np.ndarray = np.zeros((2, len(self.models)))
+        self._idle_rates: np.ndarray = np.zeros((2, m))
         # idle GPU milli-seconds (row 0) and idle USD (row 1) per GPU model, integrated as `totals`
         self.idle_by_model: np.ndarray = np.zeros((2, len(self.models)))
         self.committed_cost_rate = sum(p.committed * p.committed_price for p in cluster.pools)
@@ -132,11 +138,14 @@ class Accounting:
         key = (st.mutations, st.layout_version, sim.held_ready)
         if key == self._idle_key:
             return self._idle_rates
-        billed = np.where((st.status != ABSENT) | st.slot_committed, st.gpu_milli_cap, 0.0)
-        idle = billed - np.where(st.status == READY, st.gpu_used - sim.held, 0)
-        n = len(self.models) + 1
-        rates = np.stack([np.bincount(self.slot_model, idle, n)[:-1],
-                          np.bincount(self.slot_model, idle * self.slot_usd_per_milli_s, n)[:-1]])
+        if self._layout_key != st.layout_version:  # billed GPUs and ready slots: only when nodes come or go
+            billed = np.where((st.status != ABSENT) | st.slot_committed, st.gpu_milli_cap, 0.0)
+            self._billed_rates = billed @ self.idle_weights
+            self._ready = np.flatnonzero(st.status == READY)
+            self._ready_weights = self.idle_weights[self._ready]
+            self._layout_key = st.layout_version if st._undo is None else -1
+        used = st.gpu_used[self._ready] - sim.held[self._ready]
+        rates = (self._billed_rates - used @ self._ready_weights).reshape(2, -1)
         if st._undo is None:
             self._idle_key, self._idle_rates = key, rates
         return rates
@@ -180,8 +189,11 @@ class Accounting:
             tot["frag_amount_time"] = add(tot["frag_amount_time"], frag / ready_cap * dt)
             tot["frag_amount_weight"] = add(tot["frag_amount_weight"], dt)
         tot["cost"] = add(tot["cost"], cost_rate * dt / 3600.0)
-        steps = np.multiply.outer(self._idle_by_model_rates(), dt)
-        self.idle_by_model = _add_rows_in_turn(self.idle_by_model, steps) if np.ndim(dt) else self.idle_by_model + steps
+        rates = self._idle_by_model_rates()
+        if isinstance(dt, np.ndarray):
+            self.idle_by_model = _add_rows_in_turn(self.idle_by_model, np.multiply.outer(rates, dt))
+        else:
+            self.idle_by_model += rates * dt
         for reason, count in enumerate(self.reason_count.tolist()):  # 5 reasons: quicker than numpy
             self.pending_s[reason] = add(self.pending_s[reason], count * dt)
 

@@ -294,3 +294,19 @@ def test_idle_cost_prices_each_gpu_model_at_its_pool_price_per_gpu_hour():
     assert row["idle_accel_usd_model_H100"] == approx(24.0)
     assert row["idle_accel_usd_model_L4"] == approx(3.75)
     assert row["idle_accel_usd"] == approx(27.75)
+
+
+def test_idle_cost_of_committed_slots_is_at_the_committed_price():
+    cl, table = reservation_setup()
+    row, _ = sc.run(table, cl, sc.separate(), horizon_s=2 * H)
+    # As test_reservation_blind_autoscaler_buys_on_demand: both committed slots idle 2 h (32
+    # GPU-h at 6 / 8 = 0.75 USD: 24 USD), the on-demand node 8 GPUs x 900 s (2 GPU-h at 8 / 8 = 1 USD).
+    assert row["idle_accel_usd"] == approx(26.0) and row["idle_accel_usd_model_H100"] == approx(26.0)
+
+
+@pytest.mark.parametrize("setup", [topology_setup, reservation_setup, sharing_setup])
+def test_idle_by_model_adds_up_to_the_idle_hours(setup):
+    cl, table = setup()
+    row, _ = sc.run(table, cl, sc.separate(), horizon_s=2 * H)
+    by_model = [v for k, v in row.items() if k.startswith("idle_accel_hours_model_")]
+    assert by_model and sum(by_model) == approx(row["idle_accel_hours"])
