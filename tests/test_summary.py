@@ -84,6 +84,17 @@ def test_a_single_setting_verdict_names_its_scoring_and_provider():
         "(scoring kube_default, provider silent); cost -47%, gang start p99 -82%")
 
 
+def test_compare_names_the_provider_its_loops_ran_under():
+    from omegaconf import OmegaConf
+
+    from harness.compare import with_provider
+
+    configs = {n: OmegaConf.create({"cluster": {"shortage": "silent"}}) for n in ("separate", "merged")}
+    assert with_provider(TWO_LOOPS, configs)["shortage"].to_list() == ["silent", "silent"]
+    bare = {n: OmegaConf.create({"cluster": {}}) for n in ("separate", "merged")}
+    assert "shortage" not in with_provider(TWO_LOOPS, bare).columns
+
+
 def test_idle_cost_and_its_split_by_gpu_model_print_after_the_idle_hours():
     rows = TWO_LOOPS.with_columns(idle_accel_usd=pl.Series([30_000.0, 9_000.0]),
                                   idle_accel_usd_model_T4=pl.Series([1_000.0, 2_000.0]),
