@@ -771,7 +771,8 @@ def _write_csv(df: pl.DataFrame, path: Path) -> None:
 def _intro(metrics: pl.DataFrame, variants: list[Variant], runs: list[Path]) -> list[str]:
     seeds = sorted(metrics["seed"].unique().to_list())
     facts = [f"{len(runs)} runs: {len(variants)} variants x seeds {', '.join(map(str, seeds))}."]
-    for c, what in (("trace", "trace"), ("cluster", "cluster"), ("policy", "scheduler score policy")):
+    for c, what in (("trace", "trace"), ("cluster", "cluster"), ("policy", "scheduler score policy"),
+                    ("shortage", "provider (cluster.shortage)")):
         if c in metrics.columns:
             facts.append(f"{what}: {', '.join(sorted(map(str, metrics[c].unique().to_list())))}.")
     for c, what in (("pods", "pods"), ("gangs", "gangs")):
