@@ -539,8 +539,13 @@ document.body.setAttribute('data-tables-overflowing',String(wide));});"""
 
 
 def _html_text(cell: str) -> str:
-    """A text cell that may also break after an underscore: `separate_<wbr>reservation`."""
-    return html.escape(cell).replace("_", "_<wbr>")
+    """A text cell that may also break after an underscore, a slash, a plus, an equals sign or a
+    star (a variant named by its trace path or scoring: `separate_<wbr>reservation`,
+    `policy=<wbr>1*<wbr>LeastAllocated+<wbr>1*<wbr>BalancedAllocation`)."""
+    escaped = html.escape(cell)
+    for c in "_/+=*":
+        escaped = escaped.replace(c, c + "<wbr>")
+    return escaped
 
 
 def _html_number(cell: str) -> str:

@@ -450,3 +450,21 @@ def test_the_grid_report_states_ranges_and_whether_each_step_holds_everywhere(tm
     steps = pl.read_csv(tmp_path / "out" / "steps.csv")
     assert steps.filter(step="sees")["holds"].to_list() == [True] * 4
     assert (tmp_path / "out" / "grid.csv").exists() and {f.id for f in rep.figures} == {"idle", "cost"}
+
+
+def test_a_grid_report_fits_a_laptop_screen_in_chromium(tmp_path):
+    """Variant labels carry the scoring policy's name (`1*LeastAllocated+1*BalancedAllocation`) and
+    the provider: the headline's variant column wraps inside them rather than overflow (it did,
+    by 180 px, when cells broke only after underscores)."""
+    root = grid_runs(tmp_path / "runs")
+    names = {"A": "1*LeastAllocated+1*BalancedAllocation", "B": "MostAllocated"}
+    for m in root.rglob("metrics.parquet"):  # every metric, five-digit numbers with a spread, as the grid's
+        df = pl.read_parquet(m)
+        seed = df["seed"][0]
+        more = {c: 0.3312 + 0.02 * seed if mc.digits == 3 else 1523 + 323 * seed if mc.count else 10_000.0 + 1_704 * seed
+                for c, mc in BY_COLUMN.items() if c not in df.columns}
+        df.with_columns(pl.col("policy").replace_strict(names), pl.col(pl.Float64) * (137.31 + 11.7 * seed),
+                        **{c: pl.lit(v) for c, v in more.items()}).write_parquet(m)
+    report.build([root], tmp_path / "out")
+    dom = render(tmp_path / "out" / "report.html", tmp_path)
+    assert 'data-tables-overflowing="0"' in dom
