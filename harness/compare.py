@@ -73,6 +73,15 @@ def run_loops(configs: dict[str, DictConfig], out_root: Path) -> pl.DataFrame:
                      how="diagonal_relaxed")
 
 
+def with_provider(metrics: pl.DataFrame, configs: dict[str, DictConfig]) -> pl.DataFrame:
+    """The loops' rows with the provider's behaviour (`cluster.shortage`) each ran under, when
+    the clusters say it, so the verdict names the setting it was measured in."""
+    shortage = [configs[name].cluster.get("shortage") for name in configs]
+    if all(v is None for v in shortage):
+        return metrics
+    return metrics.with_columns(shortage=pl.Series([str(v or "error") for v in shortage]))
+
+
 def side_by_side(metrics: pl.DataFrame, columns: list[str] = HEADLINE) -> pl.DataFrame:
     """Metrics as rows, loops as columns."""
     cols = [c for c in columns if c in metrics.columns]
@@ -105,5 +114,5 @@ def compare_task(cfg: DictConfig) -> pl.DataFrame:
         table = side_by_side(metrics)
         write_text(table.write_csv(), out_root / "comparison.csv")
         walls = [wall_s(out_root / name) for name in configs]
-        show(metrics.with_columns(wall_s=pl.Series(walls, dtype=pl.Float64)), out_root)
+        show(with_provider(metrics, configs).with_columns(wall_s=pl.Series(walls, dtype=pl.Float64)), out_root)
     return table

@@ -10,6 +10,9 @@ ready, until removed) + GPUs of committed slots that hold no node. They split ex
 so idle = billed - used = booting + unallocated + gang_wait + committed (fractions count as
 fractions). A phantom (a node a `silent` provider accepted but never brings up) is neither
 billed nor booting: its slot counts as an empty committed slot if it is one, else as nothing.
+The same idle split by GPU model, in accelerator-hours and in USD, each GPU at its slot's
+price per GPU-hour (node price / GPUs: the pool's price, or its committed price in a committed
+slot, as cost counts them), so an idle H100 does not count as an idle T4.
 Fragmentation is the FGD measure over ready nodes (`harness.fragmentation`).
 """
 
@@ -26,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.output import atomic_path
-from harness.state import BOOTING, READY, WHOLE
+from harness.state import ABSENT, BOOTING, READY, WHOLE
 from harness.workload import BOUND, DONE, NOT_ARRIVED, PENDING, POD_STATUS, REFUSED, RUNNING
 
 MILLI_HOUR = 1000.0 * 3600.0
@@ -52,6 +55,28 @@ class Accounting:
         self.sim = sim
         cluster = sim.cluster
         self.pool_price = np.array([p.price for p in cluster.pools])
+        st = sim.state
+        # per slot, what one idle GPU milli in it adds to each model's idle milli (columns 0..m-1:
+        # 1 in its model's column) and idle USD per second (columns m..2m-1): a weighted sum per
+        # model is then one product with the slots' idle milli
+        self.models = list(cluster.models)
+        m = len(self.models)
+        model_of_type = {t.name: self.models.index(t.gpu_model) for t in cluster.node_types if t.gpus}
+        gpu_slots = np.flatnonzero(st.gpu_cap > 0)
+        model = np.array([model_of_type[cluster.node_types[t].name] for t in st.slot_type[gpu_slots]], np.int64)
+        committed_price = np.array([p.committed_price for p in cluster.pools])
+        node_price = np.where(st.slot_committed, committed_price[st.slot_pool], self.pool_price[st.slot_pool])
+        self.idle_weights = np.zeros((st.n_slots, 2 * m))
+        self.idle_weights[gpu_slots, model] = 1.0
+        self.idle_weights[gpu_slots, m + model] = node_price[gpu_slots] / 3600.0 / st.gpu_milli_cap[gpu_slots]
+        self._layout_key = -1
+        self._billed_rates: np.ndarray = np.zeros(2 * m)
+        self._ready = np.zeros(0, np.int64)
+        self._ready_weights = self.idle_weights[:0]
+        self._idle_key: tuple = ()
+        self._idle_rates: np.ndarray = np.zeros((2, m))
+        # idle GPU milli-seconds (row 0) and idle USD (row 1) per GPU model, integrated as `totals`
+        self.idle_by_model: np.ndarray = np.zeros((2, len(self.models)))
         self.committed_cost_rate = sum(p.committed * p.committed_price for p in cluster.pools)
         self._cost_key, self._cost = -1, 0.0
         self._phantom_key, self._phantom = -1, (0, 0, np.zeros(len(cluster.pools), np.int64))
@@ -126,6 +151,29 @@ class Accounting:
             self._cost = float((st.paid_per_pool - self._phantoms()[2]) @ self.pool_price) + self.committed_cost_rate
         return self._cost
 
+    def _idle_by_model_rates(self) -> np.ndarray:
+        """Idle GPU milli (row 0) and idle USD per second (row 1) of each GPU model, now: the
+        per-slot form of idle = billed - used (module docstring). Recomputed only when a node
+        changed (`mutations`, bumped by every bind, release, boot and removal) or a job started
+        (held milli on ready nodes falls without a node change); never cached inside a trial,
+        whose `revert` rewinds `mutations`."""
+        st, sim = self.sim.state, self.sim
+        key = (st.mutations, st.layout_version, sim.held_ready)
+        if key == self._idle_key:
+            return self._idle_rates
+        if self._layout_key != st.layout_version:  # billed GPUs and ready slots: only when nodes come or go
+            present = (st.status != ABSENT) & ~self.sim._cloud.phantom  # a phantom is not billed
+            billed = np.where(present | st.slot_committed, st.gpu_milli_cap, 0.0)
+            self._billed_rates = billed @ self.idle_weights
+            self._ready = np.flatnonzero(st.status == READY)
+            self._ready_weights = self.idle_weights[self._ready]
+            self._layout_key = st.layout_version if st._undo is None else -1
+        used = st.gpu_used[self._ready] - sim.held[self._ready]
+        rates = (self._billed_rates - used @ self._ready_weights).reshape(2, -1)
+        if st._undo is None:
+            self._idle_key, self._idle_rates = key, rates
+        return rates
+
     def advance(self, t: float) -> None:
         """Integrate the current (constant) state from the last instant up to t. Timeline
         samples due in [last, t) record that state: a sample shows the state after the events
@@ -165,6 +213,11 @@ class Accounting:
             tot["frag_amount_time"] = add(tot["frag_amount_time"], frag / ready_cap * dt)
             tot["frag_amount_weight"] = add(tot["frag_amount_weight"], dt)
         tot["cost"] = add(tot["cost"], cost_rate * dt / 3600.0)
+        rates = self._idle_by_model_rates()
+        if isinstance(dt, np.ndarray):
+            self.idle_by_model = _add_rows_in_turn(self.idle_by_model, np.multiply.outer(rates, dt))
+        else:
+            self.idle_by_model += rates * dt
         for reason, count in enumerate(self.reason_count.tolist()):  # 5 reasons: quicker than numpy
             self.pending_s[reason] = add(self.pending_s[reason], count * dt)
 
@@ -211,6 +264,15 @@ def _add_in_turn(total: float, steps: np.ndarray) -> float:
     run = np.empty(len(steps) + 1)
     run[0], run[1:] = total, steps
     return float(np.add.accumulate(run, out=run)[-1])
+
+
+def _add_rows_in_turn(total: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """`_add_in_turn` for an array of totals: steps[..., k] added to total in turn along the
+    last axis (accumulate is sequential along it), as stepping adds them."""
+    if not steps.any():
+        return total
+    run = np.concatenate([total[..., None], steps], axis=-1)
+    return np.add.accumulate(run, axis=-1)[..., -1]
 
 
 TIMELINE_SCHEMA = pa.schema(
@@ -344,6 +406,15 @@ def nodes_frame(sim) -> pl.DataFrame:
     }, nan_to_null=True)
 
 
+def idle_by_model(acct: Accounting) -> dict[str, float]:
+    """Idle accelerator hours and their USD in total and per GPU model (columns
+    `idle_accel_usd`, `idle_accel_hours_model_<M>`, `idle_accel_usd_model_<M>`)."""
+    hours, usd = acct.idle_by_model
+    return {"idle_accel_usd": float(usd.sum()),
+            **{f"idle_accel_hours_model_{m}": float(h) / MILLI_HOUR for m, h in zip(acct.models, hours, strict=True)},
+            **{f"idle_accel_usd_model_{m}": float(u) for m, u in zip(acct.models, usd, strict=True)}}
+
+
 def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl.DataFrame:
     """The one-row metrics table of a run."""
     tot = sim.acct.totals
@@ -369,6 +440,7 @@ def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl
         **_quantiles(started["start_latency_s"].to_numpy()),
         "gangs_never_started": gangs.height - started.height,
         "cost_usd": tot["cost"],
+        **idle_by_model(sim.acct),
         **{f"pending_s_{n}": float(v) for n, v in zip(REASON_NAMES, sim.acct.pending_s, strict=True)},
         "nodes_provisioned": nodes.height,
         "nodes_never_used": int((~nodes["used"]).sum()),

@@ -8,6 +8,10 @@ polars. Outputs, all deterministic (no wall times, no dates, fixed ordering), so
 regeneration can be compared byte for byte:
 
 - `summary.md` / `summary.csv`: per variant and metric, mean, std, min and max over seeds;
+- for a grid of settings (runs that differ by trace, scoring policy or provider: harness/grid.py),
+  `grid.csv` and `steps.csv` (and their tables): per setting and loop the means with 95%
+  intervals over seeds, and what each interface step saves over the one before it in each
+  setting; the verdict then states ranges across the settings;
 - `ablation.csv` (and a table in both documents): each variant against the separate loops with
   every autoscaler switch off, paired by seed, i.e. what turning a capability on saved;
 - `runs.csv`: every run's metrics row (one line per run);
@@ -37,15 +41,19 @@ import numpy as np
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
+from harness import grid
 from harness.errors import LoopbenchError
 from harness.loops.base import Description
 from harness.metrics import REASON_NAMES
 from harness.output import COMPLETE_MARKER, atomic_dir, write_text
 from harness.provenance import write_report_provenance
-from harness.summary import BY_COLUMN, IDLE_CAUSES, METRICS, verdict
+from harness.summary import BY_MODEL, IDLE_CAUSES, MODELS, catalogue, expand, metric, percent, setting, verdict
 
-#: Run metadata that tells variants apart when it differs between runs.
-CONTEXT = ["trace", "cluster", "policy"]
+#: Run metadata that tells variants apart when it differs between runs (`shortage`: the
+#: provider's behaviour, read from the run's config).
+CONTEXT = ["trace", "cluster", "policy", "shortage"]
+#: The grid's tables: per setting and loop, these metrics with their intervals.
+GRID = ["idle_accel_hours", "idle_accel_usd", "cost_usd", "gang_latency_p99_s"]
 
 
 HEADLINE = ["idle_accel_hours", "accel_utilization", "frag_ratio", "gang_latency_p50_s", "gang_latency_p99_s",
@@ -166,6 +174,10 @@ def label_runs(runs: list[Path], metrics: pl.DataFrame) -> tuple[pl.DataFrame, l
     differ between runs sharing that name (so a sweep over one knob is not pooled)."""
     full = [_run_config(r) for r in runs]
     configs = [_loop_config(c) for c in full]
+    shortage = [c.get("cluster", {}).get("shortage") if isinstance(c.get("cluster"), DictConfig) else None
+                for c in full]
+    if any(v is not None for v in shortage):  # the provider's behaviour; absent = error, Cluster's default
+        metrics = metrics.with_columns(shortage=pl.Series([str(v or "error") for v in shortage]))
     context = [c for c in CONTEXT if c in metrics.columns and metrics[c].n_unique() > 1]
     loops = metrics["loop"].to_list()
     labels, variants = [], {}
@@ -185,7 +197,7 @@ def label_runs(runs: list[Path], metrics: pl.DataFrame) -> tuple[pl.DataFrame, l
 
 def summarize(metrics: pl.DataFrame, variants: list[Variant]) -> pl.DataFrame:
     """Long table: variant, metric, seeds, mean, std, min, max (over seeds)."""
-    cols = [m.column for m in METRICS if m.column in metrics.columns]
+    cols = [m.column for m in catalogue(metrics.columns)]
     long = (metrics.select("variant", "seed", *cols).with_columns(pl.col(cols).cast(pl.Float64))
             .unpivot(index=["variant", "seed"], variable_name="metric")
             .filter(pl.col("value").is_not_nan()))
@@ -292,7 +304,7 @@ def _cells(summary: pl.DataFrame, variants: list[Variant], columns: list[str]) -
     for v in variants:
         row = [v.label, str(max((by[(v.label, c)]["seeds"] for c in columns if (v.label, c) in by), default=0))]
         for c in columns:
-            r, m = by.get((v.label, c)), BY_COLUMN[c]
+            r, m = by.get((v.label, c)), metric(c)
             k = m.scale
             row.append(_spread(r["mean"] * k, r["min"] * k, r["max"] * k, m.digits, m.count) if r else "–")
         rows.append(row)
@@ -301,21 +313,130 @@ def _cells(summary: pl.DataFrame, variants: list[Variant], columns: list[str]) -
 
 def _metric_table(id: str, title: str, summary: pl.DataFrame, variants: list[Variant], columns: list[str],
                   note: str = "") -> Table:
-    return Table(id, title, ["variant", "seeds", *[BY_COLUMN[c].header for c in columns]],
+    return Table(id, title, ["variant", "seeds", *[metric(c).header for c in columns]],
                  _cells(summary, variants, columns), note)
 
 
-def verdicts(summary: pl.DataFrame, variants: list[Variant]) -> list[str]:
-    """Each variant against the baseline (the all-off separate loops, else the first variant),
-    on the means over seeds."""
-    if len(variants) < 2:
-        return []
-    bases = [v for v in variants if v.is_baseline]
-    base = bases[0] if len(bases) == 1 else variants[0]
+def _means(summary: pl.DataFrame, variants: list[Variant]) -> dict[str, dict[str, float]]:
     means: dict[str, dict[str, float]] = {v.label: {} for v in variants}
     for r in summary.iter_rows(named=True):
         means[r["variant"]][r["metric"]] = r["mean"]
-    return [verdict(v.label, base.label, means[v.label], means[base.label]) for v in variants if v is not base]
+    return means
+
+
+def _base(variants: list[Variant]) -> Variant:
+    """The baseline: the all-off separate loops, else the first variant."""
+    bases = [v for v in variants if v.is_baseline]
+    return bases[0] if len(bases) == 1 else variants[0]
+
+
+def verdicts(summary: pl.DataFrame, variants: list[Variant], where: str = "") -> list[str]:
+    """Each variant against the baseline, on the means over seeds, in the one setting `where`
+    (harness.summary.setting) all runs share."""
+    if len(variants) < 2:
+        return []
+    base, means = _base(variants), _means(summary, variants)
+    return [verdict(v.label, base.label, means[v.label], means[base.label], where) for v in variants if v is not base]
+
+
+def grid_verdicts(metrics: pl.DataFrame, cols: list[str], variants: list[Variant]) -> list[str]:
+    """Each loop against the separate loops in ranges form across the grid's settings."""
+    loops = list(dict.fromkeys(v.loop for v in variants))
+    if grid.BASE not in loops:
+        return []
+    return [grid.ranges_verdict(loop, grid.BASE, grid.savings(metrics, cols, loop, grid.BASE), cols)
+            for loop in loops if loop != grid.BASE]
+
+
+def _pm(mean, half, digits: int) -> str:
+    """mean ± half-width (the half-width left out for one seed)."""
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "–"
+    return _num(mean, digits) if half is None or math.isnan(half) else f"{_num(mean, digits)} ± {_num(half, digits)}"
+
+
+def grid_tables(metrics: pl.DataFrame, cols: list[str], variants: list[Variant]
+                ) -> tuple[list[Table], pl.DataFrame, pl.DataFrame]:
+    """The grid's tables: each setting's loops (mean ± 95% CI over seeds), each interface step
+    per setting, and each step across the settings; with the two long tables behind them."""
+    loops = list(dict.fromkeys(v.loop for v in variants))
+    stats = grid.cell_stats(metrics, cols, GRID)
+    by = {(tuple(r[c] for c in cols), r["loop"], r["metric"]): r for r in stats.iter_rows(named=True)}
+    keys = sorted({k[0] for k in by})
+    columns = [c for c in GRID if c in metrics.columns]
+    rows = []
+    for key in keys:
+        where = grid.describe(dict(zip(cols, key, strict=True)), cols)
+        for loop in loops:
+            cells = [by.get((key, loop, c)) for c in columns]
+            if any(cells):
+                seeds = max(r["seeds"] for r in cells if r)
+                rows.append([where, loop, str(seeds),
+                             *[_pm(r["mean"], r["half"], metric(c).digits) if r else "–"
+                               for r, c in zip(cells, columns, strict=True)]])
+    tables = [Table("grid", "Robustness grid: each setting (mean ± 95% CI over seeds)",
+                    ["setting", "loop", "seeds", *[metric(c).header for c in columns]], rows,
+                    "The interval is t-based over the setting's seeds (Student's t, n - 1 degrees of freedom).",
+                    text_cols=2, lead=3)]
+    steps = grid.steps(metrics, cols)
+    if steps.height:
+        label = metric("idle_accel_hours")
+        detail = [[r["step"], grid.describe(r, cols), str(r["seeds"]), _pm(r["saved"], r["half"], 0),
+                   percent(r["pct"]) if r["pct"] is not None else "–",
+                   {True: "yes", False: "no"}.get(r["holds"], "n/a")] for r in steps.iter_rows(named=True)]
+        tables.append(Table("steps", f"Interface steps in each setting: {label.label} saved over the step before",
+                            ["step", "setting", "seeds", "saved (h, ± 95% CI)", "saved (%)", "holds"], detail,
+                            "Steps: sees over separate, prefers over sees, requests (the merged loop) over prefers; "
+                            "provreq (the ProvisioningRequest bridge) over separate. saved = the step before - this "
+                            "step, paired by seed; it holds when the saving is > 0 and its interval excludes 0.",
+                            text_cols=2, lead=3))
+        across = []
+        for (name, loop, over) in grid.STEPS:
+            part = steps.filter(pl.col("step") == name)
+            pcts = [x for x in part["pct"].to_list() if x is not None]
+            if not part.height or not pcts:
+                continue
+            held = int(part["holds"].fill_null(False).sum())
+            across.append([name, f"{loop} over {over}", grid.span(pcts), f"{held}/{part.height}",
+                           "yes" if held == part.height else "no"])
+        header = ["step", "loops", "saved (%, min-max)", "holds in (settings)", "holds everywhere"]
+        tables.append(Table("steps-across", "Interface steps across the grid", header, across,
+                            "The range of the step's saving over the settings, and in how many of them it "
+                            "holds (saving > 0, 95% interval excluding 0).", text_cols=2, lead=2))
+    return tables, stats, steps
+
+
+def _model_split(model: str, m: dict, b: dict) -> str:
+    """`T4 1,200 h against 400 h (~0.45 USD per idle GPU-hour)`: a model's idle hours in two
+    variants' means, priced at their pooled idle USD per idle hour."""
+    h, usd = f"idle_accel_hours_model_{model}", f"idle_accel_usd_model_{model}"
+    both = m[h] + b[h]
+    price = (m.get(usd, 0.0) + b.get(usd, 0.0)) / both if both else math.nan
+    return f"{model} {_num(m[h], 0)} h against {_num(b[h], 0)} h (~{_num(price, 2)} USD per idle GPU-hour)"
+
+
+def idle_split(summary: pl.DataFrame, variants: list[Variant]) -> list[str]:
+    """Where each variant's idle hours sit by GPU model, when it idles more hours than the
+    baseline yet they cost less (or fewer that cost more): the hours moved to cheaper (dearer)
+    models. Each model's price is its idle USD per idle hour, both variants pooled."""
+    base, means = _base(variants), _means(summary, variants)
+    b = means[base.label]
+    out = []
+    for v in variants:
+        m = means[v.label]
+        if v is base or not all(k in m and k in b for k in ("idle_accel_hours", "idle_accel_usd")):
+            continue
+        dh, du = m["idle_accel_hours"] - b["idle_accel_hours"], m["idle_accel_usd"] - b["idle_accel_usd"]
+        if dh * du >= 0 or not b["idle_accel_hours"] or not b["idle_accel_usd"]:
+            continue
+        hours = [c for c in expand([MODELS], m) if c.startswith("idle_accel_hours_model_") and c in b]
+        moved = sorted(hours, key=lambda c: -abs(m[c] - b[c]))[:4]  # the models whose idle hours moved most
+        split = "; ".join(_model_split(c[len("idle_accel_hours_model_"):], m, b) for c in moved)
+        more, cost = ("more", "less") if dh > 0 else ("fewer", "more")
+        out.append(f"{v.label} idles {percent(abs(dh) / b['idle_accel_hours'] * 100)} {more} accelerator hours than "
+                   f"{base.label}, yet they cost {percent(abs(du) / b['idle_accel_usd'] * 100)} {cost}: the hours sit "
+                   f"on other GPU models. Idle hours by model, {v.label} against {base.label}: {split}.")
+    return out
 
 
 def tables(summary: pl.DataFrame, abl: pl.DataFrame | None, variants: list[Variant], present: set[str]) -> list[Table]:
@@ -328,6 +449,13 @@ def tables(summary: pl.DataFrame, abl: pl.DataFrame | None, variants: list[Varia
     out.append(_metric_table("idle", "Idle accelerator hours by cause", summary, variants,
                              have(["idle_accel_hours", *[f"idle_accel_hours_{c}" for c in IDLE_CAUSES]]),
                              "idle = billed - used = booting + unallocated + gang wait + committed (docs/model.md)."))
+    by_model = expand(["idle_accel_hours", "idle_accel_usd", MODELS], present)
+    if any(c.startswith(tuple(BY_MODEL)) for c in by_model):
+        out.append(_metric_table("idle-models", "Idle accelerator hours and their cost by GPU model", summary, variants,
+                                 have(by_model), " ".join([
+                                     "Each idle GPU at its pool's price per GPU-hour (node price / GPUs; a committed "
+                                     "slot at its committed price, as cost counts it), so an idle H100 does not "
+                                     "count as an idle T4.", *idle_split(summary, variants)])))
     out.append(_metric_table("pending", "Pending pod-hours by reason", summary, variants,
                              have([f"pending_s_{r}" for r in REASON_NAMES]),
                              "Seconds pods spent pending, integrated by the reason of their last scheduling attempt, "
@@ -340,12 +468,12 @@ def tables(summary: pl.DataFrame, abl: pl.DataFrame | None, variants: list[Varia
         by = {(r["variant"], r["metric"]): r for r in abl.iter_rows(named=True)}
         header = ["variant", "capability"]
         for c in cols:
-            header += [BY_COLUMN[c].header, "saved"]
+            header += [metric(c).header, "saved"]
         rows = []
         for v in variants:
             row = [v.label, v.capability]
             for c in cols:
-                r, d = by.get((v.label, c)), BY_COLUMN[c].digits
+                r, d = by.get((v.label, c)), metric(c).digits
                 if r is None:
                     row += ["–", "–"]
                     continue
@@ -411,8 +539,13 @@ document.body.setAttribute('data-tables-overflowing',String(wide));});"""
 
 
 def _html_text(cell: str) -> str:
-    """A text cell that may also break after an underscore: `separate_<wbr>reservation`."""
-    return html.escape(cell).replace("_", "_<wbr>")
+    """A text cell that may also break after an underscore, a slash, a plus, an equals sign or a
+    star (a variant named by its trace path or scoring: `separate_<wbr>reservation`,
+    `policy=<wbr>1*<wbr>LeastAllocated+<wbr>1*<wbr>BalancedAllocation`)."""
+    escaped = html.escape(cell)
+    for c in "_/+=*":
+        escaped = escaped.replace(c, c + "<wbr>")
+    return escaped
 
 
 def _html_number(cell: str) -> str:
@@ -584,11 +717,21 @@ def plot_billed_used(timeline: pl.DataFrame, variants: list[Variant]) -> bytes:
     return _png(fig)
 
 
-def figures(summary: pl.DataFrame, jobs: pl.DataFrame, timeline: pl.DataFrame, variants: list[Variant]) -> list[Figure]:
-    out = [Figure("idle", "Idle accelerator hours by cause",
+def _idle_figure(summary: pl.DataFrame, variants: list[Variant]) -> Figure:
+    return Figure("idle", "Idle accelerator hours by cause",
                   _stacked(summary, variants, [(f"idle_accel_hours_{c}", c.replace("_", " ")) for c in IDLE_CAUSES],
                            "idle_accel_hours", "idle accelerator hours"),
-                  "Stacked: mean over seeds of each cause; whiskers: min and max of the total over seeds.")]
+                  "Stacked: mean over seeds of each cause; whiskers: min and max of the total over seeds.")
+
+
+def bar_figures(summary: pl.DataFrame, variants: list[Variant]) -> list[Figure]:
+    """A grid's plots: idle hours by cause and cost, one bar per variant."""
+    return [_idle_figure(summary, variants),
+            Figure("cost", "Cost", plot_cost(summary, variants), "Bars: mean over seeds; whiskers: min and max.")]
+
+
+def figures(summary: pl.DataFrame, jobs: pl.DataFrame, timeline: pl.DataFrame, variants: list[Variant]) -> list[Figure]:
+    out = [_idle_figure(summary, variants)]
     cdf = plot_gang_cdf(jobs, variants)
     if cdf is not None:
         out.append(Figure("gang-cdf", "Gang start latency CDF", cdf,
@@ -633,7 +776,8 @@ def _write_csv(df: pl.DataFrame, path: Path) -> None:
 def _intro(metrics: pl.DataFrame, variants: list[Variant], runs: list[Path]) -> list[str]:
     seeds = sorted(metrics["seed"].unique().to_list())
     facts = [f"{len(runs)} runs: {len(variants)} variants x seeds {', '.join(map(str, seeds))}."]
-    for c, what in (("trace", "trace"), ("cluster", "cluster"), ("policy", "scheduler score policy")):
+    for c, what in (("trace", "trace"), ("cluster", "cluster"), ("policy", "scheduler score policy"),
+                    ("shortage", "provider (cluster.shortage)")):
         if c in metrics.columns:
             facts.append(f"{what}: {', '.join(sorted(map(str, metrics[c].unique().to_list())))}.")
     for c, what in (("pods", "pods"), ("gangs", "gangs")):
@@ -661,16 +805,25 @@ def build(paths: list[str | Path], out: Path, title: str | None = None, notes: S
                   .sort("_o", "seed").drop("_o").select("variant", pl.exclude("variant")))
     summary = summarize(metrics, variants)
     abl = ablation(metrics, variants)
+    cells = grid.cell_columns(metrics)
     jobs = _read_all(runs, labels, "jobs.parquet", ["is_gang", "refused", "start_latency_s"])
-    timeline = _read_all(runs, labels, "timeline.parquet",
-                         ["t_s", "billed_gpus", "used_gpus", "frag_ratio", "frag_amount"])
-    rep = Report(title or out.name, [*notes, *_intro(metrics, variants, runs)], verdicts(summary, variants))
+    # a grid has too many variants for one curve or panel each: its plots are bars only
+    timeline = pl.DataFrame() if cells else _read_all(runs, labels, "timeline.parquet",
+                                                      ["t_s", "billed_gpus", "used_gpus", "frag_ratio", "frag_amount"])
+    rep = Report(title or out.name, [*notes, *_intro(metrics, variants, runs)],
+                 grid_verdicts(metrics, cells, variants) if cells else
+                 verdicts(summary, variants, setting(metrics.row(0, named=True))))
     baselines = [v.label for v in variants if v.is_baseline]
     if len(baselines) > 1:
         rep.intro.append(f"No ablation table: {len(baselines)} variants are all-off separate loops "
                          f"({'; '.join(baselines)}); report each trace/cluster/policy separately for one.")
     rep.tables = tables(summary, abl, variants, set(summary["metric"]))  # metrics with a value
-    if jobs.height and timeline.height:
+    grid_stats = steps = None
+    if cells:
+        first, grid_stats, steps = grid_tables(metrics, cells, variants)
+        rep.tables[1:1] = first  # after the variants: the grid is what the report is about
+        rep.figures = bar_figures(summary, variants)
+    elif jobs.height and timeline.height:
         rep.figures = figures(summary, jobs, timeline, variants)
     with atomic_dir(out, "summary.md") as tmp:  # `out` is the old report or the new one, whole
         pngs = {f.id: f"{f.id}.png" for f in rep.figures}
@@ -680,6 +833,10 @@ def build(paths: list[str | Path], out: Path, title: str | None = None, notes: S
         _write_csv(runs_table, tmp / "runs.csv")
         if abl is not None:
             _write_csv(abl, tmp / "ablation.csv")
+        if grid_stats is not None:
+            _write_csv(grid_stats, tmp / "grid.csv")
+        if steps is not None and steps.height:
+            _write_csv(steps, tmp / "steps.csv")
         write_text(markdown(rep, pngs), tmp / "summary.md")
         write_text(html_page(rep), tmp / "report.html")
         by_row = sorted(range(len(runs)), key=lambda i: (order[labels[i]], metrics["seed"][i]))

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,10 +41,11 @@ def _resolve(path) -> Path:
     return p if p.is_absolute() or p.exists() else ROOT / p
 
 
-def openb_cluster(nodes_csv: str, autoscaled: bool = True) -> Cluster:
+def openb_cluster(nodes_csv: str, autoscaled: bool = True, shortage: str | None = None) -> Cluster:
     """The cluster of an openb node list, exactly as `loopbench import openb --nodes NODES
     [--autoscaled]` writes it, built at run time so the node list is read in place (Hydra
-    `_target_` of conf/experiment/openb_autoscaled.yaml)."""
+    `_target_` of conf/experiment/openb_autoscaled.yaml and conf/scenario/openb_autoscaled.yaml);
+    `shortage`, when given, is the Cluster's (how the provider fails: `cluster.shortage`)."""
     from harness.importers.cli import _openb_nodes
     from harness.importers.common import autoscaled_cluster
 
@@ -53,6 +55,8 @@ def openb_cluster(nodes_csv: str, autoscaled: bool = True) -> Cluster:
     cfg = _openb_nodes(str(path))
     if autoscaled:
         cfg = autoscaled_cluster(cfg)
+    if shortage is not None:
+        cfg["shortage"] = shortage
     return Cluster(**{k: v for k, v in cfg.items() if k != "_target_"})
 
 
@@ -63,6 +67,10 @@ class Experiment:
     notes: list[str]
     report: str = "replay"  # replay: harness.report; packing: harness.openb_packing.report_main
     sweep: list[str] = field(default_factory=list)  # overrides beyond the config's sweeper params
+    #: a sweep key whose every value brings its own config to prepare (a scenario: its trace import)
+    prepare_each: str = ""
+    #: the sweep key to share among processes when the longest one's values cost unevenly
+    shard_along: str = ""
 
 
 EXPERIMENTS = [
@@ -84,6 +92,16 @@ EXPERIMENTS = [
         "busy on average, up to ~880. openb has no gangs, topology claims or committed capacity, so of the "
         "autoscaler's switches only sharing matters.",
         "Regenerate: loopbench results openb_autoscaled."]),
+    Experiment("loops_robustness", "Robustness grid: loops x scoring x provider x trace", [
+        "Does what the interface steps and the merged loop save hold across settings? Every loop of the interface "
+        "ladder x scoring policy (kube-scheduler's default; GPU bin-packing) x provider (a request it cannot fill "
+        "fails at once; or silently: the missing nodes never come up and the loop notices at its own timeout) x "
+        "trace (the bundled synthetic trace on the default cluster; openb on the autoscaled cluster of its node "
+        "models), 5 seeds (conf/experiment/loops_robustness.yaml; a scenario in conf/scenario/ selects a trace and "
+        "its cluster together).",
+        "Regenerate: loopbench results loops_robustness."], prepare_each="scenario",
+               # the loops cost unevenly (Karpenter-like: ~60% of the grid's time): each process takes a provider
+               shard_along="++cluster.shortage"),
 ]
 BY_NAME = {e.name: e for e in EXPERIMENTS}
 
@@ -109,13 +127,13 @@ def _sweep_values(params: dict[str, str]) -> dict[str, list[str]]:
     return values
 
 
-def shards(params: dict[str, str], jobs: int) -> list[list[str]]:
+def shards(params: dict[str, str], jobs: int, along: str = "") -> list[list[str]]:
     """The sweep `params` (key -> Hydra sweep value) cut into at most `jobs` sweeps along the
-    key with the most values, its values dealt round robin."""
+    key `along` (default: the key with the most values), its values dealt round robin."""
     values = _sweep_values(params)
     if not values:
         return [[]]
-    axis = max(values, key=lambda k: len(values[k]))
+    axis = along if along in values else max(values, key=lambda k: len(values[k]))
     n = max(1, min(jobs, len(values[axis])))
     return [[f"{k}={','.join(values[axis][i::n]) if k == axis else v}" for k, v in params.items()] for i in range(n)]
 
@@ -141,18 +159,42 @@ def prepare(exp: Experiment, cfg) -> None:
         raise LoopbenchError(f"{exp.name}: loopbench import {' '.join(argv)}: {done.stderr.strip()}")
 
 
-def sweep(exp: Experiment, runs: Path, jobs: int) -> None:
-    """The experiment's Hydra multirun, as `jobs` concurrent `loopbench replay -m` processes."""
-    cfg = _hydra_config(exp.name, [])
-    prepare(exp, cfg)
+def sweep_params(exp: Experiment, cfg, sets: Sequence[str] = ()) -> dict[str, str]:
+    """The experiment's sweep: its config's sweeper params, then its own `sweep` overrides, then
+    `sets` (KEY=VALUES, e.g. `seed=0,1`: a smaller sweep of the same experiment)."""
     params = {str(k): str(v) for k, v in (cfg.hydra.sweeper.params or {}).items()}
     for o in exp.sweep:
         k, v = o.split("=", 1)
         params[k] = v
+    for o in sets:
+        k, eq, v = o.partition("=")
+        if not eq or not v:
+            raise ConfigError("--set", f"expected KEY=VALUES (a sweep key and its values, e.g. seed=0,1), got {o!r}")
+        if k not in params:
+            raise ConfigError("--set", f"{k!r} is not a sweep key of {exp.name} (its keys: {', '.join(params)})")
+        params[k] = v
+    return params
+
+
+def _each_config(exp: Experiment, cfg, params: dict[str, str]) -> list:
+    """The configs to prepare: one per value of the experiment's `prepare_each` sweep key (each
+    scenario's import), else the experiment's own."""
+    if not exp.prepare_each:
+        return [cfg]
+    values = _sweep_values({exp.prepare_each: params[exp.prepare_each]})[exp.prepare_each]
+    return [_hydra_config(exp.name, [f"{exp.prepare_each}={v}"]) for v in values]
+
+
+def sweep(exp: Experiment, runs: Path, jobs: int, sets: Sequence[str] = ()) -> None:
+    """The experiment's Hydra multirun, as `jobs` concurrent `loopbench replay -m` processes."""
+    cfg = _hydra_config(exp.name, [])
+    params = sweep_params(exp, cfg, sets)
+    for each in _each_config(exp, cfg, params):
+        prepare(exp, each)
     if runs.exists():
         shutil.rmtree(runs)
     procs = []
-    for i, part in enumerate(shards(params, jobs)):
+    for i, part in enumerate(shards(params, jobs, exp.shard_along)):
         log = runs / f"shard-{i}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "harness.cli", "replay", "-m", f"experiment={exp.name}", *part,
@@ -187,10 +229,10 @@ def report(exp: Experiment, runs: Path, out: Path) -> None:
         build([runs], out, exp.title, exp.notes)
 
 
-def regenerate(exp: Experiment, out_root: Path, runs_root: Path, jobs: int) -> Path:
+def regenerate(exp: Experiment, out_root: Path, runs_root: Path, jobs: int, sets: Sequence[str] = ()) -> Path:
     started = time.perf_counter()
     runs, out = runs_root / exp.name, out_root / exp.name
-    sweep(exp, runs, jobs)
+    sweep(exp, runs, jobs, sets)
     report(exp, runs, out)
     print(f"{exp.name}: {out} ({time.perf_counter() - started:.0f} s)", flush=True)
     return out
@@ -237,7 +279,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--runs", default=str(ROOT / "runs" / "results"), help="where the runs go (default: runs/results)")
     ap.add_argument("--jobs", type=int, default=2, help="concurrent replay processes (default 2)")
     ap.add_argument("--check", action="store_true", help="regenerate into a temporary folder and compare")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUES",
+                    help="replace a sweep key's values, e.g. --set seed=0,1 (a smaller run; not for --check)")
     args = ap.parse_args(argv)
+    if args.set and args.check:
+        raise ConfigError("--set", "--check regenerates the committed sweep whole; drop --set")
     unknown = [n for n in args.names if n not in BY_NAME]
     if unknown:
         raise ConfigError("NAME", f"unknown experiment '{unknown[0]}' (known: {', '.join(BY_NAME)})")
@@ -245,7 +291,7 @@ def main(argv: list[str]) -> int:
     out_root = Path(args.out)
     if not args.check:
         for exp in chosen:
-            regenerate(exp, out_root, Path(args.runs), args.jobs)
+            regenerate(exp, out_root, Path(args.runs), args.jobs, args.set)
         return 0
     bad = 0
     for exp in chosen:

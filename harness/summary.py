@@ -3,9 +3,11 @@ text built from it, so `loopbench replay`, `compare` and `report` say the same t
 
 A run's metrics print as a table (metrics as rows, one column per loop), its wall time on a
 line of its own (it is not a result: it changes from one machine or run to the next), and one
-verdict line per loop against the first, e.g.
+verdict line per loop against the first, in the form the robustness grid states as ranges
+(harness/grid.py), e.g.
 
-    merged vs separate: idle accelerator hours -75% (7,484 -> 1,866), cost -47%, gang start p99 -82%
+    merged saves 75% of idle accelerator hours over separate (7,484 -> 1,866) in one setting
+    (scoring kube_default, provider error); cost -47%, gang start p99 -82%
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Metric:
 
 METRICS = [
     Metric("idle_accel_hours", "idle accelerator hours", "h", LOWER),
+    Metric("idle_accel_usd", "idle accelerator cost", "USD", LOWER),
     *[Metric(f"idle_accel_hours_{c}", f"idle: {c.replace('_', ' ')}", "h", LOWER) for c in IDLE_CAUSES],
     Metric("billed_accel_hours", "billed accelerator hours", "h", LOWER),
     Metric("used_accel_hours", "used accelerator hours", "h"),
@@ -59,15 +62,44 @@ METRICS = [
     Metric("job_completion_p50_s", "job completion p50", "s", LOWER),
 ]
 BY_COLUMN = {m.column: m for m in METRICS}
+#: Per-GPU-model columns (harness/metrics.py: idle_by_model): the prefix, then the model's name.
+BY_MODEL = {"idle_accel_hours_model_": ("idle", "h"), "idle_accel_usd_model_": ("idle cost", "USD")}
+#: Stands, in a list of columns, for every per-model column present (hours, then USD, by model).
+MODELS = "*by_model"
 #: What `loopbench replay` and `compare` print, in this order.
-HEADLINE = ["idle_accel_hours", *[f"idle_accel_hours_{c}" for c in IDLE_CAUSES], "accel_utilization", "frag_ratio",
-            "gang_latency_p50_s", "gang_latency_p99_s", "gangs_never_started", "cost_usd", "nodes_provisioned",
-            "nodes_never_used"]
+HEADLINE = ["idle_accel_hours", *[f"idle_accel_hours_{c}" for c in IDLE_CAUSES], "idle_accel_usd", MODELS,
+            "accel_utilization", "frag_ratio", "gang_latency_p50_s", "gang_latency_p99_s", "gangs_never_started",
+            "cost_usd", "nodes_provisioned", "nodes_never_used"]
 #: The verdict's metrics; the first also shows its two values. Gangs never started join when
 #: either side has some: a latency percentile counts only the gangs that started.
 VERDICT = ["idle_accel_hours", "cost_usd", "gang_latency_p99_s"]
 NEVER_STARTED = "gangs_never_started"
 MISSING = "–"
+
+
+def metric(column: str) -> Metric:
+    """The catalogue's entry of a column, per-GPU-model columns included (`idle cost: H100`)."""
+    if column in BY_COLUMN:
+        return BY_COLUMN[column]
+    for prefix, (label, unit) in BY_MODEL.items():
+        if column.startswith(prefix):
+            return Metric(column, f"{label}: {column[len(prefix):]}", unit, LOWER)
+    raise KeyError(column)
+
+
+def expand(columns: list[str], present) -> list[str]:
+    """`columns` with MODELS replaced by the per-model columns among `present` (hours, then
+    USD, models by name); the others as given."""
+    pairs = sorted((i, c) for c in present for i, p in enumerate(BY_MODEL) if c.startswith(p))
+    by_model = [c for _, c in pairs]
+    return [x for c in columns for x in (by_model if c == MODELS else [c])]
+
+
+def catalogue(present) -> list[Metric]:
+    """The metrics of the columns `present`: the catalogue's order, the per-model ones after
+    idle cost."""
+    columns = [x for m in METRICS for x in ([m.column, MODELS] if m.column == "idle_accel_usd" else [m.column])]
+    return [metric(c) for c in expand(columns, present) if c in present]
 
 
 def _missing(x) -> bool:
@@ -107,31 +139,65 @@ def _change(metric: Metric, base, value) -> str | None:
     return f"{pct:+.0f}%" if abs(pct) >= 1 else f"{pct:+.1f}%"
 
 
-def verdict(name: str, base_name: str, values: dict, base: dict) -> str:
-    """`name vs base_name: <metric> <change>, ...` over VERDICT (values by column)."""
-    columns = list(VERDICT)
+def saving(base, value) -> float | None:
+    """How much of the baseline's idle accelerator hours `value` saves, in % (negative: burns
+    more); None when either is missing or the baseline is 0."""
+    if _missing(base) or _missing(value) or base == 0:
+        return None
+    return (base - value) / abs(base) * 100
+
+
+def percent(pct: float) -> str:
+    """A share as the verdict says it: 75%, 0.4%, ±0%."""
+    if round(pct, 1) == 0:
+        return "±0%"
+    return f"{pct:.0f}%" if abs(pct) >= 1 else f"{pct:.1f}%"
+
+
+def saves(name: str, base_name: str, base, value) -> str:
+    """`merged saves 75% of idle accelerator hours over separate (7,484 -> 1,866)`, or that it
+    burns more, or both values when the share is undefined."""
+    m = BY_COLUMN[VERDICT[0]]
+    pct = saving(base, value)
+    if pct is None:
+        if _missing(base) or _missing(value):
+            return f"{name} vs {base_name}: {m.label} n/a"
+        return f"{name} vs {base_name}: {m.label} {number(base, m)} -> {number(value, m)}"
+    values = f"({number(base, m)} -> {number(value, m)})"
+    if pct < 0 and round(pct, 1) != 0:
+        return f"{name} burns {percent(-pct)} more {m.label} than {base_name} {values}"
+    return f"{name} saves {percent(pct)} of {m.label} over {base_name} {values}"
+
+
+def verdict(name: str, base_name: str, values: dict, base: dict, setting: str = "") -> str:
+    """The ranges form of harness/grid.py for one setting (its scoring and provider, when
+    known): `name saves P% of idle accelerator hours over base_name (b -> v) in one setting
+    (...); <metric> <change>, ...` over the rest of VERDICT (values by column)."""
+    columns = list(VERDICT[1:])
     if any((d.get(NEVER_STARTED) or 0) > 0 for d in (values, base)):  # None or NaN: not > 0
         columns.append(NEVER_STARTED)
     parts = []
-    for i, c in enumerate(columns):
-        m, b, v = BY_COLUMN[c], base.get(c), values.get(c)
-        change = _change(m, b, v)
-        if change is None:
-            parts.append(f"{m.label} n/a")
-        elif i == 0 and b != 0:
-            parts.append(f"{m.label} {change} ({number(b, m)} -> {number(v, m)})")
-        else:
-            parts.append(f"{m.label} {change}")
-    return f"{name} vs {base_name}: {', '.join(parts)}"
+    for c in columns:
+        m = BY_COLUMN[c]
+        change = _change(m, base.get(c), values.get(c))
+        parts.append(f"{m.label} {change if change is not None else 'n/a'}")
+    where = f" in one setting ({setting})" if setting else ""
+    return f"{saves(name, base_name, base.get(VERDICT[0]), values.get(VERDICT[0]))}{where}; {', '.join(parts)}"
+
+
+def setting(row: dict) -> str:
+    """`scoring kube_default, provider error`: the grid's dimensions a run row names."""
+    named = [(what, row.get(c)) for c, what in (("policy", "scoring"), ("shortage", "provider"))]
+    return ", ".join(f"{what} {v}" for what, v in named if v is not None)
 
 
 def _rows(metrics: pl.DataFrame, columns: list[str]) -> list[list[str]]:
     """Header and one row per metric (label, unit, better), one column per loop (a row of `metrics`)."""
     runs = metrics.to_dicts()
     rows = [["metric", "unit", "better", *[str(r.get("loop", i + 1)) for i, r in enumerate(runs)]]]
-    for c in columns:
+    for c in expand(columns, metrics.columns):
         if c in metrics.columns:
-            m = BY_COLUMN[c]
+            m = metric(c)
             rows.append([m.label, m.unit, m.better, *[number(r[c], m) for r in runs]])
     return rows
 
@@ -165,9 +231,10 @@ def wall_line(metrics: pl.DataFrame) -> str:
 
 
 def verdicts(metrics: pl.DataFrame) -> list[str]:
-    """One verdict line per loop (row) after the first, against the first."""
+    """One verdict line per loop (row) after the first, against the first, in the setting of
+    the first."""
     runs = metrics.to_dicts()
-    return [verdict(str(r.get("loop")), str(runs[0].get("loop")), r, runs[0]) for r in runs[1:]]
+    return [verdict(str(r.get("loop")), str(runs[0].get("loop")), r, runs[0], setting(runs[0])) for r in runs[1:]]
 
 
 def readout(metrics: pl.DataFrame, markdown: bool = False) -> str:

@@ -9,6 +9,7 @@ scale-up. GPU-hours are GPU-seconds / 3600.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from harness.scores import MostAllocated
@@ -282,3 +283,50 @@ def test_interface_steps_on_the_gang_that_a_pool_cannot_hold():
     unallocated = 3 * 8 * 600 + 4 * 8 * 600
     assert idle(row) == approx(((booting + unallocated) / H, booting / H, unallocated / H, 0.0, 0.0))
     assert row["gang_latency_p50_s"] == approx(310.0) and row["nodes_provisioned"] == 7
+
+
+# ---- idle cost by GPU model: an idle H100 is not an idle L4 ---------------------------------
+def test_idle_cost_prices_each_gpu_model_at_its_pool_price_per_gpu_hour():
+    cl = sc.cluster(
+        [sc.node_type("h100x8"), {"name": "l4x4", "cpu_milli": 48000, "memory_mib": 192000, "gpus": 4,
+                                  "gpu_model": "L4"}],
+        [sc.pool("h100", "h100x8", min_size=2, max_size=2, committed=1, price_on_demand=16.0, price_committed=8.0),
+         sc.pool("l4", "l4x4", min_size=1, max_size=1, price_on_demand=2.0)], autoscaling=False)
+    table = sc.trace([{"gpu_count": 8, "gpu_models": ["H100"]}, {"gpu_count": 8, "gpu_models": ["H100"]},
+                      {"gpu_count": 1, "gpu_models": ["L4"], "duration_s": 1800.0}])
+    row, _ = sc.run(table, cl, sc.separate(), horizon_s=2 * H)
+    # Three nodes ready from 0. Both H100 nodes run an 8-GPU pod 0-3600, then idle to 7200:
+    # 16 GPU-h idle, 8 of them in the committed slot (8 USD / 8 GPUs = 1 USD per GPU-hour) and
+    # 8 in the on-demand one (16 / 8 = 2 USD per GPU-hour): 8 + 16 = 24 USD. The L4 node runs
+    # a 1-GPU pod 0-1800: 4 x 2 h - 0.5 h = 7.5 GPU-h idle at 2 / 4 = 0.5 USD: 3.75 USD.
+    assert row["idle_accel_hours"] == approx(23.5)
+    assert row["idle_accel_hours_model_H100"] == approx(16.0)
+    assert row["idle_accel_hours_model_L4"] == approx(7.5)
+    assert row["idle_accel_usd_model_H100"] == approx(24.0)
+    assert row["idle_accel_usd_model_L4"] == approx(3.75)
+    assert row["idle_accel_usd"] == approx(27.75)
+
+
+def test_idle_cost_of_committed_slots_is_at_the_committed_price():
+    cl, table = reservation_setup()
+    row, _ = sc.run(table, cl, sc.separate(), horizon_s=2 * H)
+    # As test_reservation_blind_autoscaler_buys_on_demand: both committed slots idle 2 h (32
+    # GPU-h at 6 / 8 = 0.75 USD: 24 USD), the on-demand node 8 GPUs x 900 s (2 GPU-h at 8 / 8 = 1 USD).
+    assert row["idle_accel_usd"] == approx(26.0) and row["idle_accel_usd_model_H100"] == approx(26.0)
+
+
+def silent_setup():
+    """Two 8-GPU pods asked of a silent pool with stock 1: one node comes up, one is a phantom
+    (unbilled: it must not count as idle)."""
+    cl = sc.cluster([sc.node_type("gpu8")], [sc.pool("ghost", "gpu8", stock=1, shortage="silent")])
+    return cl, sc.trace([{"gpu_count": 8, "duration_s": 600.0} for _ in range(2)])
+
+
+@pytest.mark.parametrize("setup", [topology_setup, reservation_setup, sharing_setup, silent_setup])
+def test_idle_by_model_adds_up_to_the_idle_hours(setup):
+    cl, table = setup()
+    row, sim = sc.run(table, cl, sc.separate(), horizon_s=2 * H)
+    assert setup is not silent_setup or sim._cloud.phantom.any() or any(
+        np.isnan(n.ready_at) for n in sim.nodes), "the silent case made no phantom"
+    by_model = [v for k, v in row.items() if k.startswith("idle_accel_hours_model_")]
+    assert by_model and sum(by_model) == approx(row["idle_accel_hours"])

@@ -216,6 +216,7 @@ def test_bulk_steps_integrate_exactly_as_one_by_one():
     a, b = (s.acct for s in sims)
     assert a.last == b.last and a.next_sample == b.next_sample
     assert a.totals == b.totals and a.pending_s == b.pending_s
+    assert a.idle_by_model.tobytes() == b.idle_by_model.tobytes() and a.idle_by_model.any()
     assert bits(a.timeline.frame()) == bits(b.timeline.frame())
 
 

@@ -34,7 +34,7 @@ cost                     USD   lower     89,510  47,440
 nodes provisioned                         1,670     183
 
 wall time: separate 3.2 s, merged 1 min 35 s
-merged vs separate: idle accelerator hours -75% (7,484 -> 1,866), cost -47%, gang start p99 -82%"""
+merged saves 75% of idle accelerator hours over separate (7,484 -> 1,866); cost -47%, gang start p99 -82%"""
 
 
 def test_two_loops_read_as_a_table_with_units_wall_time_apart_and_a_verdict():
@@ -60,18 +60,51 @@ def test_verdict_arithmetic_by_hand():
     # (150 - 200) / 200 = -25%; (1004 - 1000) / 1000 = +0.4%; a zero baseline shows both values;
     # gangs never started join the verdict as one side has some
     assert verdict("b", "a", new, base) == (
-        "b vs a: idle accelerator hours -25% (200 -> 150), cost +0.4%, gang start p99 0 -> 30, "
+        "b saves 25% of idle accelerator hours over a (200 -> 150); cost +0.4%, gang start p99 0 -> 30, "
         "gangs never started 0 -> 2")
     # a missing metric (absent, or NaN as a run without gangs writes it) says so
     assert verdict("b", "a", {"idle_accel_hours": 200.0, "gang_latency_p99_s": math.nan},
                    {"idle_accel_hours": 200.0, "cost_usd": 3.0, "gang_latency_p99_s": math.nan}) == (
-        "b vs a: idle accelerator hours ±0% (200 -> 200), cost n/a, gang start p99 n/a")
-    # a first metric with a zero baseline shows its values once
+        "b saves ±0% of idle accelerator hours over a (200 -> 200); cost n/a, gang start p99 n/a")
+    # a zero baseline: no share, both values; a missing one: n/a
     assert verdict("b", "a", {"idle_accel_hours": 5.0}, {"idle_accel_hours": 0.0}).startswith(
-        "b vs a: idle accelerator hours 0 -> 5, ")
-    # doubling is +100%, a 1/3 cut rounds to -33%
+        "b vs a: idle accelerator hours 0 -> 5; ")
+    assert verdict("b", "a", {}, {"idle_accel_hours": 1.0}).startswith("b vs a: idle accelerator hours n/a; ")
+    # doubling burns 100% more, a 1/3 cut rounds to -33%
     assert verdict("b", "a", {"idle_accel_hours": 2.0, "cost_usd": 2.0}, {"idle_accel_hours": 1.0, "cost_usd": 3.0}
-                   ).startswith("b vs a: idle accelerator hours +100% (1 -> 2), cost -33%")
+                   ).startswith("b burns 100% more idle accelerator hours than a (1 -> 2); cost -33%")
+
+
+def test_a_single_setting_verdict_names_its_scoring_and_provider():
+    """The ranges form of the grid degrades, for one run per loop, to one share and the setting
+    it was measured in (the first loop's policy and provider)."""
+    rows = TWO_LOOPS.with_columns(policy=pl.lit("kube_default"), shortage=pl.lit("silent"))
+    assert readout(rows).splitlines()[-1] == (
+        "merged saves 75% of idle accelerator hours over separate (7,484 -> 1,866) in one setting "
+        "(scoring kube_default, provider silent); cost -47%, gang start p99 -82%")
+
+
+def test_compare_names_the_provider_its_loops_ran_under():
+    from omegaconf import OmegaConf
+
+    from harness.compare import with_provider
+
+    configs = {n: OmegaConf.create({"cluster": {"shortage": "silent"}}) for n in ("separate", "merged")}
+    assert with_provider(TWO_LOOPS, configs)["shortage"].to_list() == ["silent", "silent"]
+    bare = {n: OmegaConf.create({"cluster": {}}) for n in ("separate", "merged")}
+    assert "shortage" not in with_provider(TWO_LOOPS, bare).columns
+
+
+def test_idle_cost_and_its_split_by_gpu_model_print_after_the_idle_hours():
+    rows = TWO_LOOPS.with_columns(idle_accel_usd=pl.Series([30_000.0, 9_000.0]),
+                                  idle_accel_usd_model_T4=pl.Series([1_000.0, 2_000.0]),
+                                  idle_accel_hours_model_T4=pl.Series([2_000.0, 1_500.0]),
+                                  idle_accel_usd_model_A100=pl.Series([29_000.0, 7_000.0]),
+                                  idle_accel_hours_model_A100=pl.Series([5_484.4, 366.0]))
+    lines = readout(rows).splitlines()
+    assert [x.split("  ")[0] for x in lines[3:9]] == [
+        "idle: booting", "idle accelerator cost", "idle: A100", "idle: T4", "idle cost: A100", "idle cost: T4"]
+    assert re.fullmatch(r"idle cost: T4 +USD +lower +1,000 +2,000", lines[8])
 
 
 def test_counts_print_as_whole_numbers_with_separators():

@@ -1,0 +1,66 @@
+"""`loopbench results loops_robustness`: the grid's sweep (one dimension picks a trace with its
+cluster), each scenario's import, smaller sweeps with --set, and the openb cluster's provider."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import results
+from harness.errors import ConfigError
+
+GRID = results.BY_NAME["loops_robustness"]
+
+
+def grid_params(sets=()):
+    return results.sweep_params(GRID, results._hydra_config(GRID.name, []), sets)
+
+
+def test_the_grid_is_6_loops_x_2_scorings_x_2_providers_x_2_scenarios_x_5_seeds():
+    params = grid_params()
+    values = results._sweep_values(params)
+    assert values["loop"] == ["separate", "separate_provreq", "separate_sees", "separate_prefers",
+                              "separate_karpenter", "merged"]
+    assert values["policy"] == ["kube_default", "bin_packing"] and values["++cluster.shortage"] == ["error", "silent"]
+    assert values["scenario"] == ["synthetic", "openb_autoscaled"] and values["seed"] == ["0", "1", "2", "3", "4"]
+    assert results.sweep_size(params) == 240
+    # the loops cost unevenly (the Karpenter-like one most): each of two processes takes a provider
+    assert [p[3] for p in results.shards(params, 2, GRID.shard_along)] == ["++cluster.shortage=error",
+                                                                           "++cluster.shortage=silent"]
+    assert all(p[1] == f"loop={params['loop']}" for p in results.shards(params, 2, GRID.shard_along))
+
+
+def test_a_scenario_selects_a_trace_with_its_cluster_and_each_is_prepared():
+    cfgs = results._each_config(GRID, None, grid_params())
+    assert [str(c.trace.path) for c in cfgs] == ["traces/default.parquet",
+                                                 "runs/traces/openb_default_from112d_x40.parquet"]
+    assert [c.cluster["_target_"] for c in cfgs] == ["harness.cluster.Cluster", "harness.results.openb_cluster"]
+    assert [bool(c.get("import_args")) for c in cfgs] == [False, True]  # only openb's trace is imported
+    one = results._each_config(GRID, None, grid_params(["scenario=synthetic"]))
+    assert [str(c.trace.path) for c in one] == ["traces/default.parquet"]
+
+
+def test_set_makes_a_smaller_sweep_of_the_same_experiment():
+    params = grid_params(["seed=0", "loop=separate,merged", "scenario=synthetic"])
+    assert results.sweep_size(params) == 2 * 2 * 2 * 1 * 1
+    with pytest.raises(ConfigError, match=r"--set: 'seeds' is not a sweep key of loops_robustness"):
+        grid_params(["seeds=0"])
+    with pytest.raises(ConfigError, match=r"--set: expected KEY=VALUES .*got 'seed'"):
+        grid_params(["seed"])
+
+
+def test_set_is_refused_with_check(capsys):
+    from harness.cli import main
+
+    assert main(["results", "loops_robustness", "--check", "--set", "seed=0"]) == 1
+    assert "--set: --check regenerates the committed sweep whole" in capsys.readouterr().err
+
+
+def test_openb_cluster_passes_the_provider_behaviour_only_when_given(monkeypatch):
+    seen = []
+    monkeypatch.setattr(results, "Cluster", lambda **kw: seen.append(kw) or kw)
+    monkeypatch.setattr(results, "_resolve", lambda p: type("P", (), {"exists": lambda self: True,
+                                                                      "__str__": lambda self: "n.csv"})())
+    monkeypatch.setattr("harness.importers.cli._openb_nodes", lambda path: {"_target_": "x", "name": "openb"})
+    results.openb_cluster("n.csv", autoscaled=False)
+    results.openb_cluster("n.csv", autoscaled=False, shortage="silent")
+    assert seen == [{"name": "openb"}, {"name": "openb", "shortage": "silent"}]
