@@ -41,11 +41,14 @@ def _resolve(path) -> Path:
     return p if p.is_absolute() or p.exists() else ROOT / p
 
 
-def openb_cluster(nodes_csv: str, autoscaled: bool = True, shortage: str | None = None) -> Cluster:
+def openb_cluster(nodes_csv: str, autoscaled: bool = True, shortage: str | None = None,
+                  stock_low: float | None = None, stock_period_s: float = 3600.0) -> Cluster:
     """The cluster of an openb node list, exactly as `loopbench import openb --nodes NODES
     [--autoscaled]` writes it, built at run time so the node list is read in place (Hydra
     `_target_` of conf/experiment/openb_autoscaled.yaml and conf/scenario/openb_autoscaled.yaml);
-    `shortage`, when given, is the Cluster's (how the provider fails: `cluster.shortage`)."""
+    `shortage`, when given, is the Cluster's (how the provider fails: `cluster.shortage`).
+    `stock_low`, when given, makes each pool's stock scarce: redrawn every `stock_period_s`
+    between that fraction of the pool's max_size and all of it (the pool's seeded stream)."""
     from harness.importers.cli import _openb_nodes
     from harness.importers.common import autoscaled_cluster
 
@@ -57,6 +60,12 @@ def openb_cluster(nodes_csv: str, autoscaled: bool = True, shortage: str | None 
         cfg = autoscaled_cluster(cfg)
     if shortage is not None:
         cfg["shortage"] = shortage
+    if stock_low is not None:
+        if not 0.0 <= stock_low <= 1.0:
+            raise ConfigError("cluster.stock_low", f"must be a fraction in [0, 1], got {stock_low}")
+        for pool in cfg["pools"]:
+            high = int(pool["max_size"])
+            pool["stock"] = {"low": int(stock_low * high), "high": high, "period_s": stock_period_s}
     return Cluster(**{k: v for k, v in cfg.items() if k != "_target_"})
 
 
