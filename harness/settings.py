@@ -277,6 +277,9 @@ RULES: dict[str, dict[str, Rule]] = {
     },
     "harness.results.openb_cluster": {
         "autoscaled": flag("pools from 0 to the node list's count instead of the static inventory"),
+        "stock_low": number("each pool's stock is drawn between this share of its max_size and all of it; "
+                            "null = unlimited stock", ge=0, le=1, null=True),
+        "stock_period_s": number("seconds between two draws of a pool's stock", gt=0, le=MAX_TIME_S),
     },
     "harness.generate.SyntheticWorkload": {
         "span_s": number("seconds over which jobs arrive", gt=0, le=MAX_TIME_S),

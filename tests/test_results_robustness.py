@@ -7,6 +7,7 @@ import pytest
 
 from harness import results
 from harness.errors import ConfigError
+from harness.settings import check
 
 GRID = results.BY_NAME["loops_robustness"]
 
@@ -76,5 +77,5 @@ def test_the_openb_scenario_makes_stock_scarce_so_the_provider_matters(tmp_path)
     assert all(p.stock_varies is not None and p.stock_varies.low == p.max_size // 2 and p.stock == p.max_size
                and p.stock_varies.period_s == 3600.0 for p in cl.pools)
     assert all(p.stock is None for p in results.openb_cluster(str(nodes)).pools)
-    with pytest.raises(ConfigError, match=r"cluster.stock_low.*\[0, 1\], got 1.5"):
-        results.openb_cluster(str(nodes), stock_low=1.5)
+    with pytest.raises(ConfigError, match=r"cluster.stock_low"):
+        check("harness.results.openb_cluster", "cluster", stock_low=1.5)
