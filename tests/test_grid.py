@@ -92,3 +92,9 @@ def test_each_interface_step_over_the_one_before():
     assert st["prefers"]["saved"] == 2.5 and st["prefers"]["base"] == 85.0  # over sees, not over separate
     assert st["requests (merged)"]["saved"] == 42.5
     assert st["provreq"]["saved"] == -5.0 and st["provreq"]["holds"] is False
+
+
+def test_a_range_from_no_saving_reads_0_not_plus_minus_0():
+    """The low end of a range that rounds to nothing reads `0-42%`, not `±0-42%`."""
+    assert grid.span([0.0, 42.0]) == "0-42%" and grid.span([0.01, 0.04]) == "±0%"
+    assert grid.span([35.2, 61.9]) == "35-62%"
