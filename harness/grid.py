@@ -102,9 +102,11 @@ def steps(metrics: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
 
 
 def span(pcts: list[float]) -> str:
-    """`35-62%`, `0-42%` (one figure when both ends read the same)."""
+    """`35-62%`, `0-42%`, `-2 to 87%` (one figure when both ends read the same)."""
     lo, hi = percent(min(pcts)), percent(max(pcts))
-    return lo if lo == hi else f"{lo.rstrip('%').lstrip('±')}-{hi}"
+    if lo == hi:
+        return lo
+    return f"{lo} to {hi}" if lo.startswith("-") else f"{lo.rstrip('%').lstrip('±')}-{hi}"
 
 
 def depending(cols: list[str]) -> str:

@@ -97,4 +97,4 @@ def test_each_interface_step_over_the_one_before():
 def test_a_range_from_no_saving_reads_0_not_plus_minus_0():
     """The low end of a range that rounds to nothing reads `0-42%`, not `±0-42%`."""
     assert grid.span([0.0, 42.0]) == "0-42%" and grid.span([0.01, 0.04]) == "±0%"
-    assert grid.span([35.2, 61.9]) == "35-62%"
+    assert grid.span([35.2, 61.9]) == "35-62%" and grid.span([-2.0, 87.0]) == "-2% to 87%"
