@@ -139,6 +139,12 @@ def _read(path: Path, columns: list[str] | None = None) -> pl.DataFrame:
     raise _broken(path, f"has no column '{missing[0]}'")
 
 
+def _context_value(column: str, value) -> str:
+    """How a label names a run's context: a trace by its file's stem (its folder says nothing
+    the stem does not). A cluster that varies with the trace is left out (a scenario picks both)."""
+    return Path(str(value)).stem if column == "trace" else str(value)
+
+
 def _scalar(v) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
 
@@ -184,7 +190,8 @@ def label_runs(runs: list[Path], metrics: pl.DataFrame) -> tuple[pl.DataFrame, l
     for i, (loop, cfg) in enumerate(zip(loops, configs, strict=True)):
         same = [configs[j] for j in range(len(runs)) if loops[j] == loop]
         keys = sorted(k for k in set().union(*same) if len({_scalar(c.get(k)) for c in same}) > 1)
-        extra = [f"{k}={_scalar(cfg.get(k))}" for k in keys] + [f"{c}={metrics[c][i]}" for c in context]
+        extra = [f"{k}={_scalar(cfg.get(k))}" for k in keys] + [
+            f"{c}={_context_value(c, metrics[c][i])}" for c in context if not (c == "cluster" and "trace" in context)]
         label = loop + (f" [{', '.join(extra)}]" if extra else "")
         labels.append(label)
         if label not in variants:
@@ -615,7 +622,8 @@ def _stacked(summary: pl.DataFrame, variants: list[Variant], parts: list[tuple[s
     variant names read level however many there are."""
     by = {(r["variant"], r["metric"]): r for r in summary.iter_rows(named=True)}
     names = [v.label for v in variants]
-    fig = _figure(8.0, 0.32 * len(names) + 1.6)
+    # room for the longest name beside 5 in of bars (a grid's labels name their setting)
+    fig = _figure(max(8.0, 5.0 + 0.075 * max(map(len, names), default=0)), 0.32 * len(names) + 1.6)
     ax = fig.subplots()
     y = np.arange(len(names))
     left = np.zeros(len(names))

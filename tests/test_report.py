@@ -334,14 +334,20 @@ ALL_TABLES = {"variants", "headline", "idle", "pending", "more", "ablation"}
 ALL_PLOTS = {"idle", "gang-cdf", "fragmentation", "billed-used", "cost", "pending"}
 
 
-@pytest.mark.parametrize("name, figures", [
-    ("loops_synthetic", ALL_PLOTS),
-    ("openb_autoscaled", ALL_PLOTS - {"gang-cdf"}),  # openb has no gangs
+#: a report's tables: a grid's have no ablation (many baselines) but the grid's own three
+REPORT_TABLES = ALL_TABLES | {"idle-models"}
+GRID_TABLES = REPORT_TABLES - {"ablation"} | {"grid", "steps", "steps-across"}
+
+
+@pytest.mark.parametrize("name, figures, tables", [
+    ("loops_synthetic", ALL_PLOTS, REPORT_TABLES),
+    ("openb_autoscaled", ALL_PLOTS - {"gang-cdf"}, REPORT_TABLES),  # openb has no gangs
+    ("loops_robustness", {"idle", "cost"}, GRID_TABLES),  # a grid report keeps the bar plots only
 ])
-def test_committed_reports_render_in_chromium(name, figures, tmp_path):
+def test_committed_reports_render_in_chromium(name, figures, tables, tmp_path):
     page = RESULTS / name / "report.html"
     assert page.exists(), f"{page}: run `loopbench results {name}`"
-    check_rendered(page, tmp_path, figures, ALL_TABLES)
+    check_rendered(page, tmp_path, figures, tables)
 
 
 # ---- the committed results against a regeneration --------------------------------------------
@@ -468,3 +474,16 @@ def test_a_grid_report_fits_a_laptop_screen_in_chromium(tmp_path):
     report.build([root], tmp_path / "out")
     dom = render(tmp_path / "out" / "report.html", tmp_path)
     assert 'data-tables-overflowing="0"' in dom
+
+
+def test_a_grid_variant_names_its_trace_by_stem_and_not_the_cluster_that_comes_with_it(tmp_path):
+    """Two scenarios (a trace with its cluster): the labels name the trace by its file's stem,
+    and leave the cluster out (the grid's long labels were cut off in its plots)."""
+    for trace, cluster in (("runs/traces/openb_x40.parquet", "openb-autoscaled"), ("traces/default.parquet", "default")):
+        for name in ("separate", "merged"):
+            d = make_run(tmp_path / "runs" / f"{cluster}-{name}", loop_cfg(name), 0, 100.0, 200.0, 60.0)
+            retouch(d, {"trace": trace, "cluster": cluster, "idle_accel_usd": 300.0})
+    report.build([tmp_path / "runs"], tmp_path / "out")
+    labels = set(pl.read_csv(tmp_path / "out" / "summary.csv")["variant"].to_list())
+    assert labels == {"separate [trace=openb_x40]", "separate [trace=default]",
+                      "merged [trace=openb_x40]", "merged [trace=default]"}
