@@ -164,13 +164,17 @@ def test_rerun_interrupted_between_its_outputs_is_not_reported(trace, reference,
     assert find_runs([tmp_path / "sweep"]) == [run.resolve()]
 
 
-def interrupt_replay(tmp_path: Path, trace: Path, **streams) -> subprocess.Popen:
-    """A replay Ctrl-C'd mid-run: SIGINT once Hydra has written the run's config."""
+def interrupt_replay(tmp_path: Path, trace: Path, ready=None, **streams) -> subprocess.Popen:
+    """A replay Ctrl-C'd mid-run: SIGINT once Hydra has written the run's config and, if
+    given, `ready()` holds (polled, so a loaded machine only makes the test slower)."""
     run = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "replay", f"trace.path={trace}", "loop=merged",
                              f"hydra.run.dir={run}"], cwd=tmp_path, env=ENV, **streams)
     wait_for(run / ".hydra" / "config.yaml", proc)
     time.sleep(0.4)
+    deadline = time.monotonic() + 120
+    while ready is not None and not ready() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     if proc.poll() is not None:
         pytest.fail("the run finished before it could be interrupted: use a bigger trace")
     proc.send_signal(signal.SIGINT)
@@ -193,8 +197,6 @@ def test_ctrl_c_under_a_progress_bar_is_one_line(trace, tmp_path):
 
     main, child = pty.openpty()
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # 0 columns would hide the bar
-    proc = interrupt_replay(tmp_path, trace, stdout=subprocess.DEVNULL, stderr=child)
-    os.close(child)
     seen = bytearray()
 
     def drain():
@@ -209,6 +211,10 @@ def test_ctrl_c_under_a_progress_bar_is_one_line(trace, tmp_path):
 
     reader = threading.Thread(target=drain)
     reader.start()
+    # Ctrl-C once the bar is drawn (a fixed delay missed it on a loaded machine)
+    proc = interrupt_replay(tmp_path, trace, ready=lambda: b"replay merged" in seen,
+                            stdout=subprocess.DEVNULL, stderr=child)
+    os.close(child)
     proc.wait(timeout=120)
     reader.join(timeout=10)
     os.close(main)
