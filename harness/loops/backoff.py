@@ -37,8 +37,8 @@ class NodeGroupBackoff:
         self.length[p], self.until[p], self.failed_at[p] = length, now + length, now
 
     def succeeded(self, p: int) -> None:
-        """Pool p granted all it was asked: its record is dropped (upstream removes the backoff
-        when a scale-up completes)."""
+        """Pool p's scale-up completed (for the merged planner: a request granted in full): its
+        record is dropped, as upstream removes the backoff when a scale-up completes."""
         self.length[p] = 0.0
 
     def allowed(self, now: float) -> np.ndarray:

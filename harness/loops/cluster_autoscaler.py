@@ -6,10 +6,11 @@ need, picks one pool with an expander (harness/loops/expanders.py; least-waste b
 Cluster Autoscaler since 1.33), caps the count by the cluster-wide limits (max nodes, cores and
 memory in total) and asks the cloud. A pool whose request came back short is backed off,
 exponentially as upstream's node-group backoff (harness/loops/backoff.py: 5 min doubling to 30
-min, forgotten 3 h after its last failure or once a request is granted in full). A node still
-booting `max_node_provision_time_s` after it was asked for (a silent provider's shortage) is
-deleted and its pool backed off, as upstream's scale-up timeout (clusterstate's expired
-scale-up requests, removeOldUnregisteredNodes); until then it counts as capacity on its way.
+min, forgotten 3 h after its last failure or once its scale-up finished: every node asked of
+it is up). A node still booting `max_node_provision_time_s` after it was asked for (a silent
+provider's shortage) is deleted and its pool backed off, as upstream's scale-up timeout
+(clusterstate's expired scale-up requests, removeOldUnregisteredNodes); until then it counts
+as capacity on its way.
 One simulator answers both questions, as upstream's ClusterSnapshot does for the filter-out
 step and the estimator: the same view of a pod, the same first-fit packer (harness/whatif.py).
 The estimator is upstream's binpacking estimator: equivalence groups in decreasing size
