@@ -229,6 +229,8 @@ RULES: dict[str, dict[str, Rule]] = {
         "backoff_s": duration("seconds a pool whose request came back short is first skipped (then doubled)"),
         "max_backoff_s": duration("the longest a pool's backoff grows to by doubling"),
         "backoff_reset_s": duration("seconds after its last failure a pool's backoff is forgotten"),
+        "demand_window_s": duration("seconds of past arrivals a plan counts as demand for the free GPUs of "
+                                    "the nodes it buys (0: the queue only)"),
     },
     "harness.loops.karpenter.KarpenterAutoscaler": {
         "batch_idle_s": duration("seconds without a new pending pod that close a batch window"),

@@ -51,8 +51,8 @@ def separate(gang_mode: str = "coscheduling", policy=None, **autoscaler) -> Sepa
                          ClusterAutoscaler(scale_down=ScaleDown(), **autoscaler))
 
 
-def merged(policy=None) -> MergedLoop:
-    return MergedLoop(Scheduler(policy or LeastAllocated(), gang=Atomic()))
+def merged(policy=None, **settings) -> MergedLoop:
+    return MergedLoop(Scheduler(policy or LeastAllocated(), gang=Atomic()), **settings)
 
 
 def run(table, cl: Cluster, loop, horizon_s: float, seed: int = 0):

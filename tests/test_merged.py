@@ -26,9 +26,9 @@ def two_pools(**a):
                                                sc.pool("b", "gpu8", price_on_demand=10.0)])
 
 
-def replay(cl, table, horizon_s: float, quiet: bool = True):
+def replay(cl, table, horizon_s: float, quiet: bool = True, **settings):
     sim = Simulation(compile_workload(table, cl), cl, seed=0, horizon_s=horizon_s)
-    loop = sc.merged()
+    loop = sc.merged(**settings)
     if not quiet:
         loop.idle_ticks = lambda start, before: NO_TICKS
     sim.run(loop)
@@ -172,3 +172,37 @@ def test_the_provision_timeout_is_a_clock_quiet_ticks_respect(shortage):
     assert np.array_equal(np.array(nodes), np.array([(n.pool, n.requested_at, n.ready_at, n.removed_at)
                                                      for n in sim_s.nodes]), equal_nan=True)
     assert {k: v for k, v in bulk.items() if v == v} == {k: v for k, v in stepped.items() if v == v}
+
+
+@pytest.mark.parametrize("jobs, bought", [(1, ["small"]), (4, ["small", "small"]), (8, ["big"])])
+def test_a_plan_pays_its_share_of_new_nodes_and_the_accelerators_no_queued_pod_would_use(jobs, bought):
+    """`jobs` single-GPU jobs queued at 0; pool small (2-GPU nodes, 3 $/h) and big (8-GPU, 8 $/h).
+    The first job's plan costs price x (its dominant share of the new node + the node's GPUs
+    that neither it nor the other queued GPU pods would fill). 1 job: small 3 x (1/2 + 1/2) = 3,
+    big 8 x (1/8 + 7/8) = 8: small. 4 jobs (3 others queued): small 3 x (1/2 + 0) = 1.5, big
+    8 x (1/8 + 4/8) = 5: small; the second job goes on its free GPU (booting, cost 0), the third
+    finds one other queued: small 1.5, big 8 x (1/8 + 6/8) = 7: a second small node. 8 jobs:
+    small 1.5, big 8 x (1/8 + 0) = 1: one big node holds all eight (8 $/h, where pricing each
+    job by the whole node's price bought four small ones, 12 $/h)."""
+    cl = small_and_big()
+    row, sim, _ = replay(cl, sc.trace([{} for _ in range(jobs)]), 2 * H)
+    assert [cl.pools[n.pool].name for n in sim.nodes] == bought and row["pods_done"] == jobs
+
+
+def small_and_big():
+    """Pool small (2-GPU nodes, 3 $/h) and big (8-GPU nodes, 8 $/h), booting 300 s."""
+    gpu2 = sc.node_type("gpu2", cpu_milli=16000, memory_mib=128000, gpus=2)
+    return sc.cluster([gpu2, sc.node_type("gpu8")], [sc.pool("small", "gpu2", price_on_demand=3.0),
+                                                     sc.pool("big", "gpu8", price_on_demand=8.0)])
+
+
+@pytest.mark.parametrize("window, bought", [(600.0, ["big", "big"]), (0.0, ["big", "small"])])
+def test_the_demand_a_plan_counts_on_includes_the_arrivals_of_the_last_window(window, bought):
+    """Eight single-GPU jobs at 0 fill a big node (as above); a ninth (600 s) arrives at 400, the
+    big node full. With `demand_window_s` 600 the eight arrivals of the last 600 s count as demand
+    beside its own (9 GPUs): big 8 x (1/8 + 0) = 1 beats small 3 x (1/2 + 0) = 1.5. With 0, only
+    the queue counts (its own GPU): small 3 x (1/2 + 1/2) = 3 beats big 8 x (1/8 + 7/8) = 8."""
+    cl = small_and_big()
+    table = sc.trace([{} for _ in range(8)] + [{"submit_s": 400.0, "duration_s": 600.0}])
+    row, sim, _ = replay(cl, table, 2 * H, demand_window_s=window)
+    assert [cl.pools[n.pool].name for n in sim.nodes] == bought and row["pods_done"] == 9

@@ -8,6 +8,15 @@ Each job (a gang, or a single pod) is planned as a unit, in queue order:
      every pool not backed off is tried (for a rack-local gang, in the pool's rack with the
      most free slots), the cheapest plan wins, committed slots counting as free. Exactly the
      plan's nodes are requested, all or nothing. If no pool can hold the whole job, it waits.
+A plan's cost weighs dollars against idle accelerators: the hourly price of its new nodes
+times the job's dominant share of them (CPU, memory or GPU, whichever it takes most of) plus
+the share of their GPUs that the demand it sees for the pool would leave idle. That demand is
+what a controller knows: the queued pods that fit the pool, and the pods that arrived in the
+last `demand_window_s` (by default the scale-down's unneeded time: while a node waits that
+long for work, about as much again is likely to arrive). A lone 1-GPU job pays for a whole
+node and buys the cheapest; the first of eight pays an eighth of an 8-GPU node, which the seven
+behind it fill. Priced by the whole node, each job bought the cheapest small node: on
+openb_autoscaled, ~800 two-GPU nodes whose second GPU idled (see the note of issue 18).
 The plan is bound at once onto the booting nodes, so the placement is decided once: pods run
 when their nodes are ready (a gang when min_member of them are), and a node that a plan
 counts on is never scaled down.
@@ -49,22 +58,24 @@ from harness.scores import ScorePlugin
 from harness.settings import check
 from harness.state import BOOTING
 from harness.whatif import Snapshot
-from harness.workload import BOUND, LOCALITY_CODE, pools_fit
+from harness.workload import BOUND, LOCALITY_CODE, PENDING, pools_fit
 
 
 class MergedLoop:
     def __init__(self, placer: Scheduler, scan_interval_s: float = 10.0,
                  scale_down: ScaleDown | None = None, name: str = "merged",
                  max_node_provision_time_s: float = 900.0, backoff_s: float = 300.0,
-                 max_backoff_s: float = 1800.0, backoff_reset_s: float = 10800.0):
+                 max_backoff_s: float = 1800.0, backoff_reset_s: float = 10800.0,
+                 demand_window_s: float = 600.0):
         check("harness.loops.merged.MergedLoop", "loop", scan_interval_s=scan_interval_s,
               max_node_provision_time_s=max_node_provision_time_s, backoff_s=backoff_s,
-              max_backoff_s=max_backoff_s, backoff_reset_s=backoff_reset_s)
+              max_backoff_s=max_backoff_s, backoff_reset_s=backoff_reset_s, demand_window_s=demand_window_s)
         self.placer = placer  # whole jobs onto ready nodes: a profile whose gang plugin is Atomic
         self.scan_interval_s = float(scan_interval_s)
         self.max_node_provision_time_s = float(max_node_provision_time_s)
         self.backoff_s, self.max_backoff_s = float(backoff_s), float(max_backoff_s)
         self.backoff_reset_s = float(backoff_reset_s)
+        self.demand_window_s = float(demand_window_s)
         self.scale_down = scale_down or ScaleDown()
         self.name = name
 
@@ -88,6 +99,10 @@ class MergedLoop:
                                         self.backoff_reset_s)
         self.allowed = np.ones(len(sim.cluster.pools), bool)  # the pools not backed off at the last scan
         self.ceiling = np.full(len(sim.cluster.pools), np.inf)  # nodes a pool held when it last fell short
+        self.pod_milli = sim.w.gpu_milli_total
+        self.by_submit = np.argsort(sim.w.job_submit, kind="stable")
+        self.submits = sim.w.job_submit[self.by_submit]
+        self.demand_milli = np.zeros(len(sim.cluster.pools))  # GPU milli of the demand seen, per pool (`_demand`)
 
     def next_wakeup(self, now: float) -> float:
         """The next scan on the grid 0, s, 2s, ...; none while idle (nothing queued, no node
@@ -134,6 +149,7 @@ class MergedLoop:
             self.planned_at[:] = -1
         self.allowed = allowed
         self.unplanned: list[int] = []  # nodes of short grants, kept while a plan may use them
+        self.demand_milli = self._demand(now)
         for j in sim.queued_jobs().tolist():  # 2. in-flight and provisionable capacity
             if self.planned_at[j] != sim.state.layout_version and not self._provision_for(j):
                 self.planned_at[j] = sim.state.layout_version
@@ -146,6 +162,16 @@ class MergedLoop:
         # a plan binds or provisions and scale-down removes: each changes a node
         self.quiet_key = (sim.state.mutations, sim.arrived_version) if sim.state.mutations == before else None
         self.placer.cycle(now)
+
+    def _demand(self, now: float) -> np.ndarray:
+        """GPU milli per pool of the demand it sees: the queued pods, and those that arrived in
+        the last `demand_window_s` and were placed since, that a node of the pool could hold."""
+        sim = self.sim
+        queued = sim.w.pods_of(sim.queued_jobs())
+        lo, hi = np.searchsorted(self.submits, [now - self.demand_window_s, now], side="right")
+        recent = sim.w.pods_of(self.by_submit[lo:hi])
+        pods = np.r_[queued[sim.pod_status[queued] == PENDING], recent[sim.pod_status[recent] != PENDING]]
+        return self.fits_pool[:, pods] @ self.pod_milli[pods]
 
     # ---- what it learns by asking -----------------------------------------------------
     def _asked_booting(self) -> np.ndarray:
@@ -192,8 +218,8 @@ class MergedLoop:
             found = self._pack(pods, pool, slots, j, have)
             if found is None:
                 continue
-            opened, plan = found
-            cost = self._cost(pool, opened)
+            opened, plan, share = found
+            cost = self._cost(pool, opened, share)
             if best is None or (cost, len(opened)) < best[:2]:
                 best = (cost, len(opened), pool, opened, plan)
         if best is None:
@@ -211,6 +237,7 @@ class MergedLoop:
         for p, n, gpu_idx in plan:
             sim.bind(p, n, gpu_idx)
             self.placer.policy.on_bind(sim.state, sim.w, p, n)  # e.g. GpuClustering tags planned pods
+        self.demand_milli -= self.fits_pool[:, pods] @ self.pod_milli[pods]  # planned: no longer queued
         return True
 
     def _options(self, j: int, pods: np.ndarray, booting: bool):
@@ -244,8 +271,8 @@ class MergedLoop:
     def _pack(self, pods: np.ndarray, pool: int | None, slots: np.ndarray, j: int, have: np.ndarray):
         """First-fit every pod onto nodes it has, `have` (ready ones with room, then booting
         ones; of the gang's rack/block if it asks), or onto new nodes from `slots`, on a
-        what-if snapshot of just those candidates. Returns (opened slots, [(pod, node, gpus)])
-        or None."""
+        what-if snapshot of just those candidates. Returns (opened slots, [(pod, node, gpus)],
+        the share of the opened nodes the plan leaves to pay for: see `_share`) or None."""
         w, st = self.sim.w, self.sim.state
         groups = self.placer.groups_of(j)
         if groups is not None:
@@ -258,11 +285,25 @@ class MergedLoop:
         plan = snap.fit(w, pods, undo=False)  # ready, then oldest in-flight first (pack what it has), then new
         if plan is None:
             return None
-        return snap.global_slots(snap.opened).tolist(), [(p, int(idx[n]), gpu_idx) for p, n, gpu_idx in plan]
+        share = self._share(snap.state, np.array(snap.opened, np.int64), pool)
+        return snap.global_slots(snap.opened).tolist(), [(p, int(idx[n]), gpu_idx) for p, n, gpu_idx in plan], share
 
-    def _cost(self, pool: int | None, opened: list[int]) -> float:
-        """Hourly price of the new nodes; committed slots are already paid for."""
+    def _share(self, st, new: np.ndarray, pool: int | None) -> float:
+        """The share of the new nodes (local slots `new` of the packed snapshot `st`) a plan
+        pays for: the job's dominant share of them, plus the share of their GPUs beyond the
+        demand it sees for the pool (the job's own included); at most 1."""
+        if pool is None or len(new) == 0:
+            return 0.0
+        cpu, mem, gpu = st.cpu_cap[new].sum(), st.mem_cap[new].sum(), st.gpu_milli_cap[new].sum()
+        used = max(1 - st.cpu_free[new].sum() / cpu, 1 - st.mem_free[new].sum() / mem,
+                   1 - st.gpu_free[new].sum() / gpu if gpu else 0.0)
+        idle = max(0.0, 1 - self.demand_milli[pool] / gpu) if gpu else 0.0  # the demand includes the job's own
+        return float(min(1.0, used + idle))
+
+    def _cost(self, pool: int | None, opened: list[int], share: float) -> float:
+        """Hourly price of the new nodes, times the share of them the plan pays for (`_share`);
+        committed slots are already paid for."""
         if pool is None or not opened:
             return 0.0
         committed = int(self.sim.state.slot_committed[np.array(opened)].sum())
-        return (len(opened) - committed) * self.sim.cluster.pools[pool].price
+        return (len(opened) - committed) * self.sim.cluster.pools[pool].price * share
