@@ -85,7 +85,7 @@ EXPERIMENTS = [
         "The bundled synthetic AI workload (traces/default.parquet: shared-GPU inference, topology-claiming "
         "training, rack/block-local gangs, CPU jobs) on the default autoscaled cluster, through every loop and "
         "every ablation step (conf/experiment/loops_synthetic.yaml). A seed changes the cluster's random streams "
-        "(boot delays, the random expander, node tie-break order), not the trace.",
+        "(boot delays, node tie-break order, a random expander where one is configured), not the trace.",
         "Regenerate: loopbench results loops_synthetic."]),
     Experiment("openb_packing", "openb packing (FGD, ATC'23)", [], report="packing",
                sweep=["policy=random,dotprod,gpu_clustering,gpu_packing,best_fit,fgd", "seed=range(42,52)",

@@ -368,6 +368,9 @@ def check_config(cfg) -> None:
 
 
 def _check(settings) -> None:
+    """The top level's settings first: a component's leaf interpolated from one of them
+    (`drain_underutilized: ${consolidation}`) is refused by the key the user set."""
+    settings = sorted(settings, key=lambda s: s.component != "")
     for s in settings:
         if s.rule is not None and not s.rule.allows(s.value):
             raise SettingError(s.key, s.value, f"{s.rule} ({s.rule.why})")

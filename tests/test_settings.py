@@ -74,6 +74,9 @@ REPLAY = {
     "loop.autoscaler.scale_down.utilization_threshold=1.5":
         "loop.autoscaler.scale_down.utilization_threshold = 1.5: must be a number in [0, 1]",
     "experiment=openb_packing runner.target_ratio=0": "runner.target_ratio = 0: must be a number in (0, 10]",
+    # refused by the key the user set, not the loop's leaf interpolated from it
+    "consolidation=maybe": "consolidation = 'maybe': must be true or false",
+    "loop=separate_karpenter consolidation=2": "consolidation = 2: must be true or false",
 }
 
 
