@@ -201,3 +201,29 @@ def test_quiet_ticks_in_bulk_stay_exact_behind_kueue(table, autoscaling, ready):
     bulk, stepped = (replay_behind_kueue(table, ready, autoscaling, quiet) for quiet in (True, False))
     for a, b in zip(bulk, stepped, strict=True):
         assert a.columns == b.columns and bits(a) == bits(b)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(table=workloads(), autoscaling=st.booleans(), ready=st.booleans())
+def test_only_admitted_jobs_are_bound_and_the_books_add_up(table, autoscaling, ready):
+    """Whatever the workload: a pod is bound only while its job holds quota (checked at every
+    bind), and at the end each queue's usage is exactly what its admitted, unfinished jobs ask."""
+    cl = quiet_cluster(autoscaling)
+    names = [p.name for p in cl.pools]
+    cl.kueue = parse_kueue(kueue(queue("default", 4), pools=names), names)
+    sim = Simulation(compile_workload(table, cl), cl, seed=1, horizon_s=6 * HOUR)
+    loop = KueueLoop(sc.separate(), wait_for_pods_ready=ready)
+    bind = sim.bind
+
+    def guarded(p, n, gpu_idx, on_state=False):
+        assert loop.adm.flavor[sim.w.job[p]] >= 0, f"pod {p} bound while its job is not admitted"
+        bind(p, n, gpu_idx, on_state)
+
+    sim.bind = guarded  # type: ignore[method-assign]
+    sim.run(loop)
+    holding = loop.adm.flavor >= 0
+    assert set(np.flatnonzero(holding).tolist()) == set(loop.active.tolist())
+    expected = np.zeros_like(loop.adm.usage)
+    np.add.at(expected, (loop.adm.queue_of[holding], loop.adm.flavor[holding]), loop.adm.request[holding])
+    np.testing.assert_allclose(loop.adm.usage, expected, atol=1e-6)
+    assert (loop.adm.usage[..., 0] <= 4000 + 1e-6).all()  # never above the 4 GPUs of quota
