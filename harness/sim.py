@@ -103,6 +103,7 @@ class Simulation:
         self.next_arrival = 0
         self.gate: Callable[[int], None] | None = None  # an admission layer's arrival gate (`gate_arrivals`)
         self.job_admitted = np.full(w.n_jobs, np.nan)  # when a job's pods first reached the scheduler
+        self.job_admissions = np.zeros(w.n_jobs, np.int32)  # times `admit` let a gated job through
         self.arrived_version = 0  # bumps when jobs arrive or re-enter the queue
         self.node_pods: list[set[int]] = [set() for _ in range(self.state.n_slots)]
         self.held = np.zeros(self.state.n_slots, np.int64)  # GPU milli held by unstarted jobs
@@ -181,6 +182,7 @@ class Simulation:
         """An arrived job's pending pods reach the scheduler's queue (its admission)."""
         if math.isnan(self.job_admitted[j]):
             self.job_admitted[j] = self.now
+        self.job_admissions[j] += 1
         self.acct.set_reasons(self.unbound_pods(j), PendingReason.SHORTAGE)
         self._enqueue(j)
 

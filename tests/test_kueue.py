@@ -105,6 +105,30 @@ def test_golden_wait_for_pods_ready_requeues_with_doubling_backoff():
     assert row["nodes_provisioned"] == 1
 
 
+@pytest.mark.parametrize("block, starts", [
+    # blockAdmission: one not-ready job at a time. J1 admitted 10, evicted 310 (back at 370);
+    # J2 (waiting since 20) admitted 310, evicted 610 (back 670); then they alternate, each
+    # admitted when the other is evicted, the backoffs doubling (60, 120, 240, 480, 960):
+    # J1 in at 610, 1210, 1810, 2590 (back at 2590, after J2's eviction at 2410), out at 2890
+    # (back at 3850); J2 in at 910, 1510, 2110, 2890, out at 3190 (back at 4150). J0 frees
+    # the nodes at 3600 while both wait out their backoff: J1 starts 3850, J2 4150
+    (True, {"J0": 0.0, "J1": 3850.0, "J2": 4150.0}),
+    # without it both are admitted at once, evicted together (310/320, 670/680, 1090/1100,
+    # 1630/1640, 2410/2420) and back at 3370/3380: bound when J0 ends, at 3600
+    (False, {"J0": 0.0, "J1": 3600.0, "J2": 3600.0}),
+])
+def test_golden_block_admission_admits_one_not_ready_job_at_a_time(block, starts):
+    """A static cluster of 2 x 8 GPUs, full with J0 (two 8-GPU pods) until 3600; J1 and J2 (8
+    GPUs each, t=10 and 20) fit the queue's 32 GPUs of quota but no node: each admission
+    times out (waitForPodsReady, 300 s) until J0 ends."""
+    cl = static_cluster(kueue(queue("q", 32)))
+    j0 = [{**job("J0", "q", 8, 0.0), "min_member": 2}] * 2
+    loop = KueueLoop(sc.separate(), wait_for_pods_ready=True, block_admission=block)
+    _, sim = sc.run(sc.trace([*j0, job("J1", "q", 8, 10.0), job("J2", "q", 8, 20.0)]), cl, loop, horizon_s=2 * HOUR)
+    assert started(sim) == starts
+    assert loop.evictions.tolist() == [0, 5, 5]
+
+
 def test_wait_for_pods_ready_deactivates_past_the_retry_limit():
     """backoffLimitCount 1: the second eviction (at 660) deactivates the job for good."""
     cl = static_cluster(kueue(queue("q", 8)), autoscaling=True, boot_s=800.0)

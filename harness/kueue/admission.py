@@ -98,8 +98,9 @@ class Admission:
         """Job j waits in its ClusterQueue, ordered by priority then `ts`."""
         insort(self.pending[int(self.queue_of[j])], (-int(self.priority[j]), float(ts), j))
 
-    def cycle(self) -> tuple[list[tuple[int, int]], bool]:
-        """One admission cycle: the (job, flavor) admitted, and whether it changed anything."""
+    def cycle(self, most: int | None = None) -> tuple[list[tuple[int, int]], bool]:
+        """One admission cycle, admitting `most` workloads at most (None: no bound): the
+        (job, flavor) admitted, and whether it changed anything."""
         entries, changed = [], False
         for c, queue in enumerate(self.pending):
             if not queue:
@@ -111,9 +112,11 @@ class Admission:
             elif not self.k.cluster_queues[c].strict_fifo:
                 self.inadmissible[c].append(queue.pop(0))
                 changed = True
-        admitted = []
+        admitted: list[tuple[int, int]] = []
         for _, key, c, f in sorted(entries):
             j = key[2]
+            if len(admitted) == most:
+                break
             if self.fit(c, f, self.request[j])[0]:
                 self.pending[c].pop(0)
                 self.usage[c, f] += self.request[j]
@@ -121,11 +124,13 @@ class Admission:
                 admitted.append((j, f))
         return admitted, changed or bool(admitted)
 
-    def run(self) -> list[tuple[int, int]]:
-        """Cycles until one changes nothing: every (job, flavor) admitted."""
+    def run(self, most: int | None = None) -> list[tuple[int, int]]:
+        """Cycles until one changes nothing, or `most` workloads are admitted: every (job,
+        flavor) admitted."""
         admitted: list[tuple[int, int]] = []
-        while True:
-            more, changed = self.cycle()
+        while most is None or len(admitted) < most:
+            more, changed = self.cycle(None if most is None else most - len(admitted))
             admitted += more
             if not changed:
-                return admitted
+                break
+        return admitted

@@ -12,8 +12,8 @@ released, its quota returned, and it is queued again after Kueue's backoff, base
 seconds capped at max for its n-th eviction (upstream adds a tiny jitter, not modelled),
 ordered by its eviction time (requeuingStrategy.timestamp: Eviction); past
 `backoff_limit_count` evictions it is deactivated and never admitted again. With
-`block_admission` (upstream's default once waitForPodsReady is on) nothing is admitted
-while an admitted job has not started. Both clocks are events of the simulation
+`block_admission` (upstream's default once waitForPodsReady is on) jobs are admitted one at
+a time, none while an admitted job has not started. Both clocks are events of the simulation
 (`SimulationView.at`), so quiet stretches end at them.
 
 What a flavor does not do here: its pools bound which flavors can take a job (some pool of
@@ -107,19 +107,32 @@ class KueueLoop:
         return self.inner.idle_ticks(start, before)
 
     def step(self, sim: SimulationView, now: float) -> None:
-        self._settle(now)
-        if self.dirty and not (self.block_admission and len(self.unready)):
+        """Settle what happened, admit, then the wrapped loop's step. With block_admission,
+        one job at a time: the wrapped loop steps after each, and the next is admitted at
+        the same instant only if that one started at once (Kueue admits the next entry of
+        its cycle only once every admitted workload is PodsReady)."""
+        self._release_finished()
+        self._refresh_ready()
+        self._evict_expired(now)
+        stepped = False
+        while self.dirty and not (self.block_admission and len(self.unready)):
             self.dirty = False
-            admitted = self.adm.run()
+            admitted = self.adm.run(1 if self.block_admission else None)
             for j, _ in admitted:
                 self._admit(j, now)
             if admitted:
                 self.active = np.concatenate([self.active, [j for j, _ in admitted]]).astype(np.int64)
-        self.inner.step(sim, now)
+            if not (self.block_admission and admitted):
+                break
+            self.dirty = True  # more may wait behind it
+            self.inner.step(sim, now)
+            stepped = True
+            self._refresh_ready()
+        if not stepped:
+            self.inner.step(sim, now)
 
-    def _settle(self, now: float) -> None:
-        """Jobs that finished return their quota; those that started are ready; those whose
-        PodsReady timeout fired unstarted are evicted."""
+    def _release_finished(self) -> None:
+        """Jobs whose pods all finished give their quota back."""
         sim = self.sim
         if len(self.active):
             done = sim.job_done[self.active] == self.size[self.active]
@@ -128,13 +141,19 @@ class KueueLoop:
                     self.adm.release(j)
                 self.active = self.active[~done]
                 self.dirty = True
+
+    def _refresh_ready(self) -> None:
+        """Admitted jobs that started are PodsReady (block_admission may lift)."""
         if len(self.unready):
-            self.unready = self.unready[np.isnan(sim.job_started[self.unready])]
+            self.unready = self.unready[np.isnan(self.sim.job_started[self.unready])]
             if not len(self.unready):
-                self.dirty = True  # block_admission lifts
+                self.dirty = True
+
+    def _evict_expired(self, now: float) -> None:
+        """Jobs whose PodsReady timeout fired before they started are evicted."""
         expired, self.expired = self.expired, []
         for j in expired:
-            if math.isnan(sim.job_started[j]):
+            if math.isnan(self.sim.job_started[j]):
                 self._evict(j, now)
 
     def _admit(self, j: int, now: float) -> None:

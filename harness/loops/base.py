@@ -92,6 +92,10 @@ class SimulationView(Protocol):
     @property
     def job_started(self) -> np.ndarray: ...
     @property
+    def job_admissions(self) -> np.ndarray:
+        """Times an admission layer let each job through (`admit`; 0 without one)."""
+        ...
+    @property
     def job_done(self) -> np.ndarray:
         """Pods of each job that ran to completion (a finished job: all of them)."""
         ...
