@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from harness.errors import ConfigError
+from harness.kueue.queues import parse_kueue
 from harness.trace import MAX_CPU_MILLI, MAX_MEMORY_MIB
 
 #: Taint effects a pool may carry. NoSchedule and NoExecute keep a pod off a node whose taint
@@ -239,6 +240,7 @@ class Cluster:
         autoscaling: bool = True,
         name: str = "cluster",
         shortage: str = "error",
+        kueue: dict[str, Any] | None = None,
     ):
         self.name = _typed(name, "str", "cluster.name")
         if shortage not in SHORTAGES:
@@ -344,6 +346,8 @@ class Cluster:
         if len(self.models) > 62:
             raise ConfigError("cluster.node_types", "at most 62 distinct GPU models")
         self.profiles = sorted(self.partition_profiles)
+        #: Kueue's queues and quotas (harness/kueue/queues.py), for a loop behind Kueue admission
+        self.kueue = None if kueue is None else parse_kueue(kueue, [p.name for p in self.pools])
 
     # ---- static per-slot layout ------------------------------------------------------
     def type_index(self, name: str) -> int:

@@ -43,6 +43,7 @@ class PendingReason(IntEnum):
     FRAGMENTATION = 2  # a ready node has the free GPU milli in total, but split across devices
     GANG_WAIT = 3  # bound, waiting for the rest of its gang
     BOOTING = 4  # a booting node has room for it (or it is planned onto one)
+    NOT_ADMITTED = 5  # its job waits for admission by a queue manager (Kueue): not yet the scheduler's
 
 
 REASON_NAMES = [r.name.lower() for r in PendingReason]
@@ -218,7 +219,7 @@ class Accounting:
             self.idle_by_model = _add_rows_in_turn(self.idle_by_model, np.multiply.outer(rates, dt))
         else:
             self.idle_by_model += rates * dt
-        for reason, count in enumerate(self.reason_count.tolist()):  # 5 reasons: quicker than numpy
+        for reason, count in enumerate(self.reason_count.tolist()):  # 6 reasons: quicker than numpy
             self.pending_s[reason] = add(self.pending_s[reason], count * dt)
 
     def finish(self) -> None:
@@ -376,11 +377,13 @@ def jobs_frame(sim) -> pl.DataFrame:
         "priority": w.job_priority,
         "queue": w.job_queue,
         "submit_s": w.job_submit,
+        "admitted_s": sim.job_admitted,
         "start_s": sim.job_started,
         "finish_s": sim.job_finished,
         "refused": np.bincount(w.job, weights=status == REFUSED, minlength=w.n_jobs) > 0,
     }, nan_to_null=True)
     return df.with_columns(
+        (pl.col("admitted_s") - pl.col("submit_s")).alias("admission_wait_s"),
         (pl.col("start_s") - pl.col("submit_s")).alias("start_latency_s"),
         (pl.col("finish_s") - pl.col("submit_s")).alias("completion_s"),
     )
@@ -415,6 +418,23 @@ def idle_by_model(acct: Accounting) -> dict[str, float]:
             **{f"idle_accel_usd_model_{m}": float(u) for m, u in zip(acct.models, usd, strict=True)}}
 
 
+def admission_waits(sim, jobs: pl.DataFrame) -> dict[str, float | int]:
+    """Per queue of the trace, behind an admission layer (Kueue): the mean seconds from
+    submission to admission of its admitted jobs (`admission_wait_mean_s_<queue>`) and how
+    many arrived jobs it never admitted (`jobs_not_admitted_<queue>`). Nothing without one:
+    every job is admitted as it arrives."""
+    if sim.gate is None:
+        return {}
+    arrived = jobs.filter((pl.col("submit_s") <= sim.horizon) & ~pl.col("refused"))
+    per = arrived.group_by("queue").agg(pl.col("admission_wait_s").mean().alias("mean"),
+                                        pl.col("admitted_s").is_null().sum().alias("never")).sort("queue")
+    row: dict[str, float | int] = {}
+    for q, mean, never in per.iter_rows():
+        row[f"admission_wait_mean_s_{q}"] = float("nan") if mean is None else float(mean)
+        row[f"jobs_not_admitted_{q}"] = int(never)
+    return row
+
+
 def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl.DataFrame:
     """The one-row metrics table of a run."""
     tot = sim.acct.totals
@@ -442,6 +462,7 @@ def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl
         "cost_usd": tot["cost"],
         **idle_by_model(sim.acct),
         **{f"pending_s_{n}": float(v) for n, v in zip(REASON_NAMES, sim.acct.pending_s, strict=True)},
+        **admission_waits(sim, jobs),
         "nodes_provisioned": nodes.height,
         "nodes_never_used": int((~nodes["used"]).sum()),
         "job_completion_p50_s": done["completion_s"].median() if done.height else float("nan"),

@@ -17,7 +17,8 @@ import polars as pl
 from hydra.utils import instantiate, to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, TraceError
+from harness.kueue.loop import KueueLoop, unknown_queues
 from harness.loops.base import Loop, conform
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.output import is_complete, start_run, write_parquet, write_text
@@ -45,6 +46,9 @@ def build(cfg: DictConfig) -> tuple[Simulation, Loop]:
         raise _config_error(exc, "cluster") from None
     loop = build_loop(cfg)
     w = compile_workload(table, cluster)
+    if isinstance(loop, KueueLoop) and cluster.kueue is not None and (unknown := unknown_queues(cluster.kueue, w)):
+        raise TraceError(path, f"queue '{unknown[0]}' has no LocalQueue in cluster '{cluster.name}' "
+                               "(its kueue.local_queues): Kueue cannot admit its jobs", column="queue")
     horizon = cfg.horizon_s if cfg.horizon_s is not None else float(w.submit.max()) + DEFAULT_TAIL_S
     sim = Simulation(w, cluster, seed=int(cfg.seed), horizon_s=float(horizon),
                      timeline_interval_s=float(cfg.timeline_interval_s))

@@ -232,6 +232,19 @@ RULES: dict[str, dict[str, Rule]] = {
         "demand_window_s": duration("seconds of past arrivals a plan counts as demand for the free GPUs of "
                                     "the nodes it buys (0: the queue only)"),
     },
+    "harness.kueue.loop.KueueLoop": {
+        "wait_for_pods_ready": flag("Kueue's waitForPodsReady: a job admitted but not started within "
+                                    "pods_ready_timeout_s is evicted and queued again (upstream: off)"),
+        "pods_ready_timeout_s": number("seconds an admitted job may take to start before waitForPodsReady "
+                                       "evicts it (upstream: 300)", gt=0),
+        "block_admission": flag("with waitForPodsReady, nothing is admitted while an admitted job has not "
+                                "started (upstream: true)"),
+        "backoff_base_s": duration("seconds before an evicted job is queued again, doubled at each eviction "
+                                   "(upstream: 60)"),
+        "backoff_max_s": duration("the longest requeue backoff (upstream: 3600)"),
+        "backoff_limit_count": integer("evictions after which a job is deactivated; null = never (upstream)",
+                                       ge=0, null=True),
+    },
     "harness.loops.karpenter.KarpenterAutoscaler": {
         "batch_idle_s": duration("seconds without a new pending pod that close a batch window"),
         "batch_max_s": duration("seconds after which a batch window closes anyway"),

@@ -18,6 +18,7 @@ import heapq
 import itertools
 import math
 from bisect import insort
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NoReturn, cast
 
@@ -100,6 +101,9 @@ class Simulation:
         self.arrival_order = np.lexsort((np.arange(w.n_jobs), w.job_submit))
         self.job_never_fits = np.bincount(w.job, weights=w.never_fits, minlength=w.n_jobs) > 0
         self.next_arrival = 0
+        self.gate: Callable[[int], None] | None = None  # an admission layer's arrival gate (`gate_arrivals`)
+        self.job_admitted = np.full(w.n_jobs, np.nan)  # when a job's pods first reached the scheduler
+        self.job_admissions = np.zeros(w.n_jobs, np.int32)  # times `admit` let a gated job through
         self.arrived_version = 0  # bumps when jobs arrive or re-enter the queue
         self.node_pods: list[set[int]] = [set() for _ in range(self.state.n_slots)]
         self.held = np.zeros(self.state.n_slots, np.int64)  # GPU milli held by unstarted jobs
@@ -157,10 +161,29 @@ class Simulation:
             self.pod_status[pods] = REFUSED  # no node type can ever hold it: refused, not waited on
             return
         self.pod_status[pods] = PENDING
+        if self.gate is not None:  # held until the admission layer lets the job through (`admit`)
+            self.acct.set_reasons(pods, PendingReason.NOT_ADMITTED)
+            self.gate(j)
+            return
+        self.job_admitted[j] = self.now
         if len(pods) == 1:
             self.acct.set_reason(int(pods[0]), PendingReason.SHORTAGE)
         else:
             self.acct.set_reasons(pods, PendingReason.SHORTAGE)
+        self._enqueue(j)
+
+    def gate_arrivals(self, gate: Callable[[int], None]) -> None:
+        """From now on an arriving job is handed to `gate` (its pods pending, not admitted)
+        instead of the scheduler's queue: an admission layer in front of the scheduler
+        (Kueue) lets it through with `admit`."""
+        self.gate = gate
+
+    def admit(self, j: int) -> None:
+        """An arrived job's pending pods reach the scheduler's queue (its admission)."""
+        if math.isnan(self.job_admitted[j]):
+            self.job_admitted[j] = self.now
+        self.job_admissions[j] += 1
+        self.acct.set_reasons(self.unbound_pods(j), PendingReason.SHORTAGE)
         self._enqueue(j)
 
     def order_queue(self, queue_sort: QueueSort) -> None:

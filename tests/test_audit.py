@@ -32,6 +32,7 @@ from tests import scenarios as sc
 ROOT = Path(__file__).resolve().parents[1]
 #: the code loops run: their own modules and what they decide with
 LOOP_CODE = sorted([*(ROOT / "harness" / "loops").glob("*.py"), *(ROOT / "harness" / "scheduler").glob("*.py"),
+                    *(ROOT / "harness" / "kueue").glob("*.py"),
                     ROOT / "harness" / "whatif.py", ROOT / "harness" / "scores.py", ROOT / "harness" / "filters.py"])
 #: names of what no loop may read, wherever it is reached from
 SECRETS = {"stock", "stock_varies", "available", "duration", "boot_delay", "ready_at", "phantom", "_cloud",

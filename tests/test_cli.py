@@ -169,7 +169,7 @@ def test_an_output_below_a_plain_file_is_one_line(case, tmp_path):
 
 
 @pytest.mark.parametrize("loops, says", [("loops=", "no loop to compare"),
-                                         ("loops=nope", "unknown loop 'nope'; available: merged, separate,"),
+                                         ("loops=nope", "unknown loop 'nope'; available: merged, merged_kueue, separate,"),
                                          ("loops=merged,nope,nada", "unknown loops 'nope', 'nada'; available: merged,"),
                                          ("loops=merged,merged", "loop 'merged' is listed twice")])
 def test_compare_checks_every_loop_name_before_the_first_runs(loops, says, tmp_path, small_trace):

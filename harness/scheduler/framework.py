@@ -85,6 +85,7 @@ class Scheduler:
         for plugin in self.pre_filter:
             plugin.attach(self)
         self.tried_at = np.full(w.n_jobs, -1, np.int64)  # capacity version of the last failure
+        self.admissions = np.zeros(w.n_jobs, np.int32)  # sim.job_admissions when last seen queued
         self.job_size = np.diff(w.job_bounds)
         starts, pods = w.job_bounds[:-1], w.pods_by_job
         lo, hi = np.minimum.reduceat(w.shape[pods], starts), np.maximum.reduceat(w.shape[pods], starts)
@@ -130,6 +131,10 @@ class Scheduler:
             self.booting_slots = np.flatnonzero(self.booting)  # a few: the filter checks only them
         self.reasons = {}  # per-cycle cache of pending reasons by shape
         jobs = sim.queued_jobs()
+        back = sim.job_admissions[jobs] != self.admissions[jobs]
+        if back.any():  # let through again by an admission layer: new pods, whatever failed before
+            self.tried_at[jobs[back]] = -1
+            self.admissions[jobs[back]] = sim.job_admissions[jobs[back]]
         self._skip_unhelped(jobs)
         failed: dict[tuple, int] = {}  # failure key -> fewest pods of it that found no place
         retry = self.tried_at[jobs] != st.version

@@ -1,0 +1,136 @@
+"""Kueue's quota books and admission cycle, on plain arrays (no simulation inside).
+
+Quota (Kueue's ClusterQueue and cohort accounting, pkg/cache): a ClusterQueue `c` uses
+`usage[c, f, r]` of flavor f and resource r. Alone, it admits within its nominal quota. In a
+cohort, each member keeps `nominal - lendable` to itself (lendable = its lending limit, else
+all its nominal quota) and puts `lendable` in the cohort's pool; what a member uses beyond
+what it keeps draws on that pool, which must not run dry, and a member uses at most
+`nominal + borrowing_limit`. A workload borrows when it takes its queue above nominal.
+
+Flavors (Kueue's flavor assigner, one resource group): a queue's flavors are tried in order;
+the first that can hold the job (some pool of it fits every pod) and fits its quota, with or
+without borrowing, is the job's (FlavorFungibility's defaults: whenCanBorrow Borrow).
+
+Queues (pkg/queue): each ClusterQueue orders its pending workloads by priority, then by their
+queue timestamp (creation, or eviction after a waitForPodsReady timeout). A cycle takes the
+head of every queue, assigns it a flavor against the books as they stand, and admits the
+heads in the order: not borrowing first, then higher priority, then older; each is checked
+again against what the cycle admitted before it (no cohort over-admission); one that no
+longer fits stays at its queue's head for the next cycle. A head no flavor can take blocks
+its queue under StrictFIFO; under BestEffortFIFO it is set aside as inadmissible, and the
+next one becomes the head, until quota is released in its cohort (a workload finishes or is
+evicted) and the set-aside ones return. Cycles repeat, at one instant, while one makes
+progress (Kueue runs its next cycle at once).
+"""
+
+from __future__ import annotations
+
+from bisect import insort
+
+import numpy as np
+
+from harness.kueue.queues import Kueue
+
+
+class Admission:
+    """The pending queues and quota books of one set of ClusterQueues. Jobs are numbers;
+    `request[j]` is what job j takes of each resource (simulation units), `fits[j, f]`
+    whether flavor f's pools can hold it, `queue_of[j]` its ClusterQueue."""
+
+    def __init__(self, kueue: Kueue, request: np.ndarray, fits: np.ndarray, queue_of: np.ndarray,
+                 priority: np.ndarray):
+        self.k = kueue
+        self.request, self.fits, self.queue_of, self.priority = request, fits, queue_of, priority
+        n = len(kueue.cluster_queues)
+        self.usage = np.zeros_like(kueue.nominal)
+        self.lendable = np.minimum(kueue.nominal, kueue.lending_limit)
+        self.kept = kueue.nominal - self.lendable  # what a member keeps to itself in its cohort
+        self.ceiling = kueue.nominal + kueue.borrowing_limit
+        cohort = kueue.cohort
+        #: the members of each queue's cohort (itself alone when it has none)
+        self.members = [np.flatnonzero(cohort == cohort[c]) if cohort[c] >= 0 else np.array([c])
+                        for c in range(n)]
+        self.pending: list[list[tuple[int, float, int]]] = [[] for _ in range(n)]  # (-priority, ts, job), sorted
+        self.inadmissible: list[list[tuple[int, float, int]]] = [[] for _ in range(n)]
+        self.flavor = np.full(len(request), -1, np.int64)  # the flavor of an admitted job
+
+    # ---- quota ---------------------------------------------------------------------------
+    def fit(self, c: int, f: int, q: np.ndarray) -> tuple[bool, bool]:
+        """(does q fit queue c's quota of flavor f now, does it borrow to)."""
+        k, needed = self.k, q > 0
+        if not k.covered[c, f, needed].all():
+            return False, False
+        use = self.usage[c, f]
+        new = use + q
+        if k.cluster_queues[c].cohort is None:
+            return bool((new <= k.nominal[c, f]).all()), False
+        if (new > self.ceiling[c, f]).any():
+            return False, False
+        m = self.members[c]
+        pool = self.lendable[m, f].sum(axis=0)
+        drawn = np.maximum(self.usage[m, f] - self.kept[m, f], 0).sum(axis=0)
+        more = np.maximum(new - self.kept[c, f], 0) - np.maximum(use - self.kept[c, f], 0)
+        return bool((drawn + more <= pool).all()), bool((new > k.nominal[c, f]).any())
+
+    def assign(self, j: int) -> tuple[int, bool]:
+        """The flavor job j would get now (-1: none) and whether it borrows."""
+        c = int(self.queue_of[j])
+        for f in self.k.cluster_queues[c].flavors:
+            if self.fits[j, f]:
+                ok, borrows = self.fit(c, f, self.request[j])
+                if ok:
+                    return f, borrows
+        return -1, False
+
+    def release(self, j: int) -> None:
+        """Job j's quota comes back (it finished or was evicted); its cohort's set-aside
+        workloads return to their queues."""
+        c, f = int(self.queue_of[j]), int(self.flavor[j])
+        self.usage[c, f] -= self.request[j]
+        self.flavor[j] = -1
+        for m in self.members[c].tolist():
+            for key in self.inadmissible[m]:
+                insort(self.pending[m], key)
+            self.inadmissible[m].clear()
+
+    # ---- queues --------------------------------------------------------------------------
+    def push(self, j: int, ts: float) -> None:
+        """Job j waits in its ClusterQueue, ordered by priority then `ts`."""
+        insort(self.pending[int(self.queue_of[j])], (-int(self.priority[j]), float(ts), j))
+
+    def cycle(self, most: int | None = None) -> tuple[list[tuple[int, int]], bool]:
+        """One admission cycle, admitting `most` workloads at most (None: no bound): the
+        (job, flavor) admitted, and whether it changed anything."""
+        entries, changed = [], False
+        for c, queue in enumerate(self.pending):
+            if not queue:
+                continue
+            j = queue[0][2]
+            f, borrows = self.assign(j)
+            if f >= 0:
+                entries.append((borrows, queue[0], c, f))
+            elif not self.k.cluster_queues[c].strict_fifo:
+                self.inadmissible[c].append(queue.pop(0))
+                changed = True
+        admitted: list[tuple[int, int]] = []
+        for _, key, c, f in sorted(entries):
+            j = key[2]
+            if len(admitted) == most:
+                break
+            if self.fit(c, f, self.request[j])[0]:
+                self.pending[c].pop(0)
+                self.usage[c, f] += self.request[j]
+                self.flavor[j] = f
+                admitted.append((j, f))
+        return admitted, changed or bool(admitted)
+
+    def run(self, most: int | None = None) -> list[tuple[int, int]]:
+        """Cycles until one changes nothing, or `most` workloads are admitted: every (job,
+        flavor) admitted."""
+        admitted: list[tuple[int, int]] = []
+        while most is None or len(admitted) < most:
+            more, changed = self.cycle(None if most is None else most - len(admitted))
+            admitted += more
+            if not changed:
+                break
+        return admitted

@@ -1,0 +1,193 @@
+"""`KueueLoop`: Kueue's admission in front of any loop (conf/loop/*_kueue.yaml).
+
+Arriving jobs are gated (`SimulationView.gate_arrivals`): a job waits, its pods pending and
+`not_admitted`, in the ClusterQueue its LocalQueue (the trace's `queue`) points at, until
+Kueue admits it whole against the quotas of the cluster's `kueue:` section
+(harness/kueue/admission.py); only then do its pods reach the wrapped loop's scheduler
+queue (`admit`). Quota comes back when every pod of the job has finished.
+
+waitForPodsReady (off by default, as upstream): a job admitted `pods_ready_timeout_s` ago
+that has not started (its gang's min_member pods running) is evicted: its bound pods are
+released, its quota returned, and it is queued again after Kueue's backoff, base * 2^(n-1)
+seconds capped at max for its n-th eviction (upstream adds a tiny jitter, not modelled),
+ordered by its eviction time (requeuingStrategy.timestamp: Eviction); past
+`backoff_limit_count` evictions it is deactivated and never admitted again. With
+`block_admission` (upstream's default once waitForPodsReady is on) jobs are admitted one at
+a time, none while an admitted job has not started. Both clocks are events of the simulation
+(`SimulationView.at`), so quiet stretches end at them.
+
+What a flavor does not do here: its pools bound which flavors can take a job (some pool of
+the flavor fits every pod), but the wrapped loop is not kept to those pools afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from harness.errors import ConfigError, LoopbenchError
+from harness.kueue.admission import Admission
+from harness.kueue.queues import Kueue
+from harness.loops.base import KUEUE, Description, Loop, SimulationView, conform
+from harness.metrics import PendingReason
+from harness.scores import ScorePlugin
+from harness.settings import check
+from harness.workload import BOUND, Workload, pools_fit
+
+
+def unknown_queues(kueue: Kueue, w: Workload) -> list[str]:
+    """The trace's queues that no LocalQueue names."""
+    return sorted(set(np.unique(w.job_queue).tolist()) - set(kueue.local_queues))
+
+
+class KueueLoop:
+    def __init__(self, inner: Loop, name: str = "separate_kueue", wait_for_pods_ready: bool = False,
+                 pods_ready_timeout_s: float = 300.0, block_admission: bool = True,
+                 backoff_base_s: float = 60.0, backoff_max_s: float = 3600.0,
+                 backoff_limit_count: int | None = None):
+        check("harness.kueue.loop.KueueLoop", "loop", wait_for_pods_ready=wait_for_pods_ready,
+              pods_ready_timeout_s=pods_ready_timeout_s, block_admission=block_admission,
+              backoff_base_s=backoff_base_s, backoff_max_s=backoff_max_s, backoff_limit_count=backoff_limit_count)
+        conform(inner, Loop, "loop.inner")
+        self.inner = inner
+        self.name = name
+        self.wait_for_pods_ready = bool(wait_for_pods_ready)
+        self.timeout_s = float(pods_ready_timeout_s)
+        self.block_admission = bool(block_admission) and self.wait_for_pods_ready
+        self.backoff_base_s, self.backoff_max_s = float(backoff_base_s), float(backoff_max_s)
+        self.backoff_limit_count = backoff_limit_count
+
+    @property
+    def policy(self) -> ScorePlugin:
+        return self.inner.policy
+
+    def describe(self) -> Description:
+        d = self.inner.describe()
+        return replace(d, switches=tuple(sorted((*d.switches, KUEUE), key=lambda s: s.rank)))
+
+    def attach(self, sim: SimulationView) -> None:
+        kueue = sim.cluster.kueue
+        if kueue is None:
+            raise ConfigError("cluster.kueue", f"loop '{self.name}' admits through Kueue: the cluster "
+                                               f"'{sim.cluster.name}' declares no kueue: section")
+        unknown = unknown_queues(kueue, sim.w)
+        if unknown:
+            raise LoopbenchError(f"queue '{unknown[0]}' of the trace has no LocalQueue in cluster "
+                                 f"'{sim.cluster.name}' (cluster.kueue.local_queues)")
+        self.sim = sim
+        self.inner.attach(sim)
+        w = sim.w
+        self.size = np.diff(w.job_bounds)
+        request = np.stack([np.bincount(w.job, weights=x, minlength=w.n_jobs) for x in
+                            (w.gpu_milli_total, w.cpu, w.mem)], axis=1)
+        # a flavor can take a job when one of its pools fits each of the job's pods
+        flavor_fits_pod = (kueue.flavor_pools.astype(np.int64) @ pools_fit(sim.cluster, w)) > 0
+        by_job = flavor_fits_pod[:, w.pods_by_job]
+        fits = np.logical_and.reduceat(by_job, w.job_bounds[:-1], axis=1).T
+        queue_of = np.array([kueue.local_queues[q] for q in w.job_queue.tolist()], np.int64)
+        self.adm = Admission(kueue, request, fits, queue_of, w.job_priority)
+        self.active = np.zeros(0, np.int64)  # admitted jobs not finished
+        self.unready = np.zeros(0, np.int64)  # admitted jobs not started
+        self.epoch = np.zeros(w.n_jobs, np.int64)  # admissions so far (a timeout names one)
+        self.evictions = np.zeros(w.n_jobs, np.int64)
+        self.expired: list[int] = []  # admitted jobs whose PodsReady timeout fired
+        self.dirty = False
+        sim.gate_arrivals(self._arrived)
+
+    def _arrived(self, j: int) -> None:
+        self.adm.push(j, self.sim.w.job_submit[j])
+        self.dirty = True
+
+    def next_wakeup(self, now: float) -> float:
+        return self.inner.next_wakeup(now)  # admission acts on events only (arrivals, ends, its timers)
+
+    def idle_ticks(self, start: float, before: float) -> np.ndarray:
+        return self.inner.idle_ticks(start, before)
+
+    def step(self, sim: SimulationView, now: float) -> None:
+        """Settle what happened, admit, then the wrapped loop's step. With block_admission,
+        one job at a time: the wrapped loop steps after each, and the next is admitted at
+        the same instant only if that one started at once (Kueue admits the next entry of
+        its cycle only once every admitted workload is PodsReady)."""
+        self._release_finished()
+        self._refresh_ready()
+        self._evict_expired(now)
+        stepped = False
+        while self.dirty and not (self.block_admission and len(self.unready)):
+            self.dirty = False
+            admitted = self.adm.run(1 if self.block_admission else None)
+            for j, _ in admitted:
+                self._admit(j, now)
+            if admitted:
+                self.active = np.concatenate([self.active, [j for j, _ in admitted]]).astype(np.int64)
+            if not (self.block_admission and admitted):
+                break
+            self.dirty = True  # more may wait behind it
+            self.inner.step(sim, now)
+            stepped = True
+            self._refresh_ready()
+        if not stepped:
+            self.inner.step(sim, now)
+
+    def _release_finished(self) -> None:
+        """Jobs whose pods all finished give their quota back."""
+        sim = self.sim
+        if len(self.active):
+            done = sim.job_done[self.active] == self.size[self.active]
+            if done.any():
+                for j in self.active[done].tolist():
+                    self.adm.release(j)
+                self.active = self.active[~done]
+                self.dirty = True
+
+    def _refresh_ready(self) -> None:
+        """Admitted jobs that started are PodsReady (block_admission may lift)."""
+        if len(self.unready):
+            self.unready = self.unready[np.isnan(self.sim.job_started[self.unready])]
+            if not len(self.unready):
+                self.dirty = True
+
+    def _evict_expired(self, now: float) -> None:
+        """Jobs whose PodsReady timeout fired before they started are evicted."""
+        expired, self.expired = self.expired, []
+        for j in expired:
+            if math.isnan(self.sim.job_started[j]):
+                self._evict(j, now)
+
+    def _admit(self, j: int, now: float) -> None:
+        self.sim.admit(j)
+        self.epoch[j] += 1
+        if self.wait_for_pods_ready:
+            self.unready = np.append(self.unready, j)
+            self.sim.at(now + self.timeout_s, self._timed_out, j, int(self.epoch[j]))
+
+    def _timed_out(self, j: int, epoch: int) -> None:
+        if epoch == self.epoch[j] and self.adm.flavor[j] >= 0:
+            self.expired.append(j)
+
+    def _evict(self, j: int, now: float) -> None:
+        """waitForPodsReady's timeout: the job gives its pods and quota back and is queued
+        again after its backoff, or deactivated past the retry limit."""
+        sim = self.sim
+        pods = sim.w.job_pods[j]
+        for p in pods[sim.pod_status[pods] == BOUND].tolist():
+            sim.unbind(p)
+        sim.dequeue(j)
+        sim.acct.set_reasons(sim.unbound_pods(j), PendingReason.NOT_ADMITTED)
+        self.adm.release(j)
+        self.active = self.active[self.active != j]
+        self.unready = self.unready[self.unready != j]
+        self.epoch[j] += 1
+        self.evictions[j] += 1
+        self.dirty = True
+        n = int(self.evictions[j])
+        if self.backoff_limit_count is not None and n > self.backoff_limit_count:
+            return  # deactivated: exceeded the maximum number of re-queuing retries
+        delay = min(self.backoff_base_s * 2.0 ** (n - 1), self.backoff_max_s)
+        sim.at(now + delay, self._requeue, j, now)
+
+    def _requeue(self, j: int, evicted_at: float) -> None:
+        self.adm.push(j, evicted_at)
+        self.dirty = True

@@ -1,0 +1,194 @@
+"""The `kueue:` section of the cluster YAML: ResourceFlavors, ClusterQueues, LocalQueues.
+
+As Kueue's objects, trimmed to what admission reads:
+
+    kueue:
+      resource_flavors:               # a flavor is a set of the cluster's pools
+        - {name: h100, pools: [nvl-reserved, nvl-ondemand, pcie-ondemand]}
+      cluster_queues:
+        - name: research
+          cohort: shared              # null: borrows and lends nothing
+          queueing_strategy: BestEffortFIFO   # or StrictFIFO (Kueue's default: BestEffortFIFO)
+          flavors:                    # tried in this order (Kueue's flavor assigner)
+            - {name: h100, nominal: {gpu: 64, cpu: 1024, memory: 8192},
+               borrowing_limit: {gpu: 32}, lending_limit: {gpu: 16}}
+      local_queues:                   # the trace's `queue` column names a LocalQueue
+        - {name: research, cluster_queue: research}
+
+Quotas are per flavor and resource: `gpu` in GPUs (a share counts its fraction), `cpu` in
+cores, `memory` in GiB. A resource a flavor does not list is not covered by it: a job that
+requests some cannot use that flavor (Kueue: "cannot borrow resource not listed in
+clusterQueue"). A limit left out is no limit: a ClusterQueue may borrow all its cohort
+lends, and lends all its nominal quota. Only a ClusterQueue in a cohort may set limits
+(Kueue's validation). Bad input is refused by key, value and rule (harness.errors.ConfigError).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.errors import ConfigError
+
+#: the resources a quota counts, and the factor from the YAML's unit to the simulation's
+#: (GPUs -> GPU milli, cores -> CPU milli, GiB -> MiB)
+RESOURCES = ("gpu", "cpu", "memory")
+SCALE = np.array([1000.0, 1000.0, 1024.0])
+STRATEGIES = ("BestEffortFIFO", "StrictFIFO")
+
+
+@dataclass(frozen=True)
+class ClusterQueue:
+    name: str
+    cohort: str | None
+    strict_fifo: bool
+    flavors: tuple[int, ...]  # indices into Kueue.flavor_names, in the order they are tried
+
+
+@dataclass(frozen=True)
+class Kueue:
+    """The parsed section. Quota arrays are [cluster queue, flavor, resource] in the
+    simulation's units; `covered` says which (flavor, resource) a queue lists; a missing
+    limit is inf."""
+
+    flavor_names: tuple[str, ...]
+    flavor_pools: np.ndarray  # [flavor, pool] bool
+    cluster_queues: tuple[ClusterQueue, ...]
+    local_queues: dict[str, int]  # LocalQueue name -> cluster queue index
+    nominal: np.ndarray
+    covered: np.ndarray
+    borrowing_limit: np.ndarray
+    lending_limit: np.ndarray
+
+    @property
+    def cohort(self) -> np.ndarray:
+        """Cohort number of each cluster queue (-1: none)."""
+        names = sorted({cq.cohort for cq in self.cluster_queues if cq.cohort is not None})
+        return np.array([names.index(cq.cohort) if cq.cohort is not None else -1 for cq in self.cluster_queues],
+                        np.int64)
+
+
+def _list(value, where: str) -> list:
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ConfigError(where, f"expected a list, got {value!r}")
+    return list(value)
+
+
+def _map(value, where: str, known: tuple[str, ...], required: tuple[str, ...] = ()) -> dict:
+    if not isinstance(value, Mapping):
+        raise ConfigError(where, f"expected a mapping of keys to values, got {value!r}")
+    unknown = sorted(set(map(str, value)) - set(known))
+    if unknown:
+        raise ConfigError(where, f"unknown key '{unknown[0]}' (known: {', '.join(known)})")
+    for key in required:
+        if key not in value:
+            raise ConfigError(where, f"missing required key '{key}'")
+    return dict(value)
+
+
+def _name(value, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(where, f"expected a non-empty name, got {value!r}")
+    return value
+
+
+def _unique(names: list[str], where: str, what: str) -> None:
+    twice = [n for n, k in Counter(names).items() if k > 1]
+    if twice:
+        raise ConfigError(where, f"{what} names must be unique, got {twice[0]!r} twice")
+
+
+def _amounts(value, where: str, allowed: tuple[str, ...]) -> dict[str, float]:
+    amounts = _map(value, where, allowed)
+    for key, x in amounts.items():
+        if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x) or x < 0:
+            raise ConfigError(f"{where}.{key}", f"must be a number >= 0, got {x!r}")
+    return {k: float(v) for k, v in amounts.items()}
+
+
+def parse_kueue(cfg, pools: list[str], where: str = "cluster.kueue") -> Kueue:
+    """The validated `kueue:` section of a cluster whose pools are named `pools`."""
+    cfg = _map(cfg, where, ("resource_flavors", "cluster_queues", "local_queues"),
+               ("resource_flavors", "cluster_queues", "local_queues"))
+    flavors: list[str] = []
+    flavor_pools = []
+    for i, f in enumerate(_list(cfg["resource_flavors"], f"{where}.resource_flavors")):
+        at = f"{where}.resource_flavors[{i}]"
+        f = _map(f, at, ("name", "pools"), ("name", "pools"))
+        flavors.append(_name(f["name"], f"{at}.name"))
+        members = _list(f["pools"], f"{at}.pools")
+        if not members:
+            raise ConfigError(f"{at}.pools", "a flavor needs at least one pool")
+        for p in members:
+            if p not in pools:
+                raise ConfigError(f"{at}.pools", f"unknown pool {p!r} (known: {', '.join(pools)})")
+        flavor_pools.append(np.isin(pools, members))
+    _unique(flavors, f"{where}.resource_flavors", "flavor")
+    queues = _list(cfg["cluster_queues"], f"{where}.cluster_queues")
+    if not queues:
+        raise ConfigError(f"{where}.cluster_queues", "Kueue admission needs at least one ClusterQueue")
+    shape = (len(queues), len(flavors), len(RESOURCES))
+    nominal, covered = np.zeros(shape), np.zeros(shape, bool)
+    borrowing, lending = np.full(shape, np.inf), np.full(shape, np.inf)
+    cqs = []
+    for c, q in enumerate(queues):
+        at = f"{where}.cluster_queues[{c}]"
+        q = _map(q, at, ("name", "cohort", "queueing_strategy", "flavors"), ("name", "flavors"))
+        name = _name(q["name"], f"{at}.name")
+        cohort = q.get("cohort")
+        if cohort is not None:
+            cohort = _name(cohort, f"{at}.cohort")
+        strategy = q.get("queueing_strategy", "BestEffortFIFO")
+        if strategy not in STRATEGIES:
+            raise ConfigError(f"{at}.queueing_strategy", f"must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+        order = []
+        entries = _list(q["flavors"], f"{at}.flavors")
+        if not entries:
+            raise ConfigError(f"{at}.flavors", "a ClusterQueue needs at least one flavor")
+        for k, e in enumerate(entries):
+            fat = f"{at}.flavors[{k}]"
+            e = _map(e, fat, ("name", "nominal", "borrowing_limit", "lending_limit"), ("name", "nominal"))
+            if e["name"] not in flavors:
+                raise ConfigError(f"{fat}.name", f"unknown flavor {e['name']!r} (known: {', '.join(flavors)})")
+            f = flavors.index(e["name"])
+            if f in order:
+                raise ConfigError(f"{fat}.name", f"flavor {e['name']!r} is listed twice")
+            order.append(f)
+            quota = _amounts(e["nominal"], f"{fat}.nominal", RESOURCES)
+            for key in ("borrowing_limit", "lending_limit"):
+                if e.get(key) and cohort is None:
+                    raise ConfigError(f"{fat}.{key}", "only a ClusterQueue in a cohort borrows or lends")
+            borrow = _amounts(e.get("borrowing_limit") or {}, f"{fat}.borrowing_limit", tuple(quota))
+            lend = _amounts(e.get("lending_limit") or {}, f"{fat}.lending_limit", tuple(quota))
+            for r, res in enumerate(RESOURCES):
+                if res in quota:
+                    covered[c, f, r] = True
+                    nominal[c, f, r] = quota[res] * SCALE[r]
+                if res in borrow:
+                    borrowing[c, f, r] = borrow[res] * SCALE[r]
+                if res in lend:
+                    if lend[res] > quota[res]:
+                        raise ConfigError(f"{fat}.lending_limit.{res}",
+                                          f"must be at most the nominal quota ({quota[res]:g}), got {lend[res]:g}")
+                    lending[c, f, r] = lend[res] * SCALE[r]
+        cqs.append(ClusterQueue(name, cohort, strategy == "StrictFIFO", tuple(order)))
+    names = [cq.name for cq in cqs]
+    _unique(names, f"{where}.cluster_queues", "ClusterQueue")
+    local: dict[str, int] = {}
+    for i, lq in enumerate(_list(cfg["local_queues"], f"{where}.local_queues")):
+        at = f"{where}.local_queues[{i}]"
+        lq = _map(lq, at, ("name", "cluster_queue"), ("name", "cluster_queue"))
+        name = _name(lq["name"], f"{at}.name")
+        if name in local:
+            raise ConfigError(f"{where}.local_queues", f"LocalQueue names must be unique, got {name!r} twice")
+        if lq["cluster_queue"] not in names:
+            raise ConfigError(f"{at}.cluster_queue",
+                              f"unknown ClusterQueue {lq['cluster_queue']!r} (known: {', '.join(names)})")
+        local[name] = names.index(lq["cluster_queue"])
+    return Kueue(tuple(flavors), np.array(flavor_pools, bool).reshape(len(flavors), len(pools)), tuple(cqs), local,
+                 nominal, covered, borrowing, lending)
