@@ -461,7 +461,8 @@ def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl
         "gangs_never_started": gangs.height - started.height,
         "cost_usd": tot["cost"],
         **idle_by_model(sim.acct),
-        **{f"pending_s_{n}": float(v) for n, v in zip(REASON_NAMES, sim.acct.pending_s, strict=True)},
+        **{f"pending_s_{n}": float(v) for n, v in zip(REASON_NAMES, sim.acct.pending_s, strict=True)
+           if n != "not_admitted" or sim.gate is not None},  # only behind an admission layer
         **admission_waits(sim, jobs),
         "nodes_provisioned": nodes.height,
         "nodes_never_used": int((~nodes["used"]).sum()),

@@ -73,6 +73,15 @@ def test_golden_borrowing_in_a_cohort_holds_the_lenders_own_quota():
     assert row["pending_s_not_admitted"] == 3590.0
 
 
+def test_a_run_without_an_admission_layer_has_no_admission_columns():
+    """The same trace and cluster without Kueue: no pod waits for admission, and the row keeps
+    the columns it had before admission layers existed (published results stay comparable)."""
+    cl = static_cluster(kueue(queue("a", 4, cohort="c"), queue("b", 4, cohort="c")))
+    row, _ = sc.run(sc.trace([job("A1", "a", 6, 0.0), job("B1", "b", 4, 10.0)]), cl, sc.separate(),
+                    horizon_s=4 * HOUR)
+    assert not [k for k in row if "admi" in k] and row["pending_s_shortage"] == 0.0
+
+
 @pytest.mark.parametrize("strategy, starts, mean_wait", [
     # J1 (4) does not fit beside J0 (6) in 8: StrictFIFO holds J2 (2) behind it until J0 ends
     # at 3600, when both go in (4 + 2 <= 8): waits 0, 3590, 3580, mean 7170 / 3 = 2390
