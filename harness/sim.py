@@ -255,6 +255,41 @@ class Simulation:
         self.acct.set_reason(p, PendingReason.SHORTAGE)
         self._enqueue(j)
 
+    def evict(self, pods: np.ndarray) -> None:
+        """Preempt these bound or running pods: each goes back to pending and restarts from
+        scratch. A gang goes whole: every member that has a node or finished goes back, and it
+        must gather its quorum again (a job with no pod left on a node starts again: its
+        `job_started` becomes its next start). The accelerator work the running (and, in a gang,
+        the finished) pods did is lost, and each job touched counts one preemption."""
+        w = self.w
+        assert np.isin(self.pod_status[pods], (BOUND, RUNNING)).all(), "only pods on a node are evicted"
+        jobs = np.unique(w.job[pods])
+        gang = w.job_min_member[jobs] > 1
+        members = w.pods_of(jobs[gang]) if gang.any() else pods[:0]
+        singles = pods[~self.in_gang[pods]]
+        out = np.union1d(members[self.pod_status[members] != PENDING], singles)
+        running, done = out[self.pod_status[out] == RUNNING], out[self.pod_status[out] == DONE]
+        ran = np.r_[self.now - self.pod_start[running], self.pod_end[done] - self.pod_start[done]]
+        gpu_milli = w.gpus[np.r_[running, done]].astype(np.float64) * w.milli[np.r_[running, done]]
+        self.acct.preempted(jobs, float(ran @ gpu_milli))
+        for p in out[self.pod_status[out] != DONE].tolist():
+            self.unbind(p)
+        if len(done):  # finished members of a preempted gang run again
+            self.pod_status[done] = PENDING
+            self.pod_node[done] = -1
+            self.pod_end[done] = self.pod_start[done] = np.nan
+            self.pod_epoch[done] += 1
+            for p in done.tolist():
+                self.pod_gpus[p] = None
+            np.subtract.at(self.job_done, w.job[done], 1)
+            np.subtract.at(self.job_placed, w.job[done], 1)
+            self.acct.set_reasons(done, PendingReason.SHORTAGE)
+            for j in np.unique(w.job[done]).tolist():
+                if self.job_placed[j] == 0:
+                    self.job_anchor[j] = -1
+                self._enqueue(j)
+        self.job_started[jobs[self.job_placed[jobs] == 0]] = np.nan  # none of it runs: it starts again
+
     def start_job(self, j: int) -> None:
         """min_member pods are bound on ready nodes: the job starts, its duration runs from now."""
         self.job_started[j] = self.now
