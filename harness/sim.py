@@ -283,6 +283,7 @@ class Simulation:
                 self.pod_gpus[p] = None
             np.subtract.at(self.job_done, w.job[done], 1)
             np.subtract.at(self.job_placed, w.job[done], 1)
+            np.subtract.at(self.job_ready_bound, w.job[done], 1)  # it ran: it was bound on a ready node
             self.acct.set_reasons(done, PendingReason.SHORTAGE)
             for j in np.unique(w.job[done]).tolist():
                 if self.job_placed[j] == 0:
