@@ -242,3 +242,11 @@ def test_a_failure_holds_only_at_the_priority_it_was_met():
     sim.advance_to(20.0)  # A and B arrive; one cycle tries both, A first
     sched.cycle(20.0)
     assert sim.pod_status.tolist() == [PENDING, PENDING, RUNNING]
+
+
+def test_a_preempting_loop_is_no_second_baseline():
+    """Reports pick the all-off separate loops as the baseline: the preempting variant names
+    its switch, so it is a variant beside it, not a second baseline."""
+    assert [s.name for s in preempting().describe().switches] == ["preemption"]
+    plain = SeparateLoops(Scheduler(LeastAllocated()), ClusterAutoscaler(scale_down=ScaleDown()))
+    assert plain.describe().switches == ()

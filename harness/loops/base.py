@@ -148,6 +148,8 @@ PROVISIONING_REQUEST = Switch("ProvisioningRequest", 4)
 SCHEDULER_SEES = Switch("scheduler sees in-flight capacity", 5, interface=True)
 GANGS_WAIT = Switch("gangs wait for capacity", 6, interface=True)
 SCHEDULER_PREFERS = Switch("scheduler prefers provisionable capacity", 7, interface=True)
+# Not a step toward the merged loop: the scheduler's own PostFilter (harness/scheduler/preemption.py).
+PREEMPTION = Switch("preemption", 8)
 
 
 @dataclass(frozen=True)
