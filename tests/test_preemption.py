@@ -6,11 +6,13 @@ tests/conformance/test_default_preemption.py."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from harness.config import compose
 from harness.errors import ConfigError
 from harness.loops.cluster_autoscaler import ClusterAutoscaler
 from harness.loops.expanders import Chain, Price
@@ -250,3 +252,15 @@ def test_a_preempting_loop_is_no_second_baseline():
     assert [s.name for s in preempting().describe().switches] == ["preemption"]
     plain = SeparateLoops(Scheduler(LeastAllocated()), ClusterAutoscaler(scale_down=ScaleDown()))
     assert plain.describe().switches == ()
+
+
+@pytest.mark.parametrize("loop", sorted(p.stem for p in (Path(__file__).parents[1] / "conf" / "loop").glob("*.yaml")))
+def test_only_the_preemption_loop_preempts(loop):
+    """Results must not move this round: every shipped loop but separate_preemption builds a
+    scheduler that never evicts (DefaultPreemption is on in upstream's default profile)."""
+    from hydra.utils import instantiate
+
+    cfg = compose("config", [f"loop={loop}"])
+    built = instantiate(cfg.loop, _convert_="all")
+    scheduler = getattr(built, "scheduler", None) or built.placer
+    assert scheduler.post_filter.preempts == (loop == "separate_preemption")
