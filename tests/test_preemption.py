@@ -264,3 +264,14 @@ def test_only_the_preemption_loop_preempts(loop):
     built = instantiate(cfg.loop, _convert_="all")
     scheduler = getattr(built, "scheduler", None) or built.placer
     assert scheduler.post_filter.preempts == (loop == "separate_preemption")
+
+
+def test_reports_show_the_preemption_metrics():
+    """compare and report tables list the catalogue's metrics present in a run's row."""
+    from harness.summary import catalogue
+
+    t = trace([{"gpu_count": 8}])
+    row, _ = run(t, nodes(1), preempting(), horizon_s=10.0)
+    shown = {m.column: m.header for m in catalogue(row)}
+    assert shown["preemptions"] == "preemptions ↓"
+    assert shown["preempted_accel_hours_lost"] == "work lost to preemption (h) ↓"
