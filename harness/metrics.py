@@ -92,6 +92,13 @@ class Accounting:
         self.interval = float(timeline_interval_s)
         self.next_sample = 0.0
         self.timeline = Timeline()
+        self.job_preemptions = np.zeros(sim.w.n_jobs, np.int32)  # times each job was preempted
+        self.preempted_lost = 0.0  # GPU milli-seconds of work preempted pods lost
+
+    def preempted(self, jobs: np.ndarray, lost_milli_s: float) -> None:
+        """These jobs were preempted once each (`Simulation.evict`), losing this much work."""
+        self.job_preemptions[jobs] += 1
+        self.preempted_lost += lost_milli_s
 
     def set_reason(self, p: int, reason: int) -> None:
         old = self.reason[p]
@@ -381,6 +388,7 @@ def jobs_frame(sim) -> pl.DataFrame:
         "start_s": sim.job_started,
         "finish_s": sim.job_finished,
         "refused": np.bincount(w.job, weights=status == REFUSED, minlength=w.n_jobs) > 0,
+        "preemptions": sim.acct.job_preemptions,
     }, nan_to_null=True)
     return df.with_columns(
         (pl.col("admitted_s") - pl.col("submit_s")).alias("admission_wait_s"),
@@ -435,6 +443,16 @@ def admission_waits(sim, jobs: pl.DataFrame) -> dict[str, float | int]:
     return row
 
 
+def preemption_losses(sim) -> dict[str, float | int]:
+    """Preemptions, the jobs they hit and the accelerator-hours of work they threw away, for a
+    loop that may preempt (`allow_preemption`); nothing for one that never does."""
+    if not sim.may_preempt:
+        return {}
+    return {"preemptions": int(sim.acct.job_preemptions.sum()),
+            "jobs_preempted": int((sim.acct.job_preemptions > 0).sum()),
+            "preempted_accel_hours_lost": sim.acct.preempted_lost / MILLI_HOUR}
+
+
 def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl.DataFrame:
     """The one-row metrics table of a run."""
     tot = sim.acct.totals
@@ -464,6 +482,7 @@ def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl
         **{f"pending_s_{n}": float(v) for n, v in zip(REASON_NAMES, sim.acct.pending_s, strict=True)
            if n != "not_admitted" or sim.gate is not None},  # only behind an admission layer
         **admission_waits(sim, jobs),
+        **preemption_losses(sim),
         "nodes_provisioned": nodes.height,
         "nodes_never_used": int((~nodes["used"]).sum()),
         "job_completion_p50_s": done["completion_s"].median() if done.height else float("nan"),

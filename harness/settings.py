@@ -175,6 +175,12 @@ RULES: dict[str, dict[str, Rule]] = {
                                                 "among before scoring them (0: kube-scheduler's adaptive "
                                                 "default)", ge=0, le=100),
     },
+    "harness.scheduler.preemption.DefaultPreemption": {
+        "min_candidate_nodes_percentage": integer("percentage of the potential nodes preemption dry-runs for "
+                                                  "candidates (upstream minCandidateNodesPercentage)", ge=0, le=100),
+        "min_candidate_nodes_absolute": integer("fewest candidate nodes preemption looks for (upstream "
+                                                "minCandidateNodesAbsolute)", ge=0),
+    },
     "harness.scheduler.gang.Coscheduling": {
         "timeout_s": period("seconds a partly placed gang holds its nodes before releasing them"),
         "reject_percentage": integer("PostFilter releases a partly placed gang at once when a member fits "

@@ -102,6 +102,7 @@ class Simulation:
         self.job_never_fits = np.bincount(w.job, weights=w.never_fits, minlength=w.n_jobs) > 0
         self.next_arrival = 0
         self.gate: Callable[[int], None] | None = None  # an admission layer's arrival gate (`gate_arrivals`)
+        self.may_preempt = False  # a loop that may preempt said so (`allow_preemption`)
         self.job_admitted = np.full(w.n_jobs, np.nan)  # when a job's pods first reached the scheduler
         self.job_admissions = np.zeros(w.n_jobs, np.int32)  # times `admit` let a gated job through
         self.arrived_version = 0  # bumps when jobs arrive or re-enter the queue
@@ -177,6 +178,10 @@ class Simulation:
         instead of the scheduler's queue: an admission layer in front of the scheduler
         (Kueue) lets it through with `admit`."""
         self.gate = gate
+
+    def allow_preemption(self) -> None:
+        """A loop that may preempt (`evict`) says so on attach: its runs report preemptions."""
+        self.may_preempt = True
 
     def admit(self, j: int) -> None:
         """An arrived job's pending pods reach the scheduler's queue (its admission)."""
@@ -277,6 +282,42 @@ class Simulation:
         self.pod_start[p] = np.nan
         self.acct.set_reason(p, PendingReason.SHORTAGE)
         self._enqueue(j)
+
+    def evict(self, pods: np.ndarray) -> None:
+        """Preempt these bound or running pods: each goes back to pending and restarts from
+        scratch. A gang goes whole: every member that has a node or finished goes back, and it
+        must gather its quorum again (a job with no pod left on a node starts again: its
+        `job_started` becomes its next start). The accelerator work the running (and, in a gang,
+        the finished) pods did is lost, and each job touched counts one preemption."""
+        w = self.w
+        assert np.isin(self.pod_status[pods], (BOUND, RUNNING)).all(), "only pods on a node are evicted"
+        jobs = np.unique(w.job[pods])
+        gang = w.job_min_member[jobs] > 1
+        members = w.pods_of(jobs[gang]) if gang.any() else pods[:0]
+        singles = pods[~self.in_gang[pods]]
+        out = np.union1d(members[self.pod_status[members] != PENDING], singles)
+        running, done = out[self.pod_status[out] == RUNNING], out[self.pod_status[out] == DONE]
+        ran = np.r_[self.now - self.pod_start[running], self.pod_end[done] - self.pod_start[done]]
+        gpu_milli = w.gpus[np.r_[running, done]].astype(np.float64) * w.milli[np.r_[running, done]]
+        self.acct.preempted(jobs, float(ran @ gpu_milli))
+        for p in out[self.pod_status[out] != DONE].tolist():
+            self.unbind(p)
+        if len(done):  # finished members of a preempted gang run again
+            self.pod_status[done] = PENDING
+            self.pod_node[done] = -1
+            self.pod_end[done] = self.pod_start[done] = np.nan
+            self.pod_epoch[done] += 1
+            for p in done.tolist():
+                self.pod_gpus[p] = None
+            np.subtract.at(self.job_done, w.job[done], 1)
+            np.subtract.at(self.job_placed, w.job[done], 1)
+            np.subtract.at(self.job_ready_bound, w.job[done], 1)  # it ran: it was bound on a ready node
+            self.acct.set_reasons(done, PendingReason.SHORTAGE)
+            for j in np.unique(w.job[done]).tolist():
+                if self.job_placed[j] == 0:
+                    self.job_anchor[j] = -1
+                self._enqueue(j)
+        self.job_started[jobs[self.job_placed[jobs] == 0]] = np.nan  # none of it runs: it starts again
 
     def start_job(self, j: int) -> None:
         """min_member pods are bound on ready nodes: the job starts, its duration runs from now."""

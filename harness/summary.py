@@ -60,6 +60,8 @@ METRICS = [
     Metric("nodes_provisioned", "nodes provisioned", "", "", 1, True),
     Metric("nodes_never_used", "nodes never used", "", LOWER, 1, True),
     Metric("job_completion_p50_s", "job completion p50", "s", LOWER),
+    Metric("preemptions", "preemptions", "", LOWER, 1, True),
+    Metric("preempted_accel_hours_lost", "work lost to preemption", "h", LOWER),
 ]
 BY_COLUMN = {m.column: m for m in METRICS}
 #: Per-GPU-model columns (harness/metrics.py: idle_by_model): the prefix, then the model's name.

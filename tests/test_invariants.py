@@ -8,12 +8,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.cluster import Cluster
+from harness.loops.cluster_autoscaler import ClusterAutoscaler
 from harness.loops.expanders import Chain, LeastWaste, Priority
 from harness.loops.karpenter import KarpenterAutoscaler
+from harness.loops.scale_down import ScaleDown
 from harness.loops.separate import SeparateLoops
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.scheduler import Scheduler
 from harness.scheduler.gang import Atomic
+from harness.scheduler.preemption import DefaultPreemption
 from harness.scores import LeastAllocated, MostAllocated
 from harness.sim import BOUND, RUNNING, Simulation
 from harness.state import ABSENT, BOOTING, READY
@@ -26,6 +29,9 @@ LOOPS = {
     "separate_atomic": lambda: sc.separate(gang_mode="atomic", expander=Chain([Priority()]), sharing_aware=True),
     "separate_provreq": lambda: sc.separate(provisioning_request=True, gang_aware=True, topology_aware=True),
     "merged": lambda: sc.merged(policy=MostAllocated()),
+    "separate_preemption": lambda: SeparateLoops(
+        Scheduler(LeastAllocated(), post_filter=DefaultPreemption(min_candidate_nodes_absolute=1)),
+        ClusterAutoscaler(scale_down=ScaleDown(), expander=Chain([LeastWaste()]))),
     "separate_karpenter": lambda: SeparateLoops(Scheduler(LeastAllocated()), KarpenterAutoscaler(budget_nodes=1.0)),
     "separate_karpenter_aware": lambda: SeparateLoops(Scheduler(MostAllocated(), gang=Atomic()),
                                                       KarpenterAutoscaler(sharing_aware=True, topology_aware=True,
@@ -58,7 +64,8 @@ def workloads(draw):
         kind = draw(st.sampled_from(["share", "partition", "whole", "gang", "cpu", "huge"]))
         submit = float(draw(st.integers(0, 1800)))
         duration = draw(st.one_of(st.none(), st.integers(1, 5400).map(float)))
-        base = {"job_id": f"j{j}", "submit_s": submit, "duration_s": duration}
+        base = {"job_id": f"j{j}", "submit_s": submit, "duration_s": duration,
+                "priority": draw(st.sampled_from([0, 0, 100]))}  # some jobs may preempt others
         if kind == "share":
             pods.append({**base, "gpu_milli": draw(st.sampled_from([100, 250, 500, 999])),
                          "gpu_models": draw(st.sampled_from([[], ["L4"], ["H100"]]))})

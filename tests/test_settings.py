@@ -68,6 +68,12 @@ REPLAY = {
     "loop=separate_karpenter loop.autoscaler.poll_s=0": "loop.autoscaler.poll_s = 0: must be a number >= 1",
     "loop=separate_karpenter loop.autoscaler.requeue_s=0": "loop.autoscaler.requeue_s = 0: must be a number >= 1",
     "loop.scheduler.gang.timeout_s=0": "loop.scheduler.gang.timeout_s = 0: must be a number >= 1",
+    "loop=separate_preemption loop.scheduler.post_filter.min_candidate_nodes_percentage=101":
+        "loop.scheduler.post_filter.min_candidate_nodes_percentage = 101: must be an integer in [0, 100]",
+    "loop=separate_preemption loop.scheduler.post_filter.min_candidate_nodes_percentage=0 "
+    "loop.scheduler.post_filter.min_candidate_nodes_absolute=0":
+        "loop.scheduler.post_filter: min_candidate_nodes_percentage and min_candidate_nodes_absolute = 0: they "
+        "cannot both be 0",
     "seed=abc": "seed = 'abc': must be an integer >= 0",
     "seed=-1": "seed = -1: must be an integer >= 0",
     "horizon_s=abc": "horizon_s = 'abc': must be null or a number in (0, ",

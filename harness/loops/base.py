@@ -82,6 +82,10 @@ class SimulationView(Protocol):
     def pod_node(self) -> np.ndarray: ...
     @property
     def pod_gpus(self) -> list[np.ndarray | None]: ...
+    @property
+    def pod_start(self) -> np.ndarray:
+        """When each pod started its current run (nan: not started), as its status says."""
+        ...
     # per job
     @property
     def job_anchor(self) -> np.ndarray: ...
@@ -129,6 +133,12 @@ class SimulationView(Protocol):
     def admit(self, j: int) -> None:
         """A gated job's pending pods reach the scheduler's queue."""
         ...
+    def allow_preemption(self) -> None:
+        """A loop that may preempt says so on attach: its runs report the preemption metrics."""
+        ...
+    def evict(self, pods: np.ndarray) -> None:
+        """Preempt bound or running pods (gangs whole): they restart from scratch."""
+        ...
     def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None) -> np.ndarray: ...
     def remove_node(self, n: int) -> None:
         """Remove node n (empty, or booting: pods planned there go back to the queue)."""
@@ -158,6 +168,8 @@ GANGS_WAIT = Switch("gangs wait for capacity", 6, interface=True)
 SCHEDULER_PREFERS = Switch("scheduler prefers provisionable capacity", 7, interface=True)
 #: an admission layer in front of the loop (harness/kueue): quotas decide which jobs reach it
 KUEUE = Switch("Kueue admission", 8)
+# Not a step toward the merged loop: the scheduler's own PostFilter (harness/scheduler/preemption.py).
+PREEMPTION = Switch("preemption", 9)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from harness.loops.base import GANGS_WAIT, Autoscaler, Description, SimulationView, conform
+from harness.loops.base import GANGS_WAIT, PREEMPTION, Autoscaler, Description, SimulationView, conform
 from harness.scheduler import Scheduler
 from harness.scores import ScorePlugin
 
@@ -32,9 +32,10 @@ class SeparateLoops:
         return self.scheduler.policy
 
     def describe(self) -> Description:
-        """The autoscaler's family, with the scheduler's switch among its own."""
+        """The autoscaler's family, with the scheduler's switches among its own."""
         d = self.autoscaler.describe()
-        mine = (GANGS_WAIT,) if self.scheduler.waits_for_capacity else ()
+        mine = ((GANGS_WAIT,) if self.scheduler.waits_for_capacity else ()) + (
+            (PREEMPTION,) if self.scheduler.post_filter.preempts else ())
         return replace(d, switches=tuple(sorted(d.switches + mine, key=lambda s: s.rank)))
 
     def attach(self, sim: SimulationView) -> None:

@@ -8,7 +8,9 @@ It only ever places pods on nodes that exist and are ready. A profile (conf/loop
   Filter      `filter` (harness.scheduler.filter): a mask of the nodes that can take a pod;
   PostFilter  `gang` (harness.scheduler.gang): does a member that fits nowhere reject the
               members reserved with it (Atomic: all in one cycle; Coscheduling: when the gap
-              to quorum exceeds its reject percentage) or not (NoGang)?
+              to quorum exceeds its reject percentage) or not (NoGang)? And before that,
+              `post_filter` (harness.scheduler.preemption): may a pod that fits nowhere evict
+              pods of lower priority to make room (DefaultPreemption) or not (NoPreemption)?
   Score       `policy` (harness.scores): an array of scores over the feasible nodes, weighted;
   Reserve     the policy picks the devices (`pick_devices`) and records the placement
               (`on_bind`); Unreserve: a trial rolls back (`checkpoint` / `restore`);
@@ -33,6 +35,7 @@ from harness.metrics import PendingReason
 from harness.scheduler.capacity import WaitsForCapacity
 from harness.scheduler.filter import Filter, NodeResourcesFit
 from harness.scheduler.gang import Coscheduling, Gang
+from harness.scheduler.preemption import NoPreemption
 from harness.scheduler.queue_sort import PrioritySort, QueueSort
 from harness.scores import ScorePlugin
 from harness.settings import check
@@ -66,7 +69,7 @@ class Scheduler:
 
     def __init__(self, policy: ScorePlugin, gang: Gang | None = None, queue_sort: QueueSort | None = None,
                  filter: Filter | None = None, waits_for_capacity: bool = False,
-                 percentage_of_nodes_to_score: int = 0):
+                 percentage_of_nodes_to_score: int = 0, post_filter: NoPreemption | None = None):
         check("harness.scheduler.Scheduler", "loop.scheduler", waits_for_capacity=waits_for_capacity,
               percentage_of_nodes_to_score=percentage_of_nodes_to_score)
         self.percentage_of_nodes_to_score = int(percentage_of_nodes_to_score)
@@ -75,6 +78,7 @@ class Scheduler:
         self.queue_sort = queue_sort if queue_sort is not None else PrioritySort()
         self.filter = filter if filter is not None else NodeResourcesFit()
         self.waits_for_capacity = bool(waits_for_capacity)
+        self.post_filter = post_filter if post_filter is not None else NoPreemption()
 
     def attach(self, sim: SimulationView) -> None:
         self.sim = sim
@@ -82,6 +86,8 @@ class Scheduler:
         sim.order_queue(self.queue_sort)
         self.pre_filter: list[WaitsForCapacity] = [WaitsForCapacity()] if self.waits_for_capacity else []
         self.gang.attach(self)
+        self.post_filter.attach(self)
+        self.preempted = False  # pods were evicted in this cycle
         for plugin in self.pre_filter:
             plugin.attach(self)
         self.tried_at = np.full(w.n_jobs, -1, np.int64)  # capacity version of the last failure
@@ -110,9 +116,25 @@ class Scheduler:
         self.booked_for[slots] = owner
         self.bookings += 1
 
+    def evict(self, pods: np.ndarray) -> None:
+        """Preempt these pods (their gangs whole, `Simulation.evict`); the gang plugin forgets
+        what the evicted jobs waited for."""
+        self.sim.evict(pods)
+        for j in np.unique(self.sim.w.job[pods]).tolist():
+            self.gang.evicted(j)
+        self.preempted = True
+
     # ---- the cycle ---------------------------------------------------------------------
     def cycle(self, now: float) -> None:
-        """Try every queued job whose situation changed since its last failure."""
+        """Try every queued job whose situation changed since its last failure; after a cycle
+        that preempted, once more at once for the victims (upstream requeues them at once)."""
+        self.preempted = False
+        self._cycle(now)
+        if self.preempted:
+            self.seen = (-1, -1, -1)
+            self._cycle(now)
+
+    def _cycle(self, now: float) -> None:
         sim = self.sim
         st = sim.state
         key = (st.version, sim.arrived_version, st.layout_version)
@@ -256,12 +278,7 @@ class Scheduler:
         node order from `next_start` (wrapping round), it stops once it has found
         `num_feasible_nodes_to_find` feasible ones; the next search starts after the last node
         checked (all of them: where it started). One vector step, no loop over nodes."""
-        st = self.sim.state
-        if self.order_key != st.layout_version:
-            ready = np.flatnonzero(st.ready)
-            self.node_order = ready[np.argsort(self.sim.node_rank[ready], kind="stable")]
-            self.order_key = st.layout_version
-            self.next_start %= max(len(self.node_order), 1)
+        self.ready_order()
         n_all = len(self.node_order)
         k = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, n_all)
         if k >= n_all:  # every node is checked: the start index comes back to where it was
@@ -271,6 +288,16 @@ class Scheduler:
         checked = n_all if found[-1] <= k else int(np.searchsorted(found, k)) + 1
         self.next_start = (self.next_start + checked) % n_all
         return np.sort(rotated[:checked][mask[rotated[:checked]]])
+
+    def ready_order(self) -> np.ndarray:
+        """The ready nodes in the seeded node order (the order filters walk them in)."""
+        st = self.sim.state
+        if self.order_key != st.layout_version:
+            ready = np.flatnonzero(st.ready)
+            self.node_order = ready[np.argsort(self.sim.node_rank[ready], kind="stable")]
+            self.order_key = st.layout_version
+            self.next_start %= max(len(self.node_order), 1)
+        return self.node_order
 
     def groups_of(self, j: int) -> np.ndarray | None:
         loc = self.sim.w.job_locality[j]
@@ -285,9 +312,10 @@ class Scheduler:
         """What a failure says within one cycle, where capacity only shrinks: no pod of that
         shape finds a node (in that rack or block, for a local gang's restricted members;
         group GANG: no gang of that shape and locality with as many pods or more finds a
-        place)."""
-        loc = int(self.sim.w.job_locality[j]) if group >= 0 or group == GANG else 0
-        return shape, loc, group
+        place). When pods may preempt, the failure holds only at the job's priority."""
+        w = self.sim.w
+        loc = int(w.job_locality[j]) if group >= 0 or group == GANG else 0
+        return shape, loc, group, int(w.job_priority[j]) if self.post_filter.preempts else 0
 
     def _place_atomic(self, j: int, failed: dict[tuple, int]) -> bool:
         """A gang of one shape fails exactly when no group's exact count (`fits_on`) reaches
@@ -369,7 +397,12 @@ class Scheduler:
             if self._failed_key(j, shape) in failed or self._failed_key(j, shape, group) in failed:
                 all_placed = False
                 continue
-            n = self.choose(p, self.filter.filter(st, w, p, usable if group < 0 else usable & (groups == group)))
+            allowed = usable if group < 0 else usable & (groups == group)
+            n = self.choose(p, self.filter.filter(st, w, p, allowed))
+            if n < 0:  # PostFilter: a node where evicting lower-priority pods makes room
+                n = self.post_filter.preempt(p, allowed)
+                if n >= 0:
+                    failed.clear()  # the victims' gangs freed capacity elsewhere too
             if n < 0:  # no pod of this shape will find a node there this cycle
                 failed[self._failed_key(j, shape, group)] = 1
                 all_placed = False

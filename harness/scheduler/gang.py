@@ -55,6 +55,9 @@ class Gang:
         that fit are bound): whether it released the members waiting in Permit."""
         return False
 
+    def evicted(self, j: int) -> None:
+        """Job j's members were preempted: whatever they waited for in Permit is over."""
+
 
 class NoGang(Gang):
     """Members bind as they fit and hold their devices until the gang can start."""
@@ -106,6 +109,11 @@ class Coscheduling(Gang):
         if self.backoff_s > 0:
             self.denied_until[j] = sim.now + self.backoff_s
         return True
+
+    def evicted(self, j: int) -> None:
+        """Upstream rejects a preempted waiting pod, and with it its group: the wait ends."""
+        self.armed[j] = False
+        self.epoch[j] += 1
 
     def _release(self, j: int, epoch: int) -> None:
         """The wait timed out or PostFilter rejected: Unreserve every bound member of the gang
