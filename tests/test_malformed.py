@@ -295,10 +295,10 @@ SETTINGS = {
         setting_err("loop.autoscaler.unavailable_ttl_s", "must be a number >= 0", -1),
     "loop=separate_karpenter loop.autoscaler.registration_ttl_s=0":
         setting_err("loop.autoscaler.registration_ttl_s", "must be a number > 0", 0),
-    "consolidation=maybe":  # the global switch, met first where the loop reads it
-        setting_err("loop.autoscaler.scale_down.drain_underutilized", "must be true or false", "maybe"),
+    "consolidation=maybe":  # the global switch, refused by its own key, not the loop's leaf reading it
+        setting_err("consolidation", "must be true or false", "maybe"),
     "loop=merged consolidation=1":
-        setting_err("loop.scale_down.drain_underutilized", "must be true or false", 1),
+        setting_err("consolidation", "must be true or false", 1),
     "policy.weight=0": setting_err("policy.weight", "must be a number > 0", 0),
     "policy=least_allocated policy.resources.cpu=0":
         setting_err("policy.resources.cpu", "must be an integer in [1, 100]", 0),

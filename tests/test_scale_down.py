@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from harness.cluster import Cluster
 from harness.config import compose, conf_dir
 from harness.replay import build_loop
 from harness.sim import Simulation
@@ -102,6 +103,11 @@ def test_by_default_removal_is_simulated_only_before_a_drain():
 
 # ---- the consolidation switch: every loop that scales down honours it alike --------------------
 LOOP_NAMES = sorted(p.stem for p in (conf_dir() / "loop").glob("*.yaml"))
+#: a kueue: section whose one queue (the trace's `default`) has room for every job
+ADMIT_ALL = {"resource_flavors": [{"name": "any", "pools": ["big", "small"]}],
+             "cluster_queues": [{"name": "all", "flavors": [{"name": "any", "nominal": {"gpu": 1000, "cpu": 10000,
+                                                                                         "memory": 100000}}]}],
+             "local_queues": [{"name": "default", "cluster_queue": "all"}]}
 
 
 def evictions(monkeypatch) -> list[tuple[float, int]]:
@@ -131,8 +137,9 @@ def drains(name: str, consolidation: bool) -> list[tuple[float, int]]:
         real(sim, p)
 
     loop = build_loop(compose("config", [f"loop={name}", f"consolidation={str(consolidation).lower()}"]))
-    cl = sc.cluster([sc.node_type("gpu8"), sc.node_type("gpu4", gpus=4)],
-                    [sc.pool("big", "gpu8", price_on_demand=10.0), sc.pool("small", "gpu4", price_on_demand=3.0)])
+    cl = Cluster(node_types=[sc.node_type("gpu8"), sc.node_type("gpu4", gpus=4)], name="golden",
+                 pools=[sc.pool("big", "gpu8", price_on_demand=10.0), sc.pool("small", "gpu4", price_on_demand=3.0)],
+                 kueue=ADMIT_ALL)  # a loop behind Kueue admits every job at once; the others ignore it
     big = {"gpu_count": 6, "cpu_milli": 6000, "duration_s": 1000.0}
     table = sc.trace([big, big, {"gpu_count": 2, "cpu_milli": 2000}, {"gpu_count": 2, "cpu_milli": 2000}])
     with pytest.MonkeyPatch.context() as mp:
