@@ -1,8 +1,9 @@
 """`loopbench compare`: one trace through several loops, printed side by side.
 
 A Hydra app like `loopbench replay` (conf/compare.yaml): `loops=a,b` picks the loops (names
-of conf/loop/*.yaml), every other override applies to each loop, and --help, --cfg job and -m
-work as for replay. Every loop's config is composed, and so checked, before the first runs.
+of conf/loop/*.yaml), every other override applies to each loop (a loop's own setting,
+`loop.KEY=VALUE`, too: every loop compared must have the key; -m does not sweep it), and
+--help, --cfg job and -m work as for replay. Every loop's config is composed, and so checked, before the first runs.
 Runs land in runs/compare/<timestamp>/<loop>/ (each a normal run directory), with the
 side-by-side table beside them as comparison.csv and comparison.md.
 """
@@ -25,9 +26,16 @@ from harness.summary import HEADLINE, readout
 
 def hydra_args(argv: list[str]) -> list[str]:
     """`loops=a,b`, the documented form, as the Hydra list `loops=[a,b]` (Hydra would read a
-    bare comma list as a sweep); every other argument as given."""
-    return [f"loops=[{arg[6:]}]" if arg.startswith("loops=") and not arg[6:].startswith("[") else arg
-            for arg in argv]
+    bare comma list as a sweep); the overrides of a loop's own settings (`loop.KEY=VALUE`),
+    which compare.yaml's default loop may not have, as the list `loop_overrides` that each
+    loop's config takes in turn; every other argument as given."""
+    own = [arg for arg in argv if _key(arg).startswith("loop.")]
+    args = [f"loops=[{arg[6:]}]" if arg.startswith("loops=") and not arg[6:].startswith("[") else arg
+            for arg in argv if arg not in own]
+    if own:
+        quoted = ",".join("'" + arg.replace("\\", "\\\\").replace("'", "\\'") + "'" for arg in own)
+        args.append(f"loop_overrides=[{quoted}]")
+    return args
 
 
 def _key(override: str) -> str:
@@ -105,7 +113,8 @@ def compare_task(cfg: DictConfig) -> pl.DataFrame:
     if not OmegaConf.is_list(cfg.loops):
         raise ConfigError("loops", f"expected a list of loop names, got {cfg.loops!r}")
     # the user's overrides, and the config folders they added, go to every loop's config
-    overrides = [o for o in hc.overrides.task if _key(o) != "loops"]
+    overrides = [o for o in hc.overrides.task if _key(o) not in ("loops", "loop_overrides")]
+    overrides += [str(o) for o in cfg.loop_overrides]
     overrides += [o for o in hc.overrides.hydra if _key(o) == "hydra.searchpath"]
     configs = loop_configs([str(name) for name in cfg.loops], overrides)
     out_root = Path(hc.runtime.output_dir)
