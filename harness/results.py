@@ -100,15 +100,15 @@ EXPERIMENTS = [
         "autoscaler's switches only sharing matters.",
         "Regenerate: loopbench results openb_autoscaled."]),
     Experiment("loops_robustness", "Robustness grid: loops x scoring x provider x trace", [
-        "Does what the interface steps and the merged loop save hold across settings? Every loop of the interface "
-        "ladder (not the Karpenter-like loop: its consolidation costs ~60 min more on 2 cores) x scoring policy "
-        "(kube-scheduler's default; GPU bin-packing) x provider (a request it cannot fill fails at once; or "
-        "silently: the missing nodes never come up and the loop notices at its own timeout) x "
+        "Does what the interface steps and the merged loop save hold across settings? Every loop (the interface "
+        "ladder and the Karpenter-like loop) x scoring policy (kube-scheduler's default; GPU bin-packing) x "
+        "provider (a request it cannot fill fails at once; or silently: the missing nodes never come up and the "
+        "loop notices at its own timeout) x "
         "trace (the bundled synthetic trace on the default cluster; openb on the autoscaled cluster of its node "
         "models), 5 seeds (conf/experiment/loops_robustness.yaml; a scenario in conf/scenario/ selects a trace and "
         "its cluster together).",
         "Regenerate: loopbench results loops_robustness."], prepare_each="scenario",
-               # the loops cost unevenly (Karpenter-like: ~60% of the grid's time): each process takes a provider
+               # the loops cost unevenly (Karpenter-like: most of the grid's time): each process takes a provider
                shard_along="++cluster.shortage"),
 ]
 BY_NAME = {e.name: e for e in EXPERIMENTS}
