@@ -160,11 +160,12 @@ class ClusterAutoscaler:
     @property
     def next_scan(self) -> float:
         """The next scan on the grid 0, s, 2s, ...; none while there is nothing to do (no
-        pending pod, no node on its way to scale-down, no booking, no change since the last
-        scan), so an idle cluster costs no steps. An event wakes it at the next grid point."""
+        pending pod or open request, no node on its way to scale-down, no booking, no change
+        since the last scan), so an idle cluster costs no steps. An event wakes it at the
+        next grid point."""
         sim = self.sim
         now = sim.now
-        if (not sim.queue and len(self.scale_down.low) == 0 and not self.provreq.booked
+        if (not sim.queue and len(self.scale_down.low) == 0 and not self.provreq.booked and not self.provreq.open()
                 and sim.state.mutations == self.scanned_mutations and self.provreq.key() == self.provreq_seen):
             deadline = self._provision_deadline()  # a node that never came up is still given up
             if not math.isfinite(deadline):
@@ -430,7 +431,8 @@ class ClusterAutoscaler:
         key = (sim.state.mutations, sim.arrived_version, tuple(self.backoff.allowed(now)))
         if key == self.idle_key:
             return  # nothing changed since a scan that found nothing to add
-        units = self._pending_units(gangs=False if self.provisioning_request or self.scheduler_prefers else None)
+        requests_are_gangs = self.provisioning_request and self.provreq.source is None  # else admitted pods are pods
+        units = self._pending_units(gangs=False if requests_are_gangs or self.scheduler_prefers else None)
         units = self._unplaced(units)
         if not units:
             self.idle_key = key
