@@ -30,7 +30,10 @@ Its view of a pod is set by switches, all off by default as in typical deploymen
   provisioning_request  gangs become ProvisioningRequests of `provisioning_class`
                      (harness/loops/provisioning_request.py): one per scan, the whole gang
                      at once, its capacity booked in the autoscaler's own snapshot for
-                     `booking_s`; the scheduler places the pods by itself.
+                     `booking_s`; the scheduler places the pods by itself. Behind Kueue's
+                     ProvisioningRequest check (harness/kueue/provisioning.py) the requests
+                     are the workloads Kueue reserved quota for, gangs or not; once admitted,
+                     their pods are pending pods like any other to the scale-up.
 Two steps of the scheduler-autoscaler interfaces proposed to SIG-Autoscaling (the third,
 "requests", is the merged loop):
   scheduler_sees     (a) the autoscaler simulates with the scheduler's full view of a pod (its
