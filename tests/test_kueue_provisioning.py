@@ -68,8 +68,10 @@ def test_golden_check_capacity_admits_once_the_capacity_exists():
     assert started(sim) == {"J0": 0.0, "J1": 4000.0}
     assert loop.admission_check.attempts.tolist() == [1, 1]  # not provisioned is retried by the autoscaler
     assert row["admission_wait_mean_s_q"] == 3990.0 / 2 and row["pending_s_not_admitted"] == 3990.0
-    _, plain = sc.run(sc.trace([*J0, J1]), full_pool(), KueueLoop(sc.separate()), horizon_s=3 * HOUR)
+    assert row["check_wait_mean_s_q"] == 3990.0 / 2  # reservation to admission: 0 and 3990
+    plain_row, plain = sc.run(sc.trace([*J0, J1]), full_pool(), KueueLoop(sc.separate()), horizon_s=3 * HOUR)
     assert started(plain) == {"J0": 0.0, "J1": 3600.0}
+    assert not [k for k in plain_row if k.startswith("check_wait")]  # no check, no column
 
 
 def test_golden_best_effort_atomic_admits_when_the_scale_up_is_asked():
@@ -100,6 +102,7 @@ def test_golden_failed_requests_retry_with_backoff_then_deactivate():
     assert math.isnan(sim.job_started[1]) and loop.adm.flavor[1] == -1  # no quota held
     assert sim.pod_reason[2] == PendingReason.NOT_ADMITTED
     assert row["jobs_not_admitted_q"] == 1 and row["pending_s_not_admitted"] == 2 * HOUR - 10.0
+    assert row["check_wait_mean_s_q"] == 0.0  # J0's only: J1 was never admitted
 
 
 def test_golden_booking_expired_after_admission_is_ignored():
