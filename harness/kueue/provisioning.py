@@ -22,7 +22,8 @@ Outcomes, as upstream's controller maps them to the check's state:
                   workload is deactivated, never admitted.
   BookingExpired  only ever after admission here (Kueue admits at the instant the request is
                   Provisioned): ignored, as upstream.
-Cluster Autoscaler never sets CapacityRevoked (upstream's does not either), so it is not modelled.
+CapacityRevoked is not modelled: our Cluster Autoscaler never takes back what it Provisioned (a
+booked node that never comes up leaves its request Provisioned, harness/loops/provisioning_request.py).
 """
 
 from __future__ import annotations
