@@ -16,8 +16,10 @@ ordered by its eviction time (requeuingStrategy.timestamp: Eviction); past
 a time, none while an admitted job has not started. Both clocks are events of the simulation
 (`SimulationView.at`), so quiet stretches end at them.
 
-What a flavor does not do here: its pools bound which flavors can take a job (some pool of
-the flavor fits every pod), but the wrapped loop is not kept to those pools afterwards.
+A flavor is a set of pools: it can take a job when one of its pools fits every pod, and
+once admitted the job's pods may use only its pools' nodes (Kueue writes the flavor's node
+labels into the pods' nodeSelector): the wrapped loop's scheduler places them there and its
+autoscaler buys only from those pools (`Simulation.admit`'s nodes, `Workload.placement`).
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class KueueLoop:
         fits = np.logical_and.reduceat(by_job, w.job_bounds[:-1], axis=1).T
         queue_of = np.array([kueue.local_queues[q] for q in w.job_queue.tolist()], np.int64)
         self.adm = Admission(kueue, request, fits, queue_of, w.job_priority)
+        self.flavor_slots = kueue.flavor_pools[:, sim.state.slot_pool]  # flavor x node slot
         self.active = np.zeros(0, np.int64)  # admitted jobs not finished
         self.unready = np.zeros(0, np.int64)  # admitted jobs not started
         self.epoch = np.zeros(w.n_jobs, np.int64)  # admissions so far (a timeout names one)
@@ -118,8 +121,8 @@ class KueueLoop:
         while self.dirty and not (self.block_admission and len(self.unready)):
             self.dirty = False
             admitted = self.adm.run(1 if self.block_admission else None)
-            for j, _ in admitted:
-                self._admit(j, now)
+            for j, f in admitted:
+                self._admit(j, f, now)
             if admitted:
                 self.active = np.concatenate([self.active, [j for j, _ in admitted]]).astype(np.int64)
             if not (self.block_admission and admitted):
@@ -156,8 +159,8 @@ class KueueLoop:
             if math.isnan(self.sim.job_started[j]):
                 self._evict(j, now)
 
-    def _admit(self, j: int, now: float) -> None:
-        self.sim.admit(j)
+    def _admit(self, j: int, f: int, now: float) -> None:
+        self.sim.admit(j, self.flavor_slots[f])
         self.epoch[j] += 1
         if self.wait_for_pods_ready:
             self.unready = np.append(self.unready, j)

@@ -130,8 +130,9 @@ class SimulationView(Protocol):
     def gate_arrivals(self, gate: Callable[[int], None]) -> None:
         """Arriving jobs go to `gate` (an admission layer), not the scheduler's queue."""
         ...
-    def admit(self, j: int) -> None:
-        """A gated job's pending pods reach the scheduler's queue."""
+    def admit(self, j: int, nodes: np.ndarray | None = None) -> None:
+        """A gated job's pending pods reach the scheduler's queue, kept to the node slots
+        of the mask `nodes` from now on (None: any)."""
         ...
     def allow_preemption(self) -> None:
         """A loop that may preempt says so on attach: its runs report the preemption metrics."""
