@@ -32,6 +32,7 @@ import numpy as np
 from harness.errors import ConfigError, LoopbenchError
 from harness.kueue.admission import Admission
 from harness.kueue.queues import Kueue
+from harness.kueue.tas import TopologyAssigner
 from harness.loops.base import KUEUE, Description, Loop, SimulationView, conform
 from harness.metrics import PendingReason
 from harness.scores import ScorePlugin
@@ -48,10 +49,11 @@ class KueueLoop:
     def __init__(self, inner: Loop, name: str = "separate_kueue", wait_for_pods_ready: bool = False,
                  pods_ready_timeout_s: float = 300.0, block_admission: bool = True,
                  backoff_base_s: float = 60.0, backoff_max_s: float = 3600.0,
-                 backoff_limit_count: int | None = None):
+                 backoff_limit_count: int | None = None, tas: bool = False):
         check("harness.kueue.loop.KueueLoop", "loop", wait_for_pods_ready=wait_for_pods_ready,
               pods_ready_timeout_s=pods_ready_timeout_s, block_admission=block_admission,
-              backoff_base_s=backoff_base_s, backoff_max_s=backoff_max_s, backoff_limit_count=backoff_limit_count)
+              backoff_base_s=backoff_base_s, backoff_max_s=backoff_max_s, backoff_limit_count=backoff_limit_count,
+              tas=tas)
         conform(inner, Loop, "loop.inner")
         self.inner = inner
         self.name = name
@@ -60,6 +62,7 @@ class KueueLoop:
         self.block_admission = bool(block_admission) and self.wait_for_pods_ready
         self.backoff_base_s, self.backoff_max_s = float(backoff_base_s), float(backoff_max_s)
         self.backoff_limit_count = backoff_limit_count
+        self.use_tas = bool(tas)
 
     @property
     def policy(self) -> ScorePlugin:
@@ -91,6 +94,10 @@ class KueueLoop:
         queue_of = np.array([kueue.local_queues[q] for q in w.job_queue.tolist()], np.int64)
         self.adm = Admission(kueue, request, fits, queue_of, w.job_priority)
         self.flavor_slots = kueue.flavor_pools[:, sim.state.slot_pool]  # flavor x node slot
+        self.tas = TopologyAssigner(kueue, sim.state, w) if self.use_tas else None
+        if self.tas is not None:
+            self.adm.topology_fits = self.tas.fits
+        self.capacity_seen = -1  # the cluster's capacity version TAS last saw
         self.active = np.zeros(0, np.int64)  # admitted jobs not finished
         self.unready = np.zeros(0, np.int64)  # admitted jobs not started
         self.epoch = np.zeros(w.n_jobs, np.int64)  # admissions so far (a timeout names one)
@@ -117,6 +124,7 @@ class KueueLoop:
         self._release_finished()
         self._refresh_ready()
         self._evict_expired(now)
+        self._new_capacity()
         stepped = False
         while self.dirty and not (self.block_admission and len(self.unready)):
             self.dirty = False
@@ -131,8 +139,21 @@ class KueueLoop:
             self.inner.step(sim, now)
             stepped = True
             self._refresh_ready()
+            self._new_capacity()
         if not stepped:
             self.inner.step(sim, now)
+
+    def _new_capacity(self) -> None:
+        """With TAS, capacity that changed may fit a workload set aside for its topology:
+        every set-aside workload is queued again (upstream's TAS node controller)."""
+        if self.tas is None:
+            return
+        self.tas.new_step()
+        version = self.sim.state.version + self.sim.state.layout_version
+        if version != self.capacity_seen:
+            self.capacity_seen = version
+            self.adm.retry_inadmissible(np.arange(len(self.adm.pending)))
+            self.dirty = True
 
     def _release_finished(self) -> None:
         """Jobs whose pods all finished give their quota back."""
@@ -160,7 +181,7 @@ class KueueLoop:
                 self._evict(j, now)
 
     def _admit(self, j: int, f: int, now: float) -> None:
-        self.sim.admit(j, self.flavor_slots[f])
+        self.sim.admit(j, self.flavor_slots[f] if self.tas is None else self.tas.admitted(j, f))
         self.epoch[j] += 1
         if self.wait_for_pods_ready:
             self.unready = np.append(self.unready, j)
