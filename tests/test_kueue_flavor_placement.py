@@ -1,5 +1,6 @@
 """A Kueue flavor constrains placement: once admitted to a flavor, a job's pods use only the
-flavor's pools (Kueue writes the flavor's node labels into the pods' nodeSelector), for the
+flavor's pools (Kueue writes the flavor's node labels into the pods' nodeSelector: upstream
+kubernetes-sigs/kueue pkg/podset/podset_test.go TestFromAssignment "single flavor"), for the
 scheduler and for every autoscaler (Cluster Autoscaler, the merged planner, Karpenter).
 
 The clusters have two pools of one 8-GPU node type: `a` cheap, `b` dear. A loop that ignores

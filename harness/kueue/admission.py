@@ -9,7 +9,8 @@ what it keeps draws on that pool, which must not run dry, and a member uses at m
 
 Flavors (Kueue's flavor assigner, one resource group): a queue's flavors are tried in order;
 the first that can hold the job (some pool of it fits every pod) and fits its quota, with or
-without borrowing, is the job's (FlavorFungibility's defaults: whenCanBorrow Borrow).
+without borrowing, is the job's (FlavorFungibility's defaults: whenCanBorrow Borrow). With
+Kueue TAS (`topology_fits`, harness/kueue/tas.py), the flavor's topology must also place it.
 
 Queues (pkg/queue): each ClusterQueue orders its pending workloads by priority, then by their
 queue timestamp (creation, or eviction after a waitForPodsReady timeout). A cycle takes the

@@ -20,6 +20,10 @@ A flavor is a set of pools: it can take a job when one of its pools fits every p
 once admitted the job's pods may use only its pools' nodes (Kueue writes the flavor's node
 labels into the pods' nodeSelector): the wrapped loop's scheduler places them there and its
 autoscaler buys only from those pools (`Simulation.admit`'s nodes, `Workload.placement`).
+
+Topology Aware Scheduling (`tas`, off by default): a gang's locality claim is a required
+topology request; it is admitted only with a domain of its flavor's topology, and its pods
+keep to that domain (harness/kueue/tas.py).
 """
 
 from __future__ import annotations
