@@ -28,7 +28,7 @@ def feasible(state: ClusterState, w: Workload, pod: int, usable: np.ndarray | No
     untolerated = state.cluster.untolerated
     if untolerated is not None:  # TaintToleration: a taint the pod does not tolerate
         mask &= ~untolerated[int(k > 0)][col(state.slot_pool)]
-    placement = int(w.placement[pod])
+    placement = int(w.placement[pod]) if len(state.allowed) > 1 else 0  # none registered: every pod may go anywhere
     if k == 0:
         return mask & col(state.allowed[placement]) if placement else mask
     static = state.static_fit(int(w.model_mask[pod]), int(w.profile_bit[pod]), bool(w.nic[pod]), placement)
