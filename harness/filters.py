@@ -15,7 +15,8 @@ def feasible(state: ClusterState, w: Workload, pod: int, usable: np.ndarray | No
              at: np.ndarray | None = None) -> np.ndarray:
     """Mask of ready (or `usable`) nodes with room for pod: resources, GPU model, shares
     per device, partition profile and topology claims (NVLink, NUMA, NIC per GPU), on a
-    pool whose taints the pod tolerates (`Cluster.untolerated`).
+    pool whose taints the pod tolerates (`Cluster.untolerated`), within the nodes an
+    admission layer keeps it to (`Workload.placement`).
     With `at` (slot indices, or one slot), the mask covers only those slots (or is one
     bool): a check of a few nodes costs O(len(at)), not O(all slots)."""
     def col(values: np.ndarray) -> np.ndarray:
@@ -27,9 +28,10 @@ def feasible(state: ClusterState, w: Workload, pod: int, usable: np.ndarray | No
     untolerated = state.cluster.untolerated
     if untolerated is not None:  # TaintToleration: a taint the pod does not tolerate
         mask &= ~untolerated[int(k > 0)][col(state.slot_pool)]
+    placement = int(w.placement[pod]) if len(state.allowed) > 1 else 0  # none registered: every pod may go anywhere
     if k == 0:
-        return mask
-    static = state.static_fit(int(w.model_mask[pod]), int(w.profile_bit[pod]), bool(w.nic[pod]))
+        return mask & col(state.allowed[placement]) if placement else mask
+    static = state.static_fit(int(w.model_mask[pod]), int(w.profile_bit[pod]), bool(w.nic[pod]), placement)
     if static is not None:
         mask &= col(static)
     milli = w.milli[pod]

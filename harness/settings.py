@@ -250,6 +250,8 @@ RULES: dict[str, dict[str, Rule]] = {
         "backoff_max_s": duration("the longest requeue backoff (upstream: 3600)"),
         "backoff_limit_count": integer("evictions after which a job is deactivated; null = never (upstream)",
                                        ge=0, null=True),
+        "tas": flag("Kueue's Topology Aware Scheduling: a job's gang locality claim (rack, block) is a required "
+                    "topology request, admitted only with a domain of its flavor's topology (default false)"),
         "admission_check": component("harness.kueue.provisioning.ProvisioningCheck",
                                      "the ClusterQueues' ProvisioningRequest admission check: a job with "
                                      "quota reserved is admitted once its request is Provisioned; null = none",

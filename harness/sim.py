@@ -67,7 +67,13 @@ class Simulation:
                  timeline_interval_s: float = 60.0, target: TargetWorkload | None = None):
         check("", "", seed=seed, horizon_s=horizon_s, timeline_interval_s=timeline_interval_s)
         self._duration = workload.duration  # run times: the simulation's alone
-        self.w = replace(workload, duration=cast(np.ndarray, Sealed("a pod's duration")))
+        # a pod's placement and shape change when an admission layer keeps it to some nodes
+        # (`admit`): this run's own copies, every view of the workload shares them
+        self.w = replace(workload, duration=cast(np.ndarray, Sealed("a pod's duration")),
+                         placement=workload.placement.copy(), shape=workload.shape.copy())
+        self._compiled_shape = workload.shape
+        self._shape_of: dict[tuple[int, int], int] = {}  # (compiled shape, placement) -> shape
+        self._n_shapes = int(workload.shape.max()) + 1 if workload.n_pods else 0
         self.cluster = cluster
         self.seed = int(seed)
         self.horizon = float(horizon_s)
@@ -184,11 +190,14 @@ class Simulation:
         """A loop that may preempt (`evict`) says so on attach: its runs report preemptions."""
         self.may_preempt = True
 
-    def admit(self, j: int) -> None:
-        """An arrived job's pending pods reach the scheduler's queue (its admission)."""
+    def admit(self, j: int, nodes: np.ndarray | None = None) -> None:
+        """An arrived job's pending pods reach the scheduler's queue (its admission), kept to
+        the slots of the mask `nodes` (None: any), as Kueue writes the node labels of the
+        flavor it assigned into the pods' nodeSelector."""
         if math.isnan(self.job_admitted[j]):
             self.job_admitted[j] = self.now
         self.job_admissions[j] += 1
+        self._keep_to(j, 0 if nodes is None else self.state.placement(nodes))
         self.acct.set_reasons(self.unbound_pods(j), PendingReason.SHORTAGE)
         self._enqueue(j)
 
@@ -197,6 +206,22 @@ class Simulation:
         pass: the wait until its first admission is reported (the last reservation's)."""
         if math.isnan(self.job_admitted[j]):
             self.job_reserved[j] = self.now
+
+    def _keep_to(self, j: int, placement: int) -> None:
+        """Job j's pods may use only the nodes of `placement` (0: any). Their shape changes
+        with it (a shape per compiled shape and placement), so pods kept to different nodes
+        are never alike for the filters' and autoscalers' per-shape shortcuts."""
+        w, pods = self.w, self.w.job_pods[j]
+        if (w.placement[pods] == placement).all():
+            return
+        w.placement[pods] = placement
+        compiled = self._compiled_shape[pods]
+        if placement == 0:
+            w.shape[pods] = compiled
+            return
+        kinds, inverse = np.unique(compiled, return_inverse=True)
+        ids = [self._shape_of.setdefault((s, placement), self._n_shapes + len(self._shape_of)) for s in kinds.tolist()]
+        w.shape[pods] = np.array(ids, np.int32)[inverse.ravel()]
 
     def order_queue(self, queue_sort: QueueSort) -> None:
         """Keep the queue in the order of this QueueSort plugin (the scheduler's, on attach)."""

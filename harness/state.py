@@ -101,6 +101,10 @@ class ClusterState:
         self.changed_at = np.zeros(n, np.int64)  # value of `mutations` at each node's last change
         self._static_fit: dict[tuple, np.ndarray] = {}
         self._undo: list | None = None  # while a trial is open: (node(s), their rows before)
+        #: the placements pods may be kept to (`placement`): row i holds placement i's slots
+        #: and `pool_allowed` its pools (those with a slot in it); placement 0 is every slot
+        self.allowed = np.ones((1, n), bool)
+        self.pool_allowed = np.ones((1, len(cluster.pools)), bool)
 
     # ---- what happened outside the state: the cache keys move only through these ---------
     def capacity_opened(self, nodes: Iterable[int]) -> None:
@@ -327,17 +331,34 @@ class ClusterState:
         d = int(np.flatnonzero(np.bincount(dom, weights=whole) >= gpus)[0])
         return np.flatnonzero(whole & (dom == d))[:gpus]
 
+    # ---- placements: the nodes an admission layer keeps pods to ------------------------
+    def placement(self, slots: np.ndarray) -> int:
+        """The number of the placement that keeps pods to the slots of this mask (0 when it
+        keeps them nowhere narrower than every slot), registered on first use. Placements
+        never change: a mask of them is as static as a node type."""
+        slots = np.asarray(slots, bool)
+        if slots.all():
+            return 0
+        same = np.flatnonzero((self.allowed == slots).all(axis=1))
+        if len(same):
+            return int(same[0])
+        self.allowed = np.vstack([self.allowed, slots])
+        pools = np.bincount(self.slot_pool[slots], minlength=self.pool_allowed.shape[1]) > 0
+        self.pool_allowed = np.vstack([self.pool_allowed, pools])
+        return len(self.allowed) - 1
+
     # ---- views -------------------------------------------------------------------------
-    def static_fit(self, models: int, profile: int, nic: bool) -> np.ndarray | None:
+    def static_fit(self, models: int, profile: int, nic: bool, placement: int = 0) -> np.ndarray | None:
         """Mask of slots whose node type has one of these GPU models (bits; 0 = any), this
-        partition profile (bit; 0 = none needed) and, if asked, a NIC per GPU; None = all.
-        Node types never change, so each combination is computed once."""
-        if not (models or profile or nic):
+        partition profile (bit; 0 = none needed) and, if asked, a NIC per GPU, within this
+        `placement` (0 = every slot); None = all. Node types and placements never change, so
+        each combination is computed once."""
+        if not (models or profile or nic or placement):
             return None
-        key = (models, profile, nic)
+        key = (models, profile, nic, placement)
         mask = self._static_fit.get(key)
         if mask is None:
-            mask = np.ones(self.n_slots, bool)
+            mask = self.allowed[placement].copy()
             if models:
                 mask &= (self.model_bit & models) != 0
             if profile:
@@ -362,6 +383,7 @@ class ClusterState:
         twin = copy.copy(self)
         for name in self._PER_SLOT + self._DYNAMIC:
             setattr(twin, name, getattr(self, name)[idx])
+        twin.allowed = self.allowed[:, idx]
         twin.paid_per_pool = self.paid_per_pool.copy()
         twin.grown = []
         twin._static_fit = {}

@@ -40,6 +40,12 @@ def equivalence_classes(w: Workload) -> np.ndarray:
     return cls.ravel()[shape.ravel()]
 
 
+def classes(view_class: np.ndarray, w: Workload, pods: np.ndarray) -> np.ndarray:
+    """The pods' classes now: their `equivalence_classes` (taken on attach, before any
+    admission), kept apart by the nodes an admission layer keeps them to (`Workload.placement`)."""
+    return view_class[pods] + w.n_pods * w.placement[pods].astype(np.int64)
+
+
 def first_fit_count(state: ClusterState, w: Workload, pod: int, mask: np.ndarray, k: int) -> int:
     """How many of k pods shaped like `pod` first fit over the `mask` nodes would place, with
     no bind (the last packing of a scan, or a count on the real state: nothing reads it after)."""

@@ -41,6 +41,9 @@ class Workload:
     nic: np.ndarray  # bool: a NIC paired with each GPU
     shape: np.ndarray  # int32 equivalence class
     never_fits: np.ndarray  # bool: no node type in the cluster can ever hold it
+    #: int32: the nodes it may use (a `ClusterState.placement`, 0 = any): an admission layer's
+    #: nodeSelector, set when it lets the job through (`Simulation.admit`)
+    placement: np.ndarray
     # per job
     job_id: np.ndarray
     job_pods: list  # list of int arrays, pod indices of each job (views of pods_by_job)
@@ -123,7 +126,7 @@ def compile_workload(table: pa.Table, cluster: Cluster) -> Workload:
         pod_id=col("pod_id"), job=job.astype(np.int32), submit=submit, duration=duration,
         cpu=cpu, mem=mem, gpus=gpus, milli=milli, profile_bit=profile_bit, model_mask=model_mask,
         nvlink=nvl, numa=numa, nic=nic,
-        shape=shape.astype(np.int32).ravel(), never_fits=never,
+        shape=shape.astype(np.int32).ravel(), never_fits=never, placement=np.zeros(n, np.int32),
         job_id=job_ids, job_pods=job_pods, pods_by_job=order, job_bounds=bounds.astype(np.int64),
         job_min_member=col("min_member")[first].astype(np.int32), job_submit=submit[first],
         job_priority=col("priority")[first].astype(np.int32),

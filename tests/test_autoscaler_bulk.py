@@ -223,7 +223,7 @@ def unplaced_one_by_one(ca, units):
     first = np.array([u[0] for u in units])
     alone = np.isin(sim.w.job[first], booked[booked >= 0])
     left = []
-    for _, idx in ca._groups(units, first, ca.view_class, alone):
+    for _, idx in ca._groups(units, first, alone):
         for i in idx:
             j = int(sim.w.job[units[i][0]])
             if not pack_one_by_one(scratch, ca.view, units[i], (booked == -1) | (booked == j)):
@@ -239,7 +239,7 @@ def estimate_one_by_one(ca, p, units):
     openable = list(range(len(slots)))
     helped, paid = 0, 0.0
     first = np.array([u[0] for u in units])
-    for _, idx in ca._ordered(p, ca._groups(units, first, ca.view_class), first):
+    for _, idx in ca._ordered(p, ca._groups(units, first), first):
         for i in idx:
             if ca.fits_pool[p, units[i]].all() and pack_one_by_one(scratch, ca.view, units[i], usable, openable):
                 helped += len(units[i])
@@ -280,10 +280,10 @@ def test_groups_follow_first_appearance_and_gangs_keep_their_place():
     w = sim.w
     units = [np.array([0]), np.array([1, 2]), np.array([3]), np.array([4])]
     first = np.array([u[0] for u in units])
-    got = [(g, list(idx)) for g, idx in ca._groups(units, first, ca.view_class)]
+    got = [(g, list(idx)) for g, idx in ca._groups(units, first)]
     assert got == [(True, [0, 3]), (False, [1]), (True, [2])]
     # a pod whose job has booked nodes is packed alone, at its own place
-    got = [(g, list(idx)) for g, idx in ca._groups(units, first, ca.view_class, alone=np.array([0, 0, 0, 1], bool))]
+    got = [(g, list(idx)) for g, idx in ca._groups(units, first, alone=np.array([0, 0, 0, 1], bool))]
     assert got == [(True, [0]), (False, [1]), (True, [2]), (False, [3])]
     assert w.shape[0] == w.shape[4]
 

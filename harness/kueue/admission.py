@@ -9,7 +9,8 @@ what it keeps draws on that pool, which must not run dry, and a member uses at m
 
 Flavors (Kueue's flavor assigner, one resource group): a queue's flavors are tried in order;
 the first that can hold the job (some pool of it fits every pod) and fits its quota, with or
-without borrowing, is the job's (FlavorFungibility's defaults: whenCanBorrow Borrow).
+without borrowing, is the job's (FlavorFungibility's defaults: whenCanBorrow Borrow). With
+Kueue TAS (`topology_fits`, harness/kueue/tas.py), the flavor's topology must also place it.
 
 Queues (pkg/queue): each ClusterQueue orders its pending workloads by priority, then by their
 queue timestamp (creation, or eviction after a waitForPodsReady timeout). A cycle takes the
@@ -26,6 +27,7 @@ progress (Kueue runs its next cycle at once).
 from __future__ import annotations
 
 from bisect import insort
+from collections.abc import Callable
 
 import numpy as np
 
@@ -53,6 +55,8 @@ class Admission:
         self.pending: list[list[tuple[int, float, int]]] = [[] for _ in range(n)]  # (-priority, ts, job), sorted
         self.inadmissible: list[list[tuple[int, float, int]]] = [[] for _ in range(n)]
         self.flavor = np.full(len(request), -1, np.int64)  # the flavor of an admitted job
+        #: Kueue TAS (harness/kueue/tas.py): can flavor f's topology place job j now? (None: yes)
+        self.topology_fits: Callable[[int, int], bool] | None = None
 
     # ---- quota ---------------------------------------------------------------------------
     def fit(self, c: int, f: int, q: np.ndarray) -> tuple[bool, bool]:
@@ -78,9 +82,12 @@ class Admission:
         for f in self.k.cluster_queues[c].flavors:
             if self.fits[j, f]:
                 ok, borrows = self.fit(c, f, self.request[j])
-                if ok:
+                if ok and self._placeable(j, f):
                     return f, borrows
         return -1, False
+
+    def _placeable(self, j: int, f: int) -> bool:
+        return self.topology_fits is None or self.topology_fits(j, f)
 
     def release(self, j: int) -> None:
         """Job j's quota comes back (it finished or was evicted); its cohort's set-aside
@@ -88,7 +95,11 @@ class Admission:
         c, f = int(self.queue_of[j]), int(self.flavor[j])
         self.usage[c, f] -= self.request[j]
         self.flavor[j] = -1
-        for m in self.members[c].tolist():
+        self.retry_inadmissible(self.members[c])
+
+    def retry_inadmissible(self, queues: np.ndarray) -> None:
+        """The set-aside workloads of these ClusterQueues return to their queues."""
+        for m in queues.tolist():
             for key in self.inadmissible[m]:
                 insort(self.pending[m], key)
             self.inadmissible[m].clear()
@@ -117,7 +128,7 @@ class Admission:
             j = key[2]
             if len(admitted) == most:
                 break
-            if self.fit(c, f, self.request[j])[0]:
+            if self.fit(c, f, self.request[j])[0] and self._placeable(j, f):
                 self.pending[c].pop(0)
                 self.usage[c, f] += self.request[j]
                 self.flavor[j] = f

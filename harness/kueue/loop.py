@@ -16,12 +16,18 @@ ordered by its eviction time (requeuingStrategy.timestamp: Eviction); past
 a time, none while an admitted job has not started. Both clocks are events of the simulation
 (`SimulationView.at`), so quiet stretches end at them.
 
+A flavor is a set of pools: it can take a job when one of its pools fits every pod, and
+once admitted the job's pods may use only its pools' nodes (Kueue writes the flavor's node
+labels into the pods' nodeSelector): the wrapped loop's scheduler places them there and its
+autoscaler buys only from those pools (`Simulation.admit`'s nodes, `Workload.placement`).
+
+Topology Aware Scheduling (`tas`, off by default): a gang's locality claim is a required
+topology request; it is admitted only with a domain of its flavor's topology, and its pods
+keep to that domain (harness/kueue/tas.py).
+
 With `admission_check` (harness/kueue/provisioning.py, Kueue's ProvisioningRequest check),
 a job whose quota is reserved waits for its ProvisioningRequest to be Provisioned before it is
 admitted; a Failed request gives the quota back and requeues the job, or deactivates it.
-
-What a flavor does not do here: its pools bound which flavors can take a job (some pool of
-the flavor fits every pod), but the wrapped loop is not kept to those pools afterwards.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from harness.errors import ConfigError, LoopbenchError
 from harness.kueue.admission import Admission
 from harness.kueue.provisioning import ProvisioningCheck
 from harness.kueue.queues import Kueue
+from harness.kueue.tas import TopologyAssigner
 from harness.loops.base import KUEUE, Description, Loop, SimulationView, conform
 from harness.metrics import PendingReason
 from harness.scores import ScorePlugin
@@ -51,11 +58,12 @@ class KueueLoop:
     def __init__(self, inner: Loop, name: str = "separate_kueue", wait_for_pods_ready: bool = False,
                  pods_ready_timeout_s: float = 300.0, block_admission: bool = True,
                  backoff_base_s: float = 60.0, backoff_max_s: float = 3600.0,
-                 backoff_limit_count: int | None = None, admission_check: ProvisioningCheck | None = None):
+                 backoff_limit_count: int | None = None, tas: bool = False,
+                 admission_check: ProvisioningCheck | None = None):
         check("harness.kueue.loop.KueueLoop", "loop", wait_for_pods_ready=wait_for_pods_ready,
               pods_ready_timeout_s=pods_ready_timeout_s, block_admission=block_admission,
               backoff_base_s=backoff_base_s, backoff_max_s=backoff_max_s, backoff_limit_count=backoff_limit_count,
-              admission_check=admission_check)
+              tas=tas, admission_check=admission_check)
         conform(inner, Loop, "loop.inner")
         self.inner = inner
         self.name = name
@@ -64,6 +72,7 @@ class KueueLoop:
         self.block_admission = bool(block_admission) and self.wait_for_pods_ready
         self.backoff_base_s, self.backoff_max_s = float(backoff_base_s), float(backoff_max_s)
         self.backoff_limit_count = backoff_limit_count
+        self.use_tas = bool(tas)
         self.admission_check = admission_check
 
     @property
@@ -95,6 +104,11 @@ class KueueLoop:
         fits = np.logical_and.reduceat(by_job, w.job_bounds[:-1], axis=1).T
         queue_of = np.array([kueue.local_queues[q] for q in w.job_queue.tolist()], np.int64)
         self.adm = Admission(kueue, request, fits, queue_of, w.job_priority)
+        self.flavor_slots = kueue.flavor_pools[:, sim.state.slot_pool]  # flavor x node slot
+        self.tas = TopologyAssigner(kueue, sim.state, w) if self.use_tas else None
+        if self.tas is not None:
+            self.adm.topology_fits = self.tas.fits
+        self.capacity_seen = -1  # the cluster's capacity version TAS last saw
         self.active = np.zeros(0, np.int64)  # admitted jobs not finished
         self.unready = np.zeros(0, np.int64)  # admitted jobs not started
         self.epoch = np.zeros(w.n_jobs, np.int64)  # admissions so far (a timeout names one)
@@ -123,6 +137,7 @@ class KueueLoop:
         self._release_finished()
         self._refresh_ready()
         self._evict_expired(now)
+        self._new_capacity()
         stepped = False
         while self.dirty and not (self.block_admission and len(self.unready)):
             self.dirty = False
@@ -137,8 +152,21 @@ class KueueLoop:
             self.inner.step(sim, now)
             stepped = True
             self._refresh_ready()
+            self._new_capacity()
         if not stepped:
             self.inner.step(sim, now)
+
+    def _new_capacity(self) -> None:
+        """With TAS, capacity that changed may fit a workload set aside for its topology:
+        every set-aside workload is queued again (upstream's TAS node controller)."""
+        if self.tas is None:
+            return
+        self.tas.new_step()
+        version = self.sim.state.version + self.sim.state.layout_version
+        if version != self.capacity_seen:
+            self.capacity_seen = version
+            self.adm.retry_inadmissible(np.arange(len(self.adm.pending)))
+            self.dirty = True
 
     def _release_finished(self) -> None:
         """Jobs whose pods all finished give their quota back."""
@@ -166,7 +194,10 @@ class KueueLoop:
                 self._evict(j, now)
 
     def _admit(self, j: int, now: float) -> None:
-        self.sim.admit(j)
+        """Job j, its quota reserved in flavor f (and its checks passed), reaches the scheduler,
+        kept to f's pools (or to its TAS domain)."""
+        f = int(self.adm.flavor[j])
+        self.sim.admit(j, self.flavor_slots[f] if self.tas is None else self.tas.admitted(j, f))
         self.epoch[j] += 1
         if self.wait_for_pods_ready:
             self.unready = np.append(self.unready, j)

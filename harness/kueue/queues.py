@@ -4,7 +4,8 @@ As Kueue's objects, trimmed to what admission reads:
 
     kueue:
       resource_flavors:               # a flavor is a set of the cluster's pools
-        - {name: h100, pools: [nvl-reserved, nvl-ondemand, pcie-ondemand]}
+        - {name: h100, pools: [nvl-reserved, nvl-ondemand, pcie-ondemand],
+           topology: [block, rack, node]}   # its Topology's levels, top first (optional)
       cluster_queues:
         - name: research
           cohort: shared              # null: borrows and lends nothing
@@ -20,7 +21,10 @@ cores, `memory` in GiB. A resource a flavor does not list is not covered by it: 
 requests some cannot use that flavor (Kueue: "cannot borrow resource not listed in
 clusterQueue"). A limit left out is no limit: a ClusterQueue may borrow all its cohort
 lends, and lends all its nominal quota. Only a ClusterQueue in a cohort may set limits
-(Kueue's validation). Bad input is refused by key, value and rule (harness.errors.ConfigError).
+(Kueue's validation). A flavor's `topology` lists the levels of the Topology it names (Kueue
+TAS, harness/kueue/tas.py), a top-down sub-sequence of the cluster's block > rack > node;
+without it the flavor has no topology. Bad input is refused by key, value and rule
+(harness.errors.ConfigError).
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ from harness.errors import ConfigError
 RESOURCES = ("gpu", "cpu", "memory")
 SCALE = np.array([1000.0, 1000.0, 1024.0])
 STRATEGIES = ("BestEffortFIFO", "StrictFIFO")
+#: the topology levels of every cluster, top first: a node's block, its rack, the node
+LEVELS = ("block", "rack", "node")
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,7 @@ class Kueue:
 
     flavor_names: tuple[str, ...]
     flavor_pools: np.ndarray  # [flavor, pool] bool
+    flavor_levels: tuple[tuple[str, ...], ...]  # each flavor's topology levels, top first (): none
     cluster_queues: tuple[ClusterQueue, ...]
     local_queues: dict[str, int]  # LocalQueue name -> cluster queue index
     nominal: np.ndarray
@@ -117,9 +124,10 @@ def parse_kueue(cfg, pools: list[str], where: str = "cluster.kueue") -> Kueue:
                ("resource_flavors", "cluster_queues", "local_queues"))
     flavors: list[str] = []
     flavor_pools = []
+    flavor_levels = []
     for i, f in enumerate(_list(cfg["resource_flavors"], f"{where}.resource_flavors")):
         at = f"{where}.resource_flavors[{i}]"
-        f = _map(f, at, ("name", "pools"), ("name", "pools"))
+        f = _map(f, at, ("name", "pools", "topology"), ("name", "pools"))
         flavors.append(_name(f["name"], f"{at}.name"))
         members = _list(f["pools"], f"{at}.pools")
         if not members:
@@ -128,6 +136,7 @@ def parse_kueue(cfg, pools: list[str], where: str = "cluster.kueue") -> Kueue:
             if p not in pools:
                 raise ConfigError(f"{at}.pools", f"unknown pool {p!r} (known: {', '.join(pools)})")
         flavor_pools.append(np.isin(pools, members))
+        flavor_levels.append(_levels(f.get("topology"), f"{at}.topology"))
     _unique(flavors, f"{where}.resource_flavors", "flavor")
     queues = _list(cfg["cluster_queues"], f"{where}.cluster_queues")
     if not queues:
@@ -190,5 +199,15 @@ def parse_kueue(cfg, pools: list[str], where: str = "cluster.kueue") -> Kueue:
             raise ConfigError(f"{at}.cluster_queue",
                               f"unknown ClusterQueue {lq['cluster_queue']!r} (known: {', '.join(names)})")
         local[name] = names.index(lq["cluster_queue"])
-    return Kueue(tuple(flavors), np.array(flavor_pools, bool).reshape(len(flavors), len(pools)), tuple(cqs), local,
-                 nominal, covered, borrowing, lending)
+    return Kueue(tuple(flavors), np.array(flavor_pools, bool).reshape(len(flavors), len(pools)),
+                 tuple(flavor_levels), tuple(cqs), local, nominal, covered, borrowing, lending)
+
+
+def _levels(value, where: str) -> tuple[str, ...]:
+    """A flavor's topology levels: distinct names of LEVELS, top first (None: no topology)."""
+    if value is None:
+        return ()
+    levels = _list(value, where)
+    if not levels or any(x not in LEVELS for x in levels) or levels != sorted(set(levels), key=LEVELS.index):
+        raise ConfigError(where, f"must list distinct levels of {' > '.join(LEVELS)}, top first, got {value!r}")
+    return tuple(levels)

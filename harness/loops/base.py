@@ -130,8 +130,9 @@ class SimulationView(Protocol):
     def gate_arrivals(self, gate: Callable[[int], None]) -> None:
         """Arriving jobs go to `gate` (an admission layer), not the scheduler's queue."""
         ...
-    def admit(self, j: int) -> None:
-        """A gated job's pending pods reach the scheduler's queue."""
+    def admit(self, j: int, nodes: np.ndarray | None = None) -> None:
+        """A gated job's pending pods reach the scheduler's queue, kept to the node slots
+        of the mask `nodes` from now on (None: any)."""
         ...
     def reserve(self, j: int) -> None:
         """Quota is reserved for a gated job whose admission checks must pass before `admit`

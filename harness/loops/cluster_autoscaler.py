@@ -75,7 +75,7 @@ from harness.quiet import NO_TICKS, grid_after, quiet_scans
 from harness.scheduler import Scheduler
 from harness.settings import check
 from harness.state import ABSENT, BOOTING, READY
-from harness.whatif import Snapshot, equivalence_classes, first_fit_count, view_of
+from harness.whatif import Snapshot, classes, equivalence_classes, first_fit_count, view_of
 from harness.workload import LOCALITY_CODE, PENDING, pools_fit
 
 #: upstream's --cores-total and --memory-total maxima (config/const.go DefaultMaxClusterCores,
@@ -283,7 +283,7 @@ class ClusterAutoscaler:
         bounds = np.r_[np.flatnonzero(~whole | np.r_[True, job[1:] != job[:-1]]), len(pods)].tolist()
         return [pods[a:b] for a, b in pairwise(bounds)]
 
-    def _groups(self, units: list[np.ndarray], first: np.ndarray, cls: np.ndarray,
+    def _groups(self, units: list[np.ndarray], first: np.ndarray,
                 alone: np.ndarray | None = None) -> list[tuple[bool, np.ndarray]]:
         """The order in which the autoscaler packs the units, as (is a group, unit indices).
         As Cluster Autoscaler's pod equivalence groups: the single-pod units of one class (in
@@ -294,7 +294,7 @@ class ClusterAutoscaler:
         if alone is not None:
             single &= ~alone
         at = np.flatnonzero(single)
-        c = cls[first[at]]
+        c = classes(self.view_class, self.view, first[at])
         if 0 < len(at) == len(units) and (c == c[0]).all():  # the common scan: one class alone
             return [(True, at)]
         _, start, inverse, size = np.unique(c, return_index=True, return_inverse=True, return_counts=True)
@@ -317,7 +317,7 @@ class ClusterAutoscaler:
         first = np.array([u[0] for u in units], np.int64)
         booked_jobs = booked_for[booked_for >= 0]
         alone = np.isin(sim.w.job[first], booked_jobs) if len(booked_jobs) else None
-        groups = self._groups(units, first, self.view_class, alone)
+        groups = self._groups(units, first, alone)
         left = np.zeros(len(units), bool)
         if len(groups) == 1 and groups[0][0]:  # one group: counted on the real state, no snapshot
             idx = groups[0][1]
@@ -358,7 +358,7 @@ class ClusterAutoscaler:
         snap = Snapshot(sim.state, slots, openable=range(len(slots)))
         helped, paid = 0, 0.0
         first = np.array([u[0] for u in units], np.int64)
-        for is_group, idx in self._ordered(p, groups or self._groups(units, first, self.view_class), first):
+        for is_group, idx in self._ordered(p, groups or self._groups(units, first), first):
             if is_group:
                 if self.fits_pool[p, first[idx[0]]]:
                     placed = len(snap.fit_alike(self.view, int(first[idx[0]]), len(idx)))
@@ -443,7 +443,7 @@ class ClusterAutoscaler:
         headroom = self._headroom()
         options = []
         if headroom[0] > 0:
-            groups = self._groups(units, np.array([u[0] for u in units], np.int64), self.view_class)
+            groups = self._groups(units, np.array([u[0] for u in units], np.int64))
             for p in self._candidate_pools(now):
                 if self._within_limits(p, 1, headroom) == 0:
                     continue  # one more node of it would exceed a cluster-wide limit

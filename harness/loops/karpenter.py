@@ -74,7 +74,7 @@ from harness.quiet import MAX_TICKS, NO_TICKS, Clock, ends, every, leading, stil
 from harness.scheduler import Scheduler
 from harness.settings import check
 from harness.state import ABSENT, BOOTING, READY, WHOLE
-from harness.whatif import Snapshot, equivalence_classes, view_of
+from harness.whatif import Snapshot, classes, equivalence_classes, view_of
 from harness.workload import PENDING, Workload
 
 TAINT = -2  # `scheduler.booked_for` of a node being disrupted: usable by no job
@@ -103,6 +103,7 @@ class WhatIf:
         self.spare = spare.copy()
         self.claim_of = np.full(self.st.n_slots, -1, np.int64)
         self.n_claims = 0
+        self.claim_pools: list[np.ndarray] = []  # per claim, the pools all its pods may use
         self.first_tier: dict[int, int] = {}  # shape -> tiers it already failed (tiers only fill up)
         self.hopeless: set[int] = set()  # shapes that fit nowhere, not even a new claim
 
@@ -133,6 +134,7 @@ class WhatIf:
                     return out
                 continue
             c = int(self.claim_of[fit].min())
+            self.claim_pools[c] &= st.pool_allowed[w.placement[p]]
             mine = self.claim_of == c
             self.claim_of[mine & ~fit] = -1  # types that cannot also hold this pod
             nodes = np.flatnonzero(mine & fit)
@@ -146,10 +148,11 @@ class WhatIf:
         return out
 
     def _open_claim(self, p: int) -> bool:
-        """A new claim: one spare slot of each node type that can hold pod p (none: the pod's
-        shape is hopeless)."""
+        """A new claim: one spare slot of each node type that can hold pod p, of the pools it
+        may use (none: the pod's shape is hopeless)."""
         st = self.st
-        idx = np.flatnonzero(self.spare)
+        placement = int(self.w.placement[p])
+        idx = np.flatnonzero(self.spare & st.allowed[placement] if placement else self.spare)
         _, first = np.unique(st.slot_type[idx], return_index=True)
         new = idx[first]  # one spare slot per node type
         for n in new.tolist():
@@ -165,12 +168,12 @@ class WhatIf:
         kept = new[fit]
         self.spare[kept] = False
         self.claim_of[kept] = self.n_claims
+        self.claim_pools.append(st.pool_allowed[placement].copy())
         self.n_claims += 1
         return True
 
     def claim_types(self, c: int) -> np.ndarray:
         return np.unique(self.st.slot_type[self.claim_of == c])
-
 
 class KarpenterAutoscaler:
     def __init__(self, batch_idle_s: float = 1.0, batch_max_s: float = 10.0, requeue_s: float = 10.0,
@@ -369,7 +372,7 @@ class KarpenterAutoscaler:
         time. Returns where each pod went."""
         if len(pods) == 0:
             return np.zeros(0, np.int64)
-        cls = self.view_class[pods]
+        cls = classes(self.view_class, self.view, pods)
         bounds = np.r_[0, np.flatnonzero(cls[1:] != cls[:-1]) + 1, len(pods)].tolist()
         return np.concatenate([what_if.place_run(pods[a:b], max_claims) for a, b in pairwise(bounds)])
 
@@ -438,12 +441,12 @@ class KarpenterAutoscaler:
                 sim.unbind(pod)
             sim.remove_node(n)
 
-    def _offering(self, types: np.ndarray, remaining: np.ndarray, committed: np.ndarray,
+    def _offering(self, types: np.ndarray, allowed: np.ndarray, remaining: np.ndarray, committed: np.ndarray,
                   below: float = np.inf) -> int:
-        """Cheapest pool of these node types that can still supply a node (committed slot = 0),
-        priced under `below`; -1 if none."""
+        """Cheapest pool of these node types, among the `allowed` ones, that can still supply a
+        node (committed slot = 0), priced under `below`; -1 if none."""
         price = np.where(committed > 0, 0.0, self.pool_price)
-        ok = np.isin(self.pool_type, types) & (remaining > 0) & (price < below)
+        ok = np.isin(self.pool_type, types) & allowed & (remaining > 0) & (price < below)
         if not ok.any():
             return -1
         idx = np.flatnonzero(ok)
@@ -470,8 +473,8 @@ class KarpenterAutoscaler:
         remaining, committed = self._supply()
         launched: list[int] = []
         for c in range(sim_.n_claims):  # a claim's launch falls back to its next offering on an error
-            types = sim_.claim_types(c)
-            pool = self._offering(types, remaining, committed)
+            types, allowed = sim_.claim_types(c), sim_.claim_pools[c]
+            pool = self._offering(types, allowed, remaining, committed)
             while pool >= 0:
                 slot = self._launch(pool, now)
                 if slot >= 0:
@@ -480,7 +483,7 @@ class KarpenterAutoscaler:
                     committed[pool] -= 1
                     break
                 remaining[pool] = 0
-                pool = self._offering(types, remaining, committed)
+                pool = self._offering(types, allowed, remaining, committed)
         self.nominated = np.unique(np.r_[where[where >= 0], np.asarray(launched, np.int64)]).astype(np.int64)
         self.nominated_version += 1
         self.nominated_until[self.nominated] = now + self.nomination_s
@@ -632,7 +635,8 @@ class KarpenterAutoscaler:
         if sim_.n_claims == 0:
             return True, -1
         remaining, committed = self._supply()
-        pool = self._offering(sim_.claim_types(0), remaining, committed, below=float(self.node_price[cands].sum()))
+        pool = self._offering(sim_.claim_types(0), sim_.claim_pools[0], remaining, committed,
+                              below=float(self.node_price[cands].sum()))
         return pool >= 0, pool
 
     def _multi(self, cands: np.ndarray, pending: np.ndarray) -> tuple[np.ndarray, int] | None:

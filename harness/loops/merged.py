@@ -171,7 +171,13 @@ class MergedLoop:
         lo, hi = np.searchsorted(self.submits, [now - self.demand_window_s, now], side="right")
         recent = sim.w.pods_of(self.by_submit[lo:hi])
         pods = np.r_[queued[sim.pod_status[queued] == PENDING], recent[sim.pod_status[recent] != PENDING]]
-        return self.fits_pool[:, pods] @ self.pod_milli[pods]
+        return self._fits_pool(pods) @ self.pod_milli[pods]
+
+    def _fits_pool(self, pods: np.ndarray) -> np.ndarray:
+        """pools x pods: could a node of the pool hold the pod, and may the pod use the pool
+        (an admission layer may keep it to some: `Workload.placement`)?"""
+        w = self.sim.w
+        return self.fits_pool[:, pods] & self.sim.state.pool_allowed[w.placement[pods]].T
 
     # ---- what it learns by asking -----------------------------------------------------
     def _asked_booting(self) -> np.ndarray:
@@ -237,7 +243,7 @@ class MergedLoop:
         for p, n, gpu_idx in plan:
             sim.bind(p, n, gpu_idx)
             self.placer.policy.on_bind(sim.state, sim.w, p, n)  # e.g. GpuClustering tags planned pods
-        self.demand_milli -= self.fits_pool[:, pods] @ self.pod_milli[pods]  # planned: no longer queued
+        self.demand_milli -= self._fits_pool(pods) @ self.pod_milli[pods]  # planned: no longer queued
         return True
 
     def _options(self, j: int, pods: np.ndarray, booting: bool):
@@ -250,7 +256,7 @@ class MergedLoop:
         if booting:
             yield None, np.zeros(0, np.int64)
         rack_local = sim.w.job_locality[j] == LOCALITY_CODE["rack"]
-        for p in np.flatnonzero(self.fits_pool[:, pods].all(axis=1)).tolist():
+        for p in np.flatnonzero(self._fits_pool(pods).all(axis=1)).tolist():
             free = sim.cloud.free_slots_in_emptiest_rack(p) if rack_local else sim.cloud.free_slots(p)
             want = len(pods)
             if not self.allowed[p]:

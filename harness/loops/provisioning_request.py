@@ -30,7 +30,7 @@ import numpy as np
 
 from harness.quiet import Clock
 from harness.state import ABSENT
-from harness.whatif import Snapshot
+from harness.whatif import Snapshot, classes
 
 if TYPE_CHECKING:
     from harness.loops.cluster_autoscaler import ClusterAutoscaler
@@ -169,7 +169,7 @@ class ProvisioningRequests:
         present = np.flatnonzero(st.status != ABSENT)
         booked = self.booked_for[present]
         snap = Snapshot(st, present, usable=(booked == -1) | (booked == j))
-        cls = ca.view_class[unit]
+        cls = classes(ca.view_class, ca.view, unit)
         _, first = np.unique(cls, return_index=True)
         used, left = [], []
         for c in cls[np.sort(first)].tolist():

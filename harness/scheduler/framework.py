@@ -95,7 +95,7 @@ class Scheduler:
         self.job_size = np.diff(w.job_bounds)
         starts, pods = w.job_bounds[:-1], w.pods_by_job
         lo, hi = np.minimum.reduceat(w.shape[pods], starts), np.maximum.reduceat(w.shape[pods], starts)
-        self.job_shape = np.where(lo == hi, lo, -1)  # the shape of all of a job's pods, -1 if mixed
+        self.job_uniform = lo == hi  # a job's pods are all of one shape (a placement keeps it so)
         self.job_first_pod = pods[starts]
         self.reasons: dict = {}
         self.any_tainted = False
@@ -163,7 +163,7 @@ class Scheduler:
         # jobs with pods still pending after this cycle whose reason may have changed
         waiting = jobs[~retry].tolist() if relabel else []
         for j in jobs[retry].tolist():
-            if self._failed_key(j, int(self.job_shape[j])) in failed:  # its only shape found no node
+            if self._failed_key(j, self.job_shape(j)) in failed:  # its only shape found no node
                 self.tried_at[j] = st.version
                 waiting.append(j)
                 continue
@@ -192,7 +192,7 @@ class Scheduler:
             return
         nodes = np.fromiter(grown, np.int64, len(grown))
         # the pods to test: one per job of a single shape, every pending one of the others
-        uniform = self.job_shape[stale] >= 0
+        uniform = self.job_uniform[stale]
         if uniform.all():
             pods, owner = self.job_first_pod[stale], None
         else:
@@ -232,7 +232,7 @@ class Scheduler:
         pods = pods[sim.pod_status[pods] == PENDING]
         if len(pods) == 0:
             return
-        if (self.job_shape[js] >= 0).all():  # the common case: each job's pods are alike
+        if self.job_uniform[js].all():  # the common case: each job's pods are alike
             first = self.job_first_pod[js]
             keys = self._reason_key(first).tolist()
             reasons = [self._reason(k, p) for k, p in zip(keys, first.tolist(), strict=True)]
@@ -299,6 +299,11 @@ class Scheduler:
             self.next_start %= max(len(self.node_order), 1)
         return self.node_order
 
+    def job_shape(self, j: int) -> int:
+        """The shape of all of job j's pods now (an admission may change it: `Simulation.admit`),
+        -1 if they differ."""
+        return int(self.sim.w.shape[self.job_first_pod[j]]) if self.job_uniform[j] else -1
+
     def groups_of(self, j: int) -> np.ndarray | None:
         loc = self.sim.w.job_locality[j]
         if loc == LOCALITY_CODE["rack"]:
@@ -322,7 +327,7 @@ class Scheduler:
         its size, so a failed size rules out larger gangs of that shape in the cycle."""
         sim = self.sim
         pods = sim.unbound_pods(j)
-        gang = self._failed_key(j, int(self.job_shape[j]), GANG)
+        gang = self._failed_key(j, self.job_shape(j), GANG)
         if failed.get(gang, len(pods) + 1) <= len(pods):
             return False
         shapes = sim.w.shape[pods]
@@ -437,7 +442,8 @@ class Scheduler:
             need = int(w.gpus[p]) * int(w.milli[p])
             total_free = st.gpu_cap.astype(np.int64) * WHOLE - st.gpu_used
             roomy = usable & (st.cpu_free >= w.cpu[p]) & (st.mem_free >= w.mem[p]) & (total_free >= need)
-            static = st.static_fit(int(w.model_mask[p]), int(w.profile_bit[p]), False)  # model, profile
+            static = st.static_fit(int(w.model_mask[p]), int(w.profile_bit[p]), False,  # model, profile
+                                   int(w.placement[p]))
             if static is not None:
                 roomy &= static
             if roomy.any():

@@ -101,7 +101,7 @@ class DefaultPreemption(NoPreemption):
         walk where evicting lower-priority pods lets pod p fit."""
         sim, st, w = self.sim, self.sim.state, self.sim.w
         priority = w.job_priority[w.job[p]]
-        potential = usable if w.gpus[p] == 0 else usable & _static(st, w, p)
+        potential = usable & (_static(st, w, p) if w.gpus[p] else st.allowed[int(w.placement[p])])
         untolerated = st.cluster.untolerated
         if untolerated is not None:
             potential = potential & ~untolerated[int(w.gpus[p] > 0)][st.slot_pool]
@@ -182,8 +182,9 @@ class DefaultPreemption(NoPreemption):
 
 
 def _static(st, w, p: int) -> np.ndarray:
-    """The slots whose node type could ever hold GPU pod p (model, profile, NIC per GPU)."""
-    mask = st.static_fit(int(w.model_mask[p]), int(w.profile_bit[p]), bool(w.nic[p]))
+    """The slots whose node type could ever hold GPU pod p (model, profile, NIC per GPU),
+    within its placement."""
+    mask = st.static_fit(int(w.model_mask[p]), int(w.profile_bit[p]), bool(w.nic[p]), int(w.placement[p]))
     return np.ones(st.n_slots, bool) if mask is None else mask
 
 

@@ -112,7 +112,7 @@ def test_fastpath_simple_resource_based_binpacking():
     """`fastpath - simple resource-based binpacking`: as the first case, one equivalence group
     placed at once (ours always packs a group in one vector step) -> 5 nodes, 10 pods."""
     _, ca, units = setup([cpu_type("t", 1000, 2000)], [{"cpu_milli": 350, "memory_mib": 1000}] * 10)
-    groups = ca._groups(units, np.array([u[0] for u in units]), ca.view_class)
+    groups = ca._groups(units, np.array([u[0] for u in units]))
     assert len(groups) == 1 and ca._estimate(0, units, groups)[:2] == (5, 10)
 
 
