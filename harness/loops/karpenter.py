@@ -435,7 +435,9 @@ class KarpenterAutoscaler:
         return to pending and are packed again. As upstream, no offering is marked unavailable
         for it (only launch errors fill that cache)."""
         st, sim = self.sim.state, self.sim
-        late = np.flatnonzero((st.status == BOOTING) & (now - sim.node_requested_at >= self.registration_ttl_s))
+        # the deadline's own sum (`_registration_deadline`): `now - requested_at` can round a hair
+        # under the TTL at that instant, and the loop would wake up there forever
+        late = np.flatnonzero((st.status == BOOTING) & (sim.node_requested_at + self.registration_ttl_s <= now))
         for n in late.tolist():  # per late node, inherently: each is deleted, its pods re-queued
             for pod in sim.pods_on(n):
                 sim.unbind(pod)

@@ -342,6 +342,30 @@ def test_a_node_that_never_registers_is_deleted_after_the_registration_ttl(monke
     assert row["pods_pending"] == 1
 
 
+def test_a_node_whose_registration_deadline_rounds_below_its_ttl_is_still_deleted_then(monkeypatch):
+    """The same liveness check, asked at 124.1: 124.1 + 900 rounds to a float a hair under 900
+    s after 124.1, so a check that measured `now - requested_at >= ttl` never fired at the
+    deadline the loop wakes up at, and the loop woke up at that instant forever (found by the
+    robustness grid: separate_karpenter, silent provider, synthetic seed 1, stuck at 18.3 h).
+    The node is deleted at its deadline, 1024.1, and the replay ends."""
+    assert (124.1 + 900.0) - 124.1 < 900.0  # the rounding this case is built on
+    log = requests(monkeypatch)
+    scans = []
+    scan = KarpenterAutoscaler.scan
+
+    def bounded(self, now):
+        scans.append(now)
+        assert len(scans) < 10_000, f"the loop keeps waking up at {now}"
+        scan(self, now)
+
+    monkeypatch.setattr(KarpenterAutoscaler, "scan", bounded)
+    cl = sc.cluster([sc.node_type("gpu8")], [sc.pool("ghost", "gpu8", price_on_demand=8.0, stock=0, shortage="silent"),
+                                             sc.pool("real", "gpu8", price_on_demand=10.0)])
+    row, sim = run_both(sc.trace([{"gpu_count": 8, "submit_s": 123.1}]), cl, 1500.0)
+    assert log[:len(log) // 2] == [("ghost", 124.1, 1), ("ghost", 124.1 + 900.0, 1)]
+    assert [(r.requested_at, r.removed_at) for r in sim.nodes] == [(124.1, 124.1 + 900.0), (124.1 + 900.0, 1500.0)]
+
+
 def test_a_registration_ttl_shorter_than_the_boot_deletes_slow_nodes_too(monkeypatch):
     """liveness.go deletes any NodeClaim not registered in time: Karpenter cannot tell a slow
     boot from a node that never comes. With a TTL of 200 s and 300 s boots, the node asked at 1
