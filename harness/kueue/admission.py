@@ -26,10 +26,14 @@ progress (Kueue runs its next cycle at once).
 from __future__ import annotations
 
 from bisect import insort
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from harness.kueue.queues import Kueue
+
+if TYPE_CHECKING:
+    from harness.kueue.preemption import KueuePreemption
 
 
 class Admission:
@@ -50,9 +54,16 @@ class Admission:
         #: the members of each queue's cohort (itself alone when it has none)
         self.members = [np.flatnonzero(cohort == cohort[c]) if cohort[c] >= 0 else np.array([c])
                         for c in range(n)]
+        self.group = np.where(cohort >= 0, cohort, -1 - np.arange(n))  # cohort, or -1 - c alone
         self.pending: list[list[tuple[int, float, int]]] = [[] for _ in range(n)]  # (-priority, ts, job), sorted
         self.inadmissible: list[list[tuple[int, float, int]]] = [[] for _ in range(n)]
         self.flavor = np.full(len(request), -1, np.int64)  # the flavor of an admitted job
+        self.queued_ts = np.full(len(request), np.nan)  # the timestamp a job last queued with
+        self.admitted_seq = np.full(len(request), -1, np.int64)  # admissions' order (newer: higher)
+        self._seq = 0
+        #: Kueue's preemption (harness/kueue/preemption.py), when a ClusterQueue preempts
+        self.preemption: KueuePreemption | None = None
+        self.evicted: list[int] = []  # jobs preempted, in order, until the caller takes them
 
     # ---- quota ---------------------------------------------------------------------------
     def fit(self, c: int, f: int, q: np.ndarray) -> tuple[bool, bool]:
@@ -96,32 +107,52 @@ class Admission:
     # ---- queues --------------------------------------------------------------------------
     def push(self, j: int, ts: float) -> None:
         """Job j waits in its ClusterQueue, ordered by priority then `ts`."""
+        self.queued_ts[j] = ts
         insort(self.pending[int(self.queue_of[j])], (-int(self.priority[j]), float(ts), j))
 
     def cycle(self, most: int | None = None) -> tuple[list[tuple[int, int]], bool]:
         """One admission cycle, admitting `most` workloads at most (None: no bound): the
-        (job, flavor) admitted, and whether it changed anything."""
-        entries, changed = [], False
+        (job, flavor) admitted, and whether it changed anything. With preemption, a head that
+        fits nowhere but can make room evicts its victims (`evicted`) in its turn, unless
+        its cohort already admitted or preempted in this cycle (its victims were found on
+        books that changed since: it tries again next cycle); it is admitted next cycle."""
+        entries: list[tuple[bool, tuple[int, float, int], int, int, list[int] | None]] = []
+        changed = False
         for c, queue in enumerate(self.pending):
             if not queue:
                 continue
             j = queue[0][2]
             f, borrows = self.assign(j)
             if f >= 0:
-                entries.append((borrows, queue[0], c, f))
+                entries.append((borrows, queue[0], c, f, None))
+            elif self.preemption is not None and (found := self.preemption.nominate(self, j)) is not None:
+                f, borrows, victims = found
+                entries.append((borrows, queue[0], c, f, victims))
             elif not self.k.cluster_queues[c].strict_fifo:
                 self.inadmissible[c].append(queue.pop(0))
                 changed = True
         admitted: list[tuple[int, int]] = []
-        for _, key, c, f in sorted(entries):
+        touched: set[int] = set()  # the groups (`group`) that admitted or preempted this cycle
+        for _, key, c, f, targets in sorted(entries):
             j = key[2]
+            group = int(self.group[c])
+            if targets is not None:
+                if group not in touched:
+                    assert self.preemption is not None
+                    self.preemption.issue(self, targets)
+                    touched.add(group)
+                    changed = True
+                continue
             if len(admitted) == most:
                 break
             if self.fit(c, f, self.request[j])[0]:
                 self.pending[c].pop(0)
                 self.usage[c, f] += self.request[j]
                 self.flavor[j] = f
+                self.admitted_seq[j] = self._seq
+                self._seq += 1
                 admitted.append((j, f))
+                touched.add(group)
         return admitted, changed or bool(admitted)
 
     def run(self, most: int | None = None) -> list[tuple[int, int]]:

@@ -16,6 +16,12 @@ ordered by its eviction time (requeuingStrategy.timestamp: Eviction); past
 a time, none while an admitted job has not started. Both clocks are events of the simulation
 (`SimulationView.at`), so quiet stretches end at them.
 
+Preemption (a ClusterQueue's `preemption:`, harness/kueue/preemption.py): the victims'
+pods leave their nodes through `Simulation.evict` (the work they did is lost and counted,
+a gang goes whole), their quota comes back and they wait, not admitted, in their queues.
+The waitForPodsReady eviction is not a preemption: it takes only jobs that have not
+started, which have no work to lose, so it unbinds their pods and counts nothing.
+
 What a flavor does not do here: its pools bound which flavors can take a job (some pool of
 the flavor fits every pod), but the wrapped loop is not kept to those pools afterwards.
 """
@@ -29,12 +35,13 @@ import numpy as np
 
 from harness.errors import ConfigError, LoopbenchError
 from harness.kueue.admission import Admission
+from harness.kueue.preemption import KueuePreemption
 from harness.kueue.queues import Kueue
 from harness.loops.base import KUEUE, Description, Loop, SimulationView, conform
 from harness.metrics import PendingReason
 from harness.scores import ScorePlugin
 from harness.settings import check
-from harness.workload import BOUND, Workload, pools_fit
+from harness.workload import BOUND, RUNNING, Workload, pools_fit
 
 
 def unknown_queues(kueue: Kueue, w: Workload) -> list[str]:
@@ -88,6 +95,9 @@ class KueueLoop:
         fits = np.logical_and.reduceat(by_job, w.job_bounds[:-1], axis=1).T
         queue_of = np.array([kueue.local_queues[q] for q in w.job_queue.tolist()], np.int64)
         self.adm = Admission(kueue, request, fits, queue_of, w.job_priority)
+        if any(cq.preemption.enabled for cq in kueue.cluster_queues):
+            self.adm.preemption = KueuePreemption(w.job_submit)
+            sim.allow_preemption()
         self.active = np.zeros(0, np.int64)  # admitted jobs not finished
         self.unready = np.zeros(0, np.int64)  # admitted jobs not started
         self.epoch = np.zeros(w.n_jobs, np.int64)  # admissions so far (a timeout names one)
@@ -117,11 +127,14 @@ class KueueLoop:
         stepped = False
         while self.dirty and not (self.block_admission and len(self.unready)):
             self.dirty = False
-            admitted = self.adm.run(1 if self.block_admission else None)
-            for j, _ in admitted:
+            ran = self.adm.run(1 if self.block_admission else None)
+            self._evict_victims()
+            # a job preempted after its admission in the same run is not admitted any more
+            admitted = [j for j in dict.fromkeys(j for j, _ in ran) if self.adm.flavor[j] >= 0]
+            for j in admitted:
                 self._admit(j, now)
             if admitted:
-                self.active = np.concatenate([self.active, [j for j, _ in admitted]]).astype(np.int64)
+                self.active = np.concatenate([self.active, admitted]).astype(np.int64)
             if not (self.block_admission and admitted):
                 break
             self.dirty = True  # more may wait behind it
@@ -162,6 +175,24 @@ class KueueLoop:
         if self.wait_for_pods_ready:
             self.unready = np.append(self.unready, j)
             self.sim.at(now + self.timeout_s, self._timed_out, j, int(self.epoch[j]))
+
+    def _evict_victims(self) -> None:
+        """Kueue preempted these jobs: their pods on nodes are evicted (`Simulation.evict`:
+        the lost work is counted), and every pod of theirs waits again, not admitted."""
+        sim = self.sim
+        victims, self.adm.evicted = self.adm.evicted, []
+        for v in dict.fromkeys(victims):
+            pods = sim.w.job_pods[v]
+            on_nodes = pods[np.isin(sim.pod_status[pods], (BOUND, RUNNING))]
+            if len(on_nodes):
+                sim.evict(on_nodes)
+            else:  # quota reserved, no pod bound yet: preempted all the same, nothing lost
+                sim.acct.preempted(np.array([v]), 0.0)
+            sim.dequeue(v)
+            sim.acct.set_reasons(sim.unbound_pods(v), PendingReason.NOT_ADMITTED)
+            self.active = self.active[self.active != v]
+            self.unready = self.unready[self.unready != v]
+            self.epoch[v] += 1  # its PodsReady timeout, if any, is void
 
     def _timed_out(self, j: int, epoch: int) -> None:
         if epoch == self.epoch[j] and self.adm.flavor[j] >= 0:
