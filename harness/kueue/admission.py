@@ -60,7 +60,9 @@ class Admission:
         self.flavor = np.full(len(request), -1, np.int64)  # the flavor of an admitted job
         self.queued_ts = np.full(len(request), np.nan)  # the timestamp a job last queued with
         self.admitted_seq = np.full(len(request), -1, np.int64)  # admissions' order (newer: higher)
-        self._seq = 0
+        self.n_admitted = 0
+        #: only admissions numbered below this may be preempted (None: any); see preemption.py
+        self.preemptible_before: int | None = None
         #: Kueue's preemption (harness/kueue/preemption.py), when a ClusterQueue preempts
         self.preemption: KueuePreemption | None = None
         self.evicted: list[int] = []  # jobs preempted, in order, until the caller takes them
@@ -113,9 +115,9 @@ class Admission:
     def cycle(self, most: int | None = None) -> tuple[list[tuple[int, int]], bool]:
         """One admission cycle, admitting `most` workloads at most (None: no bound): the
         (job, flavor) admitted, and whether it changed anything. With preemption, a head that
-        fits nowhere but can make room evicts its victims (`evicted`) in its turn, unless
-        its cohort already admitted or preempted in this cycle (its victims were found on
-        books that changed since: it tries again next cycle); it is admitted next cycle."""
+        fits nowhere but can make room evicts its victims (`evicted`) in its turn and is
+        admitted on the quota they free, unless its cohort already admitted or preempted in
+        this cycle (its victims were found on books that changed since: next cycle)."""
         entries: list[tuple[bool, tuple[int, float, int], int, int, list[int] | None]] = []
         changed = False
         for c, queue in enumerate(self.pending):
@@ -136,21 +138,20 @@ class Admission:
         for _, key, c, f, targets in sorted(entries):
             j = key[2]
             group = int(self.group[c])
-            if targets is not None:
-                if group not in touched:
-                    assert self.preemption is not None
-                    self.preemption.issue(self, targets)
-                    touched.add(group)
-                    changed = True
-                continue
             if len(admitted) == most:
                 break
+            if targets is not None:
+                if group in touched:
+                    continue
+                assert self.preemption is not None
+                self.preemption.issue(self, targets)
+                changed = True
             if self.fit(c, f, self.request[j])[0]:
-                self.pending[c].pop(0)
+                self.pending[c].remove(key)  # the head, unless a release this cycle put one before it
                 self.usage[c, f] += self.request[j]
                 self.flavor[j] = f
-                self.admitted_seq[j] = self._seq
-                self._seq += 1
+                self.admitted_seq[j] = self.n_admitted
+                self.n_admitted += 1
                 admitted.append((j, f))
                 touched.add(group)
         return admitted, changed or bool(admitted)

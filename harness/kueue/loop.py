@@ -124,6 +124,7 @@ class KueueLoop:
         self._release_finished()
         self._refresh_ready()
         self._evict_expired(now)
+        self.adm.preemptible_before = self.adm.n_admitted  # none admitted from now on is preempted now
         stepped = False
         while self.dirty and not (self.block_admission and len(self.unready)):
             self.dirty = False

@@ -23,10 +23,16 @@ sharing), read with its flavor assigner (pkg/scheduler/flavorassigner):
              last, own candidates with borrowing.
 
 A victim gives its quota back at once and waits again in its queue, ordered by its creation
-(upstream's queue timestamp with PrioritySortingWithinCohort on, its default); the preemptor
-stays at its queue's head and is admitted in the next cycle, at the same instant. Upstream
-waits for the victims' pods to terminate (the Job is suspended, a grace period) before their
-quota comes back: not modelled, as for DefaultPreemption here.
+(upstream's queue timestamp with PrioritySortingWithinCohort on, its default), and the
+preemptor is admitted on that quota in the same cycle. Upstream waits for the victims' pods
+to terminate (the Job is suspended, a grace period) and admits the preemptor in a later
+cycle, where other workloads may take the freed quota first (a victim again, as soon as its
+eviction ends: the two may flap); here the victims go at once, as for DefaultPreemption,
+and the quota they free is the preemptor's. A workload admitted at this instant is not
+preempted at this instant (the caller sets `Admission.preemptible_before`): each round of
+upstream's flapping (reclaim_within_cohort Any lets a lower-priority workload reclaim from a
+borrowing higher-priority one, which then preempts it back within its own queue) costs an
+eviction; here rounds at one instant would never end. It may be preempted at the next.
 """
 
 from __future__ import annotations
@@ -93,6 +99,8 @@ class KueuePreemption:
         prio = adm.priority
         p = int(prio[j])
         held = np.flatnonzero(adm.flavor >= 0)
+        if adm.preemptible_before is not None:
+            held = held[adm.admitted_seq[held] < adm.preemptible_before]
         held = held[(adm.flavor[held] == f) & (adm.request[held][:, lacking] > 0).any(axis=1)]
         cq = adm.queue_of[held]
         own = np.zeros(len(held), bool)
