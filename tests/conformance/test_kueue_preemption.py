@@ -195,3 +195,63 @@ def test_preemption_defaults_to_never_as_upstream():
     p = k.cluster_queues[0].preemption
     assert (p.within_cluster_queue, p.reclaim_within_cohort, p.borrow_within_cohort) == (NEVER,) * 3
     assert not p.enabled
+
+
+def test_preempt_workloads_in_cluster_queue_and_cohort():
+    """pkg/scheduler/scheduler_test.go TestSchedule / "preempt workloads in ClusterQueue and
+    cohort" (one cycle, `Admission.cycle`): cohort eng, eng-alpha (on-demand 50 borrowing up to
+    50, spot 100) and eng-beta (on-demand 50 borrowing up to 10, spot 0 borrowing up to 100;
+    reclaimWithinCohort Any, withinClusterQueue LowerPriority). Held: use-all-spot (alpha,
+    spot 100), low-1 (beta, on-demand 30, priority -1), low-2 (beta, on-demand 10, priority
+    -2), borrower (alpha, on-demand 60). The preemptor (beta, 20) fits no flavor; it preempts
+    borrower and low-2, as upstream. Upstream leaves it pending until their eviction ends;
+    here it is admitted in the same cycle, on on-demand (fails with it left for the next
+    cycle, upstream's timing; the victims go back to their queues' heads)."""
+    def fq(name, cpu, borrow):
+        return {"name": name, "nominal": {"cpu": cpu}, "borrowing_limit": {"cpu": borrow}}
+
+    section = {"resource_flavors": [{"name": f, "pools": POOLS} for f in ("on-demand", "spot")],
+               "cluster_queues": [
+                   {"name": "eng-alpha", "cohort": "eng", "queueing_strategy": "StrictFIFO",
+                    "flavors": [fq("on-demand", 50, 50), fq("spot", 100, 0)]},
+                   {"name": "eng-beta", "cohort": "eng", "queueing_strategy": "StrictFIFO",
+                    "flavors": [fq("on-demand", 50, 10), fq("spot", 0, 100)],
+                    "preemption": {"reclaim_within_cohort": ANY, "within_cluster_queue": LP}}],
+               "local_queues": []}
+    k = parse_kueue(section, POOLS)
+    names = ["use-all-spot", "low-1", "low-2", "borrower", "preemptor"]
+    held = [(0, 1, 100), (1, 0, 30), (1, 0, 10), (0, 0, 60)]  # (queue, flavor, cores)
+    request = np.array([[0.0, cpu * 1000, 0.0] for _, _, cpu in held] + [[0.0, 20000.0, 0.0]])
+    adm = Admission(k, request, np.ones((5, 2), bool), np.array([0, 1, 1, 0, 1]), np.array([0, -1, -2, 0, 0]))
+    adm.preemption = KueuePreemption(np.zeros(5))
+    for j, (c, f, _) in enumerate(held):
+        adm.usage[c, f] += request[j]
+        adm.flavor[j], adm.admitted_seq[j], adm.queued_ts[j] = f, j, 0.0
+    adm.n_admitted = adm.preemptible_before = len(held)
+    adm.push(4, 0.0)
+    admitted, _ = adm.cycle()
+    assert {names[v] for v in adm.evicted} == {"borrower", "low-2"}
+    assert [(names[j], k.flavor_names[f]) for j, f in admitted] == [("preemptor", "on-demand")]
+    assert [key[2] for key in adm.pending[0]] == [3] and [key[2] for key in adm.pending[1]] == [2]
+
+
+def test_use_second_flavor_when_the_first_has_no_preemption_candidates():
+    """pkg/scheduler/scheduler_test.go TestSchedule / "use second flavor when the first has no
+    preemption candidates" (other-alpha: on-demand 50, spot 100, withinClusterQueue
+    LowerPriority): `admitted` holds on-demand 50; `new` (20, same priority) has no candidate
+    on on-demand and is admitted on spot, nothing preempted. Upstream runs it with
+    WhenCanPreempt Preempt; here any flavor that fits beats preempting on an earlier one
+    (upstream's default, TryNextFlavor)."""
+    section = {"resource_flavors": [{"name": f, "pools": POOLS} for f in ("on-demand", "spot")],
+               "cluster_queues": [{"name": "other-alpha", "preemption": {"within_cluster_queue": LP},
+                                   "flavors": [{"name": "on-demand", "nominal": {"cpu": 50}},
+                                               {"name": "spot", "nominal": {"cpu": 100}}]}],
+               "local_queues": []}
+    k = parse_kueue(section, POOLS)
+    adm = Admission(k, np.array([[0.0, 50000, 0], [0.0, 20000, 0]]), np.ones((2, 2), bool), np.zeros(2, np.int64),
+                    np.zeros(2, np.int64))
+    adm.preemption = KueuePreemption(np.zeros(2))
+    adm.usage[0, 0] += adm.request[0]
+    adm.flavor[0], adm.admitted_seq[0] = 0, 0
+    adm.push(1, 0.0)
+    assert adm.cycle()[0] == [(1, 1)] and adm.evicted == []
