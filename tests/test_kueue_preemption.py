@@ -13,7 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.kueue.admission import Admission
 from harness.kueue.loop import KueueLoop
+from harness.kueue.preemption import KueuePreemption
 from harness.kueue.queues import parse_kueue
 from harness.metrics import PendingReason
 from harness.sim import Simulation
@@ -138,3 +140,44 @@ def test_with_preemption_only_admitted_jobs_run_and_the_books_add_up(table, auto
     np.add.at(expected, (loop.adm.queue_of[holding], loop.adm.flavor[holding]), loop.adm.request[holding])
     np.testing.assert_allclose(loop.adm.usage, expected, atol=1e-6)
     assert loop.adm.usage[..., 0].sum() <= 1000 + 1e-6  # never above the cohort's 1 GPU
+
+
+def test_reclaim_any_between_two_queues_ends_at_one_instant():
+    """The flapping the loop guard stops, on the books alone: d and o own half a GPU each in
+    one cohort, every policy on. d2 (1 GPU, priority 1) holds the whole cohort since an
+    earlier instant; now d0 (0.1 GPU, priority 0) arrives in d, o1 (0.143, priority 0) and o3
+    (1 GPU, priority 1) in o. o1 reclaims its share from d2 (Any) and is admitted; then, with
+    no guard, o3 would preempt o1 within o while borrowing, d0 reclaim from o3, d2 preempt
+    d0, o1 reclaim from d2... each round costs upstream an eviction; here, at one instant, a
+    workload admitted at this instant is not preempted, so the cycles settle: o1 and d0 hold
+    quota, d2 and o3 wait. Without the guard they never settle."""
+    policy = {"within_cluster_queue": "LowerOrNewerEqualPriority", "reclaim_within_cohort": "Any",
+              "borrow_within_cohort": {"policy": "LowerPriority"}}
+    k = parse_kueue(kueue(preempting(queue("d", 0.5, cohort="c"), **policy),
+                          preempting(queue("o", 0.5, cohort="c"), **policy)), ["a"])
+    request = np.array([[100.0, 1000, 1024], [143, 1000, 1024], [1000, 1000, 1024], [1000, 1000, 1024]])
+    adm = Admission(k, request, np.ones((4, 1), bool), np.array([0, 1, 0, 1]), np.array([0, 0, 1, 1]))
+    adm.preemption = KueuePreemption(np.zeros(4))
+    adm.push(2, 0.0)
+    assert adm.run() == [(2, 0)]
+    adm.preemptible_before = adm.n_admitted  # the next instant: KueueLoop.step's line
+    for j in (0, 1, 3):
+        adm.push(j, 1.0)
+    for _ in range(50):
+        if not adm.cycle()[1]:
+            break
+    else:
+        raise AssertionError("the admission cycles never settle at one instant")
+    assert adm.flavor.tolist() == [0, 0, -1, -1] and adm.evicted == [2]
+
+
+def test_a_pods_ready_timeout_is_not_a_preemption():
+    """test_kueue's waitForPodsReady golden case (one 8-GPU job, its node boots in 800 s,
+    evicted at 300 and 660) on a queue that may preempt: the two evictions take a job that
+    has not started (nothing ran, nothing is lost), so no preemption is counted."""
+    cl = static_cluster(kueue(preempting(queue("q", 8), within_cluster_queue="LowerPriority")), autoscaling=True,
+                        boot_s=800.0)
+    loop = KueueLoop(sc.separate(), wait_for_pods_ready=True)
+    row, sim = sc.run(sc.trace([job("J", "q", 8, 0.0)]), cl, loop, horizon_s=2 * HOUR)
+    assert started(sim) == {"J": 800.0} and loop.evictions.tolist() == [2]
+    assert row["preemptions"] == 0 and row["preempted_accel_hours_lost"] == 0.0
