@@ -20,7 +20,9 @@ longer fits stays at its queue's head for the next cycle. A head no flavor can t
 its queue under StrictFIFO; under BestEffortFIFO it is set aside as inadmissible, and the
 next one becomes the head, until quota is released in its cohort (a workload finishes or is
 evicted) and the set-aside ones return. Cycles repeat, at one instant, while one makes
-progress (Kueue runs its next cycle at once).
+progress (Kueue runs its next cycle at once). With a ClusterQueue's preemption policies
+(`preemption`, harness/kueue/preemption.py), a head that fits nowhere may instead evict
+admitted workloads and take their quota.
 """
 
 from __future__ import annotations
