@@ -429,8 +429,9 @@ def idle_by_model(acct: Accounting) -> dict[str, float]:
 def admission_waits(sim, jobs: pl.DataFrame) -> dict[str, float | int]:
     """Per queue of the trace, behind an admission layer (Kueue): the mean seconds from
     submission to admission of its admitted jobs (`admission_wait_mean_s_<queue>`) and how
-    many arrived jobs it never admitted (`jobs_not_admitted_<queue>`). Nothing without one:
-    every job is admitted as it arrives."""
+    many arrived jobs it never admitted (`jobs_not_admitted_<queue>`); behind admission checks
+    (Kueue's ProvisioningRequest check), the mean seconds from quota reservation to admission
+    (`check_wait_mean_s_<queue>`). Nothing without one: every job is admitted as it arrives."""
     if sim.gate is None:
         return {}
     arrived = jobs.filter((pl.col("submit_s") <= sim.horizon) & ~pl.col("refused"))
@@ -440,6 +441,12 @@ def admission_waits(sim, jobs: pl.DataFrame) -> dict[str, float | int]:
     for q, mean, never in per.iter_rows():
         row[f"admission_wait_mean_s_{q}"] = float("nan") if mean is None else float(mean)
         row[f"jobs_not_admitted_{q}"] = int(never)
+    if np.isfinite(sim.job_reserved).any():  # admission checks: from quota reservation to admission
+        checked = pl.DataFrame({"queue": sim.w.job_queue, "wait": sim.job_admitted - sim.job_reserved},
+                               nan_to_null=True).group_by("queue").agg(pl.col("wait").mean())
+        waits = dict(checked.iter_rows())
+        for q in per["queue"].to_list():
+            row[f"check_wait_mean_s_{q}"] = float("nan") if waits.get(q) is None else float(waits[q])
     return row
 
 

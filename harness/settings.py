@@ -250,6 +250,22 @@ RULES: dict[str, dict[str, Rule]] = {
         "backoff_max_s": duration("the longest requeue backoff (upstream: 3600)"),
         "backoff_limit_count": integer("evictions after which a job is deactivated; null = never (upstream)",
                                        ge=0, null=True),
+        "admission_check": component("harness.kueue.provisioning.ProvisioningCheck",
+                                     "the ClusterQueues' ProvisioningRequest admission check: a job with "
+                                     "quota reserved is admitted once its request is Provisioned; null = none",
+                                     null=True),
+    },
+    "harness.kueue.provisioning.ProvisioningCheck": {
+        "provisioning_class": one_of(("best-effort-atomic-scale-up", "check-capacity"),
+                                     "the ProvisioningRequestConfig's class: scale up for the whole workload "
+                                     "at once, or only check the capacity that exists"),
+        "no_retry": flag("the config's noRetry parameter: a check-capacity request that does not fit is "
+                         "Failed at once instead of retried by the autoscaler"),
+        "backoff_limit_count": integer("retries (requests Failed) before the workload is deactivated "
+                                       "(upstream: 3)", ge=0),
+        "backoff_base_s": duration("seconds before a workload whose request Failed is queued again, doubled "
+                                   "at each requeue (upstream: 60)"),
+        "backoff_max_s": duration("the longest such backoff (upstream: 1800)"),
     },
     "harness.loops.karpenter.KarpenterAutoscaler": {
         "batch_idle_s": duration("seconds without a new pending pod that close a batch window"),

@@ -105,6 +105,7 @@ class Simulation:
         self.may_preempt = False  # a loop that may preempt said so (`allow_preemption`)
         self.job_admitted = np.full(w.n_jobs, np.nan)  # when a job's pods first reached the scheduler
         self.job_admissions = np.zeros(w.n_jobs, np.int32)  # times `admit` let a gated job through
+        self.job_reserved = np.full(w.n_jobs, np.nan)  # its quota's last reservation before its admission
         self.arrived_version = 0  # bumps when jobs arrive or re-enter the queue
         self.node_pods: list[set[int]] = [set() for _ in range(self.state.n_slots)]
         self.held = np.zeros(self.state.n_slots, np.int64)  # GPU milli held by unstarted jobs
@@ -190,6 +191,12 @@ class Simulation:
         self.job_admissions[j] += 1
         self.acct.set_reasons(self.unbound_pods(j), PendingReason.SHORTAGE)
         self._enqueue(j)
+
+    def reserve(self, j: int) -> None:
+        """An admission layer reserved quota for gated job j, its admission checks still to
+        pass: the wait until its first admission is reported (the last reservation's)."""
+        if math.isnan(self.job_admitted[j]):
+            self.job_reserved[j] = self.now
 
     def order_queue(self, queue_sort: QueueSort) -> None:
         """Keep the queue in the order of this QueueSort plugin (the scheduler's, on attach)."""

@@ -278,3 +278,18 @@ def test_bundled_default_trace_is_current(table):
     assert bundled.equals(table), "regenerate it: loopbench generate (from the project root)"
     assert meta.source.startswith("loopbench synthetic generator seed=0 ")
     assert pq.ParquetFile(path).metadata.num_rows == table.num_rows
+
+
+def test_bundled_two_tenant_trace_is_current_and_folds_the_queues_into_two_tenants(table):
+    """traces/two_tenants.parquet is what `loopbench generate workload=two_tenants` makes: the
+    default trace's jobs (same draws: one tenant per class only relabels them), every
+    inference job in `prod` at priority 1000, every other in `research` at 100."""
+    two = instantiate(compose("generate", ["workload=two_tenants"]).workload, _convert_="all").table(0)
+    bundled, meta = read_trace(ROOT / "traces" / "two_tenants.parquet")
+    assert bundled.equals(two), "regenerate it: loopbench generate workload=two_tenants out=traces/two_tenants.parquet"
+    assert meta.source.startswith("loopbench synthetic generator seed=0 ")
+    same = [c for c in table.column_names if c not in ("queue", "priority")]
+    assert two.select(same).equals(table.select(same))
+    serving = _cls(two) == "inf"
+    assert set(_np(two, "queue")[serving]) == {"prod"} and set(_np(two, "priority")[serving]) == {1000}
+    assert set(_np(two, "queue")[~serving]) == {"research"} and set(_np(two, "priority")[~serving]) == {100}

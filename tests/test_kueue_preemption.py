@@ -13,10 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.cluster import Cluster
 from harness.kueue.admission import Admission
 from harness.kueue.loop import KueueLoop
 from harness.kueue.preemption import KueuePreemption
+from harness.kueue.provisioning import ProvisioningCheck
 from harness.kueue.queues import parse_kueue
+from harness.loops.provisioning_request import CHECK_CAPACITY
 from harness.metrics import PendingReason
 from harness.sim import Simulation
 from harness.workload import compile_workload
@@ -181,3 +184,31 @@ def test_a_pods_ready_timeout_is_not_a_preemption():
     row, sim = sc.run(sc.trace([job("J", "q", 8, 0.0)]), cl, loop, horizon_s=2 * HOUR)
     assert started(sim) == {"J": 800.0} and loop.evictions.tolist() == [2]
     assert row["preemptions"] == 0 and row["preempted_accel_hours_lost"] == 0.0
+
+
+def test_a_workload_preempted_while_its_provisioning_request_is_open_drops_the_request():
+    """Behind the ProvisioningRequest check (check-capacity), on two full 8-GPU nodes: q owns
+    24 GPUs and preempts lower priorities. J0 (two 8-GPU pods, priority 0) is admitted and
+    runs from 0; J1 (8 GPUs, priority 0) has quota reserved at 10, but its request cannot be
+    provisioned while J0 holds the nodes; J2 (8 GPUs, priority 5) arrives at 20 and preempts
+    the newer of the two, J1, whose open request is dropped with its quota (nothing ran:
+    nothing lost). Without the drop the autoscaler goes on serving a request of a workload
+    that holds no quota, and the run fails."""
+    cl = Cluster(node_types=[sc.node_type("h8")], autoscaling=True, name="golden",
+                 pools=[sc.pool("a", "h8", max_size=2, min_size=2)],
+                 kueue=kueue(preempting(queue("q", 24), within_cluster_queue="LowerPriority")))
+    j0 = [{**job("J0", "q", 8, 0.0), "min_member": 2, "priority": 0}] * 2
+    trace = sc.trace([*j0, {**job("J1", "q", 8, 10.0), "priority": 0}, {**job("J2", "q", 8, 20.0), "priority": 5}])
+    sim = Simulation(compile_workload(trace, cl), cl, seed=0, horizon_s=3 * HOUR)
+    loop = KueueLoop(sc.separate(provisioning_request=True), name="separate_kueue_provreq",
+                     admission_check=ProvisioningCheck(provisioning_class=CHECK_CAPACITY))
+    bind = sim.bind
+
+    def guarded(p, n, gpu_idx, on_state=False):
+        assert loop.adm.flavor[sim.w.job[p]] >= 0, f"pod {p} bound while its job holds no quota"
+        bind(p, n, gpu_idx, on_state)
+
+    sim.bind = guarded  # type: ignore[method-assign]
+    sim.run(loop)
+    assert sim.acct.job_preemptions.tolist() == [0, 1, 0] and sim.acct.preempted_lost == 0.0
+    assert loop.admission_check.reserved_at[2] == 20.0

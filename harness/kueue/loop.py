@@ -16,11 +16,16 @@ ordered by its eviction time (requeuingStrategy.timestamp: Eviction); past
 a time, none while an admitted job has not started. Both clocks are events of the simulation
 (`SimulationView.at`), so quiet stretches end at them.
 
+With `admission_check` (harness/kueue/provisioning.py, Kueue's ProvisioningRequest check),
+a job whose quota is reserved waits for its ProvisioningRequest to be Provisioned before it is
+admitted; a Failed request gives the quota back and requeues the job, or deactivates it.
+
 Preemption (a ClusterQueue's `preemption:`, harness/kueue/preemption.py): the victims'
 pods leave their nodes through `Simulation.evict` (the work they did is lost and counted,
-a gang goes whole), their quota comes back and they wait, not admitted, in their queues.
-The waitForPodsReady eviction is not a preemption: it takes only jobs that have not
-started, which have no work to lose, so it unbinds their pods and counts nothing.
+a gang goes whole), their quota comes back (a pending ProvisioningRequest is dropped) and
+they wait, not admitted, in their queues. The waitForPodsReady eviction is not a
+preemption: it takes only jobs that have not started, which have no work to lose, so it
+unbinds their pods and counts nothing.
 
 What a flavor does not do here: its pools bound which flavors can take a job (some pool of
 the flavor fits every pod), but the wrapped loop is not kept to those pools afterwards.
@@ -36,6 +41,7 @@ import numpy as np
 from harness.errors import ConfigError, LoopbenchError
 from harness.kueue.admission import Admission
 from harness.kueue.preemption import KueuePreemption
+from harness.kueue.provisioning import ProvisioningCheck
 from harness.kueue.queues import Kueue
 from harness.loops.base import KUEUE, Description, Loop, SimulationView, conform
 from harness.metrics import PendingReason
@@ -53,10 +59,11 @@ class KueueLoop:
     def __init__(self, inner: Loop, name: str = "separate_kueue", wait_for_pods_ready: bool = False,
                  pods_ready_timeout_s: float = 300.0, block_admission: bool = True,
                  backoff_base_s: float = 60.0, backoff_max_s: float = 3600.0,
-                 backoff_limit_count: int | None = None):
+                 backoff_limit_count: int | None = None, admission_check: ProvisioningCheck | None = None):
         check("harness.kueue.loop.KueueLoop", "loop", wait_for_pods_ready=wait_for_pods_ready,
               pods_ready_timeout_s=pods_ready_timeout_s, block_admission=block_admission,
-              backoff_base_s=backoff_base_s, backoff_max_s=backoff_max_s, backoff_limit_count=backoff_limit_count)
+              backoff_base_s=backoff_base_s, backoff_max_s=backoff_max_s, backoff_limit_count=backoff_limit_count,
+              admission_check=admission_check)
         conform(inner, Loop, "loop.inner")
         self.inner = inner
         self.name = name
@@ -65,6 +72,7 @@ class KueueLoop:
         self.block_admission = bool(block_admission) and self.wait_for_pods_ready
         self.backoff_base_s, self.backoff_max_s = float(backoff_base_s), float(backoff_max_s)
         self.backoff_limit_count = backoff_limit_count
+        self.admission_check = admission_check
 
     @property
     def policy(self) -> ScorePlugin:
@@ -104,6 +112,8 @@ class KueueLoop:
         self.evictions = np.zeros(w.n_jobs, np.int64)
         self.expired: list[int] = []  # admitted jobs whose PodsReady timeout fired
         self.dirty = False
+        if self.admission_check is not None:
+            self.admission_check.attach(self, self.inner, sim)
         sim.gate_arrivals(self._arrived)
 
     def _arrived(self, j: int) -> None:
@@ -130,10 +140,10 @@ class KueueLoop:
             self.dirty = False
             ran = self.adm.run(1 if self.block_admission else None)
             self._evict_victims()
-            # a job preempted after its admission in the same run is not admitted any more
+            # a job preempted after its quota reservation in the same run holds none any more
             admitted = [j for j in dict.fromkeys(j for j, _ in ran) if self.adm.flavor[j] >= 0]
-            for j in admitted:
-                self._admit(j, now)
+            for j in admitted:  # quota reserved: admitted now, or once its admission check is Ready
+                (self._admit if self.admission_check is None else self.admission_check.reserve)(j, now)
             if admitted:
                 self.active = np.concatenate([self.active, admitted]).astype(np.int64)
             if not (self.block_admission and admitted):
@@ -191,6 +201,8 @@ class KueueLoop:
                 sim.acct.preempted(np.array([v]), 0.0)
             sim.dequeue(v)
             sim.acct.set_reasons(sim.unbound_pods(v), PendingReason.NOT_ADMITTED)
+            if self.admission_check is not None:
+                self.admission_check.withdraw(v)
             self.active = self.active[self.active != v]
             self.unready = self.unready[self.unready != v]
             self.epoch[v] += 1  # its PodsReady timeout, if any, is void
@@ -208,17 +220,21 @@ class KueueLoop:
             sim.unbind(p)
         sim.dequeue(j)
         sim.acct.set_reasons(sim.unbound_pods(j), PendingReason.NOT_ADMITTED)
-        self.adm.release(j)
-        self.active = self.active[self.active != j]
+        self._release(j)
         self.unready = self.unready[self.unready != j]
         self.epoch[j] += 1
         self.evictions[j] += 1
-        self.dirty = True
         n = int(self.evictions[j])
         if self.backoff_limit_count is not None and n > self.backoff_limit_count:
             return  # deactivated: exceeded the maximum number of re-queuing retries
         delay = min(self.backoff_base_s * 2.0 ** (n - 1), self.backoff_max_s)
         sim.at(now + delay, self._requeue, j, now)
+
+    def _release(self, j: int) -> None:
+        """Job j gives its quota back (evicted, or its admission check failed)."""
+        self.adm.release(j)
+        self.active = self.active[self.active != j]
+        self.dirty = True
 
     def _requeue(self, j: int, evicted_at: float) -> None:
         self.adm.push(j, evicted_at)

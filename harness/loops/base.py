@@ -133,6 +133,10 @@ class SimulationView(Protocol):
     def admit(self, j: int) -> None:
         """A gated job's pending pods reach the scheduler's queue."""
         ...
+    def reserve(self, j: int) -> None:
+        """Quota is reserved for a gated job whose admission checks must pass before `admit`
+        (the wait between the two is reported per queue)."""
+        ...
     def allow_preemption(self) -> None:
         """A loop that may preempt says so on attach: its runs report the preemption metrics."""
         ...

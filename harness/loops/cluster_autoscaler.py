@@ -30,7 +30,10 @@ Its view of a pod is set by switches, all off by default as in typical deploymen
   provisioning_request  gangs become ProvisioningRequests of `provisioning_class`
                      (harness/loops/provisioning_request.py): one per scan, the whole gang
                      at once, its capacity booked in the autoscaler's own snapshot for
-                     `booking_s`; the scheduler places the pods by itself.
+                     `booking_s`; the scheduler places the pods by itself. Behind Kueue's
+                     ProvisioningRequest check (harness/kueue/provisioning.py) the requests
+                     are the workloads Kueue reserved quota for, gangs or not; once admitted,
+                     their pods are pending pods like any other to the scale-up.
 Two steps of the scheduler-autoscaler interfaces proposed to SIG-Autoscaling (the third,
 "requests", is the merged loop):
   scheduler_sees     (a) the autoscaler simulates with the scheduler's full view of a pod (its
@@ -160,11 +163,12 @@ class ClusterAutoscaler:
     @property
     def next_scan(self) -> float:
         """The next scan on the grid 0, s, 2s, ...; none while there is nothing to do (no
-        pending pod, no node on its way to scale-down, no booking, no change since the last
-        scan), so an idle cluster costs no steps. An event wakes it at the next grid point."""
+        pending pod or open request, no node on its way to scale-down, no booking, no change
+        since the last scan), so an idle cluster costs no steps. An event wakes it at the
+        next grid point."""
         sim = self.sim
         now = sim.now
-        if (not sim.queue and len(self.scale_down.low) == 0 and not self.provreq.booked
+        if (not sim.queue and len(self.scale_down.low) == 0 and not self.provreq.booked and not self.provreq.open()
                 and sim.state.mutations == self.scanned_mutations and self.provreq.key() == self.provreq_seen):
             deadline = self._provision_deadline()  # a node that never came up is still given up
             if not math.isfinite(deadline):
@@ -430,7 +434,8 @@ class ClusterAutoscaler:
         key = (sim.state.mutations, sim.arrived_version, tuple(self.backoff.allowed(now)))
         if key == self.idle_key:
             return  # nothing changed since a scan that found nothing to add
-        units = self._pending_units(gangs=False if self.provisioning_request or self.scheduler_prefers else None)
+        requests_are_gangs = self.provisioning_request and self.provreq.source is None  # else admitted pods are pods
+        units = self._pending_units(gangs=False if requests_are_gangs or self.scheduler_prefers else None)
         units = self._unplaced(units)
         if not units:
             self.idle_key = key

@@ -13,6 +13,10 @@ Each scan, before scale-up:
             asks one pool for all of its nodes at once (all-or-nothing where the pool
             honours it, else best effort), Provisioned at once with the granted nodes booked.
             A request not provisioned is retried after 1 min, doubling up to 10 min.
+The requests come from the pending gangs, or, once an admission layer `serve`s them (Kueue's
+ProvisioningRequest check, harness/kueue/provisioning.py), from the workloads it reserved
+quota for, one request per workload, of its class; it hears each outcome as it happens
+(Provisioned; Failed: not provisioned under the `noRetry` parameter, not retried here).
 A booking lives in the autoscaler's own snapshot only, as upstream's fake pods (bookCapacity):
 other pods do not count it as room and scale-down keeps its nodes; the scheduler knows
 nothing of it and may place any pod there.
@@ -20,7 +24,7 @@ nothing of it and may place any pod there.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -38,9 +42,27 @@ INITIAL_RETRY_S = 60.0  # provisioning-request-initial-backoff-time
 MAX_RETRY_S = 600.0  # provisioning-request-max-backoff-time
 
 
+class RequestSource(Protocol):
+    """An admission layer that creates the requests (Kueue's ProvisioningRequest check)."""
+
+    provisioning_class: str
+    no_retry: bool
+    version: int
+
+    def requests(self) -> list[tuple[int, np.ndarray]]: ...
+    def jobs(self) -> np.ndarray: ...
+    def provisioned(self, j: int, now: float) -> None: ...
+    def failed(self, j: int, now: float) -> None: ...
+
+
 class ProvisioningRequests:
     def __init__(self, ca: ClusterAutoscaler, provisioning_class: str, booking_s: float):
         self.ca, self.provisioning_class, self.booking_s = ca, provisioning_class, booking_s
+        self.source: RequestSource | None = None  # None: the pending gangs are the requests
+
+    def serve(self, source: RequestSource) -> None:
+        """From now on the requests are `source`'s, of its class, their outcomes told to it."""
+        self.source, self.provisioning_class = source, source.provisioning_class
 
     def attach(self) -> None:
         sim = self.ca.sim
@@ -63,9 +85,10 @@ class ProvisioningRequests:
         if done:
             self.version += 1
         self.idle = not done
-        if self.failed:  # a request whose gang left the queue is gone with it
+        if self.failed:  # a request whose gang left the queue (or its source) is gone with it
             jobs = np.fromiter(self.failed, np.int64, len(self.failed))
-            gone = set(jobs[~np.isin(jobs, self.ca.sim.queued_jobs())].tolist())
+            live = self.ca.sim.queued_jobs() if self.source is None else self.source.jobs()
+            gone = set(jobs[~np.isin(jobs, live)].tolist())
             if gone:
                 self.failed = {j: t for j, t in self.failed.items() if j not in gone}
                 self.retry_s = {j: r for j, r in self.retry_s.items() if j not in gone}
@@ -83,7 +106,12 @@ class ProvisioningRequests:
 
     def key(self) -> tuple[int, ...]:
         """What the requests' outcome depends on beyond nodes and arrivals."""
-        return (self.version,)
+        return (self.version,) if self.source is None else (self.version, self.source.version)
+
+    def open(self) -> bool:
+        """A source's request awaits processing (pending gangs keep the autoscaler awake by
+        themselves: they are in the scheduler's queue)."""
+        return self.source is not None and bool(len(self.source.jobs()))
 
     def clocks(self, since: float) -> list[Clock]:
         """The booking expiries and retry backoffs that run out after `since` (the last scan),
@@ -94,9 +122,7 @@ class ProvisioningRequests:
 
     # ---- process: one request per scan ----------------------------------------------------
     def process(self, now: float) -> None:
-        ca = self.ca
-        for unit in ca._pending_units(gangs=True):
-            j = int(ca.sim.w.job[unit[0]])
+        for j, unit in self._requests():
             if j in self.booked:
                 continue
             if j in self.failed:
@@ -107,6 +133,13 @@ class ProvisioningRequests:
             self._provision(now, j, unit)
             return
 
+    def _requests(self) -> list[tuple[int, np.ndarray]]:
+        """(job, its pending pods) of each request, in order."""
+        if self.source is not None:
+            return self.source.requests()
+        ca = self.ca
+        return [(int(ca.sim.w.job[unit[0]]), unit) for unit in ca._pending_units(gangs=True)]
+
     def _provision(self, now: float, j: int, unit: np.ndarray) -> None:
         nodes, rest = self._fit_existing(j, unit)
         if len(rest) and self.provisioning_class == BEST_EFFORT_ATOMIC:
@@ -114,6 +147,9 @@ class ProvisioningRequests:
             if len(granted):
                 nodes, rest = np.r_[nodes, granted], rest[:0]
         self.version += 1
+        if len(rest) and self.source is not None and self.source.no_retry:  # Failed, not retried here
+            self.source.failed(j, now)
+            return
         if len(rest):  # Provisioned=False: retried after a backoff
             self.failed[j] = now
             self.retry_s.setdefault(j, INITIAL_RETRY_S)
@@ -122,6 +158,8 @@ class ProvisioningRequests:
         self.retry_s.pop(j, None)
         self.booked[j] = (now, nodes)
         self.booked_for[nodes] = j
+        if self.source is not None:
+            self.source.provisioned(j, now)
 
     def _fit_existing(self, j: int, unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(the nodes, the pods left): the gang's pods packed first fit, class by class, on the
