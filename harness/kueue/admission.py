@@ -21,17 +21,23 @@ longer fits stays at its queue's head for the next cycle. A head no flavor can t
 its queue under StrictFIFO; under BestEffortFIFO it is set aside as inadmissible, and the
 next one becomes the head, until quota is released in its cohort (a workload finishes or is
 evicted) and the set-aside ones return. Cycles repeat, at one instant, while one makes
-progress (Kueue runs its next cycle at once).
+progress (Kueue runs its next cycle at once). With a ClusterQueue's preemption policies
+(`preemption`, harness/kueue/preemption.py), a head that fits nowhere may instead evict
+admitted workloads and take their quota.
 """
 
 from __future__ import annotations
 
 from bisect import insort
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from harness.kueue.queues import Kueue
+
+if TYPE_CHECKING:
+    from harness.kueue.preemption import KueuePreemption
 
 
 class Admission:
@@ -52,11 +58,20 @@ class Admission:
         #: the members of each queue's cohort (itself alone when it has none)
         self.members = [np.flatnonzero(cohort == cohort[c]) if cohort[c] >= 0 else np.array([c])
                         for c in range(n)]
+        self.group = np.where(cohort >= 0, cohort, -1 - np.arange(n))  # cohort, or -1 - c alone
         self.pending: list[list[tuple[int, float, int]]] = [[] for _ in range(n)]  # (-priority, ts, job), sorted
         self.inadmissible: list[list[tuple[int, float, int]]] = [[] for _ in range(n)]
         self.flavor = np.full(len(request), -1, np.int64)  # the flavor of an admitted job
         #: Kueue TAS (harness/kueue/tas.py): can flavor f's topology place job j now? (None: yes)
         self.topology_fits: Callable[[int, int], bool] | None = None
+        self.queued_ts = np.full(len(request), np.nan)  # the timestamp a job last queued with
+        self.admitted_seq = np.full(len(request), -1, np.int64)  # admissions' order (newer: higher)
+        self.n_admitted = 0
+        #: only admissions numbered below this may be preempted (None: any); see preemption.py
+        self.preemptible_before: int | None = None
+        #: Kueue's preemption (harness/kueue/preemption.py), when a ClusterQueue preempts
+        self.preemption: KueuePreemption | None = None
+        self.evicted: list[int] = []  # jobs preempted, in order, until the caller takes them
 
     # ---- quota ---------------------------------------------------------------------------
     def fit(self, c: int, f: int, q: np.ndarray) -> tuple[bool, bool]:
@@ -107,32 +122,51 @@ class Admission:
     # ---- queues --------------------------------------------------------------------------
     def push(self, j: int, ts: float) -> None:
         """Job j waits in its ClusterQueue, ordered by priority then `ts`."""
+        self.queued_ts[j] = ts
         insort(self.pending[int(self.queue_of[j])], (-int(self.priority[j]), float(ts), j))
 
     def cycle(self, most: int | None = None) -> tuple[list[tuple[int, int]], bool]:
         """One admission cycle, admitting `most` workloads at most (None: no bound): the
-        (job, flavor) admitted, and whether it changed anything."""
-        entries, changed = [], False
+        (job, flavor) admitted, and whether it changed anything. With preemption, a head that
+        fits nowhere but can make room evicts its victims (`evicted`) in its turn and is
+        admitted on the quota they free, unless its cohort already admitted or preempted in
+        this cycle (its victims were found on books that changed since: next cycle)."""
+        entries: list[tuple[bool, tuple[int, float, int], int, int, list[int] | None]] = []
+        changed = False
         for c, queue in enumerate(self.pending):
             if not queue:
                 continue
             j = queue[0][2]
             f, borrows = self.assign(j)
             if f >= 0:
-                entries.append((borrows, queue[0], c, f))
+                entries.append((borrows, queue[0], c, f, None))
+            elif self.preemption is not None and (found := self.preemption.nominate(self, j)) is not None:
+                f, borrows, victims = found
+                entries.append((borrows, queue[0], c, f, victims))
             elif not self.k.cluster_queues[c].strict_fifo:
                 self.inadmissible[c].append(queue.pop(0))
                 changed = True
         admitted: list[tuple[int, int]] = []
-        for _, key, c, f in sorted(entries):
+        touched: set[int] = set()  # the groups (`group`) that admitted or preempted this cycle
+        for _, key, c, f, targets in sorted(entries):
             j = key[2]
+            group = int(self.group[c])
             if len(admitted) == most:
                 break
+            if targets is not None:
+                if group in touched:
+                    continue
+                assert self.preemption is not None
+                self.preemption.issue(self, targets)
+                changed = True
             if self.fit(c, f, self.request[j])[0] and self._placeable(j, f):
-                self.pending[c].pop(0)
+                self.pending[c].remove(key)  # the head, unless a release this cycle put one before it
                 self.usage[c, f] += self.request[j]
                 self.flavor[j] = f
+                self.admitted_seq[j] = self.n_admitted
+                self.n_admitted += 1
                 admitted.append((j, f))
+                touched.add(group)
         return admitted, changed or bool(admitted)
 
     def run(self, most: int | None = None) -> list[tuple[int, int]]:

@@ -28,6 +28,14 @@ keep to that domain (harness/kueue/tas.py).
 With `admission_check` (harness/kueue/provisioning.py, Kueue's ProvisioningRequest check),
 a job whose quota is reserved waits for its ProvisioningRequest to be Provisioned before it is
 admitted; a Failed request gives the quota back and requeues the job, or deactivates it.
+
+Preemption (a ClusterQueue's `preemption:`, harness/kueue/preemption.py): the victims'
+pods leave their nodes through `Simulation.evict` (the work they did is lost and counted,
+a gang goes whole), their quota comes back (a pending ProvisioningRequest is dropped) and
+they wait, not admitted, in their queues. The waitForPodsReady eviction is not a
+preemption: it takes only jobs that have not started, which have no work to lose, so it
+unbinds their pods and counts nothing. Not modelled: preemption for a TAS workload (victims
+are chosen by quota alone; the preemptor may then find no domain and wait).
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ import numpy as np
 
 from harness.errors import ConfigError, LoopbenchError
 from harness.kueue.admission import Admission
+from harness.kueue.preemption import KueuePreemption
 from harness.kueue.provisioning import ProvisioningCheck
 from harness.kueue.queues import Kueue
 from harness.kueue.tas import TopologyAssigner
@@ -46,7 +55,7 @@ from harness.loops.base import KUEUE, Description, Loop, SimulationView, conform
 from harness.metrics import PendingReason
 from harness.scores import ScorePlugin
 from harness.settings import check
-from harness.workload import BOUND, Workload, pools_fit
+from harness.workload import BOUND, RUNNING, Workload, pools_fit
 
 
 def unknown_queues(kueue: Kueue, w: Workload) -> list[str]:
@@ -109,6 +118,9 @@ class KueueLoop:
         if self.tas is not None:
             self.adm.topology_fits = self.tas.fits
         self.capacity_seen = -1  # the cluster's capacity version TAS last saw
+        if any(cq.preemption.enabled for cq in kueue.cluster_queues):
+            self.adm.preemption = KueuePreemption(w.job_submit)
+            sim.allow_preemption()
         self.active = np.zeros(0, np.int64)  # admitted jobs not finished
         self.unready = np.zeros(0, np.int64)  # admitted jobs not started
         self.epoch = np.zeros(w.n_jobs, np.int64)  # admissions so far (a timeout names one)
@@ -138,14 +150,18 @@ class KueueLoop:
         self._refresh_ready()
         self._evict_expired(now)
         self._new_capacity()
+        self.adm.preemptible_before = self.adm.n_admitted  # none admitted from now on is preempted now
         stepped = False
         while self.dirty and not (self.block_admission and len(self.unready)):
             self.dirty = False
-            admitted = self.adm.run(1 if self.block_admission else None)
-            for j, _ in admitted:  # quota reserved: admitted now, or once its admission check is Ready
+            ran = self.adm.run(1 if self.block_admission else None)
+            self._evict_victims()
+            # a job preempted after its quota reservation in the same run holds none any more
+            admitted = [j for j in dict.fromkeys(j for j, _ in ran) if self.adm.flavor[j] >= 0]
+            for j in admitted:  # quota reserved: admitted now, or once its admission check is Ready
                 (self._admit if self.admission_check is None else self.admission_check.reserve)(j, now)
             if admitted:
-                self.active = np.concatenate([self.active, [j for j, _ in admitted]]).astype(np.int64)
+                self.active = np.concatenate([self.active, admitted]).astype(np.int64)
             if not (self.block_admission and admitted):
                 break
             self.dirty = True  # more may wait behind it
@@ -202,6 +218,26 @@ class KueueLoop:
         if self.wait_for_pods_ready:
             self.unready = np.append(self.unready, j)
             self.sim.at(now + self.timeout_s, self._timed_out, j, int(self.epoch[j]))
+
+    def _evict_victims(self) -> None:
+        """Kueue preempted these jobs: their pods on nodes are evicted (`Simulation.evict`:
+        the lost work is counted), and every pod of theirs waits again, not admitted."""
+        sim = self.sim
+        victims, self.adm.evicted = self.adm.evicted, []
+        for v in dict.fromkeys(victims):
+            pods = sim.w.job_pods[v]
+            on_nodes = pods[np.isin(sim.pod_status[pods], (BOUND, RUNNING))]
+            if len(on_nodes):
+                sim.evict(on_nodes)
+            else:  # quota reserved, no pod bound yet: preempted all the same, nothing lost
+                sim.acct.preempted(np.array([v]), 0.0)
+            sim.dequeue(v)
+            sim.acct.set_reasons(sim.unbound_pods(v), PendingReason.NOT_ADMITTED)
+            if self.admission_check is not None:
+                self.admission_check.withdraw(v)
+            self.active = self.active[self.active != v]
+            self.unready = self.unready[self.unready != v]
+            self.epoch[v] += 1  # its PodsReady timeout, if any, is void
 
     def _timed_out(self, j: int, epoch: int) -> None:
         if epoch == self.epoch[j] and self.adm.flavor[j] >= 0:

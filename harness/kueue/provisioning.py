@@ -113,6 +113,11 @@ class ProvisioningCheck:
         delay = min(self.backoff_base_s * 2.0 ** (self.layer.evictions[j] - 1), self.backoff_max_s)
         self.sim.at(now + delay, self.layer._requeue, j, now)
 
+    def withdraw(self, j: int) -> None:
+        """Workload j lost its quota to a preemption: its request, if still open, is dropped."""
+        if j in self.waiting:
+            self._settle(j)
+
     def _settle(self, j: int) -> None:
         self.waiting.remove(j)
         self.version += 1

@@ -13,6 +13,10 @@ As Kueue's objects, trimmed to what admission reads:
           flavors:                    # tried in this order (Kueue's flavor assigner)
             - {name: h100, nominal: {gpu: 64, cpu: 1024, memory: 8192},
                borrowing_limit: {gpu: 32}, lending_limit: {gpu: 16}}
+          preemption:                 # Kueue's ClusterQueuePreemption (all Never by default)
+            within_cluster_queue: LowerPriority   # Never | LowerPriority | LowerOrNewerEqualPriority
+            reclaim_within_cohort: Any            # Never | LowerPriority | Any
+            borrow_within_cohort: {policy: LowerPriority, max_priority_threshold: 0}  # or Never
       local_queues:                   # the trace's `queue` column names a LocalQueue
         - {name: research, cluster_queue: research}
 
@@ -23,8 +27,9 @@ clusterQueue"). A limit left out is no limit: a ClusterQueue may borrow all its 
 lends, and lends all its nominal quota. Only a ClusterQueue in a cohort may set limits
 (Kueue's validation). A flavor's `topology` lists the levels of the Topology it names (Kueue
 TAS, harness/kueue/tas.py), a top-down sub-sequence of the cluster's block > rack > node;
-without it the flavor has no topology. Bad input is refused by key, value and rule
-(harness.errors.ConfigError).
+without it the flavor has no topology.
+`borrow_within_cohort` needs a `reclaim_within_cohort` other than Never (its CEL rule). Bad input
+is refused by key, value and rule (harness.errors.ConfigError).
 """
 
 from __future__ import annotations
@@ -46,6 +51,24 @@ SCALE = np.array([1000.0, 1000.0, 1024.0])
 STRATEGIES = ("BestEffortFIFO", "StrictFIFO")
 #: the topology levels of every cluster, top first: a node's block, its rack, the node
 LEVELS = ("block", "rack", "node")
+WITHIN_CLUSTER_QUEUE = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
+RECLAIM_WITHIN_COHORT = ("Never", "LowerPriority", "Any")
+BORROW_WITHIN_COHORT = ("Never", "LowerPriority")
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """A ClusterQueue's preemption policies (harness/kueue/preemption.py reads them);
+    `max_priority_threshold` None: no bound below the preemptor's own priority."""
+
+    within_cluster_queue: str = "Never"
+    reclaim_within_cohort: str = "Never"
+    borrow_within_cohort: str = "Never"
+    max_priority_threshold: int | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return (self.within_cluster_queue, self.reclaim_within_cohort, self.borrow_within_cohort) != ("Never",) * 3
 
 
 @dataclass(frozen=True)
@@ -54,6 +77,7 @@ class ClusterQueue:
     cohort: str | None
     strict_fifo: bool
     flavors: tuple[int, ...]  # indices into Kueue.flavor_names, in the order they are tried
+    preemption: Preemption = Preemption()
 
 
 @dataclass(frozen=True)
@@ -118,6 +142,31 @@ def _amounts(value, where: str, allowed: tuple[str, ...]) -> dict[str, float]:
     return {k: float(v) for k, v in amounts.items()}
 
 
+def _choice(value, where: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ConfigError(where, f"must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def _preemption(cfg, where: str) -> Preemption:
+    """A ClusterQueue's `preemption:` block; a key left out is upstream's default, Never."""
+    cfg = _map(cfg, where, ("within_cluster_queue", "reclaim_within_cohort", "borrow_within_cohort"))
+    within = _choice(cfg.get("within_cluster_queue", "Never"), f"{where}.within_cluster_queue", WITHIN_CLUSTER_QUEUE)
+    reclaim = _choice(cfg.get("reclaim_within_cohort", "Never"), f"{where}.reclaim_within_cohort",
+                      RECLAIM_WITHIN_COHORT)
+    borrow = _map(cfg.get("borrow_within_cohort") or {}, f"{where}.borrow_within_cohort",
+                  ("policy", "max_priority_threshold"))
+    policy = _choice(borrow.get("policy", "Never"), f"{where}.borrow_within_cohort.policy", BORROW_WITHIN_COHORT)
+    threshold = borrow.get("max_priority_threshold")
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, numbers.Integral)):
+        raise ConfigError(f"{where}.borrow_within_cohort.max_priority_threshold",
+                          f"must be an integer priority, got {threshold!r}")
+    if policy != "Never" and reclaim == "Never":
+        raise ConfigError(f"{where}.borrow_within_cohort.policy",
+                          f"{policy} needs reclaim_within_cohort other than Never (Kueue's validation)")
+    return Preemption(within, reclaim, policy, None if threshold is None else int(threshold))
+
+
 def parse_kueue(cfg, pools: list[str], where: str = "cluster.kueue") -> Kueue:
     """The validated `kueue:` section of a cluster whose pools are named `pools`."""
     cfg = _map(cfg, where, ("resource_flavors", "cluster_queues", "local_queues"),
@@ -147,7 +196,7 @@ def parse_kueue(cfg, pools: list[str], where: str = "cluster.kueue") -> Kueue:
     cqs = []
     for c, q in enumerate(queues):
         at = f"{where}.cluster_queues[{c}]"
-        q = _map(q, at, ("name", "cohort", "queueing_strategy", "flavors"), ("name", "flavors"))
+        q = _map(q, at, ("name", "cohort", "queueing_strategy", "flavors", "preemption"), ("name", "flavors"))
         name = _name(q["name"], f"{at}.name")
         cohort = q.get("cohort")
         if cohort is not None:
@@ -185,7 +234,8 @@ def parse_kueue(cfg, pools: list[str], where: str = "cluster.kueue") -> Kueue:
                         raise ConfigError(f"{fat}.lending_limit.{res}",
                                           f"must be at most the nominal quota ({quota[res]:g}), got {lend[res]:g}")
                     lending[c, f, r] = lend[res] * SCALE[r]
-        cqs.append(ClusterQueue(name, cohort, strategy == "StrictFIFO", tuple(order)))
+        preemption = _preemption(q.get("preemption") or {}, f"{at}.preemption")
+        cqs.append(ClusterQueue(name, cohort, strategy == "StrictFIFO", tuple(order), preemption))
     names = [cq.name for cq in cqs]
     _unique(names, f"{where}.cluster_queues", "ClusterQueue")
     local: dict[str, int] = {}
