@@ -212,6 +212,16 @@ def test_a_trace_queue_without_a_local_queue_is_refused_naming_queue_trace_and_c
         KueueLoop(sc.separate()).attach(sim)
 
 
+def test_the_two_tenant_scenario_gives_each_tenant_its_queue_and_prod_reclaims_what_it_lent():
+    """trace=two_tenants cluster=two_tenants builds behind Kueue: the trace's two queues are
+    LocalQueues of two ClusterQueues in one cohort, and only prod preempts (reclaims)."""
+    sim, loop = build(compose("config", ["trace=two_tenants", "cluster=two_tenants", "loop=separate_kueue"]))
+    k = sim.cluster.kueue
+    assert set(np.unique(sim.w.job_queue).tolist()) == set(k.local_queues) == {"prod", "research"}
+    assert [(cq.name, cq.cohort, cq.preemption.reclaim_within_cohort) for cq in k.cluster_queues] == [
+        ("prod", "shared", "LowerPriority"), ("research", "shared", "Never")]
+
+
 # ---- quiet time ------------------------------------------------------------------------------
 def replay_behind_kueue(table, ready: bool, autoscaling: bool, quiet: bool):
     """test_quiet's replay, the cluster with one small queue (4 GPUs) so that jobs wait."""
