@@ -256,17 +256,27 @@ def test_only_admitted_jobs_are_bound_and_the_books_add_up(table, autoscaling, r
     cl.kueue = parse_kueue(kueue(queue("default", 4), pools=names), names)
     sim = Simulation(compile_workload(table, cl), cl, seed=1, horizon_s=6 * HOUR)
     loop = KueueLoop(sc.separate(), wait_for_pods_ready=ready)
+    run_admitted_only(sim, loop)
+    assert_books_add_up(loop)
+    assert (loop.adm.usage[..., 0] <= 4000 + 1e-6).all()  # never above the 4 GPUs of quota
+
+
+def run_admitted_only(sim: Simulation, loop: KueueLoop) -> None:
+    """Replay, failing at the bind of any pod whose job holds no quota."""
     bind = sim.bind
 
     def guarded(p, n, gpu_idx, on_state=False):
-        assert loop.adm.flavor[sim.w.job[p]] >= 0, f"pod {p} bound while its job is not admitted"
+        assert loop.adm.flavor[sim.w.job[p]] >= 0, f"pod {p} bound while its job holds no quota"
         bind(p, n, gpu_idx, on_state)
 
     sim.bind = guarded  # type: ignore[method-assign]
     sim.run(loop)
+
+
+def assert_books_add_up(loop: KueueLoop) -> None:
+    """Each queue's usage is exactly what its admitted, unfinished jobs ask."""
     holding = loop.adm.flavor >= 0
     assert set(np.flatnonzero(holding).tolist()) == set(loop.active.tolist())
     expected = np.zeros_like(loop.adm.usage)
     np.add.at(expected, (loop.adm.queue_of[holding], loop.adm.flavor[holding]), loop.adm.request[holding])
     np.testing.assert_allclose(loop.adm.usage, expected, atol=1e-6)
-    assert (loop.adm.usage[..., 0] <= 4000 + 1e-6).all()  # never above the 4 GPUs of quota

@@ -25,7 +25,7 @@ from harness.sim import Simulation
 from harness.workload import compile_workload
 from tests import scenarios as sc
 from tests.test_invariants import workloads
-from tests.test_kueue import HOUR, job, kueue, queue, started, static_cluster
+from tests.test_kueue import HOUR, assert_books_add_up, job, kueue, queue, run_admitted_only, started, static_cluster
 from tests.test_quiet import quiet_cluster
 
 
@@ -129,19 +129,8 @@ def test_with_preemption_only_admitted_jobs_run_and_the_books_add_up(table, auto
                              pa.array([k // 2 % 3 for k in number], pa.int32()))  # later jobs rank higher
     sim = Simulation(compile_workload(table, cl), cl, seed=1, horizon_s=6 * HOUR)
     loop = KueueLoop(sc.separate(), wait_for_pods_ready=ready)
-    bind = sim.bind
-
-    def guarded(p, n, gpu_idx, on_state=False):
-        assert loop.adm.flavor[sim.w.job[p]] >= 0, f"pod {p} bound while its job is not admitted"
-        bind(p, n, gpu_idx, on_state)
-
-    sim.bind = guarded  # type: ignore[method-assign]
-    sim.run(loop)
-    holding = loop.adm.flavor >= 0
-    assert set(np.flatnonzero(holding).tolist()) == set(loop.active.tolist())
-    expected = np.zeros_like(loop.adm.usage)
-    np.add.at(expected, (loop.adm.queue_of[holding], loop.adm.flavor[holding]), loop.adm.request[holding])
-    np.testing.assert_allclose(loop.adm.usage, expected, atol=1e-6)
+    run_admitted_only(sim, loop)
+    assert_books_add_up(loop)
     assert loop.adm.usage[..., 0].sum() <= 1000 + 1e-6  # never above the cohort's 1 GPU
 
 
@@ -202,13 +191,6 @@ def test_a_workload_preempted_while_its_provisioning_request_is_open_drops_the_r
     sim = Simulation(compile_workload(trace, cl), cl, seed=0, horizon_s=3 * HOUR)
     loop = KueueLoop(sc.separate(provisioning_request=True), name="separate_kueue_provreq",
                      admission_check=ProvisioningCheck(provisioning_class=CHECK_CAPACITY))
-    bind = sim.bind
-
-    def guarded(p, n, gpu_idx, on_state=False):
-        assert loop.adm.flavor[sim.w.job[p]] >= 0, f"pod {p} bound while its job holds no quota"
-        bind(p, n, gpu_idx, on_state)
-
-    sim.bind = guarded  # type: ignore[method-assign]
-    sim.run(loop)
+    run_admitted_only(sim, loop)
     assert sim.acct.job_preemptions.tolist() == [0, 1, 0] and sim.acct.preempted_lost == 0.0
     assert loop.admission_check.reserved_at[2] == 20.0
