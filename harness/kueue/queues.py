@@ -4,14 +4,14 @@ As Kueue's objects, trimmed to what admission reads:
 
     kueue:
       resource_flavors:               # a flavor is a set of the cluster's pools
-        - {name: h100, pools: [nvl-reserved, nvl-ondemand, pcie-ondemand],
+        - {name: h100-nvl, pools: [nvl-reserved, nvl-ondemand],
            topology: [block, rack, node]}   # its Topology's levels, top first (optional)
       cluster_queues:
         - name: research
           cohort: shared              # null: borrows and lends nothing
           queueing_strategy: BestEffortFIFO   # or StrictFIFO (Kueue's default: BestEffortFIFO)
           flavors:                    # tried in this order (Kueue's flavor assigner)
-            - {name: h100, nominal: {gpu: 64, cpu: 1024, memory: 8192},
+            - {name: h100-nvl, nominal: {gpu: 64, cpu: 1024, memory: 8192},
                borrowing_limit: {gpu: 32}, lending_limit: {gpu: 16}}
           preemption:                 # Kueue's ClusterQueuePreemption (all Never by default)
             within_cluster_queue: LowerPriority   # Never | LowerPriority | LowerOrNewerEqualPriority
