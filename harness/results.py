@@ -64,7 +64,27 @@ def openb_cluster(nodes_csv: str, autoscaled: bool = True, shortage: str | None 
         for pool in cfg["pools"]:
             high = int(pool["max_size"])
             pool["stock"] = {"low": int(stock_low * high), "high": high, "period_s": stock_period_s}
+    cfg["kueue"] = single_tenant_queue(cfg)
     return Cluster(**{k: v for k, v in cfg.items() if k != "_target_"})
+
+
+def single_tenant_queue(cfg: dict) -> dict:
+    """Kueue's queues for one tenant on a cluster config (a `kueue:` section, read only by the
+    loops behind Kueue admission): a ResourceFlavor per pool (a node model, as Kueue users
+    label flavors by instance type), tried in the pools' order, and one ClusterQueue `default`
+    (the queue of a trace without queues) whose nominal quota in each flavor is all that
+    pool may hold (max_size nodes): Kueue admits whole jobs onto the flavor of the first
+    pool that fits them and has quota left, and never holds back what the cluster could run."""
+    types = {t["name"]: t for t in cfg["node_types"]}
+    flavors, quotas = [], []
+    for pool in cfg["pools"]:
+        t, n = types[pool["node_type"]], int(pool["max_size"])
+        flavors.append({"name": pool["name"], "pools": [pool["name"]]})
+        quotas.append({"name": pool["name"], "nominal": {
+            "gpu": n * int(t.get("gpus", 0)), "cpu": n * int(t["cpu_milli"]) / 1000, "memory": n * int(t["memory_mib"]) / 1024}})
+    return {"resource_flavors": flavors,
+            "cluster_queues": [{"name": "default", "cohort": None, "flavors": quotas}],
+            "local_queues": [{"name": "default", "cluster_queue": "default"}]}
 
 
 @dataclass(frozen=True)

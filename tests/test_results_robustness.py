@@ -16,14 +16,14 @@ def grid_params(sets=()):
     return results.sweep_params(GRID, results._hydra_config(GRID.name, []), sets)
 
 
-def test_the_grid_is_6_loops_x_2_scorings_x_2_providers_x_2_scenarios_x_5_seeds():
+def test_the_grid_is_8_loops_x_2_scorings_x_2_providers_x_2_scenarios_x_5_seeds():
     params = grid_params()
     values = results._sweep_values(params)
     assert values["loop"] == ["separate", "separate_provreq", "separate_sees", "separate_prefers",
-                              "separate_karpenter", "merged"]
+                              "separate_karpenter", "separate_kueue", "separate_kueue_provreq", "merged"]
     assert values["policy"] == ["kube_default", "bin_packing"] and values["++cluster.shortage"] == ["error", "silent"]
     assert values["scenario"] == ["synthetic", "openb_autoscaled"] and values["seed"] == ["0", "1", "2", "3", "4"]
-    assert results.sweep_size(params) == 240
+    assert results.sweep_size(params) == 320
     # the loops cost unevenly (the Karpenter-like one most): each of two processes takes a provider
     assert [p[3] for p in results.shards(params, 2, GRID.shard_along)] == ["++cluster.shortage=error",
                                                                            "++cluster.shortage=silent"]
@@ -61,10 +61,11 @@ def test_openb_cluster_passes_the_provider_behaviour_only_when_given(monkeypatch
     monkeypatch.setattr(results, "Cluster", lambda **kw: seen.append(kw) or kw)
     monkeypatch.setattr(results, "_resolve", lambda p: type("P", (), {"exists": lambda self: True,
                                                                       "__str__": lambda self: "n.csv"})())
-    monkeypatch.setattr("harness.importers.cli._openb_nodes", lambda path: {"_target_": "x", "name": "openb"})
+    monkeypatch.setattr("harness.importers.cli._openb_nodes",
+                        lambda path: {"_target_": "x", "name": "openb", "node_types": [], "pools": []})
     results.openb_cluster("n.csv", autoscaled=False)
     results.openb_cluster("n.csv", autoscaled=False, shortage="silent")
-    assert seen == [{"name": "openb"}, {"name": "openb", "shortage": "silent"}]
+    assert [kw.get("shortage") for kw in seen] == [None, "silent"]
 
 
 def test_the_openb_scenario_makes_stock_scarce_so_the_provider_matters(tmp_path):
@@ -80,3 +81,19 @@ def test_the_openb_scenario_makes_stock_scarce_so_the_provider_matters(tmp_path)
     assert all(p.stock is None for p in results.openb_cluster(str(nodes)).pools)
     with pytest.raises(ConfigError, match=r"cluster.stock_low"):
         check("harness.results.openb_cluster", "cluster", stock_low=1.5)
+
+
+def test_the_openb_cluster_queues_one_tenant_on_a_flavor_per_node_model():
+    """Kueue's section of the openb cluster (for separate_kueue in the grid): one ClusterQueue
+    `default` (openb's queue), a flavor per pool in the pools' order, and as nominal quota all
+    that pool may hold, so Kueue never holds back what the cluster could run."""
+    cfg = {"node_types": [{"name": "a", "cpu_milli": 96000, "memory_mib": 786432, "gpus": 8},
+                          {"name": "b", "cpu_milli": 64000, "memory_mib": 262144}],
+           "pools": [{"name": "a", "node_type": "a", "max_size": 3}, {"name": "b", "node_type": "b", "max_size": 2}]}
+    k = results.single_tenant_queue(cfg)
+    assert k["resource_flavors"] == [{"name": "a", "pools": ["a"]}, {"name": "b", "pools": ["b"]}]
+    assert k["local_queues"] == [{"name": "default", "cluster_queue": "default"}]
+    (cq,) = k["cluster_queues"]
+    assert cq["name"] == "default" and cq["cohort"] is None
+    assert cq["flavors"] == [{"name": "a", "nominal": {"gpu": 24, "cpu": 288.0, "memory": 2304.0}},
+                             {"name": "b", "nominal": {"gpu": 0, "cpu": 128.0, "memory": 512.0}}]
