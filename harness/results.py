@@ -80,8 +80,9 @@ def single_tenant_queue(cfg: dict) -> dict:
     for pool in cfg["pools"]:
         t, n = types[pool["node_type"]], int(pool["max_size"])
         flavors.append({"name": pool["name"], "pools": [pool["name"]]})
-        quotas.append({"name": pool["name"], "nominal": {
-            "gpu": n * int(t.get("gpus", 0)), "cpu": n * int(t["cpu_milli"]) / 1000, "memory": n * int(t["memory_mib"]) / 1024}})
+        quotas.append({"name": pool["name"], "nominal": {"gpu": n * int(t.get("gpus", 0)),
+                                                         "cpu": n * int(t["cpu_milli"]) / 1000,
+                                                         "memory": n * int(t["memory_mib"]) / 1024}})
     return {"resource_flavors": flavors,
             "cluster_queues": [{"name": "default", "cohort": None, "flavors": quotas}],
             "local_queues": [{"name": "default", "cluster_queue": "default"}]}
