@@ -122,7 +122,8 @@ EXPERIMENTS = [
         "Regenerate: loopbench results openb_autoscaled."]),
     Experiment("loops_robustness", "Robustness grid: loops x scoring x provider x trace", [
         "Does what the interface steps and the merged loop save hold across settings? Every loop (the interface "
-        "ladder and the Karpenter-like loop) x scoring policy (kube-scheduler's default; GPU bin-packing) x "
+        "ladder, the Karpenter-like loop, and Kueue in front of the separate loops with and without its "
+        "ProvisioningRequest check) x scoring policy (kube-scheduler's default; GPU bin-packing) x "
         "provider (a request it cannot fill fails at once; or silently: the missing nodes never come up and the "
         "loop notices at its own timeout) x "
         "trace (the bundled synthetic trace on the default cluster; openb on the autoscaled cluster of its node "
