@@ -300,12 +300,11 @@ RULES: dict[str, dict[str, Rule]] = {
                                   "the smallest, or none (behavior.scaleUp.selectPolicy, Max)"),
         "scale_down_select": one_of(("Max", "Min", "Disabled"), "which scale-down policy applies: the largest "
                                     "change, the smallest, or none (behavior.scaleDown.selectPolicy, Max)"),
-        **{f"scale_{d}_policies.*.0": one_of(("Pods", "Percent"), f"a scale-{d} policy's type "
-                                             f"(behavior.scale{d.title()}.policies[].type)") for d in ("up", "down")},
-        **{f"scale_{d}_policies.*.1": integer(f"replicas, or percent of those at the period's start, a scale-{d} "
-                                              f"policy allows per period (policies[].value)", ge=1) for d in ("up", "down")},
-        **{f"scale_{d}_policies.*.2": number(f"seconds of a scale-{d} policy's sliding period "
-                                             "(policies[].periodSeconds)", gt=0, le=1800) for d in ("up", "down")},
+        **{f"scale_{d}_policies.*.{i}": rule for d in ("up", "down") for i, rule in enumerate((
+            one_of(("Pods", "Percent"), f"a scale-{d} policy's type (behavior.scale{d.title()}.policies[].type)"),
+            integer(f"replicas, or percent of those at the period's start, a scale-{d} policy allows per "
+                    "period (policies[].value)", ge=1),
+            number(f"seconds of a scale-{d} policy's sliding period (policies[].periodSeconds)", gt=0, le=1800)))},
         "target_utilization": number("share of capacity_per_replica each replica is sized to serve: the "
                                      "external metric's AverageValue target", gt=0, le=1),
     },
