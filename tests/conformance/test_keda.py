@@ -26,25 +26,34 @@ def sync(k: KedaScaledObject, now: float, current: int, demand: float) -> int:
     return int(k.sync(now, np.array([current]), np.array([demand]))[0])
 
 
+def request_scale(current: int, demand: float, lo: int = 0, **kw) -> int:
+    """One RequestScale, as upstream's executor tests call it: the ScaledObject's HPA synced
+    (same input) 30 s before with a one-hour period, so that only the executor's poll is due."""
+    k = keda(lo=lo, sync_period_s=3600.0, **kw)
+    sync(k, -30.0, current, demand)
+    return sync(k, 0.0, current, demand)
+
+
 def test_scale_to_min_replicas_when_not_active():
     """kedacore/keda pkg/scaling/executor/scale_scaledobjects_test.go
     TestScaleToMinReplicasWhenNotActive: minReplicaCount 0, 10 replicas, triggers not active, no
     LastActiveTime -> scaled to 0 at once (the cooldown counts from a last active time there is
     none of)."""
-    assert sync(keda(lo=0), 0.0, 10, INACTIVE) == 0
+    assert request_scale(10, INACTIVE, lo=0) == 0
 
 
 def test_scale_to_min_replicas_from_lower_initial_replica_count():
     """kedacore/keda pkg/scaling/executor/scale_scaledobjects_test.go
     TestScaleToMinReplicasFromLowerInitialReplicaCount: minReplicaCount 5, 1 replica, not active
-    -> 5 (the ScaledObject's minimum is restored by KEDA; the HPA, minReplicas 5, agrees)."""
-    assert sync(keda(lo=5), 0.0, 1, INACTIVE) == 5
+    -> 5 (the ScaledObject's minimum is restored by the executor; the HPA would agree)."""
+    assert request_scale(1, INACTIVE, lo=5) == 5
 
 
 def test_scale_from_min_replicas_when_active():
     """kedacore/keda pkg/scaling/executor/scale_scaledobjects_test.go
-    TestScaleFromMinReplicasWhenActive: minReplicaCount 0, 0 replicas, active -> 1. The HPA,
-    syncing in the same instant, sees 1 replica serving 50 against 70: it keeps 1."""
+    TestScaleFromMinReplicasWhenActive: minReplicaCount 0, 0 replicas, active -> 1; an HPA
+    syncing in the same instant sees 1 replica serving 50 against 70 and keeps 1."""
+    assert request_scale(0, ACTIVE, lo=0) == 1
     assert sync(keda(lo=0), 0.0, 0, ACTIVE) == 1
 
 
@@ -53,8 +62,7 @@ def test_scale_from_zero_to_min_replica_count():
     -> minReplicaCount when it is above 0 (TestScaleFromIdleToMinReplicasWhenActive asserts 5 for
     minReplicaCount 5, from an idleReplicaCount of 0, which we do not model). Here the service's
     min_replicas is 0 and the ScaledObject's min_replica_count 3: 0 -> 3."""
-    k = keda(lo=0, min_replica_count=3)
-    assert sync(k, 0.0, 0, ACTIVE) == 3
+    assert request_scale(0, ACTIVE, lo=0, min_replica_count=3) == 3
 
 
 def test_scale_to_zero_waits_for_the_cooldown_period():
