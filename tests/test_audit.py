@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: the code loops run: their own modules and what they decide with
 LOOP_CODE = sorted([*(ROOT / "harness" / "loops").glob("*.py"), *(ROOT / "harness" / "scheduler").glob("*.py"),
                     *(ROOT / "harness" / "kueue").glob("*.py"),
-                    ROOT / "harness" / "whatif.py", ROOT / "harness" / "scores.py", ROOT / "harness" / "filters.py"])
+                    ROOT / "harness" / "whatif.py", ROOT / "harness" / "scores.py", ROOT / "harness" / "filters.py",
+                    ROOT / "harness" / "services" / "replicas.py"])
 #: names of what no loop may read, wherever it is reached from
 SECRETS = {"stock", "stock_varies", "available", "duration", "boot_delay", "ready_at", "phantom", "_cloud",
            "_duration", "next_arrival", "arrival_order", "next_event_time", "_heap"}
