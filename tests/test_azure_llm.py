@@ -154,6 +154,17 @@ def test_malformed_request_is_refused_with_file_column_row(name, tmp_path):
     assert (e.file, e.column, e.row) == (path, column, row) and rule in e.rule, str(e)
 
 
+def test_bad_timestamp_in_the_first_and_a_late_row_is_located(tmp_path):
+    path = write(tmp_path, "code", "2023-11-16 18:00:00.5.5,100,10\n" + "2023-11-16 18:00:01,1,1\n" * 5)
+    with pytest.raises(TraceError) as err:
+        read_azure_llm([path])
+    assert err.value.row == 0, str(err.value)
+    path = write(tmp_path, "code", "2023-11-16 18:00:01,1,1\n" * 6 + "2023-11-16 25:00:00,1,1\n")
+    with pytest.raises(TraceError) as err:
+        read_azure_llm([path])
+    assert err.value.row == 6, str(err.value)
+
+
 def test_malformed_files_are_refused(tmp_path):
     missing = tmp_path / "x_code.csv"
     missing.write_text("TIMESTAMP,ContextTokens\n2023-11-16 18:00:00,1\n")
