@@ -23,8 +23,7 @@ import pyarrow.parquet as pq
 
 from harness.errors import TraceError
 from harness.output import atomic_path
-from harness.trace import (MAX_TIME_S, _check, _loopbench_metadata, _np, _one_line, check_shape, conform,
-                           duplicates)
+from harness.trace import MAX_TIME_S, _check, _loopbench_metadata, _np, _one_line, check_shape, conform, duplicates
 
 SCHEMA_VERSION = "1"
 #: More replicas than this for one service is a unit mistake, not a deployment.
