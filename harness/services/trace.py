@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from harness.errors import TraceError
 from harness.output import atomic_path
 from harness.trace import MAX_TIME_S, _check, _loopbench_metadata, _np, _one_line, check_shape, conform, duplicates
+from harness.trace import SCHEMA as POD_SCHEMA
 
 SCHEMA_VERSION = "1"
 #: More replicas than this for one service is a unit mistake, not a deployment.
@@ -32,13 +33,9 @@ MAX_REPLICAS = 100_000
 SERVICES_SCHEMA = pa.schema(
     [
         pa.field("service", pa.string(), nullable=False),
-        pa.field("cpu_milli", pa.int64(), nullable=False),
-        pa.field("memory_mib", pa.int64(), nullable=False),
-        pa.field("gpu_count", pa.int32(), nullable=False),
-        pa.field("gpu_milli", pa.int32(), nullable=False),
-        pa.field("gpu_partition", pa.string(), nullable=True),
-        pa.field("gpu_models", pa.list_(pa.string()), nullable=False),
-        pa.field("gpus_same_nvlink", pa.bool_(), nullable=False),
+        # the replica's shape: the pod trace's own columns
+        *(POD_SCHEMA.field(c) for c in ("cpu_milli", "memory_mib", "gpu_count", "gpu_milli", "gpu_partition",
+                                        "gpu_models", "gpus_same_nvlink")),
         pa.field("capacity_per_replica", pa.float64(), nullable=False),
         pa.field("cold_start_s", pa.float64(), nullable=False),
         pa.field("min_replicas", pa.int32(), nullable=False),
