@@ -288,6 +288,35 @@ RULES: dict[str, dict[str, Rule]] = {
         "topology_aware": flag("read DRA-style claims (NVLink/NUMA/NIC)"),
         "sharing_aware": flag("pack GPU shares per device instead of whole GPUs"),
     },
+    "harness.services.replicas.HorizontalPodAutoscaler": {
+        "sync_period_s": period("seconds between two HPA syncs (--horizontal-pod-autoscaler-sync-period, 15)"),
+        "tolerance": number("a usage ratio within 1 +- this leaves the replicas as they are "
+                            "(--horizontal-pod-autoscaler-tolerance, 0.1)", ge=0, lt=1),
+        "scale_up_stabilization_s": number("seconds of past proposals whose lowest caps a scale-up "
+                                           "(behavior.scaleUp.stabilizationWindowSeconds, 0)", ge=0, le=3600),
+        "scale_down_stabilization_s": number("seconds of past proposals whose highest holds a scale-down "
+                                             "(behavior.scaleDown.stabilizationWindowSeconds, 300)", ge=0, le=3600),
+        "scale_up_select": one_of(("Max", "Min", "Disabled"), "which scale-up policy applies: the largest change, "
+                                  "the smallest, or none (behavior.scaleUp.selectPolicy, Max)"),
+        "scale_down_select": one_of(("Max", "Min", "Disabled"), "which scale-down policy applies: the largest "
+                                    "change, the smallest, or none (behavior.scaleDown.selectPolicy, Max)"),
+        **{f"scale_{d}_policies.*.{i}": rule for d in ("up", "down") for i, rule in enumerate((
+            one_of(("Pods", "Percent"), f"a scale-{d} policy's type (behavior.scale{d.title()}.policies[].type)"),
+            integer(f"replicas, or percent of those at the period's start, a scale-{d} policy allows per "
+                    "period (policies[].value)", ge=1),
+            number(f"seconds of a scale-{d} policy's sliding period (policies[].periodSeconds)", gt=0, le=1800)))},
+        "target_utilization": number("share of capacity_per_replica each replica is sized to serve: the "
+                                     "external metric's AverageValue target", gt=0, le=1),
+    },
+    "harness.services.replicas.KedaScaledObject": {
+        "polling_interval_s": period("seconds between two KEDA polls of the triggers (pollingInterval, 30)"),
+        "cooldown_period_s": duration("seconds after the last active poll before a service goes to zero "
+                                      "(cooldownPeriod, 300)"),
+        "activation_threshold": number("a service is active, and leaves zero, when its demand is above this "
+                                       "(activationThreshold, 0)", ge=0),
+        "min_replica_count": integer("minReplicaCount of every service, raised to the service's own "
+                                     "min_replicas (0: scale to zero allowed)", ge=0),
+    },
     "harness.scores.ScorePlugin": {
         "weight": number("multiplies the plugin's scores in a weighted sum", gt=0),
     },

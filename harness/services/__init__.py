@@ -1,0 +1,1 @@
+"""Inference services: replica autoscaling, service traces, demand."""
