@@ -24,6 +24,12 @@ byte-identical table and changing one class's knobs leaves the other classes unt
 ``n_jobs`` (optional) fixes the total number of jobs, split over the classes in proportion
 to their rates; offered load then grows with ``n_jobs / span_s`` (stretch ``span_s`` with
 ``n_jobs`` to keep the load per node of a bigger cluster comparable).
+
+``services`` (optional) adds inference services (harness/services/trace.py): per service the
+replica's shape, capacity, cold start and bounds, and a demand (tokens/s) in windows over
+``span_s`` with the arrival shape above: a mean, a daily cycle, and seeded bursts (their
+start rate per day, height as a multiplier and mean length), each service from its own
+stream; `service_tables(seed)` gives its services and demand tables (None without services).
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from harness.errors import ConfigError, LoopbenchError
+from harness.errors import ConfigError, LoopbenchError, TraceError
 from harness.settings import MAX_JOBS, check, check_config
 from harness.trace import SCHEMA
 
@@ -125,6 +131,38 @@ class CpuClass(JobClass):
     memory_mib: list = field(default_factory=lambda: [2048, 65536, 2048])
 
 
+@dataclass
+class ServiceClass:
+    """One inference service: its replica (the pod trace's shape columns), what a replica serves
+    and the replica bounds, then its demand: `mean_demand` tokens/s x (1 + diurnal_amplitude x
+    cos(2 pi (t/day - peak_hour/24))), times `burst_factor` inside burst windows (a Poisson
+    number per day, uniform starts, exponential lengths of mean `burst_len_s`), per `window_s`."""
+
+    cpu_milli: int = 4000
+    memory_mib: int = 16384
+    gpu_count: int = 1
+    gpu_milli: int = 1000
+    gpu_partition: str | None = None
+    gpu_models: list = field(default_factory=list)
+    gpus_same_nvlink: bool = False
+    capacity_per_replica: float = 1000.0
+    cold_start_s: float = 60.0
+    min_replicas: int = 1
+    max_replicas: int = 10
+    priority: int = 0
+    queue: str = "default"
+    mean_demand: float = 0.0
+    diurnal_amplitude: float = 0.0
+    peak_hour: float = 14.0
+    bursts_per_day: float = 0.0
+    burst_len_s: float = 600.0
+    burst_factor: float = 1.0
+    window_s: float = BIN_S
+
+
+#: What the generated services' demand counts.
+SERVICE_DEMAND_UNIT = "tokens/s"
+
 CLASSES: dict[str, type[JobClass]] = {
     "inference": InferenceClass,
     "training": TrainingClass,
@@ -164,6 +202,42 @@ def _build_class(name: str, cfg: dict | None) -> JobClass:
         if not isinstance(spec, dict) or set(spec) - {"weight", "priority"}:
             raise ConfigError(f"{where}.queues.{q}", "must be {weight: float, priority: int}")
     return obj
+
+
+def _services_table(services: dict[str, ServiceClass]) -> pa.Table:
+    """The services table (harness/services/trace.py) of a workload's services."""
+    from harness.services.trace import SERVICES_SCHEMA, services_from_columns
+
+    columns = [n for n in SERVICES_SCHEMA.names if n != "service"]
+    return services_from_columns(
+        {"service": list(services), **{c: [getattr(v, c) for v in services.values()] for c in columns}})
+
+
+def _build_services(cfg: dict | None) -> dict[str, ServiceClass]:
+    """The services of a workload; a replica shape or bounds the service trace refuses is
+    refused here by the key `workload.services.NAME.COLUMN`."""
+    from harness.services.trace import validate_services
+
+    cfg = _plain(cfg) or {}
+    if not isinstance(cfg, dict):
+        raise ConfigError("workload.services", "must be a mapping: service name -> its settings")
+    known = {f.name for f in fields(ServiceClass)}
+    out = {}
+    for name, spec in cfg.items():
+        if not isinstance(spec or {}, dict):
+            raise ConfigError(f"workload.services.{name}", "must be a mapping of the service's settings")
+        spec = dict(spec or {})
+        unknown = sorted(set(spec) - known)
+        if unknown:
+            raise ConfigError(f"workload.services.{name}", f"unknown key '{unknown[0]}' (known: {', '.join(sorted(known))})")
+        out[str(name)] = ServiceClass(**spec)
+    if out:
+        try:
+            validate_services(_services_table(out), "workload")
+        except TraceError as exc:
+            where = "workload.services" + (f".{list(out)[exc.row]}" if exc.row is not None else "")
+            raise ConfigError(f"{where}.{exc.column}" if exc.column else where, exc.rule) from None
+    return out
 
 
 def _choice_table(d: dict, where: str) -> tuple[list, np.ndarray]:
@@ -232,12 +306,15 @@ class SyntheticWorkload:
         training: dict | None = None,
         gangs: dict | None = None,
         cpu: dict | None = None,
+        services: dict | None = None,
     ):
         given = {"inference": inference, "training": training, "gangs": gangs, "cpu": cpu}
-        check("harness.generate.SyntheticWorkload", "workload", span_s=span_s, n_jobs=n_jobs, **given)
+        check("harness.generate.SyntheticWorkload", "workload", span_s=span_s, n_jobs=n_jobs, services=services,
+              **given)
         self.span_s = float(span_s)
         self.n_jobs = None if n_jobs is None else int(n_jobs)
         self.classes: dict[str, JobClass] = {name: _build_class(name, given[name]) for name in CLASSES}
+        self.services: dict[str, ServiceClass] = _build_services(services)
         if self.n_jobs and sum(c.rate_per_h for c in self.classes.values()) <= 0:
             raise ConfigError("workload", "n_jobs is set but every class has rate_per_h 0")
         if self.n_jobs is None:  # the mean job count of the rates, bursts included, must fit in memory
@@ -250,10 +327,12 @@ class SyntheticWorkload:
 
     # ---- description -----------------------------------------------------------------
     def params(self) -> dict[str, Any]:
+        services = {"services": {name: asdict(c) for name, c in self.services.items()}} if self.services else {}
         return {
             "span_s": self.span_s,
             "n_jobs": self.n_jobs,
             **{name: asdict(c) for name, c in self.classes.items()},
+            **services,
         }
 
     def describe(self, seed: int) -> str:
@@ -279,11 +358,13 @@ class SyntheticWorkload:
             counts[order[:rest]] += 1
         return {name: int(k) for name, k in zip(self.classes, counts, strict=True)}
 
-    def _intensity(self, c: JobClass, rng: np.random.Generator) -> np.ndarray:
-        """Jobs per second in each BIN_S bin of [0, span_s): daily cycle x burst windows."""
-        n_bins = max(1, math.ceil(self.span_s / BIN_S))
-        t = (np.arange(n_bins) + 0.5) * BIN_S
-        lam = np.full(n_bins, c.rate_per_h / 3600.0)
+    def _intensity(self, c: JobClass | ServiceClass, base: float, rng: np.random.Generator,
+                   bin_s: float = BIN_S) -> np.ndarray:
+        """`base` per second in each `bin_s` bin of [0, span_s) times the class's daily cycle and
+        burst windows: jobs per second of a job class, demand of a service."""
+        n_bins = max(1, math.ceil(self.span_s / bin_s))
+        t = (np.arange(n_bins) + 0.5) * bin_s
+        lam = np.full(n_bins, float(base))
         if c.diurnal_amplitude:
             lam *= 1.0 + c.diurnal_amplitude * np.cos(2 * np.pi * (t / DAY_S - c.peak_hour / 24.0))
         n_bursts = int(rng.poisson(c.bursts_per_day * self.span_s / DAY_S)) if c.burst_factor > 1 else 0
@@ -291,8 +372,8 @@ class SyntheticWorkload:
             start = rng.random(n_bursts) * self.span_s
             end = start + rng.exponential(c.burst_len_s, n_bursts)
             depth = np.zeros(n_bins + 1)
-            np.add.at(depth, np.minimum((start // BIN_S).astype(np.int64), n_bins), 1.0)
-            np.add.at(depth, np.minimum(np.ceil(end / BIN_S).astype(np.int64), n_bins), -1.0)
+            np.add.at(depth, np.minimum((start // bin_s).astype(np.int64), n_bins), 1.0)
+            np.add.at(depth, np.minimum(np.ceil(end / bin_s).astype(np.int64), n_bins), -1.0)
             lam *= 1.0 + (c.burst_factor - 1.0) * np.cumsum(depth)[:n_bins]
         return lam
 
@@ -417,7 +498,7 @@ class SyntheticWorkload:
                 np.random.SeedSequence([seed & 0xFFFFFFFF, seed >> 32, zlib.crc32(name.encode())]))
             for name in self.classes
         }
-        lams = {name: self._intensity(c, rngs[name]) for name, c in self.classes.items()}
+        lams = {name: self._intensity(c, c.rate_per_h / 3600.0, rngs[name]) for name, c in self.classes.items()}
         counts = self._class_counts(rngs, lams)
         makers: dict[str, Callable[..., _Part]] = {
             "inference": self._inference, "training": self._training, "gangs": self._gangs, "cpu": self._cpu}
@@ -427,6 +508,26 @@ class SyntheticWorkload:
             submit = self._arrivals(lams[name], n, rngs[name])
             parts.append(makers[name](c, n, rngs[name], submit))
         return _assemble(parts, list(self.classes))
+
+    def service_tables(self, seed: int = 0) -> tuple[pa.Table, pa.Table] | None:
+        """The services and their demand for `seed` (None without services): windows of each
+        service's `window_s` over [0, span_s), then an idle row (0) at span_s."""
+        from harness.services.trace import demand_from_columns
+
+        if not self.services:
+            return None
+        seed = int(seed)
+        names, starts, values = [], [], []
+        for name, c in self.services.items():  # a few services: each draws from its own stream
+            rng = np.random.default_rng(
+                np.random.SeedSequence([seed & 0xFFFFFFFF, seed >> 32, zlib.crc32(f"service:{name}".encode())]))
+            demand = self._intensity(c, c.mean_demand, rng, c.window_s)
+            names.append(np.full(len(demand) + 1, name, dtype=object))
+            starts.append(np.r_[np.arange(len(demand)) * c.window_s, self.span_s])
+            values.append(np.r_[np.round(demand, TIME_DECIMALS), 0.0])
+        demand_table = demand_from_columns({"service": pa.array(np.concatenate(names), pa.string()),
+                                            "start_s": np.concatenate(starts), "demand": np.concatenate(values)})
+        return _services_table(self.services), demand_table
 
 
 def _take_strings(names: list, idx: np.ndarray) -> pa.Array:
@@ -609,8 +710,11 @@ def generate_task(cfg) -> None:
     workload = _instantiate(cfg.workload)
     seed = int(cfg.seed)
     table = workload.table(seed)
+    services = workload.service_tables(seed)
     cluster = _instantiate(cfg.cluster) if cfg.get("cluster") is not None else None
-    if cluster is not None and cfg.get("check_fits", True):
+    if cluster is not None and cfg.get("check_fits", True) and services is not None:
+        _check_replicas_fit(services[0], cluster)
+    if cluster is not None and cfg.get("check_fits", True) and table.num_rows:
         compiled = compile_workload(table, cluster)
         never = compiled.never_fits
         if never.any():
@@ -632,10 +736,34 @@ def generate_task(cfg) -> None:
         time_origin="trace start",
         description="synthetic AI workload: shared-GPU inference, single-node training, multi-node gangs, CPU pods",
     )
-    write_trace(table, out, meta)
+    served = ""
+    if services is not None:
+        from harness.services.trace import ServicesMeta, write_services
+
+        write_services(*services, out, ServicesMeta(meta.source, meta.licence, meta.time_origin,
+                                                    SERVICE_DEMAND_UNIT, "synthetic inference services"))
+        served = f", {services[0].num_rows} services ({services[1].num_rows:,} demand windows)"
+    write_trace(table, out, meta, allow_empty=services is not None)
     s = summary(table, cluster.partition_profiles if cluster is not None else None)
     print(
         f"wrote {out}: {s['pods']:,} pods, {s['jobs']:,} jobs, {s['gangs']:,} gangs, "
-        f"{s['gpu_hours']:,.0f} GPU-hours requested over {s['span_h']:.1f} h of arrivals "
+        f"{s['gpu_hours']:,.0f} GPU-hours requested over {s['span_h']:.1f} h of arrivals{served} "
         f"(seed {seed}, {time.perf_counter() - t0:.1f} s)"
     )
+
+
+def _check_replicas_fit(services: pa.Table, cluster) -> None:
+    """Every service's replica fits some node type of `cluster` (as `loopbench generate` checks pods)."""
+    from harness.trace import table_from_columns
+    from harness.workload import compile_workload
+
+    names = services.column("service")
+    shape = ["cpu_milli", "memory_mib", "gpu_count", "gpu_milli", "gpu_partition", "gpu_models", "gpus_same_nvlink"]
+    replicas = table_from_columns({"pod_id": names, "job_id": names, "submit_s": [0.0] * len(names),
+                                   **{c: services.column(c) for c in shape}})
+    never = compile_workload(replicas, cluster).never_fits
+    if never.any():
+        name = names[int(np.flatnonzero(never)[0])].as_py()
+        raise ConfigError(f"workload.services.{name}",
+                          f"its replica fits no node type of cluster '{cluster.name}' "
+                          "(adjust its shape or pick another cluster; check_fits=false to skip)")

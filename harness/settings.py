@@ -28,6 +28,7 @@ from omegaconf import Container, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from harness.errors import ConfigError
+from harness.services.trace import MAX_REPLICAS
 from harness.trace import MAX_CPU_MILLI, MAX_GPUS_PER_POD, MAX_MEMORY_MIB, MAX_TIME_S
 
 #: Components validated elsewhere (walked past here): the cluster checks itself.
@@ -385,6 +386,25 @@ RULES: dict[str, dict[str, Rule]] = {
         "*.nic_per_gpu": flag("gang pods claim a NIC per GPU"),
         "*.cpu_milli_per_pod": integer("CPU milli of each gang pod", ge=0, le=MAX_CPU_MILLI),
         "*.memory_mib_per_pod": integer("memory MiB of each gang pod", ge=0, le=MAX_MEMORY_MIB),
+        # a service's replica and demand (harness/services/trace.py checks how they relate)
+        "services.*.cpu_milli": integer("CPU milli of each replica", ge=0, le=MAX_CPU_MILLI),
+        "services.*.memory_mib": integer("memory MiB of each replica", ge=0, le=MAX_MEMORY_MIB),
+        "services.*.gpu_count": integer("GPUs of each replica", ge=0, le=MAX_GPUS_PER_POD),
+        "services.*.gpu_milli": integer("share of each GPU a replica takes (1000 = whole)", ge=0, le=1000),
+        "services.*.gpus_same_nvlink": flag("a replica's GPUs in one NVLink domain"),
+        "services.*.capacity_per_replica": number("tokens/s one ready replica serves", gt=0),
+        "services.*.cold_start_s": number("seconds of image pull and model load before a replica is ready",
+                                          ge=0, le=MAX_TIME_S),
+        "services.*.min_replicas": integer("fewest replicas of the service", ge=0, le=MAX_REPLICAS),
+        "services.*.max_replicas": integer("most replicas of the service", ge=1, le=MAX_REPLICAS),
+        "services.*.priority": integer("priority of the service's replica pods", ge=-2**31, le=2**31 - 1),
+        "services.*.mean_demand": number("mean tokens/s of the service's demand (before cycle and bursts)", ge=0),
+        "services.*.diurnal_amplitude": fraction("depth of the daily cycle of demand"),
+        "services.*.peak_hour": number("hour of the day at which demand peaks", ge=0, le=24),
+        "services.*.bursts_per_day": number("mean demand bursts per day", ge=0),
+        "services.*.burst_len_s": number("mean seconds a demand burst lasts", gt=0),
+        "services.*.burst_factor": number("demand multiplier within a burst", ge=1),
+        "services.*.window_s": number("seconds of each demand window", ge=1, le=MAX_TIME_S),
     },
 }
 

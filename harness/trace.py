@@ -119,10 +119,11 @@ def table_from_columns(columns: dict, file: str = "<memory>") -> pa.Table:
     return pa.table(data, schema=SCHEMA)
 
 
-def write_trace(table: pa.Table, path: str | os.PathLike, meta: TraceMeta) -> Path:
-    """Validate and write a trace atomically (temp file + rename): no half-written trace."""
+def write_trace(table: pa.Table, path: str | os.PathLike, meta: TraceMeta, *, allow_empty: bool = False) -> Path:
+    """Validate and write a trace atomically (temp file + rename): no half-written trace.
+    `allow_empty`: no pods is valid (a services-only workload writes its services beside)."""
     path = Path(path)
-    table = validate_table(table, str(path))
+    table = validate_table(table, str(path), allow_empty=allow_empty)
     ours = {k.encode(): v.encode() for k, v in meta.to_metadata().items()}
     table = table.replace_schema_metadata({**(SCHEMA.metadata or {}), **ours})
     with atomic_path(path) as tmp:
@@ -130,8 +131,9 @@ def write_trace(table: pa.Table, path: str | os.PathLike, meta: TraceMeta) -> Pa
     return path
 
 
-def read_trace(path: str | os.PathLike) -> tuple[pa.Table, TraceMeta]:
-    """Read and validate a canonical trace; refuse it with file, column, row and rule."""
+def read_trace(path: str | os.PathLike, *, allow_empty: bool = False) -> tuple[pa.Table, TraceMeta]:
+    """Read and validate a canonical trace; refuse it with file, column, row and rule.
+    `allow_empty`: a trace without pods is valid (one whose services are read beside it)."""
     file = str(path)
     if not os.path.exists(file):
         raise TraceError(file, "file does not exist")
@@ -145,7 +147,7 @@ def read_trace(path: str | os.PathLike) -> tuple[pa.Table, TraceMeta]:
     version = md.get("loopbench.schema_version", "")
     if version and version != SCHEMA_VERSION:
         raise TraceError(file, f"schema version {version} is not supported (this loopbench reads {SCHEMA_VERSION})")
-    return validate_table(table, file), meta
+    return validate_table(table, file, allow_empty=allow_empty), meta
 
 
 def _loopbench_metadata(md: dict[bytes, bytes] | None, file: str) -> dict[str, str]:
@@ -176,29 +178,36 @@ def _check(mask: np.ndarray, file: str, column: str, rule: str) -> None:
         raise TraceError(file, rule, column=column, row=_first(mask))
 
 
-def validate_table(table: pa.Table, file: str) -> pa.Table:
-    """Check columns, types and every value rule; return the table cast to SCHEMA."""
-    if table.num_rows == 0:
+def validate_table(table: pa.Table, file: str, *, allow_empty: bool = False) -> pa.Table:
+    """Check columns, types and every value rule; return the table cast to SCHEMA. An empty
+    table is refused unless `allow_empty` (a services-only workload: harness/services/trace.py)."""
+    if table.num_rows == 0 and not allow_empty:
         raise TraceError(file, "trace has no rows")
+    table = conform(table, SCHEMA, file)
+    _check_values(table, file)
+    return table
+
+
+def conform(table: pa.Table, schema: pa.Schema, file: str) -> pa.Table:
+    """`table` cast to `schema`: every column present once, none unknown, each value castable
+    without loss, no null where the schema forbids one; refused by column and first bad row."""
     names = set(table.column_names)
     if len(names) != table.num_columns:
         dup = next(n for n in table.column_names if table.column_names.count(n) > 1)
         raise TraceError(file, "column appears more than once", column=dup)
-    for field in SCHEMA:
+    for field in schema:
         if field.name not in names:
             raise TraceError(file, "required column is missing", column=field.name)
-    extra = sorted(names - set(SCHEMA.names))
+    extra = sorted(names - set(schema.names))
     if extra:
-        raise TraceError(file, f"unknown column (the schema has: {', '.join(SCHEMA.names)})", column=extra[0])
+        raise TraceError(file, f"unknown column (the schema has: {', '.join(schema.names)})", column=extra[0])
     cols = []
-    for field in SCHEMA:
+    for field in schema:
         col = _cast(table.column(field.name), field, file)
         if not field.nullable and col.null_count:
             _check(col.is_null().to_numpy(zero_copy_only=False), file, field.name, "value must not be null")
         cols.append(col)
-    table = pa.Table.from_arrays(cols, schema=SCHEMA)
-    _check_values(table, file)
-    return table
+    return pa.Table.from_arrays(cols, schema=schema)
 
 
 def _cast(col: pa.ChunkedArray, field: pa.Field, file: str) -> pa.ChunkedArray:
@@ -240,6 +249,28 @@ def _check_values(table: pa.Table, file: str) -> None:
     duration = _np(table, "duration_s", fill=0.0)
     _check(~np.isfinite(duration) | (duration < 0) | (duration > MAX_TIME_S), file, "duration_s",
            f"must be null (runs to the end) or finite seconds in [0, {MAX_TIME_S:.0f}]")
+    check_shape(table, file)
+    minm = _np(table, "min_member")
+    _check(minm < 1, file, "min_member", "must be >= 1")
+    loc = _np(table, "gang_locality")
+    _check(~np.isin(loc, GANG_LOCALITY), file, "gang_locality", f"must be one of {GANG_LOCALITY}")
+    pod_ids = table.column("pod_id")
+    if pa.compute.count_distinct(pod_ids).as_py() != table.num_rows:
+        _check(duplicates(_np(table, "pod_id")), file, "pod_id", "pod ids must be unique (duplicate)")
+    _check_gangs(table, file)
+
+
+def duplicates(values: np.ndarray) -> np.ndarray:
+    """True where a value already appeared in an earlier row."""
+    _, first_idx = np.unique(values, return_index=True)
+    dup = np.ones(len(values), bool)
+    dup[first_idx] = False
+    return dup
+
+
+def check_shape(table: pa.Table, file: str) -> None:
+    """The resource shape of a pod (or of a service's replica): CPU, memory, GPUs, share,
+    partition profile and model names, each within its rule."""
     cpu = _np(table, "cpu_milli")
     _check((cpu < 0) | (cpu > MAX_CPU_MILLI), file, "cpu_milli", f"must be in [0, {MAX_CPU_MILLI}]")
     mem = _np(table, "memory_mib")
@@ -256,28 +287,18 @@ def _check_values(table: pa.Table, file: str) -> None:
     _check(whole & (gpus == 0) & (milli != 0), file, "gpu_milli", "must be 0 when gpu_count is 0")
     _check((milli > 0) & (milli < 1000) & (gpus != 1), file, "gpu_milli",
            "a fractional share (< 1000) is only allowed with gpu_count 1")
-    minm = _np(table, "min_member")
-    _check(minm < 1, file, "min_member", "must be >= 1")
     models = table.column("gpu_models")
     null_model = pa.compute.list_flatten(models).is_null().to_numpy(zero_copy_only=False)
     if null_model.any():
         row = pa.compute.list_parent_indices(models)[_first(null_model)].as_py()
         raise TraceError(file, "a GPU model name must not be null", column="gpu_models", row=row)
-    loc = _np(table, "gang_locality")
-    _check(~np.isin(loc, GANG_LOCALITY), file, "gang_locality", f"must be one of {GANG_LOCALITY}")
-    pod_ids = table.column("pod_id")
-    if pa.compute.count_distinct(pod_ids).as_py() != table.num_rows:
-        ids = _np(table, "pod_id")
-        _, first_idx = np.unique(ids, return_index=True)
-        dup = np.ones(len(ids), bool)
-        dup[first_idx] = False
-        _check(dup, file, "pod_id", "pod ids must be unique (duplicate)")
-    _check_gangs(table, file)
 
 
 def _check_gangs(table: pa.Table, file: str) -> None:
     """Members of one job agree on gang attributes, and a job has at least min_member pods."""
     job = _np(table, "job_id")
+    if not len(job):
+        return
     _, job_idx, counts = np.unique(job, return_inverse=True, return_counts=True)
     order = np.argsort(job_idx, kind="stable")
     starts = np.r_[0, np.flatnonzero(np.diff(job_idx[order])) + 1]

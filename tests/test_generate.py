@@ -293,3 +293,92 @@ def test_bundled_two_tenant_trace_is_current_and_folds_the_queues_into_two_tenan
     serving = _cls(two) == "inf"
     assert set(_np(two, "queue")[serving]) == {"prod"} and set(_np(two, "priority")[serving]) == {1000}
     assert set(_np(two, "queue")[~serving]) == {"research"} and set(_np(two, "priority")[~serving]) == {100}
+
+
+# ---- inference services ----------------------------------------------------------------
+
+
+def _service(**over) -> dict:
+    return {"gpu_models": ["L4"], "capacity_per_replica": 100.0, "mean_demand": 100.0, "window_s": 3600, **over}
+
+
+def _demand(workload: SyntheticWorkload, name: str, seed: int = 0) -> list[float]:
+    _, d = workload.service_tables(seed)
+    keep = pa.array(np.array(d.column("service").to_pylist()) == name)
+    return d.filter(keep).column("demand").to_pylist()
+
+
+def test_service_diurnal_demand_by_hand():
+    """mean 100 x (1 + 0.5 cos(2 pi ((k + 0.5) / 24 - 0 / 24))) at the middle of hour k:
+    hour 0: 100 x (1 + 0.5 cos(pi / 24)) = 100 x (1 + 0.5 x 0.99144486) = 149.572;
+    hour 6: 100 x (1 + 0.5 cos(13 pi / 24)) = 100 x (1 - 0.5 x 0.13052619) = 93.474;
+    hour 12: 100 x (1 - 0.5 x 0.99144486) = 50.428; then the idle row (0) at the span's end."""
+    w = SyntheticWorkload(span_s=86400, services={"chat": _service(diurnal_amplitude=0.5, peak_hour=0)})
+    d = _demand(w, "chat")
+    assert len(d) == 25 and d[-1] == 0.0
+    assert (d[0], d[6], d[12]) == pytest.approx((149.572, 93.474, 50.428), abs=1e-3)
+    _, table = w.service_tables(0)
+    assert table.column("start_s").to_pylist() == [3600.0 * k for k in range(24)] + [86400.0]
+
+
+def test_service_bursts_multiply_demand_in_whole_windows_and_are_seeded():
+    """Without a cycle, demand is 100 outside bursts and 100 x (1 + 2 x overlapping bursts)
+    inside them (burst_factor 3); none without bursts."""
+    flat = SyntheticWorkload(span_s=86400, services={"chat": _service()})
+    assert _demand(flat, "chat")[:-1] == [100.0] * 24
+    w = SyntheticWorkload(span_s=86400, services={"chat": _service(bursts_per_day=6, burst_len_s=3600,
+                                                                   burst_factor=3)})
+    d = np.array(_demand(w, "chat")[:-1])
+    assert set(((d - 100.0) / 200.0).round(9)) <= set(range(0, 10)) and (d >= 300.0).any()
+    assert _demand(w, "chat", seed=0) == _demand(w, "chat", seed=0)
+    assert _demand(w, "chat", seed=1) != _demand(w, "chat", seed=0)
+
+
+def test_services_leave_the_pods_and_each_other_unchanged(workload, table):
+    params = workload.params()
+    both = SyntheticWorkload(**params, services={"a": _service(bursts_per_day=9, burst_factor=2),
+                                                 "b": _service(bursts_per_day=9, burst_factor=2)})
+    assert _ipc_bytes(both.table(0)) == _ipc_bytes(table)
+    alone = SyntheticWorkload(**params, services={"b": _service(bursts_per_day=9, burst_factor=2)})
+    assert _demand(alone, "b") == _demand(both, "b")
+    assert workload.service_tables(0) is None and "services" not in params
+
+
+@pytest.mark.parametrize("services, key, rule", [
+    ({"chat": _service(capacity_per_replica=0)}, "workload.services.chat.capacity_per_replica", "> 0"),
+    ({"chat": _service(min_replicas=4, max_replicas=3)}, "workload.services.chat.max_replicas", ">= max(1"),
+    ({"chat": _service(burst_factor=0.5)}, "workload.services.chat.burst_factor", ">= 1"),
+    ({"chat": _service(colour="red")}, "workload.services.chat", "unknown key 'colour'"),
+    ({"chat": _service(gpu_partition="3g.40gb")}, "workload.services.chat.gpu_partition", "partition profile"),
+    ({"chat": 3}, "workload.services.chat", "must be a mapping"),
+    (["chat"], "workload.services", "must be a mapping"),
+])
+def test_bad_service_settings_are_refused_by_key(services, key, rule):
+    with pytest.raises(ConfigError) as err:
+        SyntheticWorkload(services=services)
+    assert key in str(err.value) and rule in str(err.value) and "\n" not in str(err.value)
+
+
+def test_generate_refuses_a_replica_no_node_can_hold(tmp_path):
+    cfg = compose("generate", ["workload=services", f"out={tmp_path / 's.parquet'}",
+                               "workload.services.large.gpu_count=16"])
+    with pytest.raises(ConfigError, match="workload.services.large: its replica fits no node type"):
+        generate_task(cfg)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bundled_services_trace_is_current(tmp_path):
+    """traces/services{,.services,.demand}.parquet are what `loopbench generate workload=services
+    out=traces/services.parquet` makes (conf/trace/services.yaml names them)."""
+    from harness.services.trace import read_services
+
+    cfg = compose("generate", ["workload=services", f"out={tmp_path / 'services.parquet'}"])
+    generate_task(cfg)
+    for name in ("services.parquet", "services.services.parquet", "services.demand.parquet"):
+        assert (tmp_path / name).read_bytes() == (ROOT / "traces" / name).read_bytes(), \
+            f"regenerate it: loopbench generate workload=services out=traces/services.parquet ({name})"
+    trace = compose("config", ["trace=services"]).trace
+    pods, _ = read_trace(ROOT / trace.path, allow_empty=True)
+    services, demand, meta = read_services(ROOT / trace.services, ROOT / trace.demand)
+    assert pods.num_rows == 0 and services.column("service").to_pylist() == ["chat", "large", "embed"]
+    assert meta.demand_unit == "tokens/s" and meta.source.startswith("loopbench synthetic generator seed=0 ")

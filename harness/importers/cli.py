@@ -89,6 +89,7 @@ def _formats() -> dict[str, Format]:
 
 def _parser(formats: dict[str, Format]) -> argparse.ArgumentParser:
     epilog = "formats:\n" + "\n".join(f"  {name:13s} {f.sources}" for name, f in formats.items())
+    epilog += f"\n  {'azure-llm':13s} {AZURE_SOURCES} (services; its flags: loopbench import azure-llm --help)"
     p = argparse.ArgumentParser(prog="loopbench import", description=__doc__.split("\n")[0], epilog=epilog,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("format", choices=sorted(formats))
@@ -216,7 +217,91 @@ def _check_outputs(outputs: list[tuple[str, str | None]], inputs: list[str]) -> 
         raise ConfigError(given[1][0], f"{given[1][1]}: is also the trace output (-o); give another file")
 
 
+AZURE_SOURCES = "AzureLLMInferenceTrace_code.csv AzureLLMInferenceTrace_conv.csv ..."
+
+
+def _azure_parser() -> argparse.ArgumentParser:
+    from harness.importers import azure_llm as az
+
+    m = az.ReplicaModel()
+    p = argparse.ArgumentParser(prog="loopbench import azure-llm", description=(
+        "Azure LLM inference trace 2023 -> services and their demand: X.parquet (no pods), "
+        "X.services.parquet, X.demand.parquet. One service per file (named by the file's last _ part); "
+        "the replica model is harness/importers/azure_llm.py's docstring."))
+    p.add_argument("sources", nargs="+", metavar="SOURCE", help=AZURE_SOURCES)
+    p.add_argument("-o", "--output", required=True, metavar="TRACE.parquet", help="trace to write (its pods: none)")
+    p.add_argument("--window-s", type=float, default=az.WINDOW_S, help=f"demand window, seconds (default {az.WINDOW_S:g})")
+    p.add_argument("--prefill-tps", type=float, default=m.prefill_tokens_per_s,
+                   help=f"prompt tokens/s one replica processes (default {m.prefill_tokens_per_s:g})")
+    p.add_argument("--decode-tps", type=float, default=m.decode_tokens_per_s,
+                   help=f"generated tokens/s one replica produces (default {m.decode_tokens_per_s:g})")
+    p.add_argument("--gpus", type=int, default=m.gpus, help=f"NVLink GPUs per replica (default {m.gpus})")
+    p.add_argument("--gpu-model", default=m.gpu_model, help=f"GPU model of a replica (default {m.gpu_model})")
+    p.add_argument("--cold-start-s", type=float, default=m.cold_start_s,
+                   help=f"image pull + model load, seconds (default {m.cold_start_s:g})")
+    p.add_argument("--min-replicas", type=int, default=1, help="per service (default 1)")
+    p.add_argument("--max-replicas", type=int, help="per service (default: twice the busiest window's need)")
+    p.add_argument("--copies", type=int, default=1, help="N time-shifted copies of each service, name-1..name-N")
+    p.add_argument("--repeat", type=int, default=1, help="play the span K times in a row")
+    p.add_argument("--jitter", type=float, default=0.1, help="spread of the repeats' per-window noise (default 0.1)")
+    p.add_argument("--seed", type=int, default=0, help="seed of --copies and --repeat (default 0)")
+    return p
+
+
+def _azure_llm(argv: list[str]) -> int:
+    """`loopbench import azure-llm`: requests -> services and demand, scaled up by the seeded
+    transforms of harness/services/transforms.py; every request accounted for."""
+    from harness.importers import azure_llm as az
+    from harness.services import transforms as stf
+    from harness.services.trace import ServicesMeta, service_paths, write_services
+
+    args = _azure_parser().parse_args(argv)
+    _check_outputs([("-o", args.output)], args.sources)
+    spath, dpath = service_paths(args.output)
+    _check_outputs([("-o", str(spath)), ("-o", str(dpath))], args.sources)
+    per_gpu = az.ReplicaModel()
+    model = az.ReplicaModel(prefill_tokens_per_s=args.prefill_tps, decode_tokens_per_s=args.decode_tps,
+                            gpus=args.gpus, gpu_model=args.gpu_model, cold_start_s=args.cold_start_s,
+                            cpu_milli=per_gpu.cpu_milli // per_gpu.gpus * args.gpus,
+                            memory_mib=per_gpu.memory_mib // per_gpu.gpus * args.gpus)
+    r = az.read_azure_llm(args.sources, window_s=args.window_s, model=model, min_replicas=args.min_replicas,
+                          max_replicas=args.max_replicas)
+    lines = [f"loopbench import azure-llm: {', '.join(args.sources)}",
+             f"  rows read     {r.rows_read:>12,} requests",
+             f"  rows kept     {r.rows_kept:>12,} requests",
+             f"  rows dropped  {sum(r.dropped.values()):>12,}"]
+    lines += [f"    {n:>12,}  {reason}" for reason, n in r.dropped.most_common()]
+    for name, st in r.stats.items():
+        lines.append(f"  service {name}: {st['requests']:,} requests, {st['context']:,.0f} context + "
+                     f"{st['generated']:,.0f} generated tokens; busiest {args.window_s:g} s window "
+                     f"{st['peak']:,.0f} tokens/s = {st['peak'] / model.decode_tokens_per_s:.2f} replicas")
+    services, demand, meta = r.services, r.demand, r.meta
+    steps = [stf.Copies(args.copies, args.seed), stf.Repeat(args.repeat, args.jitter, args.seed)]
+    for step in steps:
+        services, demand = step(services, demand)
+    done = [s for s in steps if (s.n if isinstance(s, stf.Copies) else s.k) > 1]
+    if done:
+        meta = ServicesMeta(meta.source, meta.licence, meta.time_origin, meta.demand_unit,
+                            f"{meta.description}; transforms: {'; '.join(_describe(s) for s in done)}")
+        lines += [f"  {_describe(s)}" for s in done]
+    pods = TraceMeta(meta.source, meta.licence, meta.time_origin, "no pods: a services-only workload (see "
+                     f"{spath.name}, {dpath.name})")
+    from harness.trace import table_from_columns
+
+    empty = table_from_columns({"pod_id": [], "job_id": [], "submit_s": [], "cpu_milli": [], "memory_mib": [],
+                                "gpu_count": [], "gpu_milli": []})
+    write_services(services, demand, args.output, meta)
+    write_trace(empty, args.output, pods, allow_empty=True)
+    end = pa.compute.max(demand.column("start_s")).as_py()
+    lines.append(f"  wrote {args.output} (no pods), {spath.name}: {services.num_rows:,} services, "
+                 f"{dpath.name}: {demand.num_rows:,} windows over {end / 3600:.2f} h")
+    print("\n".join(lines))
+    return 0
+
+
 def run(argv: list[str]) -> int:
+    if argv[:1] == ["azure-llm"]:
+        return _azure_llm(argv[1:])
     formats = _formats()
     args = _parser(formats).parse_args(argv)
     fmt = formats[args.format]
