@@ -255,3 +255,18 @@ def test_replay_writes_the_service_tables(service_trace, tmp_path):
     assert per["demand_units"][0] == metrics["demand_units"][0] == 50 * 600 + 400 * 1200 + 50 * 1800
     timeline = pl.read_parquet(tmp_path / "services_timeline.parquet")
     assert timeline.height == 61 and timeline["demand"][10] == 400.0  # a sample a minute, 0..3600 s
+
+
+def test_the_wrapped_loops_quiet_ticks_stop_before_the_next_sync():
+    """The sync cadence is a clock of the replica loop: quiet ticks of the wrapped loop pass in
+    bulk only up to it (past it, a replay would skip a sync, or never move on)."""
+    from harness.services.loop import ReplicaLoop
+    from harness.services.replicas import HorizontalPodAutoscaler
+
+    inner = sc.separate()
+    inner.idle_ticks = lambda start, before: np.arange(start, before, 10.0)  # type: ignore[method-assign]
+    hpa = HorizontalPodAutoscaler()
+    hpa.attach(np.ones(1), np.ones(1, np.int64), np.ones(1, np.int64))
+    hpa.sync(0.0, np.ones(1, np.int64), np.zeros(1))  # the next sync at 15
+    ticks = ReplicaLoop(inner, hpa).idle_ticks(1.0, 100.0)
+    assert ticks.tolist() == [1.0, 11.0]
