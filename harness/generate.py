@@ -229,7 +229,8 @@ def _build_services(cfg: dict | None) -> dict[str, ServiceClass]:
         spec = dict(spec or {})
         unknown = sorted(set(spec) - known)
         if unknown:
-            raise ConfigError(f"workload.services.{name}", f"unknown key '{unknown[0]}' (known: {', '.join(sorted(known))})")
+            raise ConfigError(f"workload.services.{name}",
+                              f"unknown key '{unknown[0]}' (known: {', '.join(sorted(known))})")
         out[str(name)] = ServiceClass(**spec)
     if out:
         try:
@@ -740,7 +741,7 @@ def generate_task(cfg) -> None:
     if services is not None:
         from harness.services.trace import ServicesMeta, write_services
 
-        write_services(*services, out, ServicesMeta(meta.source, meta.licence, meta.time_origin,
+        write_services(services[0], services[1], out, ServicesMeta(meta.source, meta.licence, meta.time_origin,
                                                     SERVICE_DEMAND_UNIT, "synthetic inference services"))
         served = f", {services[0].num_rows} services ({services[1].num_rows:,} demand windows)"
     write_trace(table, out, meta, allow_empty=services is not None)

@@ -18,11 +18,11 @@ from harness.importers.cli import main
 from harness.services.trace import read_services, service_paths
 from harness.trace import read_trace
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "traces" / "azure-llm-2023"
-REAL = REAL if REAL.exists() else Path("/work/shared/traces/azure-llm-2023")
+REAL = Path(__file__).resolve().parents[2] / "shared" / "traces" / "azure-llm-2023"  # ../shared from the root
 CODE, CONV = REAL / "AzureLLMInferenceTrace_code.csv", REAL / "AzureLLMInferenceTrace_conv.csv"
 needs_real = pytest.mark.skipif(not CODE.exists() or not CONV.exists(),
-                                reason=f"the Azure LLM 2023 trace is not at {REAL} (see traces/README.md)")
+                                reason=f"the Azure LLM 2023 trace (AzurePublicDataset's AzureLLMInferenceTrace_"
+                                       f"code.csv and _conv.csv) is not in {REAL}")
 
 HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 #: decode / prefill = 0.1: a prompt token counts a tenth of a generated one

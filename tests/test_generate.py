@@ -329,7 +329,7 @@ def test_service_bursts_multiply_demand_in_whole_windows_and_are_seeded():
     w = SyntheticWorkload(span_s=86400, services={"chat": _service(bursts_per_day=6, burst_len_s=3600,
                                                                    burst_factor=3)})
     d = np.array(_demand(w, "chat")[:-1])
-    assert set(((d - 100.0) / 200.0).round(9)) <= set(range(0, 10)) and (d >= 300.0).any()
+    assert set(((d - 100.0) / 200.0).round(9)) <= set(range(10)) and (d >= 300.0).any()
     assert _demand(w, "chat", seed=0) == _demand(w, "chat", seed=0)
     assert _demand(w, "chat", seed=1) != _demand(w, "chat", seed=0)
 

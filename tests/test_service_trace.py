@@ -9,8 +9,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.errors import TraceError
-from harness.services.trace import (ServicesMeta, demand_from_columns, read_services, service_paths,
-                                    services_from_columns, write_services)
+from harness.services.trace import (
+    ServicesMeta,
+    demand_from_columns,
+    read_services,
+    service_paths,
+    services_from_columns,
+    write_services,
+)
 from harness.trace import TraceMeta, read_trace, table_from_columns, write_trace
 
 META = ServicesMeta(source="loopbench tests", licence="CC0-1.0", time_origin="trace start", demand_unit="tokens/s")

@@ -102,3 +102,13 @@ def test_one_copy_and_one_repeat_leave_the_trace_as_it_is():
 def test_bad_parameters_are_refused(make, key):
     with pytest.raises(ConfigError, match=key):
         make()
+
+
+def test_each_service_draws_its_own_offsets():
+    """Two services with the same demand get different shifts: the stream is keyed by name."""
+    twin = demand_from_columns({"service": ["a", "a", "a", "z", "z", "z"], "start_s": [0.0, 10.0, 20.0] * 2,
+                                "demand": [1.0, 2.0, 0.0] * 2})
+    services = services_from_columns({**{c: SERVICES.column(c) for c in SERVICES.column_names},
+                                      "service": ["a", "z"]})
+    _, copies = Copies(6, seed=0)(services, twin)
+    assert [rows(copies, f"a-{i}") for i in range(2, 7)] != [rows(copies, f"z-{i}") for i in range(2, 7)]

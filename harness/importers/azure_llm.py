@@ -78,7 +78,8 @@ class ReplicaModel:
             if not (math.isfinite(value) and value > 0):
                 raise ConfigError(f"{name} ({flag})", f"must be a finite number of tokens/s > 0, got {value!r}")
         if not (math.isfinite(self.cold_start_s) and 0 <= self.cold_start_s <= MAX_TIME_S):
-            raise ConfigError("cold_start_s (--cold-start-s)", f"must be finite seconds >= 0, got {self.cold_start_s!r}")
+            raise ConfigError("cold_start_s (--cold-start-s)",
+                              f"must be finite seconds >= 0, got {self.cold_start_s!r}")
         if not 1 <= self.gpus <= MAX_GPUS_PER_POD:
             raise ConfigError("gpus (--gpus)", f"must be an integer in [1, {MAX_GPUS_PER_POD}], got {self.gpus!r}")
 

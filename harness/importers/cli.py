@@ -230,7 +230,8 @@ def _azure_parser() -> argparse.ArgumentParser:
         "the replica model is harness/importers/azure_llm.py's docstring."))
     p.add_argument("sources", nargs="+", metavar="SOURCE", help=AZURE_SOURCES)
     p.add_argument("-o", "--output", required=True, metavar="TRACE.parquet", help="trace to write (its pods: none)")
-    p.add_argument("--window-s", type=float, default=az.WINDOW_S, help=f"demand window, seconds (default {az.WINDOW_S:g})")
+    p.add_argument("--window-s", type=float, default=az.WINDOW_S,
+                   help=f"demand window, seconds (default {az.WINDOW_S:g})")
     p.add_argument("--prefill-tps", type=float, default=m.prefill_tokens_per_s,
                    help=f"prompt tokens/s one replica processes (default {m.prefill_tokens_per_s:g})")
     p.add_argument("--decode-tps", type=float, default=m.decode_tokens_per_s,
@@ -276,10 +277,11 @@ def _azure_llm(argv: list[str]) -> int:
                      f"{st['generated']:,.0f} generated tokens; busiest {args.window_s:g} s window "
                      f"{st['peak']:,.0f} tokens/s = {st['peak'] / model.decode_tokens_per_s:.2f} replicas")
     services, demand, meta = r.services, r.demand, r.meta
-    steps = [stf.Copies(args.copies, args.seed), stf.Repeat(args.repeat, args.jitter, args.seed)]
+    steps: list[stf.Copies | stf.Repeat] = [stf.Copies(args.copies, args.seed),
+                                            stf.Repeat(args.repeat, args.jitter, args.seed)]
     for step in steps:
         services, demand = step(services, demand)
-    done = [s for s in steps if (s.n if isinstance(s, stf.Copies) else s.k) > 1]
+    done = [s for s in steps if s.changes]
     if done:
         meta = ServicesMeta(meta.source, meta.licence, meta.time_origin, meta.demand_unit,
                             f"{meta.description}; transforms: {'; '.join(_describe(s) for s in done)}")

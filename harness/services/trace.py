@@ -4,10 +4,10 @@ A service is a Deployment of identical replicas serving one model. A trace `X.pa
 pods; possibly none) may carry two more Parquet tables beside it, `X.services.parquet` (one
 row per service: the replica's shape, in the pod trace's columns and rules, its capacity,
 cold start and replica bounds) and `X.demand.parquet` (one row per service per window:
-demand units per second from `start_s` until that service's next row; the last row holds to
-the end of the replay). Both are validated here, each refused with the file, column, first
-bad row (data rows from 0, file order) and rule, and across the two (every demand row names
-a service, every service has demand).
+demand units per second from `start_s` until that service's next row; 0 before its first
+row; the last row holds to the end of the replay). Both are validated here, each refused
+with the file, column, first bad row (data rows from 0, file order) and rule, and across the
+two (every demand row names a service, every service has demand).
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ import pyarrow.parquet as pq
 
 from harness.errors import TraceError
 from harness.output import atomic_path
-from harness.trace import (MAX_TIME_S, _check, _loopbench_metadata, _np, _one_line, check_shape, conform,
-                           duplicates)
+from harness.trace import MAX_TIME_S, _check, _loopbench_metadata, _np, _one_line, check_shape, conform, duplicates
 
 SCHEMA_VERSION = "1"
 #: More replicas than this for one service is a unit mistake, not a deployment.

@@ -76,8 +76,12 @@ class Copies:
             raise ConfigError("--copies", f"must be an integer >= 1, got {n!r}")
         self.n, self.seed = n, int(seed)
 
+    @property
+    def changes(self) -> bool:
+        return self.n > 1
+
     def __call__(self, services: pa.Table, demand: pa.Table) -> tuple[pa.Table, pa.Table]:
-        if self.n == 1:
+        if not self.changes:
             return services, demand
         span, groups = _by_service(demand)
         rows = []
@@ -108,8 +112,12 @@ class Repeat:
             raise ConfigError("--jitter", f"must be a number in [0, 1] (spread of the noise), got {jitter!r}")
         self.k, self.jitter, self.seed = k, float(jitter), int(seed)
 
+    @property
+    def changes(self) -> bool:
+        return self.k > 1
+
     def __call__(self, services: pa.Table, demand: pa.Table) -> tuple[pa.Table, pa.Table]:
-        if self.k == 1:
+        if not self.changes:
             return services, demand
         span, groups = _by_service(demand)
         rows = []
