@@ -80,8 +80,9 @@ def single_tenant_queue(cfg: dict) -> dict:
     for pool in cfg["pools"]:
         t, n = types[pool["node_type"]], int(pool["max_size"])
         flavors.append({"name": pool["name"], "pools": [pool["name"]]})
-        quotas.append({"name": pool["name"], "nominal": {
-            "gpu": n * int(t.get("gpus", 0)), "cpu": n * int(t["cpu_milli"]) / 1000, "memory": n * int(t["memory_mib"]) / 1024}})
+        quotas.append({"name": pool["name"], "nominal": {"gpu": n * int(t.get("gpus", 0)),
+                                                         "cpu": n * int(t["cpu_milli"]) / 1000,
+                                                         "memory": n * int(t["memory_mib"]) / 1024}})
     return {"resource_flavors": flavors,
             "cluster_queues": [{"name": "default", "cohort": None, "flavors": quotas}],
             "local_queues": [{"name": "default", "cluster_queue": "default"}]}
@@ -121,7 +122,8 @@ EXPERIMENTS = [
         "Regenerate: loopbench results openb_autoscaled."]),
     Experiment("loops_robustness", "Robustness grid: loops x scoring x provider x trace", [
         "Does what the interface steps and the merged loop save hold across settings? Every loop (the interface "
-        "ladder and the Karpenter-like loop) x scoring policy (kube-scheduler's default; GPU bin-packing) x "
+        "ladder, the Karpenter-like loop, and Kueue in front of the separate loops with and without its "
+        "ProvisioningRequest check) x scoring policy (kube-scheduler's default; GPU bin-packing) x "
         "provider (a request it cannot fill fails at once; or silently: the missing nodes never come up and the "
         "loop notices at its own timeout) x "
         "trace (the bundled synthetic trace on the default cluster; openb on the autoscaled cluster of its node "

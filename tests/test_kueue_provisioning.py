@@ -74,6 +74,27 @@ def test_golden_check_capacity_admits_once_the_capacity_exists():
     assert not [k for k in plain_row if k.startswith("check_wait")]  # no check, no column
 
 
+def test_golden_block_admission_counts_a_workload_waiting_on_its_check_as_not_ready():
+    """waitForPodsReady with blockAdmission behind check-capacity, on the full pool (2 nodes).
+    Upstream (kueue pkg/cache/clusterqueue.go addWorkload) puts every workload with quota
+    reserved in WorkloadsNotReady until PodsReady, so one whose check has not passed blocks
+    the next reservation too. A (t=0, 8 GPUs): reserved, Provisioned, admitted and started at
+    0. B (t=10, a gang of two): reserved at 10; one node is free, so its request fails at 10
+    and is retried at 80, 210, 460, 950, 1560, 2170, 2780, 3390, 4000 (60 s doubling to 600,
+    strictly after, on the 10 s grid); A ends at 3600, so B is Provisioned, admitted and
+    started at 4000. C (t=20, 8 GPUs) cannot even reserve quota while B waits: reserved at
+    4000, once B is ready; B holds both nodes, so C's request fails at 4010, 4080, 4210, 4460,
+    4950, 5560, 6170, 6780, 7390 and is Provisioned at 8000 (B ended at 7600): started 8000.
+    (Counting only admitted workloads as not ready, C was reserved and started at 20.)"""
+    a, b, c = job("A", "q", 8, 0.0), [{**job("B", "q", 8, 10.0), "min_member": 2}] * 2, job("C", "q", 8, 20.0)
+    loop = KueueLoop(sc.separate(provisioning_request=True), name="separate_kueue_provreq",
+                     wait_for_pods_ready=True, block_admission=True,
+                     admission_check=ProvisioningCheck(provisioning_class=CHECK_CAPACITY))
+    _, sim = sc.run(sc.trace([a, *b, c]), full_pool(), loop, horizon_s=3 * HOUR)
+    assert loop.admission_check.reserved_at.tolist() == [0.0, 10.0, 4000.0]
+    assert started(sim) == {"A": 0.0, "B": 4000.0, "C": 8000.0}
+
+
 def test_golden_best_effort_atomic_admits_when_the_scale_up_is_asked():
     """best-effort-atomic on the empty pool (boot 300 s). J0: reserved at 0, the scan at 0 asks
     two nodes at once for it: Provisioned and admitted at 0, the nodes ready at 300, both pods

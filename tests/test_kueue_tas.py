@@ -14,7 +14,7 @@ import pytest
 from harness.cluster import Cluster
 from harness.errors import ConfigError
 from harness.kueue.loop import KueueLoop
-from harness.kueue.tas import assign
+from harness.kueue.tas import Topology
 from harness.metrics import PendingReason
 from tests import scenarios as sc
 
@@ -105,8 +105,8 @@ def test_preferred_goes_up_a_level_before_spreading_over_domains():
     two racks, not to b2/r1's 3 plus one more rack, as spreading over racks at once would."""
     counts = np.array([2, 2, 3])
     paths = np.array([[0, 0], [0, 1], [1, 2]])
-    assert sorted(assign(counts, paths, 1, 4, required=False)) == [(0, 2), (1, 2)]
-    assert assign(counts, paths, 1, 4, required=True) is None
+    assert sorted(Topology(paths).assign(counts, 1, 4, required=False)) == [(0, 2), (1, 2)]
+    assert Topology(paths).assign(counts, 1, 4, required=True) is None
 
 
 LEVELS_RULE = "must list distinct levels of block > rack > node, top first"

@@ -144,8 +144,20 @@ class KueueLoop:
     def step(self, sim: SimulationView, now: float) -> None:
         """Settle what happened, admit, then the wrapped loop's step. With block_admission,
         one job at a time: the wrapped loop steps after each, and the next is admitted at
-        the same instant only if that one started at once (Kueue admits the next entry of
-        its cycle only once every admitted workload is PodsReady)."""
+        the same instant only if that one started at once (Kueue reserves quota for the next
+        entry only once every workload holding quota is PodsReady, one still waiting on its
+        admission check included). Behind a check, a job the wrapped loop's step admitted may
+        start in that step: admission then goes on at the same instant."""
+        while True:
+            self._admit_and_step(sim, now)
+            if not (self.block_admission and self.admission_check is not None):
+                return
+            self._refresh_ready()
+            if not (self.dirty and not len(self.unready)):
+                return
+
+    def _admit_and_step(self, sim: SimulationView, now: float) -> None:
+        """Settle what happened, admit what may be, and step the wrapped loop once."""
         self._release_finished()
         self._refresh_ready()
         self._evict_expired(now)
@@ -162,6 +174,8 @@ class KueueLoop:
                 (self._admit if self.admission_check is None else self.admission_check.reserve)(j, now)
             if admitted:
                 self.active = np.concatenate([self.active, admitted]).astype(np.int64)
+                if self.wait_for_pods_ready:  # not PodsReady from its quota reservation on
+                    self.unready = np.concatenate([self.unready, admitted]).astype(np.int64)
             if not (self.block_admission and admitted):
                 break
             self.dirty = True  # more may wait behind it
@@ -215,8 +229,7 @@ class KueueLoop:
         f = int(self.adm.flavor[j])
         self.sim.admit(j, self.flavor_slots[f] if self.tas is None else self.tas.admitted(j, f))
         self.epoch[j] += 1
-        if self.wait_for_pods_ready:
-            self.unready = np.append(self.unready, j)
+        if self.wait_for_pods_ready:  # the timeout runs from the admission
             self.sim.at(now + self.timeout_s, self._timed_out, j, int(self.epoch[j]))
 
     def _evict_victims(self) -> None:
@@ -266,6 +279,7 @@ class KueueLoop:
         """Job j gives its quota back (evicted, or its admission check failed)."""
         self.adm.release(j)
         self.active = self.active[self.active != j]
+        self.unready = self.unready[self.unready != j]
         self.dirty = True
 
     def _requeue(self, j: int, evicted_at: float) -> None:

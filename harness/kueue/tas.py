@@ -3,7 +3,7 @@ level (a rack, a block) is admitted only with an assignment of its pods to that 
 the free capacity Kueue sees of the flavor's ready nodes; the scheduler then keeps its pods to
 the assigned domains (`Simulation.admit`'s nodes).
 
-`assign` is upstream's algorithm (kueue pkg/cache/tas_flavor_snapshot.go,
+`Topology.assign` is upstream's algorithm (kueue pkg/cache/tas_flavor_snapshot.go,
 findTopologyAssignment, with the default BestFit profile), on arrays:
   phase 1  how many of the podset's pods each node can take, summed up the levels;
   phase 2a at the requested level, the domain that fits them all with the least room (best
@@ -65,48 +65,57 @@ def _to_minimum(domains: np.ndarray, state: np.ndarray, want: int) -> list[tuple
     raise AssertionError("the chosen domains hold the pods")
 
 
-def assign(counts: np.ndarray, paths: np.ndarray, level: int, want: int,
-           required: bool) -> list[tuple[int, int]] | None:
-    """Place `want` pods on a topology: `counts[n]` pods fit leaf n, whose domain at level l is
-    `paths[n, l]` (levels top first; numbers in each column ordered as the domains' labels).
-    `level`: the requested level's column. Returns [(leaf, pods)] or None (no fit)."""
-    # each domain is its path prefix; np.unique orders them as their labels
-    dom = [np.unique(paths[:, :lv + 1], axis=0, return_inverse=True)[1].ravel() for lv in range(paths.shape[1])]
-    state = [np.bincount(d, weights=counts, minlength=int(d.max(initial=-1)) + 1).astype(np.int64) for d in dom]
-    parent = [np.zeros(0, np.int64)] + [np.zeros(len(state[lv]), np.int64) for lv in range(1, len(dom))]
-    for lv in range(1, len(dom)):
-        parent[lv][dom[lv]] = dom[lv - 1]
-    lv = level
-    while True:  # phase 2a
-        order = _sorted(np.arange(len(state[lv])), state[lv])
-        s = state[lv][order]
-        if len(s) == 0:
-            return None
-        top = _best_fit(s, want) if s[0] >= want else 0
-        if s[top] >= want:
-            chosen = [(int(order[top]), want)]
+class Topology:
+    """A topology's domains, numbered once from each leaf's path (a node's block and rack never
+    change): `paths[n, l]` is leaf n's domain at level l (levels top first; the numbers in each
+    column ordered as the domains' labels)."""
+
+    def __init__(self, paths: np.ndarray):
+        # each domain is its path prefix; np.unique orders them as their labels
+        self.dom = [np.unique(paths[:, :lv + 1], axis=0, return_inverse=True)[1].ravel()
+                    for lv in range(paths.shape[1])]
+        self.size = [int(d.max(initial=-1)) + 1 for d in self.dom]
+        self.parent = [np.zeros(0, np.int64)] + [np.zeros(n, np.int64) for n in self.size[1:]]
+        for lv in range(1, len(self.dom)):
+            self.parent[lv][self.dom[lv]] = self.dom[lv - 1]
+        self.leaf = np.full(self.size[-1], -1, np.int64)
+        self.leaf[self.dom[-1]] = np.arange(len(paths))
+
+    def assign(self, counts: np.ndarray, level: int, want: int, required: bool) -> list[tuple[int, int]] | None:
+        """Place `want` pods, `counts[n]` of which fit leaf n (0 on a leaf that takes none);
+        `level`: the requested level's column. Returns [(leaf, pods)] or None (no fit)."""
+        dom = self.dom
+        state = [np.bincount(d, weights=counts, minlength=n).astype(np.int64)
+                 for d, n in zip(dom, self.size, strict=True)]
+        lv = level
+        while True:  # phase 2a
+            order = _sorted(np.arange(len(state[lv])), state[lv])
+            s = state[lv][order]
+            if len(s) == 0:
+                return None
+            top = _best_fit(s, want) if s[0] >= want else 0
+            if s[top] >= want:
+                chosen = [(int(order[top]), want)]
+                break
+            if required:
+                return None
+            if lv > 0:
+                lv -= 1
+                continue
+            picked, left, i = [], want, 0
+            while left > 0 and i < len(s) and s[i] > 0:
+                off = _best_fit(s[i:], left) if s[i] >= left else 0
+                picked.append(order[i + off])
+                left -= int(s[i])
+                i += 1
+            if left > 0:
+                return None
+            chosen = _to_minimum(np.array(picked, np.int64), state[lv], want)
             break
-        if required:
-            return None
-        if lv > 0:
-            lv -= 1
-            continue
-        picked, left, i = [], want, 0
-        while left > 0 and i < len(s) and s[i] > 0:
-            off = _best_fit(s[i:], left) if s[i] >= left else 0
-            picked.append(order[i + off])
-            left -= int(s[i])
-            i += 1
-        if left > 0:
-            return None
-        chosen = _to_minimum(np.array(picked, np.int64), state[lv], want)
-        break
-    for below in range(lv + 1, len(dom)):  # phase 2b
-        children = np.flatnonzero(np.isin(parent[below], [d for d, _ in chosen]))
-        chosen = _to_minimum(_sorted(children, state[below]), state[below], want)
-    leaf = np.full(len(state[-1]), -1, np.int64)
-    leaf[dom[-1]] = np.arange(len(counts))
-    return [(int(leaf[d]), k) for d, k in chosen]
+        for below in range(lv + 1, len(dom)):  # phase 2b
+            children = np.flatnonzero(np.isin(self.parent[below], [d for d, _ in chosen]))
+            chosen = _to_minimum(_sorted(children, state[below]), state[below], want)
+        return [(int(self.leaf[d]), k) for d, k in chosen]
 
 
 class TopologyAssigner:
@@ -125,14 +134,20 @@ class TopologyAssigner:
         # room apart (upstream sums their capacity into one leaf first)
         self.paths = [np.stack([column[lv] for lv in (levels if "node" in levels else (*levels, "node"))], axis=1)
                       for levels in kueue.flavor_levels]  # a flavor without a topology: a node column, unused
+        self.topology = [Topology(paths) for paths in self.paths]
         self.level_of = {LOCALITY_CODE[lv]: lv for lv in LEVELS if lv in LOCALITY_CODE}
         self.scratch: ClusterState | None = None  # this step's capacity less the assigned pods
         self.found: dict[int, tuple[int, list[tuple[int, int]], np.ndarray]] = {}
+        self.shape = w.shape.copy()  # the pods' shapes as compiled, whatever nodes they are kept to later
+        #: the answers on the scratch capacity by (shape, pods, flavor, level): a queue often holds many
+        #: jobs alike, and the capacity changes only when one is assigned (or the step ends)
+        self.answers: dict[tuple[int, int, int, str], tuple[list[tuple[int, int]], np.ndarray] | None] = {}
 
     def new_step(self) -> None:
         """The scheduler placed what was admitted: capacity is the cluster's again."""
         self.scratch = None
         self.found.clear()
+        self.answers.clear()
 
     def request(self, j: int, f: int) -> str | None:
         """The level job j requires of flavor f's topology (None: no TAS request)."""
@@ -147,20 +162,28 @@ class TopologyAssigner:
         levels = self.kueue.flavor_levels[f]
         if level not in levels:
             return False  # upstream: "no requested topology level"
+        pods = self.w.job_pods[j]
+        key = (int(self.shape[pods[0]]), len(pods), f, level)
+        if key not in self.answers:
+            self.answers[key] = self._assign(int(pods[0]), len(pods), f, levels.index(level))
+        answer = self.answers[key]
+        if answer is None:
+            return False
+        self.found[j] = (f, *answer)
+        return True
+
+    def _assign(self, pod: int, want: int, f: int, level: int) -> tuple[list[tuple[int, int]], np.ndarray] | None:
+        """`want` pods like `pod` on flavor f's topology, in one domain of `level`: the pods
+        per node, and the nodes they are kept to (the domain, within the flavor); None: no fit."""
         if self.scratch is None:
             self.scratch = self.state.copy()
-        pods = self.w.job_pods[j]
         ready = self.scratch.ready & self.flavor_slots[f]
-        nodes = np.flatnonzero(ready)
-        counts = fits_count(self.scratch, self.w, int(pods[0]), ready)[nodes]
-        got = assign(counts, self.paths[f][nodes], levels.index(level), len(pods), required=True)
+        counts = fits_count(self.scratch, self.w, pod, ready)  # per node slot, 0 off `ready`
+        got = self.topology[f].assign(counts, level, want, required=True)
         if got is None:
-            return False
-        # the pods are kept to the assigned domain of the requested level, within the flavor
-        at = self.paths[f][:, levels.index(level)]
-        domain = at[nodes[got[0][0]]]
-        self.found[j] = (f, [(int(nodes[n]), k) for n, k in got], self.flavor_slots[f] & (at == domain))
-        return True
+            return None
+        at = self.paths[f][:, level]
+        return got, self.flavor_slots[f] & (at == at[got[0][0]])
 
     def admitted(self, j: int, f: int) -> np.ndarray:
         """The nodes job j's pods may use, admitted to flavor f: its assigned domain (taken
@@ -170,6 +193,7 @@ class TopologyAssigner:
             return self.flavor_slots[f]
         _, got, mask = found
         if self.scratch is not None:
+            self.answers.clear()  # the capacity they were found on is taken
             nodes = np.array([n for n, _ in got], np.int64)
             k = np.array([c for _, c in got], np.int64)
             p = int(self.w.job_pods[j][0])

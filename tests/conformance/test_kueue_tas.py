@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.kueue.tas import assign
+from harness.kueue.tas import Topology
 
 BLOCK, RACK = 0, 1
 #                    x1  x2  x3  x4  x5  x6
@@ -66,7 +66,7 @@ def by_rack(got, paths=PATHS) -> dict[tuple[str, str], int] | None:
 def test_find_topology_assignment_default_nodes(level, required, count, want):
     """kubernetes-sigs/kueue pkg/cache/tas_cache_test.go TestFindTopologyAssignment, the
     cases named in the parameters' comments (defaultNodes, two levels)."""
-    assert by_rack(assign(COUNTS, PATHS, level, count, required)) == want
+    assert by_rack(Topology(PATHS).assign(COUNTS, level, count, required)) == want
 
 
 def test_minimize_the_number_of_used_racks_before_optimizing_the_number_of_nodes():
@@ -77,5 +77,5 @@ def test_minimize_the_number_of_used_racks_before_optimizing_the_number_of_nodes
     racks of two nodes)."""
     counts = np.array([2, 2, 1, 1, 1, 1])
     paths = np.array([[0, 0, 0], [0, 1, 1], [0, 2, 2], [0, 2, 3], [0, 2, 4], [0, 2, 5]])
-    got = assign(counts, paths, BLOCK, 4, required=True)
+    got = Topology(paths).assign(counts, BLOCK, 4, required=True)
     assert sorted(got) == [(2, 1), (3, 1), (4, 1), (5, 1)]
