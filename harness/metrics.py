@@ -21,7 +21,7 @@ from __future__ import annotations
 import operator
 from enum import IntEnum
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import polars as pl
@@ -29,6 +29,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.output import atomic_path
+
+if TYPE_CHECKING:  # the services' accounts build on this module
+    from harness.services.metrics import ServiceAccounting
 from harness.state import ABSENT, BOOTING, READY, WHOLE
 from harness.workload import BOUND, DONE, NOT_ARRIVED, PENDING, POD_STATUS, REFUSED, RUNNING
 
@@ -92,6 +95,8 @@ class Accounting:
         self.interval = float(timeline_interval_s)
         self.next_sample = 0.0
         self.timeline = Timeline()
+        #: the services' own accounts (harness/services/metrics.py; None: a trace without services)
+        self.services: ServiceAccounting | None = None
         self.job_preemptions = np.zeros(sim.w.n_jobs, np.int32)  # times each job was preempted
         self.preempted_lost = 0.0  # GPU milli-seconds of work preempted pods lost
 
@@ -191,6 +196,8 @@ class Accounting:
         r = self.rates()
         self._sample_until(min(t, self.sim.horizon), r, inclusive=False)
         self._integrate(r, t - self.last, operator.add)
+        if self.services is not None:
+            self.services.advance(self.last, t - self.last)
         self.last = t
 
     def advance_steps(self, times: np.ndarray) -> None:
@@ -200,6 +207,8 @@ class Accounting:
         r = self.rates()
         self._sample_until(min(float(times[-1]), self.sim.horizon), r, inclusive=False)
         self._integrate(r, np.diff(times, prepend=self.last), _add_in_turn)
+        if self.services is not None:
+            self.services.advance(self.last, np.diff(times, prepend=self.last))
         self.last = float(times[-1])
 
     def _integrate(self, r: tuple, dt, add) -> None:
@@ -233,6 +242,8 @@ class Accounting:
         """Integrate up to the horizon and take the samples due at it (the final state)."""
         self.advance(self.sim.horizon)
         self._sample_until(self.sim.horizon, self.rates(), inclusive=True)
+        if self.services is not None:
+            self.services.finish(self.sim.horizon)
 
     def _sample_until(self, t: float, r: tuple, inclusive: bool) -> None:
         """The samples due before t (or at it, if inclusive), all of the state of rates r:
@@ -241,12 +252,16 @@ class Accounting:
         while self.next_sample < t or (inclusive and self.next_sample == t):
             if not (self.next_sample + self.interval < t):  # one sample due (the usual case)
                 self.timeline.append((self.next_sample, *self._row(r)))
+                if self.services is not None:
+                    self.services.sample(np.array([self.next_sample]))
                 self.next_sample += self.interval
                 continue
             k = min(int((t - self.next_sample) / self.interval) + 2, self.timeline.ROW_GROUP)
             times = np.add.accumulate(np.r_[self.next_sample, np.full(k, self.interval)])
             due = min(int(np.count_nonzero((times <= t) if inclusive else (times < t))), k)
             self.timeline.extend(times[:due], self._row(r))
+            if self.services is not None:
+                self.services.sample(times[:due])
             self.next_sample = float(times[due])
 
     def _row(self, r: tuple) -> tuple:
@@ -490,6 +505,7 @@ def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl
            if n != "not_admitted" or sim.gate is not None},  # only behind an admission layer
         **admission_waits(sim, jobs),
         **preemption_losses(sim),
+        **({} if sim.acct.services is None else sim.acct.services.totals()),  # a trace with services
         "nodes_provisioned": nodes.height,
         "nodes_never_used": int((~nodes["used"]).sum()),
         "job_completion_p50_s": done["completion_s"].median() if done.height else float("nan"),

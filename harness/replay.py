@@ -24,35 +24,84 @@ from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.output import is_complete, start_run, write_parquet, write_text
 from harness.progress import Progress
 from harness.provenance import RUN_INFO, provenance, trace_meta, wall_s, write_run_info
+from harness.services.loop import ReplicaLoop
+from harness.services.replicas import HorizontalPodAutoscaler
+from harness.services.trace import read_services
+from harness.services.workload import compile_services
 from harness.settings import check, check_config
 from harness.sim import Simulation
 from harness.summary import duration, readout
 from harness.trace import read_trace
-from harness.workload import compile_workload
+from harness.workload import Workload, compile_workload
 
 DEFAULT_TAIL_S = 86400.0
 #: what a run writes besides metrics.parquet (its completion marker, written last)
-OUTPUTS = ("jobs.parquet", "nodes.parquet", "timeline.parquet", RUN_INFO, "config.yaml")
+OUTPUTS = ("jobs.parquet", "nodes.parquet", "timeline.parquet", RUN_INFO, "config.yaml",
+           "services.parquet", "services_timeline.parquet")  # the last two: a trace with services
 
 
 def build(cfg: DictConfig) -> tuple[Simulation, Loop]:
     """Instantiate trace, cluster and loop from a composed config, once its settings are valid."""
     check_config(cfg)
     path = to_absolute_path(str(cfg.trace.path))
-    table, _ = read_trace(path)
+    service_files = service_paths(cfg)
+    table, _ = read_trace(path, allow_empty=service_files is not None)
     try:
         cluster = instantiate(cfg.cluster, _convert_="all")
     except Exception as exc:
         raise _config_error(exc, "cluster") from None
     loop = build_loop(cfg)
-    w = compile_workload(table, cluster)
+    if service_files is None:
+        w = compile_workload(table, cluster)
+    else:
+        services, demand, meta = read_services(*service_files)
+        w = compile_services(table, services, demand, cluster, path, meta.demand_unit)
+        loop = ReplicaLoop(loop, build_replicas(cfg, loop))
     if isinstance(loop, KueueLoop) and cluster.kueue is not None and (unknown := unknown_queues(cluster.kueue, w)):
         raise TraceError(path, f"queue '{unknown[0]}' has no LocalQueue in cluster '{cluster.name}' "
                                "(its kueue.local_queues): Kueue cannot admit its jobs", column="queue")
-    horizon = cfg.horizon_s if cfg.horizon_s is not None else float(w.submit.max()) + DEFAULT_TAIL_S
+    horizon = cfg.horizon_s if cfg.horizon_s is not None else default_horizon(w)
     sim = Simulation(w, cluster, seed=int(cfg.seed), horizon_s=float(horizon),
                      timeline_interval_s=float(cfg.timeline_interval_s))
     return sim, loop
+
+
+def service_paths(cfg: DictConfig) -> tuple[str, str] | None:
+    """The trace's services and demand files (trace.services, trace.demand: both or neither)."""
+    files = {k: cfg.trace.get(k) for k in ("services", "demand")}
+    if not any(files.values()):
+        return None
+    if not all(files.values()):
+        missing = next(k for k, v in files.items() if not v)
+        raise ConfigError(f"trace.{missing}", "is missing: a trace with services names both its services "
+                                              "and its demand file (trace.services, trace.demand)")
+    return to_absolute_path(str(files["services"])), to_absolute_path(str(files["demand"]))
+
+
+def build_replicas(cfg: DictConfig, loop: Loop) -> HorizontalPodAutoscaler:
+    """The replica autoscaler of a trace with services (`replicas=hpa|keda`)."""
+    if not cfg.get("replicas"):
+        raise ConfigError("replicas", f"trace '{cfg.trace.path}' has services: choose their replica autoscaler "
+                                      "(replicas=hpa or replicas=keda; replicas=none is for traces without)")
+    if isinstance(loop, KueueLoop):
+        raise ConfigError("replicas", f"services behind Kueue (loop '{loop.name}') are not modelled yet: "
+                                      "replay them with a loop without Kueue")
+    try:
+        autoscaler = instantiate(cfg.replicas, _convert_="all")
+    except Exception as exc:
+        raise _config_error(exc, "replicas") from None
+    if not isinstance(autoscaler, HorizontalPodAutoscaler):
+        kind = f"{type(autoscaler).__module__}.{type(autoscaler).__qualname__}"
+        raise ConfigError("replicas", f"{kind} is no replica autoscaler (see harness/services/replicas.py)")
+    return autoscaler
+
+
+def default_horizon(w: Workload) -> float:
+    """Without horizon_s: a day after the last submission of the trace's pods, and no earlier
+    than its services' last demand window start (a services-only trace ends there)."""
+    pods = w.submit[w.job_service[w.job] < 0]
+    end = float(pods.max()) + DEFAULT_TAIL_S if len(pods) else 0.0
+    return end if w.services is None else max(end, w.services.last_window_start)
 
 
 def build_loop(cfg: DictConfig) -> Loop:
@@ -129,7 +178,12 @@ class Replay:
             jobs, nodes = jobs_frame(sim), nodes_frame(sim)
             extra = {"loop": loop.name, "seed": int(cfg.seed), "trace": str(cfg.trace.path),
                      "cluster": sim.cluster.name, "policy": loop.policy.name}
+            if isinstance(loop, ReplicaLoop):
+                extra["replicas"] = type(loop.autoscaler).__name__
             metrics = summary_row(sim, jobs, nodes, extra)
+            if sim.acct.services is not None:
+                write_parquet(sim.acct.services.frame(), out_dir / "services.parquet", meta)
+                write_parquet(sim.acct.services.timeline(), out_dir / "services_timeline.parquet", meta)
             write_parquet(jobs, out_dir / "jobs.parquet", meta)
             write_parquet(nodes, out_dir / "nodes.parquet", meta)
             sim.acct.timeline.close()

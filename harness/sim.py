@@ -29,6 +29,8 @@ from harness.cluster import Cluster
 from harness.errors import LoopbenchError
 from harness.fragmentation import TargetWorkload, node_fragmentation
 from harness.metrics import Accounting, PendingReason
+from harness.services.metrics import ServiceAccounting
+from harness.services.replicaset import deletion_order
 from harness.settings import check
 from harness.state import BOOTING, READY, ClusterState
 from harness.workload import BOUND, DONE, NOT_ARRIVED, PENDING, REFUSED, RUNNING, Workload
@@ -69,8 +71,14 @@ class Simulation:
         self._duration = workload.duration  # run times: the simulation's alone
         # a pod's placement and shape change when an admission layer keeps it to some nodes
         # (`admit`): this run's own copies, every view of the workload shares them
+        #: the services' truth, demand included (None: a trace without services)
+        self.services = svc = workload.services
+        # a replica's creation instant becomes its slot's submit time (`create_replicas`)
         self.w = replace(workload, duration=cast(np.ndarray, Sealed("a pod's duration")),
                          placement=workload.placement.copy(), shape=workload.shape.copy())
+        if svc is not None:
+            self.w = replace(self.w, job_submit=workload.job_submit.copy(), submit=workload.submit.copy(),
+                             services=svc.sealed(Sealed("a service's demand (demand_now: now's)")))
         self._compiled_shape = workload.shape
         self._shape_of: dict[tuple[int, int], int] = {}  # (compiled shape, placement) -> shape
         self._n_shapes = int(workload.shape.max()) + 1 if workload.n_pods else 0
@@ -104,7 +112,8 @@ class Simulation:
         self._queue_entry: dict[int, tuple[tuple, int]] = {}  # a queued job's entry in `queue`
         self._queued_jobs: np.ndarray | None = None  # the queue's jobs as an array, until it changes
         self.in_queue = np.zeros(w.n_jobs, bool)
-        self.arrival_order = np.lexsort((np.arange(w.n_jobs), w.job_submit))
+        order = np.lexsort((np.arange(w.n_jobs), w.job_submit))
+        self.arrival_order = order[w.job_service[order] < 0]  # replica slots arrive when created
         self.job_never_fits = np.bincount(w.job, weights=w.never_fits, minlength=w.n_jobs) > 0
         self.next_arrival = 0
         self.gate: Callable[[int], None] | None = None  # an admission layer's arrival gate (`gate_arrivals`)
@@ -131,7 +140,18 @@ class Simulation:
         self.n_events = 0  # events and job arrivals processed (for throughput figures)
         gpus_all = w.gpus.astype(np.int64)
         self.target = target or TargetWorkload.from_pods(w.cpu, gpus_all, w.milli, w.model_mask)
+        n_svc = 0 if svc is None else svc.n
+        self.replicas = np.zeros(n_svc, np.int64)  # created replicas per service (spec.replicas)
+        self.replicas_ready = np.zeros(n_svc, np.int64)
+        self.replica_created = np.zeros(w.n_jobs, bool)  # per job: a replica slot in use
+        self.job_ready_at = np.full(w.n_jobs, np.nan)  # when a replica became ready (nan: it is not)
+        self._demand = np.zeros(n_svc)  # each service's demand now (0 before its first window)
+        if svc is not None:
+            for s_, first in enumerate(svc.demand_bounds[:-1].tolist()):
+                self.at(float(svc.demand_start[first]), self._demand_window, s_, first)  # then one after another
         self.acct = Accounting(self, timeline_interval_s)
+        if svc is not None:
+            self.acct.services = self._svc_acct = ServiceAccounting(self)
         for p, pool in enumerate(cluster.pools):
             if pool.min_size:
                 for n in self._cloud.free_slots(p)[:pool.min_size]:
@@ -312,6 +332,8 @@ class Simulation:
             self.job_anchor[j] = -1
         self.pod_epoch[p] += 1
         self.pod_start[p] = np.nan
+        if not math.isnan(self.job_ready_at[j]):  # a ready replica off its node serves no more
+            self._unready(j)
         self.acct.set_reason(p, PendingReason.SHORTAGE)
         self._enqueue(j)
 
@@ -369,6 +391,8 @@ class Simulation:
         self.nodes[self.node_instance[n]].used = True
         if math.isfinite(self._duration[p]):
             self.at(self.now + self._duration[p], self._finish, p, int(self.pod_epoch[p]))
+        elif self.services is not None and (s := int(self.w.job_service[self.w.job[p]])) >= 0:
+            self.at(self.now + self.services.cold_start[s], self._replica_ready, p, int(self.pod_epoch[p]))
 
     def _finish(self, p: int, epoch: int) -> None:
         if epoch != self.pod_epoch[p] or self.pod_status[p] != RUNNING:
@@ -386,6 +410,73 @@ class Simulation:
         self.job_done[j] += 1
         if self.job_done[j] == len(w.job_pods[j]):
             self.job_finished[j] = self.now
+
+    # ---- service replicas ---------------------------------------------------------------
+    def demand_now(self) -> np.ndarray:
+        """Each service's demand now (units per second): the window holding `now`, never a
+        later one (a copy: loops may keep it)."""
+        return self._demand.copy()
+
+    def _demand_window(self, s: int, i: int) -> None:
+        """Service s's demand window i starts: an event, so metrics integrate exactly across it."""
+        svc = self.services
+        assert svc is not None, "only a trace's services have demand windows"
+        self._demand[s] = svc.demand_value[i]
+        if i + 1 < svc.demand_bounds[s + 1]:
+            self.at(svc.demand_start[i + 1], self._demand_window, s, i + 1)
+
+    def create_replicas(self, s: int, k: int) -> None:
+        """k dormant replica slots of service s (the lowest first) arrive now, as any
+        arrival: refused if no node type could hold them, else to the scheduler's queue."""
+        svc = self.services
+        assert svc is not None, "only a trace's services have replicas"
+        slots = svc.slots(s)
+        new = slots[~self.replica_created[slots]][:k]
+        assert len(new) == k, f"service {svc.name[s]}: {k} replicas asked for, {len(new)} slots dormant"
+        self.replica_created[new] = True
+        self.replicas[s] += k
+        self._svc_acct.created[s] += k
+        self.w.job_submit[new] = self.now
+        self.w.submit[self.w.pods_of(new)] = self.now
+        for j in new.tolist():
+            self._arrive(j)
+
+    def delete_replicas(self, s: int, k: int) -> None:
+        """k replicas of service s leave now, in ReplicaSet's order (`deletion_order`). A deleted
+        replica releases its node as a finished pod would (no preemption, no work lost) and its
+        slot becomes dormant again (its epoch bumped: its pending events are void)."""
+        svc = self.services
+        assert svc is not None, "only a trace's services have replicas"
+        slots = svc.slots(s)
+        live = slots[self.replica_created[slots]]
+        assert len(live) >= k, f"service {svc.name[s]}: {k} replicas to delete, {len(live)} created"
+        pods = self.w.pods_by_job[self.w.job_bounds[live]]  # a slot is one pod
+        victims = live[deletion_order(self, pods)[:k]]
+        for j in victims.tolist():
+            p = int(self.w.job_pods[j][0])
+            if self.pod_status[p] in (BOUND, RUNNING):
+                self.unbind(p)  # releases the node (and readiness); queues the slot, dequeued below
+            self.dequeue(j)
+            self.pod_status[p] = NOT_ARRIVED
+            self.pod_epoch[p] += 1
+            self.acct.set_reason(p, -1)
+            self.job_started[j] = np.nan
+        self.replica_created[victims] = False
+        self.replicas[s] -= k
+        self._svc_acct.deleted[s] += k
+
+    def _replica_ready(self, p: int, epoch: int) -> None:
+        """A replica's cold start is over (image pulled, model loaded): it serves."""
+        if epoch != self.pod_epoch[p] or self.pod_status[p] != RUNNING:
+            return
+        j = int(self.w.job[p])
+        self.job_ready_at[j] = self.now
+        self.replicas_ready[self.w.job_service[j]] += 1
+        self._svc_acct.cold_starts[self.w.job_service[j]] += 1
+
+    def _unready(self, j: int) -> None:
+        self.job_ready_at[j] = np.nan
+        self.replicas_ready[self.w.job_service[j]] -= 1
 
     # ---- nodes -------------------------------------------------------------------------
     def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None) -> np.ndarray:

@@ -9,12 +9,16 @@ type could ever hold, so no loop waits on them forever.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.cluster import Cluster
+
+if TYPE_CHECKING:  # services are compiled on top of this module (harness/services/workload.py)
+    from harness.services.workload import Services
 
 LOCALITY_CODE = {"none": 0, "rack": 1, "block": 2}
 
@@ -54,6 +58,10 @@ class Workload:
     job_priority: np.ndarray
     job_locality: np.ndarray  # int8 LOCALITY_CODE
     job_queue: np.ndarray
+    #: int32: the service whose replica slot the job is (-1: a job of the trace)
+    job_service: np.ndarray
+    #: the trace's services, their slots and demand (None: a trace without services)
+    services: Services | None = None
 
     @property
     def n_pods(self) -> int:
@@ -131,7 +139,7 @@ def compile_workload(table: pa.Table, cluster: Cluster) -> Workload:
         job_min_member=col("min_member")[first].astype(np.int32), job_submit=submit[first],
         job_priority=col("priority")[first].astype(np.int32),
         job_locality=_locality_codes(col("gang_locality")[first]),
-        job_queue=col("queue")[first],
+        job_queue=col("queue")[first], job_service=np.full(len(job_ids), -1, np.int32),
     )
 
 

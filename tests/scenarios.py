@@ -61,3 +61,35 @@ def run(table, cl: Cluster, loop, horizon_s: float, seed: int = 0):
     sim.run(loop)
     row = summary_row(sim, jobs_frame(sim), nodes_frame(sim), {"loop": getattr(loop, "name", "?")})
     return row.to_dicts()[0], sim
+
+
+def services(rows: list[dict]):
+    """A validated services table (harness/services/trace.py): one dict per service, a whole
+    GPU per replica unless given."""
+    from harness.services.trace import SERVICE_DEFAULTS, services_from_columns, validate_services
+
+    keys = {"cpu_milli": 1000, "memory_mib": 1024, "gpu_count": 1, "gpu_milli": 1000, "cold_start_s": 0.0}
+    rows = [{**keys, **row} for row in rows]
+    names = {k for row in rows for k in row}
+    cols = {k: [row.get(k, SERVICE_DEFAULTS.get(k)) for row in rows] for k in names}
+    return validate_services(services_from_columns(cols), "<golden>")
+
+
+def demand(windows: dict[str, list[tuple[float, float]]]):
+    """A demand table: per service its (start_s, demand) windows."""
+    from harness.services.trace import demand_from_columns
+
+    rows = [(s, t, d) for s, ws in windows.items() for t, d in ws]
+    return demand_from_columns({"service": [r[0] for r in rows], "start_s": [float(r[1]) for r in rows],
+                                "demand": [float(r[2]) for r in rows]})
+
+
+def service_sim(pods: list[dict], service_rows: list[dict], windows: dict, cl: Cluster, horizon_s: float,
+                seed: int = 0, timeline_interval_s: float = 60.0) -> Simulation:
+    """A simulation of these pods (possibly none) and services."""
+    from harness.services.workload import compile_services
+    from harness.trace import SCHEMA
+
+    table = trace(pods) if pods else SCHEMA.empty_table()
+    w = compile_services(table, services(service_rows), demand(windows), cl)
+    return Simulation(w, cl, seed=seed, horizon_s=horizon_s, timeline_interval_s=timeline_interval_s)

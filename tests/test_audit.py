@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LOOP_CODE = sorted([*(ROOT / "harness" / "loops").glob("*.py"), *(ROOT / "harness" / "scheduler").glob("*.py"),
                     *(ROOT / "harness" / "kueue").glob("*.py"),
                     ROOT / "harness" / "whatif.py", ROOT / "harness" / "scores.py", ROOT / "harness" / "filters.py",
-                    ROOT / "harness" / "services" / "replicas.py"])
+                    ROOT / "harness" / "services" / "loop.py", ROOT / "harness" / "services" / "replicas.py"])
 #: names of what no loop may read, wherever it is reached from
 SECRETS = {"stock", "stock_varies", "available", "duration", "boot_delay", "ready_at", "phantom", "_cloud",
            "_duration", "next_arrival", "arrival_order", "next_event_time", "_heap"}
@@ -150,3 +150,32 @@ def test_the_runtime_guards_catch_a_bind_before_arrival_and_a_stock_read(trace):
         sim.bind(late, 0, np.arange(1))
     with pytest.raises(AttributeError):
         sim.cloud.available(0)  # type: ignore[attr-defined]
+
+
+def test_the_replica_autoscaler_sees_demand_up_to_now_only(tmp_path):
+    """A services trace replayed under the guards: every demand the loops were handed is the
+    window holding that instant (the simulation's `demand_now`), and the series itself, in the
+    workload loops get, raises when read."""
+    from harness.services.trace import ServicesMeta, write_services
+
+    windows = [(0.0, 50.0), (600.0, 400.0), (1800.0, 0.0), (2400.0, 90.0)]
+    write_trace(sc.trace([{"submit_s": 60.0}]), tmp_path / "s.parquet", TraceMeta("s", "CC0-1.0", "trace start"))
+    write_services(sc.services([{"service": "chat", "max_replicas": 4, "capacity_per_replica": 100.0,
+                                 "min_replicas": 0, "cold_start_s": 60.0}]),
+                   sc.demand({"chat": windows}), tmp_path / "s", ServicesMeta("s", "CC0-1.0", "trace start", "tokens/s"))
+    sim, run = tiny_sim(tmp_path / "s.parquet", f"+trace.services={tmp_path / 's.services.parquet'}",
+                        f"+trace.demand={tmp_path / 's.demand.parquet'}", "replicas=keda")
+    bound, seen, demand_now = guard(sim), [], sim.demand_now
+
+    def watched():
+        seen.append((sim.now, demand_now()))
+        return seen[-1][1]
+
+    sim.demand_now = watched
+    sim.run(run)
+    assert bound and len(seen) > 100
+    starts = np.array([t for t, _ in windows])
+    for t, d in seen:
+        assert d.tolist() == [windows[int(np.searchsorted(starts, t, side="right")) - 1][1]], f"at {t}"
+    with pytest.raises(LoopbenchError, match="a service's demand"):
+        sim.w.services.demand_value[-1]

@@ -144,6 +144,20 @@ class SimulationView(Protocol):
     def evict(self, pods: np.ndarray) -> None:
         """Preempt bound or running pods (gangs whole): they restart from scratch."""
         ...
+    # services (harness/services): replicas per service, created and deleted by a replica autoscaler
+    @property
+    def replicas(self) -> np.ndarray:
+        """Each service's created replicas (its Deployment's spec.replicas)."""
+        ...
+    def demand_now(self) -> np.ndarray:
+        """Each service's demand now (units per second), never a later one."""
+        ...
+    def create_replicas(self, s: int, k: int) -> None:
+        """k more replicas of service s: pods that arrive now."""
+        ...
+    def delete_replicas(self, s: int, k: int) -> None:
+        """k replicas of service s go, in the ReplicaSet's deletion order."""
+        ...
     def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None) -> np.ndarray: ...
     def remove_node(self, n: int) -> None:
         """Remove node n (empty, or booting: pods planned there go back to the queue)."""

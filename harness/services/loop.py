@@ -1,0 +1,64 @@
+"""`ReplicaLoop`: a replica autoscaler (HPA or KEDA, conf/replicas/) beside any loop.
+
+The third loop of a cluster that serves models: at each of its syncs it reads each service's
+created replicas (the Deployment's spec.replicas) and the demand observed now (never a later
+one), asks the autoscaler (harness/services/replicas.py) for the desired counts, and creates
+or deletes the difference (`SimulationView.create_replicas` / `delete_replicas`): created
+replicas are pending pods the wrapped loop's scheduler places and its node autoscaler reacts
+to, as any. Its sync cadence is a clock of its own: the wrapped loop's quiet wake-ups pass in
+bulk only up to the next sync.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.loops.base import Description, Loop, SimulationView, conform
+from harness.scores import ScorePlugin
+from harness.services.replicas import HorizontalPodAutoscaler, KedaScaledObject
+
+
+class ReplicaLoop:
+    def __init__(self, inner: Loop, autoscaler: HorizontalPodAutoscaler):
+        conform(inner, Loop, "loop")
+        self.inner = inner
+        self.autoscaler = autoscaler
+        self.name = inner.name
+
+    @property
+    def policy(self) -> ScorePlugin:
+        return self.inner.policy
+
+    def describe(self) -> Description:
+        return self.inner.describe()
+
+    def attach(self, sim: SimulationView) -> None:
+        """The wrapped loop attaches, then each service starts with its floor of replicas at
+        time 0: min_replicas, at least 1 under a plain HPA (its minReplicas is >= 1; only
+        KEDA scales to zero)."""
+        self.inner.attach(sim)
+        svc = sim.w.services
+        assert svc is not None, "replay wraps a loop in ReplicaLoop only for a trace with services"
+        self.autoscaler.attach(svc.capacity, svc.min_replicas, svc.max_replicas)
+        floor = svc.min_replicas if isinstance(self.autoscaler, KedaScaledObject) else np.maximum(svc.min_replicas, 1)
+        self.max_replicas = svc.max_replicas
+        for s in np.flatnonzero(floor).tolist():
+            sim.create_replicas(s, int(floor[s]))
+
+    def next_wakeup(self, now: float) -> float:
+        return min(self.inner.next_wakeup(now), self.autoscaler.next_sync(now))
+
+    def idle_ticks(self, start: float, before: float) -> np.ndarray:
+        return self.inner.idle_ticks(start, min(before, self.autoscaler.next_sync(start)))
+
+    def step(self, sim: SimulationView, now: float) -> None:
+        """A sync when one is due (replicas created or deleted), then the wrapped loop's step."""
+        if self.autoscaler.next_sync(now) <= now:
+            current = sim.replicas.copy()
+            desired = self.autoscaler.sync(now, current, sim.demand_now())
+            assert ((desired >= 0) & (desired <= self.max_replicas)).all(), "desired replicas within [0, max]"
+            for s in np.flatnonzero(desired > current).tolist():
+                sim.create_replicas(s, int(desired[s] - current[s]))
+            for s in np.flatnonzero(desired < current).tolist():
+                sim.delete_replicas(s, int(current[s] - desired[s]))
+        self.inner.step(sim, now)

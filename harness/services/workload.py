@@ -1,0 +1,106 @@
+"""A trace's services compiled into the workload: replica slots the loops schedule as pods.
+
+A service with max_replicas R gets R single-pod jobs, its replica slots (job and pod ids
+`<service>/<k>`), compiled with the trace's pods through the same path (`compile_workload`:
+shapes, never_fits and pools_fit hold for them unchanged). A slot has the service's priority
+and queue, no run time (a replica runs until it is deleted) and no arrival in the trace: its
+submit time is inf until the replica autoscaler creates it (`Simulation.create_replicas`
+sets it to the creation instant). The demand series stay the simulation's: loops get the
+workload with them sealed (`Services.sealed`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pyarrow as pa
+
+from harness.cluster import Cluster
+from harness.errors import TraceError
+from harness.trace import SCHEMA
+from harness.workload import Workload, compile_workload
+
+
+@dataclass
+class Services:
+    """One entry per service (trace order), with its replica slots and demand windows as
+    flat arrays cut by bounds (service s's are [bounds[s], bounds[s + 1]))."""
+
+    name: np.ndarray  # str
+    capacity: np.ndarray  # float64: demand units per second one ready replica serves
+    cold_start: np.ndarray  # float64 s from a replica's start on a ready node to its readiness
+    min_replicas: np.ndarray  # int64
+    max_replicas: np.ndarray  # int64
+    gpus_per_replica: np.ndarray  # float64 accelerators a replica holds (a share or partition: its fraction)
+    slot_bounds: np.ndarray  # int64
+    slot_job: np.ndarray  # int64 job index of each replica slot, k = 0, 1, ... of each service
+    demand_bounds: np.ndarray  # int64
+    demand_start: np.ndarray  # float64 s: a window's start (it lasts until the service's next one)
+    demand_value: np.ndarray  # float64 demand units per second over the window
+    unit: str = ""  # what a demand unit is (e.g. "tokens/s")
+
+    @property
+    def n(self) -> int:
+        return len(self.name)
+
+    def slots(self, s: int) -> np.ndarray:
+        """Job indices of service s's replica slots, k = 0, 1, ..."""
+        return self.slot_job[self.slot_bounds[s]:self.slot_bounds[s + 1]]
+
+    def sealed(self, sealed) -> Services:
+        """These services with their demand series replaced by `sealed` (what loops get)."""
+        return replace(self, demand_start=sealed, demand_value=sealed)
+
+    @property
+    def last_window_start(self) -> float:
+        return float(self.demand_start.max())
+
+
+def slot_table(services: pa.Table) -> pa.Table:
+    """The replica slots of a services table as pods of the trace schema (submit inf)."""
+    col = lambda name: services.column(name).to_pylist()  # noqa: E731
+    count = np.asarray(services.column("max_replicas").to_numpy(zero_copy_only=False), np.int64)
+    rep = lambda name: [v for v, c in zip(col(name), count.tolist(), strict=True) for _ in range(c)]  # noqa: E731
+    ids = [f"{s}/{k}" for s, c in zip(col("service"), count.tolist(), strict=True) for k in range(c)]
+    n = len(ids)
+    data = {
+        "pod_id": ids, "job_id": ids, "min_member": [1] * n, "submit_s": [np.inf] * n, "duration_s": [None] * n,
+        **{c: rep(c) for c in ("cpu_milli", "memory_mib", "gpu_count", "gpu_milli", "gpu_partition", "gpu_models",
+                               "gpus_same_nvlink", "priority", "queue")},
+        "gpus_same_numa": [False] * n, "nic_per_gpu": [False] * n, "gang_locality": ["none"] * n,
+    }
+    return pa.table({f.name: data[f.name] for f in SCHEMA}, schema=SCHEMA.remove_metadata())
+
+
+def compile_services(trace: pa.Table, services: pa.Table, demand: pa.Table, cluster: Cluster,
+                     trace_file: str = "<trace>", unit: str = "") -> Workload:
+    """The trace's pods and its services' replica slots as one workload (tables validated by
+    harness/trace.py and harness/services/trace.py)."""
+    slots = slot_table(services)
+    clash = np.intersect1d(np.asarray(trace.column("job_id").to_pylist(), object),
+                           np.asarray(slots.column("job_id").to_pylist(), object))
+    if len(clash):
+        raise TraceError(trace_file, f"job id '{clash[0]}' is also a replica slot's (<service>/<k>) of the "
+                                     "services beside it: rename the job or the service", column="job_id")
+    w = compile_workload(pa.concat_tables([trace.replace_schema_metadata(None).cast(SCHEMA.remove_metadata()),
+                                           slots]), cluster)
+    names = np.asarray(services.column("service").to_pylist(), object)
+    count = services.column("max_replicas").to_numpy(zero_copy_only=False).astype(np.int64)
+    slot_job = np.searchsorted(w.job_id, slots.column("job_id").to_numpy(zero_copy_only=False)).astype(np.int64)
+    w.job_service[slot_job] = np.repeat(np.arange(len(names), dtype=np.int32), count)
+    first = trace.num_rows + np.r_[0, np.cumsum(count)[:-1]]  # each service's slot 0, a pod after the trace's
+    d_name = np.asarray(demand.column("service").to_pylist(), object)
+    by_name = np.argsort(names)
+    d_service = by_name[np.searchsorted(names, d_name, sorter=by_name)]
+    order = np.lexsort((np.arange(len(d_name)), d_service))  # by service, file (time) order within one
+    num = lambda t, c: t.column(c).to_numpy(zero_copy_only=False).astype(np.float64)  # noqa: E731
+    w.services = Services(
+        name=names, capacity=num(services, "capacity_per_replica"), cold_start=num(services, "cold_start_s"),
+        min_replicas=services.column("min_replicas").to_numpy(zero_copy_only=False).astype(np.int64),
+        max_replicas=count,
+        gpus_per_replica=w.gpus[first].astype(np.float64) * w.milli[first] / 1000.0,
+        slot_bounds=np.r_[0, np.cumsum(count)].astype(np.int64), slot_job=slot_job,
+        demand_bounds=np.r_[0, np.cumsum(np.bincount(d_service, minlength=len(names)))].astype(np.int64),
+        demand_start=num(demand, "start_s")[order], demand_value=num(demand, "demand")[order], unit=unit)
+    return w
