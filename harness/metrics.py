@@ -29,11 +29,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.output import atomic_path
+from harness.state import ABSENT, BOOTING, READY, WHOLE
+from harness.workload import BOUND, DONE, NOT_ARRIVED, PENDING, POD_STATUS, REFUSED, RUNNING
 
 if TYPE_CHECKING:  # the services' accounts build on this module
     from harness.services.metrics import ServiceAccounting
-from harness.state import ABSENT, BOOTING, READY, WHOLE
-from harness.workload import BOUND, DONE, NOT_ARRIVED, PENDING, POD_STATUS, REFUSED, RUNNING
 
 MILLI_HOUR = 1000.0 * 3600.0
 
