@@ -54,6 +54,12 @@ METRICS = [
     Metric("gang_latency_p99_s", "gang start p99", "s", LOWER),
     Metric("gang_latency_max_s", "gang start max", "s", LOWER),
     Metric("gangs_never_started", "gangs never started", "", LOWER, 1, True),
+    # a trace with services (harness/services/metrics.py)
+    Metric("demand_unserved_share", "demand not served (share)", "", LOWER, 4),
+    Metric("time_to_capacity_p50_s", "time to capacity p50", "s", LOWER),
+    Metric("time_to_capacity_p99_s", "time to capacity p99", "s", LOWER),
+    Metric("cold_starts", "cold starts", "", LOWER, 1, True),
+    Metric("warm_idle_accel_hours", "warm idle accelerator hours", "h", LOWER),
     Metric("cost_usd", "cost", "USD", LOWER),
     *[Metric(f"pending_s_{r}", f"pending: {r.replace('_', ' ')}", "pod-h", LOWER, 1, scale=1 / 3600)
       for r in REASON_NAMES],
@@ -71,6 +77,7 @@ MODELS = "*by_model"
 #: What `loopbench replay` and `compare` print, in this order.
 HEADLINE = ["idle_accel_hours", *[f"idle_accel_hours_{c}" for c in IDLE_CAUSES], "idle_accel_usd", MODELS,
             "accel_utilization", "frag_ratio", "gang_latency_p50_s", "gang_latency_p99_s", "gangs_never_started",
+            "demand_unserved_share", "time_to_capacity_p99_s", "cold_starts", "warm_idle_accel_hours",
             "cost_usd", "nodes_provisioned", "nodes_never_used"]
 #: The verdict's metrics; the first also shows its two values. Gangs never started join when
 #: either side has some: a latency percentile counts only the gangs that started.

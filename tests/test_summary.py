@@ -107,6 +107,20 @@ def test_idle_cost_and_its_split_by_gpu_model_print_after_the_idle_hours():
     assert re.fullmatch(r"idle cost: T4 +USD +lower +1,000 +2,000", lines[8])
 
 
+def test_a_trace_with_services_reads_its_service_metrics_after_the_gangs():
+    """A run with services prints demand not served (its share), time to capacity, cold starts
+    and the warm replicas' idle hours after the gang rows; a run without them prints none."""
+    rows = TWO_LOOPS.with_columns(demand_unserved_share=pl.Series([0.0244, 0.0006]),
+                                  time_to_capacity_p99_s=pl.Series([536.9, 61.0]),
+                                  cold_starts=pl.Series([83, 64]), warm_idle_accel_hours=pl.Series([123.7, 40.2]))
+    lines = readout(rows).splitlines()
+    at = [x.split("  ")[0] for x in lines].index("gangs never started")
+    assert [re.sub(" +", " ", x) for x in lines[at + 1:at + 5]] == [
+        "demand not served (share) lower 0.0244 0.0006", "time to capacity p99 s lower 537 61",
+        "cold starts lower 83 64", "warm idle accelerator hours h lower 124 40"]
+    assert "demand not served" not in readout(TWO_LOOPS)
+
+
 def test_counts_print_as_whole_numbers_with_separators():
     table = readout(TWO_LOOPS.with_columns(pl.col("nodes_provisioned").cast(pl.Float64)))
     assert "nodes provisioned                         1,670     183" in table
