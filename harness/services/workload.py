@@ -99,7 +99,7 @@ def compile_services(trace: pa.Table, services: pa.Table, demand: pa.Table, clus
         name=names, capacity=num(services, "capacity_per_replica"), cold_start=num(services, "cold_start_s"),
         min_replicas=services.column("min_replicas").to_numpy(zero_copy_only=False).astype(np.int64),
         max_replicas=count,
-        gpus_per_replica=w.gpus[first].astype(np.float64) * w.milli[first] / 1000.0,
+        gpus_per_replica=w.gpu_milli_total[first] / 1000.0,
         slot_bounds=np.r_[0, np.cumsum(count)].astype(np.int64), slot_job=slot_job,
         demand_bounds=np.r_[0, np.cumsum(np.bincount(d_service, minlength=len(names)))].astype(np.int64),
         demand_start=num(demand, "start_s")[order], demand_value=num(demand, "demand")[order], unit=unit)
