@@ -249,7 +249,7 @@ def test_replay_writes_the_service_tables(service_trace, tmp_path):
     from harness.replay import Replay
 
     metrics = Replay().run(composed(service_trace, "replicas=hpa", "horizon_s=3600"), tmp_path, progress=False)
-    assert metrics["replicas"][0] == "HorizontalPodAutoscaler"
+    assert metrics["replicas"][0] == "hpa (down 300 s)"  # the setting, as a report names it
     per = pl.read_parquet(tmp_path / "services.parquet")
     assert per["service"].to_list() == ["chat"]
     assert per["demand_units"][0] == metrics["demand_units"][0] == 50 * 600 + 400 * 1200 + 50 * 1800

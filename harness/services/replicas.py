@@ -178,6 +178,11 @@ class HorizontalPodAutoscaler:
         """When the next sync is due (now, before the first)."""
         return max(now, self._next_hpa)
 
+    @property
+    def name(self) -> str:
+        """What a report calls this setting: `hpa (down 300 s)`, its scale-down window."""
+        return f"hpa (down {self.down.window_s:g} s)"
+
     def recommended(self, desired: np.ndarray) -> np.ndarray:
         """Per service, the last reconcile's stabilized recommendation within [min, max] before
         the scaling policies' rate limits (normalizeDesiredReplicasWithBehaviors: stabilize,
@@ -282,6 +287,11 @@ class KedaScaledObject(HorizontalPodAutoscaler):
 
     def next_sync(self, now: float) -> float:
         return max(now, min(self._next_poll, self._next_hpa))
+
+    @property
+    def name(self) -> str:
+        """`keda (down 300 s, cooldown 300 s)`: the HPA's scale-down window, KEDA's cooldown."""
+        return f"keda (down {self.down.window_s:g} s, cooldown {self.cooldown_period_s:g} s)"
 
     def _request_scale(self, now: float, current: np.ndarray, demand: np.ndarray) -> np.ndarray:
         """The scale executor's RequestScale for every service at once."""
