@@ -102,6 +102,17 @@ def steps(metrics: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
     return pl.concat(frames) if frames else pl.DataFrame()
 
 
+def strongest(metrics: pl.DataFrame, cols: list[str], loops: list[str], column: str = VERDICT[0]) -> str:
+    """Of `loops`, the one with the least `column` over the grid: the best mean rank over its
+    cells (each cell's loops ranked by their mean over seeds; ties: the earlier loop)."""
+    keys = cols or ["_one_cell"]
+    means = (metrics.with_columns(_one_cell=pl.lit(0)).filter(pl.col("loop").is_in(loops))
+             .group_by(*keys, "loop").agg(pl.col(column).cast(pl.Float64).mean().alias("mean"))
+             .with_columns(rank=pl.col("mean").rank("min").over(keys)))
+    rank = dict(means.group_by("loop").agg(pl.col("rank").mean()).iter_rows())
+    return min(loops, key=lambda loop: rank.get(loop, math.inf))
+
+
 def span(pcts: list[float]) -> str:
     """`35-62%`, `0-42%`, `-2 to 87%` (one figure when both ends read the same)."""
     lo, hi = percent(min(pcts)), percent(max(pcts))

@@ -63,6 +63,7 @@ from harness.summary import (
 #: Run metadata that tells variants apart when it differs between runs (`shortage`: the
 #: provider's behaviour, read from the run's config; `replicas`: a service's replica autoscaler).
 CONTEXT = ["trace", "cluster", "policy", "shortage", "replicas"]
+MERGED = "merged"
 #: The grid's tables: per setting and loop, these metrics with their intervals.
 GRID = ["idle_accel_hours", "idle_accel_usd", "cost_usd", "gang_latency_p99_s",
         "demand_unserved_share", "time_to_capacity_p99_s", "warm_idle_accel_hours"]
@@ -359,13 +360,21 @@ def verdicts(summary: pl.DataFrame, variants: list[Variant], where: str = "") ->
 
 
 def grid_verdicts(metrics: pl.DataFrame, cols: list[str], variants: list[Variant]) -> list[str]:
-    """Each loop against the separate loops in ranges form across the grid's settings."""
+    """Each loop against the separate loops in ranges form across the grid's settings; the
+    merged loop also against the other loop that leaves the least (`grid.strongest`)."""
     loops = list(dict.fromkeys(v.loop for v in variants))
     if grid.BASE not in loops:
         return []
-    judged = [UNSERVED] if _valued(metrics, UNSERVED) else []  # services: first the demand left unserved
-    return [grid.ranges_verdict(loop, grid.BASE, grid.savings(metrics, cols, loop, grid.BASE, c), cols, c)
-            for loop in loops if loop != grid.BASE for c in [*judged, grid.VERDICT[0]]]
+    judged = [*([UNSERVED] if _valued(metrics, UNSERVED) else []), grid.VERDICT[0]]  # services: unserved first
+    lines = [grid.ranges_verdict(loop, grid.BASE, grid.savings(metrics, cols, loop, grid.BASE, c), cols, c)
+             for loop in loops if loop != grid.BASE for c in judged]
+    others = [loop for loop in loops if loop not in (grid.BASE, MERGED)]
+    if MERGED in loops and others:  # and against the strongest of the others, not only the weakest
+        for c in judged:
+            rival = grid.strongest(metrics, cols, others, c)
+            lines.append(grid.ranges_verdict(MERGED, f"{rival} (the other loop with the least)",
+                                             grid.savings(metrics, cols, MERGED, rival, c), cols, c))
+    return lines
 
 
 def _valued(metrics: pl.DataFrame, column: str) -> bool:
@@ -653,7 +662,7 @@ def _stacked(summary: pl.DataFrame, variants: list[Variant], parts: list[tuple[s
         rows = [by.get((n, total)) for n in names]
         mean = np.array([r["mean"] * scale if r else np.nan for r in rows])
         err = np.array([[mean[i] - r["min"] * scale, r["max"] * scale - mean[i]] if r else [0, 0]
-                        for i, r in enumerate(rows)]).T
+                        for i, r in enumerate(rows)]).T.clip(min=0)  # equal seeds: the mean may round past both
         ax.errorbar(mean, y, xerr=err, fmt="none", ecolor="black", capsize=3, lw=1, label="total: min-max over seeds")
     ax.set_yticks(y, names, fontsize=8)
     ax.invert_yaxis()
