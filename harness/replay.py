@@ -25,7 +25,7 @@ from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.output import is_complete, start_run, write_parquet, write_text
 from harness.progress import Progress
 from harness.provenance import RUN_INFO, provenance, trace_meta, wall_s, write_run_info
-from harness.services.buffers import Overprovisioning
+from harness.services.buffers import Buffer, CapacityBuffer, Overprovisioning
 from harness.services.loop import ReplicaLoop
 from harness.services.replicas import HorizontalPodAutoscaler
 from harness.services.trace import read_services
@@ -102,15 +102,16 @@ def build_replicas(cfg: DictConfig, loop: Loop) -> HorizontalPodAutoscaler:
     return autoscaler
 
 
-def build_buffer(cfg: DictConfig, loop: Loop, services: pa.Table) -> Overprovisioning | None:
-    """The services' buffer (`buffer=none|overprovisioning`), refused with a loop that cannot have it."""
+def build_buffer(cfg: DictConfig, loop: Loop, services: pa.Table) -> Buffer | None:
+    """The services' buffer (`buffer=none|overprovisioning|capacity_buffer`), refused with a loop
+    that cannot have it."""
     if not cfg.get("buffer"):
         return None
     try:
         buffer = instantiate(cfg.buffer, _convert_="all")
     except Exception as exc:
         raise _config_error(exc, "buffer") from None
-    if not isinstance(buffer, Overprovisioning):
+    if not isinstance(buffer, Overprovisioning | CapacityBuffer):
         kind = f"{type(buffer).__module__}.{type(buffer).__qualname__}"
         raise ConfigError("buffer", f"{kind} is no buffer (see harness/services/buffers.py)")
     buffer.fit(loop, services)

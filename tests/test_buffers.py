@@ -38,13 +38,17 @@ def test_overprovisioning_adds_one_placeholder_per_service_and_copy():
     (["loop=separate_preemption", "buffer=overprovisioning", "buffer.priority=200"], "buffer.priority"),
     (["loop=separate_preemption", "buffer=overprovisioning", "buffer.priority=-11"], "buffer.priority"),
     (["loop=separate_preemption", "buffer=overprovisioning", "buffer.placeholders=0"], "buffer.placeholders"),
+    (["loop=separate_karpenter", "buffer=capacity_buffer"], "buffer"),  # only the CA-like autoscaler reads it
+    (["loop=merged", "buffer=capacity_buffer"], "buffer"),
+    (["buffer=capacity_buffer", "buffer.replicas=null"], "buffer"),  # nothing specified
+    (["buffer=capacity_buffer", "buffer.percentage=-5"], "buffer.percentage"),
 ])
 def test_a_buffer_it_cannot_have_is_refused_by_key(overrides, key):
+    """One line, starting with the key (a setting's rule, or the buffer's own refusal)."""
     with pytest.raises(LoopbenchError) as err:
         build(compose("config", [*SERVICES, *overrides]))
     assert str(err.value).startswith(key) and "\n" not in str(err.value)
-    if key != "buffer.placeholders":
-        assert isinstance(err.value, ConfigError)
+    assert isinstance(err.value, ConfigError)
 
 
 def test_the_readout_prints_the_buffer_row():
@@ -52,3 +56,11 @@ def test_the_readout_prints_the_buffer_row():
     sim.run(loop)
     text = readout(summary_row(sim, jobs_frame(sim), nodes_frame(sim), {"loop": loop.name}))
     assert "idle: buffer placeholders" in text
+
+
+def test_a_capacity_buffer_joins_the_cluster_autoscaler_without_pods():
+    """buffer=capacity_buffer on the plain separate loops (no preemption needed): no placeholder
+    in the workload; the autoscaler keeps one fake pod per service."""
+    sim, loop = built("buffer=capacity_buffer")
+    assert not sim.w.job_placeholder.any()
+    assert loop.inner.autoscaler.buffer is not None and loop.inner.autoscaler.buffer.replicas == 1

@@ -25,7 +25,7 @@ from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.scheduler import Scheduler
 from harness.scheduler.preemption import DefaultPreemption
 from harness.scores import LeastAllocated
-from harness.services.buffers import Overprovisioning
+from harness.services.buffers import CapacityBuffer, Overprovisioning
 from harness.services.loop import ReplicaLoop
 from harness.services.replicas import HorizontalPodAutoscaler
 from harness.workload import RUNNING
@@ -48,7 +48,10 @@ def preempting_loop() -> SeparateLoops:
 
 def replay(buffer):
     sim = sc.service_sim([], [SERVICE], {"svc": BURST}, one_gpu_nodes(), HORIZON, buffer=buffer)
-    sim.run(ReplicaLoop(preempting_loop(), HorizontalPodAutoscaler()))
+    loop = ReplicaLoop(preempting_loop(), HorizontalPodAutoscaler())
+    if buffer is not None:
+        buffer.fit(loop, sc.services([SERVICE]))  # as replay does: a CapacityBuffer joins the autoscaler
+    sim.run(loop)
     jobs = jobs_frame(sim)
     return sim, jobs, summary_row(sim, jobs, nodes_frame(sim), {}).to_dicts()[0]
 
@@ -92,6 +95,26 @@ def test_a_buffer_absorbs_a_burst_and_the_autoscaler_restores_it():
     assert row["idle_accel_hours"] == pytest.approx(parts, abs=1e-9)
     # used: the replicas alone, 1 GPU x 1800 s + 1 GPU x (1800 - 600) s
     assert row["used_accel_hours"] == pytest.approx(3000.0 / 3600.0, abs=1e-12)
+
+
+def test_a_capacity_buffer_absorbs_a_burst_and_the_autoscaler_restores_it():
+    """A CapacityBuffer of 1 fake pod. The scan at 0 finds the replica bound on the ready node
+    and the fake pod fitting nowhere: it buys node 1 (ready at 300), which stays empty, kept
+    from scale-down as the fake pod's room. At 600 replica 1 binds to node 1 at once, ready at
+    720: unserved 2,400 units, one episode of 120 s, as with placeholders. The scan at 600
+    finds the fake pod without room and buys node 2 (ready at 900), empty to the end, never
+    scaled down. GPU-s billed: 1800 + 1800 + 1200 = 4,800; used 1800 + 1200 = 3,000; idle
+    1,800 = booting 300 + 300 + unallocated 300 (node 1, 300 -> 600) + 900 (node 2, 900 ->
+    1800); no placeholder, nothing preempted."""
+    _, _, row = replay(CapacityBuffer(replicas=1))
+    assert row["demand_units"] == 159_000.0
+    assert row["demand_unserved_units"] == 2_400.0
+    assert row["capacity_episodes"] == 1 and row["time_to_capacity_p99_s"] == 120.0
+    assert row["nodes_provisioned"] == 3 and row["nodes_never_used"] == 1
+    assert row["used_accel_hours"] == pytest.approx(3000.0 / 3600.0, abs=1e-12)
+    assert row["idle_accel_hours_booting"] == pytest.approx(600.0 / 3600.0, abs=1e-12)
+    assert row["idle_accel_hours_unallocated"] == pytest.approx(1200.0 / 3600.0, abs=1e-12)
+    assert "idle_accel_hours_buffer" not in row and row["preemptions"] == 0
 
 
 def test_a_buffer_needs_a_loop_that_preempts():

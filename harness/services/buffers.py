@@ -70,3 +70,64 @@ class Overprovisioning:
                              ("priority", pa.array(np.full(n, self.priority, np.int32)))):
             t = t.set_column(t.schema.get_field_index(name), name, values)
         return t.cast(slots.schema)
+
+
+class CapacityBuffer:
+    """Cluster Autoscaler's CapacityBuffer (autoscaling.x-k8s.io), one per service, its
+    scalableRef the service's Deployment: room for `pods` more replicas kept free.
+
+    After kubernetes/autoscaler cluster-autoscaler: the buffer controller's translator turns a
+    buffer into a pod template and a count (capacitybuffer/translators/replicas.go
+    getBufferNumberOfPods: `replicas` at least, `percentage` of the scalable object's replicas
+    if larger, both capped by what `limits` hold, here `limit_gpus`); the pod list processor
+    (processors/capacitybuffer/pod_list_processor.go) makes that many fake pods and appends
+    them to the unschedulable pods, ahead of the default processors (FilterOutSchedulable), at
+    every scale-up: fake pods that fit existing or upcoming capacity are dropped, the rest
+    make the autoscaler buy nodes. The scheduler never sees them: a real pod takes the room,
+    the next scan finds the fake pods without it and buys again. The room is free, so its
+    GPUs are `unallocated` idle. Scale-down keeps the nodes the fake pods would occupy (as the
+    Karpenter design's consolidation protection; the CA code read has no scale-down hook:
+    without one the autoscaler would remove the empty node it bought and buy it back).
+    """
+
+    def __init__(self, replicas: int | None = 1, percentage: int | None = None, limit_gpus: float | None = None):
+        check("harness.services.buffers.CapacityBuffer", "buffer", replicas=replicas, percentage=percentage,
+              limit_gpus=limit_gpus)
+        if replicas is None and percentage is None and limit_gpus is None:
+            raise ConfigError("buffer", "replicas, percentage and limit_gpus are all null: a CapacityBuffer needs one "
+                                        "(upstream: 'replicas, percentage and limits are not defined')")
+        self.replicas, self.percentage, self.limit_gpus = replicas, percentage, limit_gpus
+
+    def fit(self, loop: Loop, services: pa.Table) -> None:
+        """Only Cluster Autoscaler reads CapacityBuffers here: refused elsewhere, naming the key."""
+        from harness.loops.cluster_autoscaler import ClusterAutoscaler
+
+        inner = getattr(loop, "inner", loop)
+        if isinstance(inner, KueueLoop) or not isinstance(inner, SeparateLoops) \
+                or not isinstance(inner.autoscaler, ClusterAutoscaler):
+            raise ConfigError("buffer", f"a CapacityBuffer is read by the Cluster-Autoscaler-like autoscaler of the "
+                                        f"separate loops (without Kueue), not by loop '{loop.name}'")
+        inner.autoscaler.keep_buffer(self)
+
+    def pods(self, scalable: np.ndarray, gpus_per_replica: np.ndarray) -> np.ndarray:
+        """Fake pods per service (getBufferNumberOfPods) from its replicas now (the Deployment's
+        spec.replicas): max(replicas, percentage x replicas // 100), capped by limit_gpus //
+        a replica's GPUs (a replica without GPUs: the limit names none of its requests, none)."""
+        n = np.full(len(scalable), -1, np.int64)
+        if self.replicas is not None:
+            n[:] = self.replicas
+        if self.percentage is not None:
+            n = np.maximum(n, self.percentage * scalable // 100)
+        if self.limit_gpus is not None:
+            with np.errstate(divide="ignore"):
+                cap = np.where(gpus_per_replica > 0, np.floor(self.limit_gpus / gpus_per_replica), 0)
+            n = np.where(n >= 0, np.minimum(n, cap), cap)
+        return n.astype(np.int64)
+
+    def table(self, services: pa.Table, slots: pa.Table) -> None:
+        """No pod of the trace: its fake pods live in the autoscaler alone."""
+        return None
+
+
+#: what `buffer=` builds
+Buffer = Overprovisioning | CapacityBuffer

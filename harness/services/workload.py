@@ -23,7 +23,7 @@ from harness.trace import SCHEMA
 from harness.workload import Workload, compile_workload
 
 if TYPE_CHECKING:  # the buffers' module reads the loops, above the workload
-    from harness.services.buffers import Overprovisioning
+    from harness.services.buffers import Buffer
 
 
 @dataclass
@@ -78,11 +78,12 @@ def slot_table(services: pa.Table) -> pa.Table:
 
 
 def compile_services(trace: pa.Table, services: pa.Table, demand: pa.Table, cluster: Cluster,
-                     trace_file: str = "<trace>", unit: str = "", buffer: Overprovisioning | None = None) -> Workload:
+                     trace_file: str = "<trace>", unit: str = "", buffer: Buffer | None = None) -> Workload:
     """The trace's pods and its services' replica slots (and a buffer's placeholders) as one
     workload (tables validated by harness/trace.py and harness/services/trace.py)."""
     slots = slot_table(services)
-    extra = slots if buffer is None else pa.concat_tables([slots, buffer.table(services, slots)])
+    pause = None if buffer is None else buffer.table(services, slots)  # a CapacityBuffer has no pods
+    extra = slots if pause is None else pa.concat_tables([slots, pause])
     clash = np.intersect1d(np.asarray(trace.column("job_id").to_pylist(), object),
                            np.asarray(extra.column("job_id").to_pylist(), object))
     if len(clash):
@@ -91,9 +92,8 @@ def compile_services(trace: pa.Table, services: pa.Table, demand: pa.Table, clus
                                      "or the service", column="job_id")
     w = compile_workload(pa.concat_tables([trace.replace_schema_metadata(None).cast(SCHEMA.remove_metadata()),
                                            extra]), cluster)
-    if buffer is not None:
-        pause = extra.column("job_id").to_numpy(zero_copy_only=False)[slots.num_rows:]
-        w.job_placeholder[np.searchsorted(w.job_id, pause)] = True
+    if pause is not None:
+        w.job_placeholder[np.searchsorted(w.job_id, pause.column("job_id").to_numpy(zero_copy_only=False))] = True
     names = np.asarray(services.column("service").to_pylist(), object)
     count = services.column("max_replicas").to_numpy(zero_copy_only=False).astype(np.int64)
     slot_job = np.searchsorted(w.job_id, slots.column("job_id").to_numpy(zero_copy_only=False)).astype(np.int64)
