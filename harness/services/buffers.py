@@ -1,4 +1,5 @@
-"""Today's workaround for cold capacity: overprovisioning placeholder pods (`buffer=overprovisioning`).
+"""Today's workarounds for cold capacity, per service: overprovisioning placeholder pods
+(`buffer=overprovisioning`) and Cluster Autoscaler's CapacityBuffer (`buffer=capacity_buffer`).
 
 Cluster Autoscaler's FAQ ("How can I configure overprovisioning with Cluster Autoscaler?",
 kubernetes/autoscaler cluster-autoscaler/FAQ.md): a Deployment of pause pods with a
@@ -17,6 +18,10 @@ buffer's priority. A preempted placeholder is pending again at once (`Simulation
 requeues it, as the Deployment's new pod): the same pod stands for the one the ReplicaSet
 recreates. They are no work: the GPUs they hold count idle (`buffer`), their preemptions are
 counted apart and lose nothing, and they are in neither jobs.parquet nor the job metrics.
+In a trace with pods beside its services, DefaultPreemption acts as upstream's: any pod of a
+higher priority than the placeholders' may preempt them, one at or below it may not, and a
+pending placeholder may itself preempt pods of a lower priority still (traces carry no
+preemptionPolicy: Never).
 """
 
 from __future__ import annotations
