@@ -19,7 +19,8 @@ from harness.summary import BY_COLUMN, VERDICT, percent
 
 #: Columns that tell the settings of runs apart (the first two go together: a trace is
 #: replayed on its own cluster), with what the verdict calls each.
-CELL = {"trace": "trace", "cluster": "cluster", "policy": "scoring", "shortage": "provider"}
+CELL = {"trace": "trace", "cluster": "cluster", "policy": "scoring", "shortage": "provider",
+        "replicas": "replica autoscaler"}
 #: The interface steps: (name, loop, the loop of the step before it). Each step is measured
 #: over the one before; provreq (the ProvisioningRequest bridge) over the separate loops too.
 STEPS = [("sees", "separate_sees", "separate"), ("prefers", "separate_prefers", "separate_sees"),
@@ -115,13 +116,13 @@ def depending(cols: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def ranges_verdict(name: str, over: str, per_cell: pl.DataFrame, cols: list[str]) -> str:
+def ranges_verdict(name: str, over: str, per_cell: pl.DataFrame, cols: list[str], column: str = VERDICT[0]) -> str:
     """The headline in ranges form from `savings` rows: `merged saves A-B% of idle accelerator
     hours over separate, depending on scoring and provider (8 settings). It saves the least
     (A%) with trace ..., scoring ..., provider ....` A saving that is negative somewhere says
     so (`burns up to C% more`)."""
     rows = [r for r in per_cell.iter_rows(named=True) if r["pct"] is not None]
-    label = BY_COLUMN[VERDICT[0]].label
+    label = BY_COLUMN[column].label
     if not rows:
         return f"{name} vs {over}: {label} n/a"
     pcts = [r["pct"] for r in rows]

@@ -404,6 +404,7 @@ def _quantiles(values: np.ndarray) -> dict[str, float]:
 
 
 def jobs_frame(sim) -> pl.DataFrame:
+    """One row per job of the trace (a service's replicas are in services.parquet)."""
     w = sim.w
     status = sim.pod_status
     df = pl.DataFrame({
@@ -420,8 +421,8 @@ def jobs_frame(sim) -> pl.DataFrame:
         "refused": np.bincount(w.job, weights=status == REFUSED, minlength=w.n_jobs) > 0,
         "preemptions": sim.acct.job_preemptions,
     }, nan_to_null=True)
-    if w.job_placeholder.any():  # placeholders are no jobs of the trace (harness/services/buffers.py)
-        df = df.filter(pl.Series(~w.job_placeholder))
+    if w.services is not None:  # the trace's jobs: no replica slot, no placeholder (harness/services/buffers.py)
+        df = df.filter(pl.Series((w.job_service < 0) & ~w.job_placeholder))
     return df.with_columns(
         (pl.col("admitted_s") - pl.col("submit_s")).alias("admission_wait_s"),
         (pl.col("start_s") - pl.col("submit_s")).alias("start_latency_s"),
@@ -505,17 +506,18 @@ def buffer_rows(sim) -> dict[str, float | int]:
 def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl.DataFrame:
     """The one-row metrics table of a run (placeholders are no pods or jobs of it: `buffer_rows`)."""
     tot = sim.acct.totals
-    work = ~sim.placeholder
-    status = sim.pod_status if work.all() else sim.pod_status[work]
-    counts = np.bincount(status, minlength=len(POD_STATUS))
+    # a service's replicas are counted in services.parquet; placeholders nowhere (no work)
+    trace_jobs = (sim.w.job_service < 0) & ~sim.w.job_placeholder
+    trace_pods = trace_jobs[sim.w.job]
+    counts = np.bincount(sim.pod_status[trace_pods], minlength=len(POD_STATUS))
     gangs = jobs.filter(pl.col("is_gang") & ~pl.col("refused"))
     started = gangs.filter(pl.col("start_s").is_not_null())
     done = jobs.filter(pl.col("finish_s").is_not_null())
     idle = {k: tot[k] / MILLI_HOUR for k in ("booting", "unallocated", "gang_wait", "committed")}
     row = {
         **extra,
-        "pods": len(status),
-        "jobs": int(sim.w.n_jobs - sim.w.job_placeholder.sum()),
+        "pods": int(trace_pods.sum()),
+        "jobs": int(trace_jobs.sum()),
         "gangs": gangs.height,
         "horizon_s": sim.horizon,
         "billed_accel_hours": tot["billed"] / MILLI_HOUR,

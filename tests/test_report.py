@@ -462,6 +462,28 @@ def test_the_grid_report_states_ranges_and_whether_each_step_holds_everywhere(tm
     assert (tmp_path / "out" / "grid.csv").exists() and {f.id for f in rep.figures} == {"idle", "cost"}
 
 
+def test_a_services_grid_is_judged_first_on_the_demand_left_unserved(tmp_path):
+    """Two replica autoscaler settings (a cell each), separate and merged, one seed. Unserved
+    shares: hpa 0.04 -> 0.03 (25% less), keda 0.10 -> 0.05 (50%); idle 100 -> 80 h in both
+    (20%). The verdict states the unserved demand first, then idle hours; the labels and the
+    grid name the setting; the grid table shows the service columns and no gang column."""
+    for replicas, (sep, mer) in (("hpa (down 300 s)", (0.04, 0.03)), ("keda (down 0 s, cooldown 300 s)", (0.10, 0.05))):
+        for name, share, idle in (("separate", sep, 100.0), ("merged", mer, 80.0)):
+            d = make_run(tmp_path / "runs" / f"{replicas[:4]}-{name}", loop_cfg(name), 0, idle, 2 * idle, 60.0)
+            retouch(d, {"replicas": replicas, "demand_unserved_share": share, "gang_latency_p99_s": float("nan")})
+    rep = report.build([tmp_path / "runs"], tmp_path / "out", "services")
+    assert rep.verdict == [
+        "merged saves 25-50% of demand not served (share) over separate, depending on replica autoscaler "
+        "(2 settings). It saves the least (25%) with replica autoscaler hpa (down 300 s).",
+        "merged saves 20% of idle accelerator hours over separate, depending on replica autoscaler (2 settings). "
+        "It saves the least (20%) with replica autoscaler hpa (down 300 s)."]
+    grid_table = next(t for t in rep.tables if t.id == "grid")
+    assert "demand not served (share) ↓" in grid_table.header
+    assert not any("gang" in h for h in grid_table.header)
+    labels = set(pl.read_csv(tmp_path / "out" / "summary.csv")["variant"].to_list())
+    assert "merged [replicas=keda (down 0 s, cooldown 300 s)]" in labels and len(labels) == 4
+
+
 def test_a_grid_report_fits_a_laptop_screen_in_chromium(tmp_path):
     """Variant labels carry the scoring policy's name (`1*LeastAllocated+1*BalancedAllocation`) and
     the provider: the headline's variant column wraps inside them rather than overflow (it did,
