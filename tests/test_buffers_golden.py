@@ -152,3 +152,20 @@ def test_quiet_ticks_in_bulk_give_exactly_the_results_of_stepping_each(make):
     buffer's count (a change of it wakes a scan), so bulk and stepped agree bit for bit."""
     for a, b in zip(quiet_run(make(), quiet=True), quiet_run(make(), quiet=False), strict=True):
         assert a.columns == b.columns and bits(a) == bits(b)
+
+
+def test_in_a_mixed_trace_any_pod_above_the_placeholders_takes_their_room():
+    """A batch pod of priority 0 (above the placeholders' -1, as upstream's DefaultPreemption
+    would have it) arrives at 400: the placeholder on node 1 (running since 300) is its victim,
+    the pod starts at 400, the placeholder is pending again and the scan at 400 buys node 2
+    for it. One placeholder preemption, no job preempted; jobs.parquet has the batch job alone."""
+    sim = sc.service_sim([{"submit_s": 400.0, "priority": 0}], [SERVICE], {"svc": BURST}, one_gpu_nodes(), HORIZON,
+                         buffer=Overprovisioning())
+    loop = ReplicaLoop(preempting_loop(), HorizontalPodAutoscaler())
+    Overprovisioning().fit(loop, sc.services([SERVICE]))
+    sim.run(loop)
+    jobs = jobs_frame(sim)
+    row = summary_row(sim, jobs, nodes_frame(sim), {}).to_dicts()[0]
+    assert jobs["job_id"].to_list() == ["j0"] and jobs["start_s"].to_list() == [400.0]
+    assert row["jobs"] == 1 and row["placeholder_preemptions"] == 1 and row["preemptions"] == 0
+    assert nodes_frame(sim)["requested_s"].to_list()[:3] == [0.0, 0.0, 400.0]
