@@ -2,13 +2,14 @@
 
 Billed accelerators at any instant = GPUs of every node that exists (requested, booting or
 ready, until removed) + GPUs of committed slots that hold no node. They split exactly into
-  used        GPU milli bound to pods of started jobs on ready nodes,
+  used        GPU milli bound to pods of started jobs on ready nodes, placeholders' aside,
   booting     all GPUs of nodes requested but not ready,
   unallocated free GPU milli on ready nodes,
   gang_wait   GPU milli on ready nodes held by pods whose job has not started,
   committed   GPUs of committed slots with no node in them,
-so idle = billed - used = booting + unallocated + gang_wait + committed (fractions count as
-fractions). A phantom (a node a `silent` provider accepted but never brings up) is neither
+  buffer      GPU milli held by running overprovisioning placeholders (pause pods: no work),
+so idle = billed - used = booting + unallocated + gang_wait + committed + buffer (fractions
+count as fractions). A phantom (a node a `silent` provider accepted but never brings up) is neither
 billed nor booting: its slot counts as an empty committed slot if it is one, else as nothing.
 The same idle split by GPU model, in accelerator-hours and in USD, each GPU at its slot's
 price per GPU-hour (node price / GPUs: the pool's price, or its committed price in a committed
@@ -86,9 +87,11 @@ class Accounting:
         self._phantom_key, self._phantom = -1, (0, 0, np.zeros(len(cluster.pools), np.int64))
         self.last = 0.0
         self.reason = sim.pod_reason
+        #: placeholders wait for no work: never counted pending (None: a run without any)
+        self.pause = sim.placeholder if sim.placeholder.any() else None
         self.reason_count = np.zeros(len(PendingReason), np.int64)
         self.totals = dict.fromkeys((
-            "billed", "used", "booting", "unallocated", "gang_wait", "committed",
+            "billed", "used", "booting", "unallocated", "gang_wait", "committed", "buffer",
             "frag_ratio_time", "frag_ratio_weight", "frag_amount_time", "frag_amount_weight",
             "cost"), 0.0)
         self.pending_s = [0.0] * len(PendingReason)
@@ -99,6 +102,7 @@ class Accounting:
         self.services: ServiceAccounting | None = None
         self.job_preemptions = np.zeros(sim.w.n_jobs, np.int32)  # times each job was preempted
         self.preempted_lost = 0.0  # GPU milli-seconds of work preempted pods lost
+        self.placeholder_preemptions = 0  # placeholders preempted (counted apart: no work lost)
 
     def preempted(self, jobs: np.ndarray, lost_milli_s: float) -> None:
         """These jobs were preempted once each (`Simulation.evict`), losing this much work."""
@@ -106,6 +110,8 @@ class Accounting:
         self.preempted_lost += lost_milli_s
 
     def set_reason(self, p: int, reason: int) -> None:
+        if self.pause is not None and self.pause[p]:
+            return
         old = self.reason[p]
         if old >= 0:
             self.reason_count[old] -= 1
@@ -116,6 +122,11 @@ class Accounting:
     def set_reasons(self, pods: np.ndarray, reasons: np.ndarray | int) -> None:
         """set_reason for many distinct pods at once (one reason for all, or one each)."""
         n = len(PendingReason)
+        if self.pause is not None:
+            keep = ~self.pause[pods]
+            pods = pods[keep]
+            if isinstance(reasons, np.ndarray) and reasons.ndim:
+                reasons = reasons[keep]
         old = self.reason[pods]
         if (old >= 0).any():
             self.reason_count -= np.bincount(old[old >= 0], minlength=n)
@@ -127,16 +138,17 @@ class Accounting:
 
     def rates(self) -> tuple[float, ...]:
         """Instantaneous rates of the current state: GPU milli billed, used, booting,
-        unallocated, gang_wait, committed and ready; fragmentation F; cost in USD/h."""
+        unallocated, gang_wait, committed, buffer and ready; fragmentation F; cost in USD/h."""
         st, sim = self.sim.state, self.sim
         ready_cap = float(st.ready_milli)
         alloc = float(st.alloc_ready_milli)
         held = float(sim.held_ready)
+        buffer = float(sim.buffer_ready)
         phantom_milli, phantom_committed_milli, _ = self._phantoms()
         booting = st.booting_milli - phantom_milli
         committed = st.committed_empty_milli + phantom_committed_milli
-        return (ready_cap + booting + committed, alloc - held, float(booting),
-                ready_cap - alloc, held, float(committed), ready_cap, max(sim.frag_ready, 0.0),
+        return (ready_cap + booting + committed, alloc - held - buffer, float(booting),
+                ready_cap - alloc, held, float(committed), buffer, ready_cap, max(sim.frag_ready, 0.0),
                 self._cost_rate())
 
     def _phantoms(self) -> tuple[int, int, np.ndarray]:
@@ -171,7 +183,7 @@ class Accounting:
         (held milli on ready nodes falls without a node change); never cached inside a trial,
         whose `revert` rewinds `mutations`."""
         st, sim = self.sim.state, self.sim
-        key = (st.mutations, st.layout_version, sim.held_ready)
+        key = (st.mutations, st.layout_version, sim.held_ready, sim.buffer_ready)
         if key == self._idle_key:
             return self._idle_rates
         if self._layout_key != st.layout_version:  # billed GPUs and ready slots: only when nodes come or go
@@ -181,7 +193,7 @@ class Accounting:
             self._ready = np.flatnonzero(st.status == READY)
             self._ready_weights = self.idle_weights[self._ready]
             self._layout_key = st.layout_version if st._undo is None else -1
-        used = st.gpu_used[self._ready] - sim.held[self._ready]
+        used = st.gpu_used[self._ready] - sim.held[self._ready] - sim.buffer_on[self._ready]
         rates = (self._billed_rates - used @ self._ready_weights).reshape(2, -1)
         if st._undo is None:
             self._idle_key, self._idle_rates = key, rates
@@ -215,14 +227,15 @@ class Accounting:
         """Add the integrals of rates r over dt: one step (add = `operator.add`), or consecutive
         steps (an array of durations, add = `_add_in_turn`)."""
         tot = self.totals
-        billed, used, booting, unallocated, gang_wait, committed, ready_cap, frag, cost_rate = r
+        billed, used, booting, unallocated, gang_wait, committed, buffer, ready_cap, frag, cost_rate = r
         tot["billed"] = add(tot["billed"], billed * dt)
         tot["used"] = add(tot["used"], used * dt)
         tot["booting"] = add(tot["booting"], booting * dt)
         tot["unallocated"] = add(tot["unallocated"], unallocated * dt)
         tot["gang_wait"] = add(tot["gang_wait"], gang_wait * dt)
         tot["committed"] = add(tot["committed"], committed * dt)
-        idle_ready = ready_cap - (used + gang_wait)
+        tot["buffer"] = add(tot["buffer"], buffer * dt)
+        idle_ready = ready_cap - (used + gang_wait + buffer)  # the free GPU milli F is measured on
         if idle_ready > 0:
             tot["frag_ratio_time"] = add(tot["frag_ratio_time"], frag / idle_ready * dt)
             tot["frag_ratio_weight"] = add(tot["frag_ratio_weight"], dt)
@@ -266,11 +279,12 @@ class Accounting:
 
     def _row(self, r: tuple) -> tuple:
         """The timeline row of the state of rates r, without its instant."""
-        billed, used, booting, unallocated, gang_wait, committed, ready_cap, frag, cost_rate = r
-        idle_ready = ready_cap - (used + gang_wait)
+        billed, used, booting, unallocated, gang_wait, committed, buffer, ready_cap, frag, cost_rate = r
+        idle_ready = ready_cap - (used + gang_wait + buffer)
         status = self.sim.state.status
         return (
             billed / 1000, used / 1000, booting / 1000, unallocated / 1000, gang_wait / 1000, committed / 1000,
+            buffer / 1000,
             frag / idle_ready if idle_ready > 0 else 0.0,
             frag / ready_cap if ready_cap > 0 else 0.0,
             int((status == READY).sum()), int((status == BOOTING).sum()), *[int(c) for c in self.reason_count],
@@ -300,7 +314,8 @@ def _add_rows_in_turn(total: np.ndarray, steps: np.ndarray) -> np.ndarray:
 
 TIMELINE_SCHEMA = pa.schema(
     [(c, pa.float64()) for c in ("t_s", "billed_gpus", "used_gpus", "booting_gpus", "unallocated_gpus",
-                                 "gang_wait_gpus", "committed_idle_gpus", "frag_ratio", "frag_amount")]
+                                 "gang_wait_gpus", "committed_idle_gpus", "buffer_gpus", "frag_ratio",
+                                 "frag_amount")]
     + [(c, pa.int64()) for c in ("nodes_ready", "nodes_booting", *[f"pending_{n}" for n in REASON_NAMES])]
     + [("cost_rate_usd_h", pa.float64())])
 
@@ -406,8 +421,8 @@ def jobs_frame(sim) -> pl.DataFrame:
         "refused": np.bincount(w.job, weights=status == REFUSED, minlength=w.n_jobs) > 0,
         "preemptions": sim.acct.job_preemptions,
     }, nan_to_null=True)
-    if w.services is not None:
-        df = df.filter(pl.Series(w.job_service < 0))
+    if w.services is not None:  # the trace's jobs: no replica slot, no placeholder (harness/services/buffers.py)
+        df = df.filter(pl.Series((w.job_service < 0) & ~w.job_placeholder))
     return df.with_columns(
         (pl.col("admitted_s") - pl.col("submit_s")).alias("admission_wait_s"),
         (pl.col("start_s") - pl.col("submit_s")).alias("start_latency_s"),
@@ -478,10 +493,22 @@ def preemption_losses(sim) -> dict[str, float | int]:
             "preempted_accel_hours_lost": sim.acct.preempted_lost / MILLI_HOUR}
 
 
+def buffer_rows(sim) -> dict[str, float | int]:
+    """With overprovisioning placeholders: how many, the accelerator-hours they held (idle: they do
+    no work) and how often a pod preempted one; nothing without any."""
+    pause = sim.w.job_placeholder
+    if not pause.any():
+        return {}
+    return {"idle_accel_hours_buffer": sim.acct.totals["buffer"] / MILLI_HOUR, "placeholders": int(pause.sum()),
+            "placeholder_preemptions": sim.acct.placeholder_preemptions}
+
+
 def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl.DataFrame:
-    """The one-row metrics table of a run."""
+    """The one-row metrics table of a run (placeholders are no pods or jobs of it: `buffer_rows`)."""
     tot = sim.acct.totals
-    trace_pods = sim.w.job_service[sim.w.job] < 0  # a service's replicas are counted in services.parquet
+    # a service's replicas are counted in services.parquet; placeholders nowhere (no work)
+    trace_jobs = (sim.w.job_service < 0) & ~sim.w.job_placeholder
+    trace_pods = trace_jobs[sim.w.job]
     counts = np.bincount(sim.pod_status[trace_pods], minlength=len(POD_STATUS))
     gangs = jobs.filter(pl.col("is_gang") & ~pl.col("refused"))
     started = gangs.filter(pl.col("start_s").is_not_null())
@@ -490,13 +517,14 @@ def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl
     row = {
         **extra,
         "pods": int(trace_pods.sum()),
-        "jobs": int((sim.w.job_service < 0).sum()),
+        "jobs": int(trace_jobs.sum()),
         "gangs": gangs.height,
         "horizon_s": sim.horizon,
         "billed_accel_hours": tot["billed"] / MILLI_HOUR,
         "used_accel_hours": tot["used"] / MILLI_HOUR,
         "idle_accel_hours": (tot["billed"] - tot["used"]) / MILLI_HOUR,
         **{f"idle_accel_hours_{k}": v for k, v in idle.items()},
+        **buffer_rows(sim),
         "accel_utilization": tot["used"] / tot["billed"] if tot["billed"] else float("nan"),
         "frag_ratio": tot["frag_ratio_time"] / tot["frag_ratio_weight"] if tot["frag_ratio_weight"] else 0.0,
         "frag_amount": tot["frag_amount_time"] / tot["frag_amount_weight"] if tot["frag_amount_weight"] else 0.0,

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 from hydra.utils import instantiate, to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
@@ -24,6 +25,7 @@ from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.output import is_complete, start_run, write_parquet, write_text
 from harness.progress import Progress
 from harness.provenance import RUN_INFO, provenance, trace_meta, wall_s, write_run_info
+from harness.services.buffers import Buffer, CapacityBuffer, Overprovisioning
 from harness.services.loop import ReplicaLoop
 from harness.services.replicas import HorizontalPodAutoscaler
 from harness.services.trace import read_services
@@ -52,11 +54,15 @@ def build(cfg: DictConfig) -> tuple[Simulation, Loop]:
         raise _config_error(exc, "cluster") from None
     loop = build_loop(cfg)
     if service_files is None:
+        if cfg.get("buffer"):
+            raise ConfigError("buffer", f"trace '{cfg.trace.path}' has no services: a buffer keeps room for a "
+                                        "service's replicas (buffer=none)")
         w = compile_workload(table, cluster)
     else:
         services, demand, meta = read_services(*service_files)
-        w = compile_services(table, services, demand, cluster, path, meta.demand_unit)
         loop = ReplicaLoop(loop, build_replicas(cfg, loop))
+        buffer = build_buffer(cfg, loop, services)
+        w = compile_services(table, services, demand, cluster, path, meta.demand_unit, buffer)
     if isinstance(loop, KueueLoop) and cluster.kueue is not None and (unknown := unknown_queues(cluster.kueue, w)):
         raise TraceError(path, f"queue '{unknown[0]}' has no LocalQueue in cluster '{cluster.name}' "
                                "(its kueue.local_queues): Kueue cannot admit its jobs", column="queue")
@@ -94,6 +100,22 @@ def build_replicas(cfg: DictConfig, loop: Loop) -> HorizontalPodAutoscaler:
         kind = f"{type(autoscaler).__module__}.{type(autoscaler).__qualname__}"
         raise ConfigError("replicas", f"{kind} is no replica autoscaler (see harness/services/replicas.py)")
     return autoscaler
+
+
+def build_buffer(cfg: DictConfig, loop: Loop, services: pa.Table) -> Buffer | None:
+    """The services' buffer (`buffer=none|overprovisioning|capacity_buffer`), refused with a loop
+    that cannot have it."""
+    if not cfg.get("buffer"):
+        return None
+    try:
+        buffer = instantiate(cfg.buffer, _convert_="all")
+    except Exception as exc:
+        raise _config_error(exc, "buffer") from None
+    if not isinstance(buffer, Overprovisioning | CapacityBuffer):
+        kind = f"{type(buffer).__module__}.{type(buffer).__qualname__}"
+        raise ConfigError("buffer", f"{kind} is no buffer (see harness/services/buffers.py)")
+    buffer.fit(loop, services)
+    return buffer
 
 
 def default_horizon(w: Workload) -> float:

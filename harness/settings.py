@@ -318,6 +318,21 @@ RULES: dict[str, dict[str, Rule]] = {
         "min_replica_count": integer("minReplicaCount of every service, raised to the service's own "
                                      "min_replicas (0: scale to zero allowed)", ge=0),
     },
+    "harness.services.buffers.Overprovisioning": {
+        "placeholders": integer("pause pods per service, each of its replica's shape (the Deployment's "
+                                "spec.replicas)", ge=1, le=MAX_REPLICAS),
+        "priority": integer("the pause pods' PriorityClass value: below every service's, and not below Cluster "
+                            "Autoscaler's --expendable-pods-priority-cutoff (-10), under which no node is bought "
+                            "for them", ge=-10, le=2**31 - 1),
+    },
+    "harness.services.buffers.CapacityBuffer": {
+        "replicas": integer("fake pods of the service's replica shape the buffer keeps room for, at least "
+                            "(spec.replicas; null: none)", ge=0, le=MAX_REPLICAS, null=True),
+        "percentage": integer("... or this percent of the service's replicas now, if more (spec.percentage, "
+                              "of its scalableRef; null: none)", ge=0, le=10_000, null=True),
+        "limit_gpus": number("at most this many GPUs of fake pods (spec.limits of nvidia.com/gpu; null: no limit)",
+                             ge=0, null=True),
+    },
     "harness.scores.ScorePlugin": {
         "weight": number("multiplies the plugin's scores in a weighted sum", gt=0),
     },

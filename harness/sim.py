@@ -128,6 +128,11 @@ class Simulation:
         self.gang_pods_on = np.zeros(self.state.n_slots, np.int32)  # bound or running gang members
         self.gpus_on = np.zeros(self.state.n_slots, np.int64)  # GPUs (a share counts 1) of bound or running pods
         self.held_ready = 0  # ... on ready nodes
+        #: overprovisioning placeholders (pause pods, harness/services/buffers.py): per pod, and
+        #: the GPU milli their running pods hold per node and in all (running: on a ready node)
+        self.placeholder = w.job_placeholder[w.job]
+        self.buffer_on = np.zeros(self.state.n_slots, np.int64)
+        self.buffer_ready = 0
         self.frag = np.zeros(self.state.n_slots)  # F_n of ready nodes (0 elsewhere)
         self.frag_ready = 0.0
         self._frag_memo: dict[tuple, float] = {}
@@ -320,6 +325,8 @@ class Simulation:
             self._hold(n, -int(w.milli[p]) * len(gpu_idx))
         if st.status[n] == READY:
             self.job_ready_bound[j] -= 1
+        if self.placeholder[p] and self.pod_status[p] == RUNNING:
+            self._buffer(n, p, -1)
         st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
         self.node_pods[n].discard(p)
         self.gang_pods_on[n] -= self.in_gang[p]
@@ -351,10 +358,13 @@ class Simulation:
         members = w.pods_of(jobs[gang]) if gang.any() else pods[:0]
         singles = pods[~self.in_gang[pods]]
         out = np.union1d(members[self.pod_status[members] != PENDING], singles)
-        running, done = out[self.pod_status[out] == RUNNING], out[self.pod_status[out] == DONE]
+        work = out[~self.placeholder[out]]  # a placeholder did none: it loses none
+        running, done = work[self.pod_status[work] == RUNNING], work[self.pod_status[work] == DONE]
         ran = np.r_[self.now - self.pod_start[running], self.pod_end[done] - self.pod_start[done]]
         gpu_milli = w.gpus[np.r_[running, done]].astype(np.float64) * w.milli[np.r_[running, done]]
-        self.acct.preempted(jobs, float(ran @ gpu_milli))
+        pause = w.job_placeholder[jobs]
+        self.acct.preempted(jobs[~pause], float(ran @ gpu_milli))
+        self.acct.placeholder_preemptions += int(pause.sum())
         for p in out[self.pod_status[out] != DONE].tolist():
             self.unbind(p)
         if len(done):  # finished members of a preempted gang run again
@@ -389,6 +399,9 @@ class Simulation:
         self.pod_status[p] = RUNNING
         self.pod_start[p] = self.now
         self.acct.set_reason(p, -1)
+        if self.placeholder[p]:  # holds room, does no work: its node is not used by it
+            self._buffer(n, p, 1)
+            return
         self.nodes[self.node_instance[n]].used = True
         if math.isfinite(self._duration[p]):
             self.at(self.now + self._duration[p], self._finish, p, int(self.pod_epoch[p]))
@@ -528,6 +541,14 @@ class Simulation:
 
     def pods_on(self, n: int) -> list[int]:
         return sorted(self.node_pods[n])
+
+    def _buffer(self, n: int, p: int, sign: int) -> None:
+        """Placeholder p starts (+1) or stops (-1) running on node n (a ready node)."""
+        gpu_idx = self.pod_gpus[p]
+        assert gpu_idx is not None, "a running pod holds its devices"
+        milli = sign * int(self.w.milli[p]) * len(gpu_idx)
+        self.buffer_on[n] += milli
+        self.buffer_ready += milli
 
     def _hold(self, n: int, milli: int) -> None:
         """GPU milli on node n held by pods of a job that has not started."""

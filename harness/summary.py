@@ -44,6 +44,9 @@ METRICS = [
     Metric("idle_accel_hours", "idle accelerator hours", "h", LOWER),
     Metric("idle_accel_usd", "idle accelerator cost", "USD", LOWER),
     *[Metric(f"idle_accel_hours_{c}", f"idle: {c.replace('_', ' ')}", "h", LOWER) for c in IDLE_CAUSES],
+    # with a buffer's placeholders (harness/services/buffers.py): GPUs they hold, no work
+    Metric("idle_accel_hours_buffer", "idle: buffer placeholders", "h", LOWER),
+    Metric("placeholder_preemptions", "placeholder preemptions", "", "", 1, True),
     Metric("billed_accel_hours", "billed accelerator hours", "h", LOWER),
     Metric("used_accel_hours", "used accelerator hours", "h"),
     Metric("accel_utilization", "accelerator utilisation", "", HIGHER, 3),
@@ -75,7 +78,8 @@ BY_MODEL = {"idle_accel_hours_model_": ("idle", "h"), "idle_accel_usd_model_": (
 #: Stands, in a list of columns, for every per-model column present (hours, then USD, by model).
 MODELS = "*by_model"
 #: What `loopbench replay` and `compare` print, in this order.
-HEADLINE = ["idle_accel_hours", *[f"idle_accel_hours_{c}" for c in IDLE_CAUSES], "idle_accel_usd", MODELS,
+HEADLINE = ["idle_accel_hours", *[f"idle_accel_hours_{c}" for c in IDLE_CAUSES], "idle_accel_hours_buffer",
+            "idle_accel_usd", MODELS,
             "accel_utilization", "frag_ratio", "gang_latency_p50_s", "gang_latency_p99_s", "gangs_never_started",
             "demand_unserved_share", "time_to_capacity_p99_s", "cold_starts", "warm_idle_accel_hours",
             "cost_usd", "nodes_provisioned", "nodes_never_used"]

@@ -60,6 +60,8 @@ class Workload:
     job_queue: np.ndarray
     #: int32: the service whose replica slot the job is (-1: a job of the trace)
     job_service: np.ndarray
+    #: bool: an overprovisioning placeholder (a pause pod holding room, harness/services/buffers.py): no work
+    job_placeholder: np.ndarray
     #: the trace's services, their slots and demand (None: a trace without services)
     services: Services | None = None
 
@@ -140,6 +142,7 @@ def compile_workload(table: pa.Table, cluster: Cluster) -> Workload:
         job_priority=col("priority")[first].astype(np.int32),
         job_locality=_locality_codes(col("gang_locality")[first]),
         job_queue=col("queue")[first], job_service=np.full(len(job_ids), -1, np.int32),
+        job_placeholder=np.zeros(len(job_ids), bool),
     )
 
 

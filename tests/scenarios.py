@@ -85,11 +85,11 @@ def demand(windows: dict[str, list[tuple[float, float]]]):
 
 
 def service_sim(pods: list[dict], service_rows: list[dict], windows: dict, cl: Cluster, horizon_s: float,
-                seed: int = 0, timeline_interval_s: float = 60.0) -> Simulation:
-    """A simulation of these pods (possibly none) and services."""
+                seed: int = 0, timeline_interval_s: float = 60.0, buffer=None) -> Simulation:
+    """A simulation of these pods (possibly none) and services (with a buffer's placeholders)."""
     from harness.services.workload import compile_services
     from harness.trace import SCHEMA
 
     table = trace(pods) if pods else SCHEMA.empty_table()
-    w = compile_services(table, services(service_rows), demand(windows), cl)
+    w = compile_services(table, services(service_rows), demand(windows), cl, buffer=buffer)
     return Simulation(w, cl, seed=seed, horizon_s=horizon_s, timeline_interval_s=timeline_interval_s)

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import math
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -77,6 +78,9 @@ from harness.settings import check
 from harness.state import ABSENT, BOOTING, READY
 from harness.whatif import Snapshot, classes, equivalence_classes, first_fit_count, view_of
 from harness.workload import LOCALITY_CODE, PENDING, pools_fit
+
+if TYPE_CHECKING:  # the buffers' module reads the loops
+    from harness.services.buffers import CapacityBuffer
 
 #: upstream's --cores-total and --memory-total maxima (config/const.go DefaultMaxClusterCores,
 #: DefaultMaxClusterMemory): 5000 nodes x 64 cores, x 20 GiB per core
@@ -115,6 +119,12 @@ class ClusterAutoscaler:
         self.expander = self._choice(expander or Chain([LeastWaste()]))
         self.scale_down = scale_down or ScaleDown()
         self.provreq = ProvisioningRequests(self, provisioning_class, self.booking_s)
+        self.buffer: CapacityBuffer | None = None  # `keep_buffer`
+
+    def keep_buffer(self, buffer: CapacityBuffer) -> None:
+        """Read this CapacityBuffer of the services (harness/services/buffers.py): its fake pods
+        join every scale-up's pending pods and keep their nodes from scale-down."""
+        self.buffer = buffer
 
     def describe(self) -> Description:
         """The separate loops on it are the ablation's family: each switch on is a capability."""
@@ -158,6 +168,11 @@ class ClusterAutoscaler:
         self.template_cpu, self.template_mem = st.type_cpu[pool_type], st.type_mem[pool_type]  # per pool
         self.template_gpus = st.type_gpus[pool_type] > 0
         self.pod_price = pod_prices(sim.cluster, self.view)  # per pod, for the price expander
+        svc = sim.w.services
+        if self.buffer is not None and svc is not None:  # a fake pod is a copy of a service's slot 0
+            self.buffer_pod = sim.w.pods_by_job[sim.w.job_bounds[svc.slot_job[svc.slot_bounds[:-1]]]]
+            self.gpus_per_replica = svc.gpus_per_replica
+        self.scanned_buffer = self._buffer_key()
 
     # ---- the scan --------------------------------------------------------------------------
     @property
@@ -169,7 +184,8 @@ class ClusterAutoscaler:
         sim = self.sim
         now = sim.now
         if (not sim.queue and len(self.scale_down.low) == 0 and not self.provreq.booked and not self.provreq.open()
-                and sim.state.mutations == self.scanned_mutations and self.provreq.key() == self.provreq_seen):
+                and sim.state.mutations == self.scanned_mutations and self.provreq.key() == self.provreq_seen
+                and self._buffer_key() == self.scanned_buffer):
             deadline = self._provision_deadline()  # a node that never came up is still given up
             if not math.isfinite(deadline):
                 return np.inf
@@ -200,7 +216,40 @@ class ClusterAutoscaler:
 
     def _situation(self) -> tuple:
         """What a scan's outcome depends on, but for time: nodes, arrivals and bookings."""
-        return self.sim.state.mutations, self.sim.arrived_version, self.provreq.key()
+        return self.sim.state.mutations, self.sim.arrived_version, self.provreq.key(), self._buffer_key()
+
+    def _scan_key(self, now: float) -> tuple:
+        """What a scale-up's outcome depends on: nodes, arrivals, backoffs, the buffer's count."""
+        sim = self.sim
+        return sim.state.mutations, sim.arrived_version, tuple(self.backoff.allowed(now)), self._buffer_key()
+
+    def _buffer_key(self) -> tuple:
+        """The CapacityBuffer's fake pods per service now (() without one)."""
+        if self.buffer is None:
+            return ()
+        return tuple(self.buffer.pods(self.sim.replicas, self.gpus_per_replica).tolist())
+
+    def _buffer_units(self) -> list[np.ndarray]:
+        """The CapacityBuffer's fake pods, service after service, as pending units (appended
+        behind the real ones, as its pod list processor appends them)."""
+        if self.buffer is None:
+            return []
+        count = np.asarray(self._buffer_key(), np.int64)
+        return list(np.repeat(self.buffer_pod, count)[:, None])
+
+    def _buffer_nodes(self) -> np.ndarray:
+        """The nodes the fake pods would occupy, first fit over the nodes that exist: kept from
+        scale-down."""
+        sim = self.sim
+        keep = np.zeros(sim.state.n_slots, bool)
+        count = np.asarray(self._buffer_key(), np.int64)
+        if not count.any():
+            return keep
+        present = np.flatnonzero(sim.state.status != ABSENT)
+        snap = Snapshot(sim.state, present, usable=np.ones(len(present), bool))
+        for s in np.flatnonzero(count).tolist():  # a few services
+            keep[present[snap.fit_alike(self.view, int(self.buffer_pod[s]), int(count[s]))]] = True
+        return keep
 
     def scan(self, now: float) -> None:
         self.grid_next = grid_after(now, self.scan_interval_s)
@@ -215,11 +264,14 @@ class ClusterAutoscaler:
             self._scale_up(now)
         booked_for = self.provreq.booked_for
         protect = booked_for >= 0  # booked capacity is not scaled down
+        if self.buffer is not None:
+            protect = protect | self._buffer_nodes()
         if self.reservation_aware:
             protect = protect | self.sim.state.slot_committed  # removing it would save nothing
         self.scale_down.run(now, protect=protect, booked_for=booked_for)
         self.scanned_mutations = self.sim.state.mutations
         self.provreq_seen = self.provreq.key()
+        self.scanned_buffer = self._buffer_key()
         self.quiet_key = self._situation() if self._did_nothing(now) else None
 
     def _track_requests(self, now: float) -> None:
@@ -254,8 +306,7 @@ class ClusterAutoscaler:
     def _did_nothing(self, now: float) -> bool:
         """Scale-up (and gang requests) ended on their idle keys, which hold the node changes
         to the end of the scan: nothing was asked, nothing removed, no backoff or booking set."""
-        sim = self.sim
-        key = (sim.state.mutations, sim.arrived_version, tuple(self.backoff.allowed(now)))
+        key = self._scan_key(now)
         if self.idle_key != key:
             return False
         if self.provisioning_request:
@@ -430,12 +481,12 @@ class ClusterAutoscaler:
         return max(int(allowed), 0)
 
     def _scale_up(self, now: float) -> None:
-        sim = self.sim
-        key = (sim.state.mutations, sim.arrived_version, tuple(self.backoff.allowed(now)))
+        key = self._scan_key(now)
         if key == self.idle_key:
             return  # nothing changed since a scan that found nothing to add
         requests_are_gangs = self.provisioning_request and self.provreq.source is None  # else admitted pods are pods
         units = self._pending_units(gangs=False if requests_are_gangs or self.scheduler_prefers else None)
+        units += self._buffer_units()
         units = self._unplaced(units)
         if not units:
             self.idle_key = key
@@ -480,8 +531,7 @@ class ClusterAutoscaler:
     def _gang_requests(self, now: float) -> None:
         """With `scheduler_prefers` (and no ProvisioningRequests): each pending gang that fits
         nowhere gets its whole capacity asked, best-effort, of the pool the scheduler prefers."""
-        sim = self.sim
-        key = (sim.state.mutations, sim.arrived_version, tuple(self.backoff.allowed(now)))
+        key = self._scan_key(now)
         if key == self.provreq_idle_key:
             return  # nothing changed since a pass that asked for nothing
         self.provreq_idle_key = key

@@ -12,6 +12,7 @@ workload with them sealed (`Services.sealed`).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -20,6 +21,9 @@ from harness.cluster import Cluster
 from harness.errors import TraceError
 from harness.trace import SCHEMA
 from harness.workload import Workload, compile_workload
+
+if TYPE_CHECKING:  # the buffers' module reads the loops, above the workload
+    from harness.services.buffers import Buffer
 
 
 @dataclass
@@ -74,17 +78,22 @@ def slot_table(services: pa.Table) -> pa.Table:
 
 
 def compile_services(trace: pa.Table, services: pa.Table, demand: pa.Table, cluster: Cluster,
-                     trace_file: str = "<trace>", unit: str = "") -> Workload:
-    """The trace's pods and its services' replica slots as one workload (tables validated by
-    harness/trace.py and harness/services/trace.py)."""
+                     trace_file: str = "<trace>", unit: str = "", buffer: Buffer | None = None) -> Workload:
+    """The trace's pods and its services' replica slots (and a buffer's placeholders) as one
+    workload (tables validated by harness/trace.py and harness/services/trace.py)."""
     slots = slot_table(services)
+    pause = None if buffer is None else buffer.table(services, slots)  # a CapacityBuffer has no pods
+    extra = slots if pause is None else pa.concat_tables([slots, pause])
     clash = np.intersect1d(np.asarray(trace.column("job_id").to_pylist(), object),
-                           np.asarray(slots.column("job_id").to_pylist(), object))
+                           np.asarray(extra.column("job_id").to_pylist(), object))
     if len(clash):
-        raise TraceError(trace_file, f"job id '{clash[0]}' is also a replica slot's (<service>/<k>) of the "
-                                     "services beside it: rename the job or the service", column="job_id")
+        raise TraceError(trace_file, f"job id '{clash[0]}' is also a replica slot's (<service>/<k>) or a "
+                                     "placeholder's (<service>/pause-<k>) of the services beside it: rename the job "
+                                     "or the service", column="job_id")
     w = compile_workload(pa.concat_tables([trace.replace_schema_metadata(None).cast(SCHEMA.remove_metadata()),
-                                           slots]), cluster)
+                                           extra]), cluster)
+    if pause is not None:
+        w.job_placeholder[np.searchsorted(w.job_id, pause.column("job_id").to_numpy(zero_copy_only=False))] = True
     names = np.asarray(services.column("service").to_pylist(), object)
     count = services.column("max_replicas").to_numpy(zero_copy_only=False).astype(np.int64)
     slot_job = np.searchsorted(w.job_id, slots.column("job_id").to_numpy(zero_copy_only=False)).astype(np.int64)
