@@ -350,7 +350,7 @@ class Simulation:
         scratch. A gang goes whole: every member that has a node or finished goes back, and it
         must gather its quorum again (a job with no pod left on a node starts again: its
         `job_started` becomes its next start). The accelerator work the running (and, in a gang,
-        the finished) pods did is lost, and each job touched counts one preemption."""
+        the finished) pods of the trace did is lost, and each job touched counts one preemption."""
         w = self.w
         assert np.isin(self.pod_status[pods], (BOUND, RUNNING)).all(), "only pods on a node are evicted"
         jobs = np.unique(w.job[pods])
@@ -358,7 +358,9 @@ class Simulation:
         members = w.pods_of(jobs[gang]) if gang.any() else pods[:0]
         singles = pods[~self.in_gang[pods]]
         out = np.union1d(members[self.pod_status[members] != PENDING], singles)
-        work = out[~self.placeholder[out]]  # a placeholder did none: it loses none
+        # a placeholder did no work, and a replica's serving is not lost work (its unserved
+        # demand while it cold-starts again is the service metrics'): neither loses any
+        work = out[~self.placeholder[out] & (w.job_service[w.job[out]] < 0)]
         running, done = work[self.pod_status[work] == RUNNING], work[self.pod_status[work] == DONE]
         ran = np.r_[self.now - self.pod_start[running], self.pod_end[done] - self.pod_start[done]]
         gpu_milli = w.gpus[np.r_[running, done]].astype(np.float64) * w.milli[np.r_[running, done]]

@@ -28,7 +28,7 @@ from harness.scheduler.preemption import DefaultPreemption
 from harness.scores import LeastAllocated
 from harness.services.buffers import CapacityBuffer, Overprovisioning
 from harness.services.loop import ReplicaLoop
-from harness.services.replicas import HorizontalPodAutoscaler
+from harness.services.replicas import HorizontalPodAutoscaler, KedaScaledObject
 from harness.workload import RUNNING
 from tests import scenarios as sc
 from tests.test_quiet import bits
@@ -169,3 +169,17 @@ def test_in_a_mixed_trace_any_pod_above_the_placeholders_takes_their_room():
     assert jobs["job_id"].to_list() == ["j0"] and jobs["start_s"].to_list() == [400.0]
     assert row["jobs"] == 1 and row["placeholder_preemptions"] == 1 and row["preemptions"] == 0
     assert nodes_frame(sim)["requested_s"].to_list()[:3] == [0.0, 0.0, 400.0]
+
+
+def test_a_replica_preempted_by_another_service_loses_no_work():
+    """One 1-GPU node, no autoscaling. `low` (priority 0, HPA floor 1) runs from 0; `high`
+    (priority 100, KEDA, min 0) wakes at its poll at 600 (demand 50 from 590) and its replica
+    preempts low's: one preemption, and no work lost (a replica's serving is not lost work:
+    low's unserved demand while it waits is the service metrics')."""
+    cl = sc.cluster([sc.node_type("h1", gpus=1)], [sc.pool("p", "h1", min_size=1, max_size=1)], autoscaling=False)
+    low = {**SERVICE, "service": "low", "priority": 0}
+    high = {**SERVICE, "service": "high", "priority": 100, "min_replicas": 0}
+    sim = sc.service_sim([], [low, high], {"low": [(0.0, 0.0)], "high": [(0.0, 0.0), (590.0, 50.0)]}, cl, 900.0)
+    sim.run(ReplicaLoop(preempting_loop(), KedaScaledObject()))
+    assert sim.acct.job_preemptions.sum() == 1 and sim.acct.preempted_lost == 0.0
+    assert sim.replicas.tolist() == [1, 1] and sim.replicas_ready.tolist() == [0, 1]
