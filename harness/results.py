@@ -133,9 +133,11 @@ EXPERIMENTS = [
                # the loops cost unevenly (Karpenter-like: most of the grid's time): each process takes a provider
                shard_along="++cluster.shortage"),
     Experiment("inference_bursts", "Inference bursts: loops x replica autoscaler on bursty service demand", [
-        "Inference services whose replicas follow demand (issue 20): every loop (the separate loops as today, "
+        "Inference services whose replicas follow demand (issue 20): every setup (the separate loops as today, "
         "with a topology- and sharing-blind Cluster-Autoscaler-like autoscaler; the same with every autoscaler "
-        "switch on; the merged loop, which also sees the replica autoscaler's recommendation) x replica autoscaler "
+        "switch on, alone and with each of today's workarounds, overprovisioning placeholders (with "
+        "DefaultPreemption, which they need) and a CapacityBuffer, a replica's room per service; the merged loop, "
+        "which also sees the replica autoscaler's recommendation) x replica autoscaler "
         "(the HPA, which keeps a replica; KEDA, which scales a service with minimum 0 to zero) x its scale-down "
         "stabilization window (0 s; the default 300 s) x scenario (the bundled synthetic services; the Azure LLM "
         "inference trace 2023 as 8 time-shifted copies of its two services, its hour played 6 times with seeded "

@@ -1,11 +1,17 @@
-"""`loopbench results inference_bursts`: its sweep (loops x replica autoscaler x scale-down
-window x scenario x seeds), each scenario a services trace with its cluster, the Azure one
-imported first (read in place from ../shared/traces)."""
+"""`loopbench results inference_bursts`: its sweep (setups x replica autoscaler x scale-down
+window x scenario x seeds), each setup a loop with its buffer, each scenario a services trace
+with its cluster, the Azure one imported first (read in place from ../shared/traces)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from harness import results
 from harness.config import compose
+
+ROOT = Path(__file__).resolve().parents[1]
 
 EXP = results.BY_NAME["inference_bursts"]
 
@@ -14,12 +20,13 @@ def params(sets=()):
     return results.sweep_params(EXP, results._hydra_config(EXP.name, []), sets)
 
 
-def test_the_sweep_is_loops_x_replica_settings_x_scenarios_x_seeds():
+def test_the_sweep_is_setups_x_replica_settings_x_scenarios_x_seeds():
     values = results._sweep_values(params())
-    assert values["loop"] == ["separate", "separate_all", "merged"]
+    assert values["setup"] == ["separate", "separate_all", "separate_all_overprovisioning",
+                               "separate_all_capacity_buffer", "merged"]
     assert values["replicas"] == ["hpa", "keda"] and values["replicas.scale_down_stabilization_s"] == ["0", "300"]
     assert values["scenario"] == ["services_synthetic", "azure_llm"] and values["seed"] == ["0", "1", "2"]
-    assert results.sweep_size(params()) == 3 * 2 * 2 * 2 * 3
+    assert results.sweep_size(params()) == 5 * 2 * 2 * 2 * 3
 
 
 def test_each_scenario_is_a_services_trace_and_only_the_azure_one_is_imported():
@@ -32,7 +39,22 @@ def test_each_scenario_is_a_services_trace_and_only_the_azure_one_is_imported():
     assert all(a.startswith("../shared/traces/azure-llm-2023/") for a in argv if a.endswith(".csv"))
 
 
-def test_a_run_of_the_sweep_composes_its_replica_setting():
+def test_a_run_of_the_sweep_composes_its_replica_setting_and_its_setup():
     cfg = compose("config", ["experiment=inference_bursts", "replicas=keda", "replicas.scale_down_stabilization_s=0"])
     assert cfg.replicas._target_ == "harness.services.replicas.KedaScaledObject"
     assert cfg.replicas.scale_down_stabilization_s == 0 and str(cfg.trace.path) == "traces/services.parquet"
+    assert cfg.loop.name == "separate" and not cfg.get("buffer")
+    cfg = compose("config", ["experiment=inference_bursts", "setup=separate_all_overprovisioning"])
+    assert cfg.loop.name == "separate_all_overprovisioning" and cfg.loop.autoscaler.topology_aware
+    assert cfg.loop.scheduler.post_filter._target_ == "harness.scheduler.preemption.DefaultPreemption"
+    assert cfg.buffer._target_ == "harness.services.buffers.Overprovisioning"
+
+
+@pytest.mark.parametrize("setup", sorted(p.stem for p in (ROOT / "conf" / "setup").glob("*.yaml")))
+def test_every_setup_replays_the_bundled_services(setup, tmp_path):
+    """An hour of the bundled services through each setup: it builds, runs, and names its loop."""
+    from harness.replay import Replay
+
+    cfg = compose("config", ["experiment=inference_bursts", f"setup={setup}", "horizon_s=3600"])
+    metrics = Replay().run(cfg, tmp_path, progress=False)
+    assert metrics["loop"][0] == setup and metrics["demand_units"][0] > 0
