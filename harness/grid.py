@@ -19,7 +19,8 @@ from harness.summary import BY_COLUMN, VERDICT, percent
 
 #: Columns that tell the settings of runs apart (the first two go together: a trace is
 #: replayed on its own cluster), with what the verdict calls each.
-CELL = {"trace": "trace", "cluster": "cluster", "policy": "scoring", "shortage": "provider"}
+CELL = {"trace": "trace", "cluster": "cluster", "policy": "scoring", "shortage": "provider",
+        "replicas": "replica autoscaler"}
 #: The interface steps: (name, loop, the loop of the step before it). Each step is measured
 #: over the one before; provreq (the ProvisioningRequest bridge) over the separate loops too.
 STEPS = [("sees", "separate_sees", "separate"), ("prefers", "separate_prefers", "separate_sees"),
@@ -101,6 +102,17 @@ def steps(metrics: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
     return pl.concat(frames) if frames else pl.DataFrame()
 
 
+def strongest(metrics: pl.DataFrame, cols: list[str], loops: list[str], column: str = VERDICT[0]) -> str:
+    """Of `loops`, the one with the least `column` over the grid: the best mean rank over its
+    cells (each cell's loops ranked by their mean over seeds; ties: the earlier loop)."""
+    keys = cols or ["_one_cell"]
+    means = (metrics.with_columns(_one_cell=pl.lit(0)).filter(pl.col("loop").is_in(loops))
+             .group_by(*keys, "loop").agg(pl.col(column).cast(pl.Float64).mean().alias("mean"))
+             .with_columns(rank=pl.col("mean").rank("min").over(keys)))
+    rank = dict(means.group_by("loop").agg(pl.col("rank").mean()).iter_rows())
+    return min(loops, key=lambda loop: rank.get(loop, math.inf))
+
+
 def span(pcts: list[float]) -> str:
     """`35-62%`, `0-42%`, `-2 to 87%` (one figure when both ends read the same)."""
     lo, hi = percent(min(pcts)), percent(max(pcts))
@@ -115,13 +127,13 @@ def depending(cols: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def ranges_verdict(name: str, over: str, per_cell: pl.DataFrame, cols: list[str]) -> str:
+def ranges_verdict(name: str, over: str, per_cell: pl.DataFrame, cols: list[str], column: str = VERDICT[0]) -> str:
     """The headline in ranges form from `savings` rows: `merged saves A-B% of idle accelerator
     hours over separate, depending on scoring and provider (8 settings). It saves the least
     (A%) with trace ..., scoring ..., provider ....` A saving that is negative somewhere says
     so (`burns up to C% more`)."""
     rows = [r for r in per_cell.iter_rows(named=True) if r["pct"] is not None]
-    label = BY_COLUMN[VERDICT[0]].label
+    label = BY_COLUMN[column].label
     if not rows:
         return f"{name} vs {over}: {label} n/a"
     pcts = [r["pct"] for r in rows]

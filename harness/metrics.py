@@ -389,6 +389,7 @@ def _quantiles(values: np.ndarray) -> dict[str, float]:
 
 
 def jobs_frame(sim) -> pl.DataFrame:
+    """One row per job of the trace (a service's replicas are in services.parquet)."""
     w = sim.w
     status = sim.pod_status
     df = pl.DataFrame({
@@ -405,6 +406,8 @@ def jobs_frame(sim) -> pl.DataFrame:
         "refused": np.bincount(w.job, weights=status == REFUSED, minlength=w.n_jobs) > 0,
         "preemptions": sim.acct.job_preemptions,
     }, nan_to_null=True)
+    if w.services is not None:
+        df = df.filter(pl.Series(w.job_service < 0))
     return df.with_columns(
         (pl.col("admitted_s") - pl.col("submit_s")).alias("admission_wait_s"),
         (pl.col("start_s") - pl.col("submit_s")).alias("start_latency_s"),
@@ -478,16 +481,16 @@ def preemption_losses(sim) -> dict[str, float | int]:
 def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl.DataFrame:
     """The one-row metrics table of a run."""
     tot = sim.acct.totals
-    status = sim.pod_status
-    counts = np.bincount(status, minlength=len(POD_STATUS))
+    trace_pods = sim.w.job_service[sim.w.job] < 0  # a service's replicas are counted in services.parquet
+    counts = np.bincount(sim.pod_status[trace_pods], minlength=len(POD_STATUS))
     gangs = jobs.filter(pl.col("is_gang") & ~pl.col("refused"))
     started = gangs.filter(pl.col("start_s").is_not_null())
     done = jobs.filter(pl.col("finish_s").is_not_null())
     idle = {k: tot[k] / MILLI_HOUR for k in ("booting", "unallocated", "gang_wait", "committed")}
     row = {
         **extra,
-        "pods": sim.w.n_pods,
-        "jobs": sim.w.n_jobs,
+        "pods": int(trace_pods.sum()),
+        "jobs": int((sim.w.job_service < 0).sum()),
         "gangs": gangs.height,
         "horizon_s": sim.horizon,
         "billed_accel_hours": tot["billed"] / MILLI_HOUR,

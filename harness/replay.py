@@ -191,7 +191,7 @@ class Replay:
             extra = {"loop": loop.name, "seed": int(cfg.seed), "trace": str(cfg.trace.path),
                      "cluster": sim.cluster.name, "policy": loop.policy.name}
             if isinstance(loop, ReplicaLoop):
-                extra["replicas"] = type(loop.autoscaler).__name__
+                extra["replicas"] = loop.autoscaler.name
             metrics = summary_row(sim, jobs, nodes, extra)
             if sim.acct.services is not None:
                 write_parquet(sim.acct.services.frame(), out_dir / "services.parquet", meta)

@@ -50,13 +50,26 @@ from harness.loops.base import Description
 from harness.metrics import REASON_NAMES
 from harness.output import COMPLETE_MARKER, atomic_dir, write_text
 from harness.provenance import write_report_provenance
-from harness.summary import BY_MODEL, IDLE_CAUSES, MODELS, catalogue, expand, metric, percent, setting, verdict
+from harness.summary import (
+    BY_MODEL,
+    IDLE_CAUSES,
+    MODELS,
+    UNSERVED,
+    catalogue,
+    expand,
+    metric,
+    percent,
+    setting,
+    verdict,
+)
 
 #: Run metadata that tells variants apart when it differs between runs (`shortage`: the
-#: provider's behaviour, read from the run's config).
-CONTEXT = ["trace", "cluster", "policy", "shortage"]
+#: provider's behaviour, read from the run's config; `replicas`: a service's replica autoscaler).
+CONTEXT = ["trace", "cluster", "policy", "shortage", "replicas"]
+MERGED = "merged"
 #: The grid's tables: per setting and loop, these metrics with their intervals.
-GRID = ["idle_accel_hours", "idle_accel_usd", "cost_usd", "gang_latency_p99_s"]
+GRID = ["idle_accel_hours", "idle_accel_usd", "cost_usd", "gang_latency_p99_s",
+        "demand_unserved_share", "time_to_capacity_p99_s", "warm_idle_accel_hours"]
 
 
 HEADLINE = ["idle_accel_hours", "accel_utilization", "frag_ratio", "gang_latency_p50_s", "gang_latency_p99_s",
@@ -353,12 +366,26 @@ def verdicts(summary: pl.DataFrame, variants: list[Variant], where: str = "") ->
 
 
 def grid_verdicts(metrics: pl.DataFrame, cols: list[str], variants: list[Variant]) -> list[str]:
-    """Each loop against the separate loops in ranges form across the grid's settings."""
+    """Each loop against the separate loops in ranges form across the grid's settings; the
+    merged loop also against the other loop that leaves the least (`grid.strongest`)."""
     loops = list(dict.fromkeys(v.loop for v in variants))
     if grid.BASE not in loops:
         return []
-    return [grid.ranges_verdict(loop, grid.BASE, grid.savings(metrics, cols, loop, grid.BASE), cols)
-            for loop in loops if loop != grid.BASE]
+    judged = [*([UNSERVED] if _valued(metrics, UNSERVED) else []), grid.VERDICT[0]]  # services: unserved first
+    lines = [grid.ranges_verdict(loop, grid.BASE, grid.savings(metrics, cols, loop, grid.BASE, c), cols, c)
+             for loop in loops if loop != grid.BASE for c in judged]
+    others = [loop for loop in loops if loop not in (grid.BASE, MERGED)]
+    if MERGED in loops and others:  # and against the strongest of the others, not only the weakest
+        for c in judged:
+            rival = grid.strongest(metrics, cols, others, c)
+            lines.append(grid.ranges_verdict(MERGED, f"{rival} (the other loop with the least)",
+                                             grid.savings(metrics, cols, MERGED, rival, c), cols, c))
+    return lines
+
+
+def _valued(metrics: pl.DataFrame, column: str) -> bool:
+    """Has some run a value in this column (a trace without gangs or services has none)?"""
+    return column in metrics.columns and bool(metrics[column].cast(pl.Float64).is_not_nan().any())
 
 
 def _pm(mean, half, digits: int) -> str:
@@ -376,7 +403,7 @@ def grid_tables(metrics: pl.DataFrame, cols: list[str], variants: list[Variant]
     stats = grid.cell_stats(metrics, cols, GRID)
     by = {(tuple(r[c] for c in cols), r["loop"], r["metric"]): r for r in stats.iter_rows(named=True)}
     keys = sorted({k[0] for k in by})
-    columns = [c for c in GRID if c in metrics.columns]
+    columns = [c for c in GRID if _valued(metrics, c)]
     rows = []
     for key in keys:
         where = grid.describe(dict(zip(cols, key, strict=True)), cols)
@@ -644,7 +671,7 @@ def _stacked(summary: pl.DataFrame, variants: list[Variant], parts: list[tuple[s
         rows = [by.get((n, total)) for n in names]
         mean = np.array([r["mean"] * scale if r else np.nan for r in rows])
         err = np.array([[mean[i] - r["min"] * scale, r["max"] * scale - mean[i]] if r else [0, 0]
-                        for i, r in enumerate(rows)]).T
+                        for i, r in enumerate(rows)]).T.clip(min=0)  # equal seeds: the mean may round past both
         ax.errorbar(mean, y, xerr=err, fmt="none", ecolor="black", capsize=3, lw=1, label="total: min-max over seeds")
     ax.set_yticks(y, names, fontsize=8)
     ax.invert_yaxis()

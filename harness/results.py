@@ -132,6 +132,19 @@ EXPERIMENTS = [
         "Regenerate: loopbench results loops_robustness."], prepare_each="scenario",
                # the loops cost unevenly (Karpenter-like: most of the grid's time): each process takes a provider
                shard_along="++cluster.shortage"),
+    Experiment("inference_bursts", "Inference bursts: loops x replica autoscaler on bursty service demand", [
+        "Inference services whose replicas follow demand (issue 20): every loop (the separate loops as today, "
+        "with a topology- and sharing-blind Cluster-Autoscaler-like autoscaler; the same with every autoscaler "
+        "switch on; the merged loop, which also sees the replica autoscaler's recommendation) x replica autoscaler "
+        "(the HPA, which keeps a replica; KEDA, which scales a service with minimum 0 to zero) x its scale-down "
+        "stabilization window (0 s; the default 300 s) x scenario (the bundled synthetic services; the Azure LLM "
+        "inference trace 2023 as 8 time-shifted copies of its two services, its hour played 6 times with seeded "
+        "noise: 16 services of 4-H100 replicas over 5.9 h), on the default autoscaled cluster, 3 seeds "
+        "(conf/experiment/inference_bursts.yaml).",
+        "Demand not served is the share of demand above ready capacity (replicas that finished their cold start "
+        "x capacity per replica); time to capacity runs from demand rising above ready capacity until it is "
+        "covered; warm idle accelerator hours are ready replicas beyond the demand (docs/model.md, Services).",
+        "Regenerate: loopbench results inference_bursts."], prepare_each="scenario"),
 ]
 BY_NAME = {e.name: e for e in EXPERIMENTS}
 

@@ -144,6 +144,7 @@ class Simulation:
         n_svc = 0 if svc is None else svc.n
         self.replicas = np.zeros(n_svc, np.int64)  # created replicas per service (spec.replicas)
         self.replicas_ready = np.zeros(n_svc, np.int64)
+        self.replicas_recommended = np.zeros(n_svc, np.int64)  # the replica autoscaler's (`ReplicaLoop`)
         self.replica_created = np.zeros(w.n_jobs, bool)  # per job: a replica slot in use
         self.job_ready_at = np.full(w.n_jobs, np.nan)  # when a replica became ready (nan: it is not)
         self._demand = np.zeros(n_svc)  # each service's demand now (0 before its first window)

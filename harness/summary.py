@@ -83,6 +83,7 @@ HEADLINE = ["idle_accel_hours", *[f"idle_accel_hours_{c}" for c in IDLE_CAUSES],
 #: either side has some: a latency percentile counts only the gangs that started.
 VERDICT = ["idle_accel_hours", "cost_usd", "gang_latency_p99_s"]
 NEVER_STARTED = "gangs_never_started"
+UNSERVED = "demand_unserved_share"
 MISSING = "–"
 
 
@@ -185,6 +186,8 @@ def verdict(name: str, base_name: str, values: dict, base: dict, setting: str = 
     columns = list(VERDICT[1:])
     if any((d.get(NEVER_STARTED) or 0) > 0 for d in (values, base)):  # None or NaN: not > 0
         columns.append(NEVER_STARTED)
+    if not all(_missing(d.get(UNSERVED)) for d in (values, base)):  # a run with services
+        columns.append(UNSERVED)
     parts = []
     for c in columns:
         m = BY_COLUMN[c]

@@ -141,8 +141,8 @@ def read_trace(path: str | os.PathLike, *, allow_empty: bool = False) -> tuple[p
         pf = pq.ParquetFile(file)
         table = pf.read()
     except Exception as exc:  # pyarrow raises several types for corrupt files
-        raise TraceError(file, f"not a readable Parquet file ({_one_line(exc)})") from None
-    md = _loopbench_metadata(table.schema.metadata, file)
+        raise TraceError(file, f"not a readable Parquet file ({one_line(exc)})") from None
+    md = loopbench_metadata(table.schema.metadata, file)
     meta = TraceMeta.from_metadata(md)
     version = md.get("loopbench.schema_version", "")
     if version and version != SCHEMA_VERSION:
@@ -150,7 +150,7 @@ def read_trace(path: str | os.PathLike, *, allow_empty: bool = False) -> tuple[p
     return validate_table(table, file, allow_empty=allow_empty), meta
 
 
-def _loopbench_metadata(md: dict[bytes, bytes] | None, file: str) -> dict[str, str]:
+def loopbench_metadata(md: dict[bytes, bytes] | None, file: str) -> dict[str, str]:
     """The footer's `loopbench.*` entries as text; other tools' entries may be binary and are not read."""
     out = {}
     for key, value in (md or {}).items():
@@ -163,7 +163,7 @@ def _loopbench_metadata(md: dict[bytes, bytes] | None, file: str) -> dict[str, s
     return out
 
 
-def _one_line(exc: Exception) -> str:
+def one_line(exc: Exception) -> str:
     """pyarrow's messages span lines; an error is reported as one line."""
     return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
 
@@ -172,7 +172,7 @@ def _first(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
-def _check(mask: np.ndarray, file: str, column: str, rule: str) -> None:
+def refuse_rows(mask: np.ndarray, file: str, column: str, rule: str) -> None:
     """Raise on the first row where `mask` (True = bad) holds."""
     if mask.any():
         raise TraceError(file, rule, column=column, row=_first(mask))
@@ -205,7 +205,7 @@ def conform(table: pa.Table, schema: pa.Schema, file: str) -> pa.Table:
     for field in schema:
         col = _cast(table.column(field.name), field, file)
         if not field.nullable and col.null_count:
-            _check(col.is_null().to_numpy(zero_copy_only=False), file, field.name, "value must not be null")
+            refuse_rows(col.is_null().to_numpy(zero_copy_only=False), file, field.name, "value must not be null")
         cols.append(col)
     return pa.Table.from_arrays(cols, schema=schema)
 
@@ -235,7 +235,8 @@ def _first_uncastable(col: pa.ChunkedArray, type_: pa.DataType) -> int:
     return lo
 
 
-def _np(table: pa.Table, name: str, fill=None) -> np.ndarray:
+def column_values(table: pa.Table, name: str, fill=None) -> np.ndarray:
+    """A column as a numpy array (nulls filled with `fill` when given), for row checks."""
     col = table.column(name)
     if fill is not None:
         col = col.fill_null(fill)
@@ -243,20 +244,20 @@ def _np(table: pa.Table, name: str, fill=None) -> np.ndarray:
 
 
 def _check_values(table: pa.Table, file: str) -> None:
-    submit = _np(table, "submit_s")
-    _check(~np.isfinite(submit) | (submit < 0) | (submit > MAX_TIME_S), file, "submit_s",
-           f"must be a finite number of seconds in [0, {MAX_TIME_S:.0f}]")
-    duration = _np(table, "duration_s", fill=0.0)
-    _check(~np.isfinite(duration) | (duration < 0) | (duration > MAX_TIME_S), file, "duration_s",
-           f"must be null (runs to the end) or finite seconds in [0, {MAX_TIME_S:.0f}]")
+    submit = column_values(table, "submit_s")
+    refuse_rows(~np.isfinite(submit) | (submit < 0) | (submit > MAX_TIME_S), file, "submit_s",
+                f"must be a finite number of seconds in [0, {MAX_TIME_S:.0f}]")
+    duration = column_values(table, "duration_s", fill=0.0)
+    refuse_rows(~np.isfinite(duration) | (duration < 0) | (duration > MAX_TIME_S), file, "duration_s",
+                f"must be null (runs to the end) or finite seconds in [0, {MAX_TIME_S:.0f}]")
     check_shape(table, file)
-    minm = _np(table, "min_member")
-    _check(minm < 1, file, "min_member", "must be >= 1")
-    loc = _np(table, "gang_locality")
-    _check(~np.isin(loc, GANG_LOCALITY), file, "gang_locality", f"must be one of {GANG_LOCALITY}")
+    minm = column_values(table, "min_member")
+    refuse_rows(minm < 1, file, "min_member", "must be >= 1")
+    loc = column_values(table, "gang_locality")
+    refuse_rows(~np.isin(loc, GANG_LOCALITY), file, "gang_locality", f"must be one of {GANG_LOCALITY}")
     pod_ids = table.column("pod_id")
     if pa.compute.count_distinct(pod_ids).as_py() != table.num_rows:
-        _check(duplicates(_np(table, "pod_id")), file, "pod_id", "pod ids must be unique (duplicate)")
+        refuse_rows(duplicates(column_values(table, "pod_id")), file, "pod_id", "pod ids must be unique (duplicate)")
     _check_gangs(table, file)
 
 
@@ -271,22 +272,22 @@ def duplicates(values: np.ndarray) -> np.ndarray:
 def check_shape(table: pa.Table, file: str) -> None:
     """The resource shape of a pod (or of a service's replica): CPU, memory, GPUs, share,
     partition profile and model names, each within its rule."""
-    cpu = _np(table, "cpu_milli")
-    _check((cpu < 0) | (cpu > MAX_CPU_MILLI), file, "cpu_milli", f"must be in [0, {MAX_CPU_MILLI}]")
-    mem = _np(table, "memory_mib")
-    _check((mem < 0) | (mem > MAX_MEMORY_MIB), file, "memory_mib", f"must be in [0, {MAX_MEMORY_MIB}]")
-    gpus = _np(table, "gpu_count")
-    _check((gpus < 0) | (gpus > MAX_GPUS_PER_POD), file, "gpu_count", f"must be in [0, {MAX_GPUS_PER_POD}]")
-    milli = _np(table, "gpu_milli")
-    _check((milli < 0) | (milli > 1000), file, "gpu_milli", "must be in [0, 1000] (milli of one GPU)")
+    cpu = column_values(table, "cpu_milli")
+    refuse_rows((cpu < 0) | (cpu > MAX_CPU_MILLI), file, "cpu_milli", f"must be in [0, {MAX_CPU_MILLI}]")
+    mem = column_values(table, "memory_mib")
+    refuse_rows((mem < 0) | (mem > MAX_MEMORY_MIB), file, "memory_mib", f"must be in [0, {MAX_MEMORY_MIB}]")
+    gpus = column_values(table, "gpu_count")
+    refuse_rows((gpus < 0) | (gpus > MAX_GPUS_PER_POD), file, "gpu_count", f"must be in [0, {MAX_GPUS_PER_POD}]")
+    milli = column_values(table, "gpu_milli")
+    refuse_rows((milli < 0) | (milli > 1000), file, "gpu_milli", "must be in [0, 1000] (milli of one GPU)")
     partitioned = table.column("gpu_partition").is_valid().to_numpy(zero_copy_only=False)
-    _check(partitioned & ((gpus != 1) | (milli != 0)), file, "gpu_partition",
-           "a partition profile needs gpu_count 1 and gpu_milli 0 (the profile sets the share)")
+    refuse_rows(partitioned & ((gpus != 1) | (milli != 0)), file, "gpu_partition",
+                "a partition profile needs gpu_count 1 and gpu_milli 0 (the profile sets the share)")
     whole = ~partitioned
-    _check(whole & (gpus > 0) & (milli == 0), file, "gpu_milli", "must be > 0 when gpu_count > 0")
-    _check(whole & (gpus == 0) & (milli != 0), file, "gpu_milli", "must be 0 when gpu_count is 0")
-    _check((milli > 0) & (milli < 1000) & (gpus != 1), file, "gpu_milli",
-           "a fractional share (< 1000) is only allowed with gpu_count 1")
+    refuse_rows(whole & (gpus > 0) & (milli == 0), file, "gpu_milli", "must be > 0 when gpu_count > 0")
+    refuse_rows(whole & (gpus == 0) & (milli != 0), file, "gpu_milli", "must be 0 when gpu_count is 0")
+    refuse_rows((milli > 0) & (milli < 1000) & (gpus != 1), file, "gpu_milli",
+                "a fractional share (< 1000) is only allowed with gpu_count 1")
     models = table.column("gpu_models")
     null_model = pa.compute.list_flatten(models).is_null().to_numpy(zero_copy_only=False)
     if null_model.any():
@@ -296,20 +297,20 @@ def check_shape(table: pa.Table, file: str) -> None:
 
 def _check_gangs(table: pa.Table, file: str) -> None:
     """Members of one job agree on gang attributes, and a job has at least min_member pods."""
-    job = _np(table, "job_id")
+    job = column_values(table, "job_id")
     if not len(job):
         return
     _, job_idx, counts = np.unique(job, return_inverse=True, return_counts=True)
     order = np.argsort(job_idx, kind="stable")
     starts = np.r_[0, np.flatnonzero(np.diff(job_idx[order])) + 1]
     for name in GANG_AGREEMENT:
-        values = _np(table, name)
+        values = column_values(table, name)
         first_of_job = values[order][starts]
         expected = first_of_job[np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(order)]))]
         bad_sorted = values[order] != expected
         if bad_sorted.any():
             row = int(order[np.flatnonzero(bad_sorted)[0]])
             raise TraceError(file, f"members of job '{job[row]}' disagree on {name}", column=name, row=row)
-    minm = _np(table, "min_member")
+    minm = column_values(table, "min_member")
     short = minm > counts[job_idx]
-    _check(short, file, "min_member", "job has fewer pods than its min_member")
+    refuse_rows(short, file, "min_member", "job has fewer pods than its min_member")

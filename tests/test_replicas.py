@@ -131,6 +131,19 @@ def test_between_two_syncs_the_counts_are_returned_unchanged():
     assert h.sync(15.0, np.array([5]), np.array([1.0])).tolist() == [1]
 
 
+def test_the_recommendation_is_the_count_before_the_rate_limits():
+    """What a planner integrated with the HPA reads (`recommended`): demand 70 on a target of
+    7 asks ceil(70 / 7) = 10 replicas; the scale-up policies let 1 -> 5 now. The recommendation
+    stays 10 until a sync changes it, never below the desired count; a service KEDA put to
+    zero recommends 0."""
+    h = HorizontalPodAutoscaler(scale_down_stabilization_s=0.0)
+    h.attach(np.array([10.0, 10.0]), np.array([1, 1]), np.array([8, 100]))
+    desired = h.sync(0.0, np.array([1, 1]), np.array([70.0, 70.0]))
+    assert desired.tolist() == [5, 5]
+    assert h.recommended(desired).tolist() == [8, 10], "within [min, max]"
+    assert h.recommended(np.array([9, 0])).tolist() == [9, 0]
+
+
 def test_keda_wakes_at_the_earlier_of_its_two_clocks():
     k = KedaScaledObject(polling_interval_s=20.0, sync_period_s=15.0)
     k.attach(np.array([10.0]), np.array([0]), np.array([10]))

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from harness import report, results
+from harness import grid, report, results
 from harness.cli import main as cli_main
 from harness.config import compose
 from harness.errors import LoopbenchError
@@ -460,6 +460,48 @@ def test_the_grid_report_states_ranges_and_whether_each_step_holds_everywhere(tm
     steps = pl.read_csv(tmp_path / "out" / "steps.csv")
     assert steps.filter(step="sees")["holds"].to_list() == [True] * 4
     assert (tmp_path / "out" / "grid.csv").exists() and {f.id for f in rep.figures} == {"idle", "cost"}
+
+
+def test_a_services_grid_is_judged_first_on_the_demand_left_unserved(tmp_path):
+    """Two replica autoscaler settings (a cell each), three loops, one seed. Unserved shares:
+    separate hpa 0.04, keda 0.10; separate_all 0.035, 0.06; merged 0.03, 0.05. Idle hours 100,
+    90, 80 in both. Against separate, merged leaves 25% (hpa) and 50% (keda) less unserved;
+    against separate_all, the other loop with the least of both, (0.035 - 0.03) / 0.035 = 14%
+    and 0.01 / 0.06 = 17% less, and 10 / 90 = 11% fewer idle hours. Each comparison states the
+    unserved demand first, then idle hours; the labels and the grid name the setting; the grid
+    table shows the service columns and no gang column."""
+    shares = {"separate": (0.04, 0.10), "separate_all": (0.035, 0.06), "merged": (0.03, 0.05)}
+    for i, replicas in enumerate(("hpa (down 300 s)", "keda (down 0 s, cooldown 300 s)")):
+        for name, idle in (("separate", 100.0), ("separate_all", 90.0), ("merged", 80.0)):
+            d = make_run(tmp_path / "runs" / f"{replicas[:4]}-{name}", loop_cfg(name), 0, idle, 2 * idle, 60.0)
+            retouch(d, {"replicas": replicas, "demand_unserved_share": shares[name][i],
+                        "gang_latency_p99_s": float("nan")})
+    rep = report.build([tmp_path / "runs"], tmp_path / "out", "services")
+    where = "depending on replica autoscaler (2 settings). It saves the least"
+    assert rep.verdict[2:] == [
+        f"merged saves 25-50% of demand not served (share) over separate, {where} (25%) with replica autoscaler "
+        "hpa (down 300 s).",
+        f"merged saves 20% of idle accelerator hours over separate, {where} (20%) with replica autoscaler "
+        "hpa (down 300 s).",
+        "merged saves 14-17% of demand not served (share) over separate_all (the other loop with the least), "
+        f"{where} (14%) with replica autoscaler hpa (down 300 s).",
+        "merged saves 11% of idle accelerator hours over separate_all (the other loop with the least), "
+        f"{where} (11%) with replica autoscaler hpa (down 300 s)."]
+    grid_table = next(t for t in rep.tables if t.id == "grid")
+    assert "demand not served (share) ↓" in grid_table.header
+    assert not any("gang" in h for h in grid_table.header)
+    labels = set(pl.read_csv(tmp_path / "out" / "summary.csv")["variant"].to_list())
+    assert "merged [replicas=keda (down 0 s, cooldown 300 s)]" in labels and len(labels) == 6
+
+
+def test_the_strongest_loop_is_the_best_ranked_over_the_cells():
+    """Cell A: x 1, y 2, z 3 (ranks 1, 2, 3); cell B, on a smaller scale: x 9, y 30, z 4 (ranks
+    2, 3, 1). Mean ranks x 1.5, z 2, y 2.5: x, where the plain means (x 5, z 3.5) would pick z,
+    the scale of one cell deciding. Of y and z: 2 and 1, then 1 and 2: a tie, the earlier."""
+    m = pl.DataFrame({"c": ["A"] * 3 + ["B"] * 3, "loop": ["x", "y", "z"] * 2, "seed": [0] * 6,
+                      "v": [1.0, 2.0, 3.0, 9.0, 30.0, 4.0]})
+    assert grid.strongest(m, ["c"], ["x", "y", "z"], "v") == "x"
+    assert grid.strongest(m, ["c"], ["z", "y"], "v") == "z"
 
 
 def test_a_grid_report_fits_a_laptop_screen_in_chromium(tmp_path):

@@ -254,12 +254,15 @@ def test_replay_writes_the_service_tables(service_trace, tmp_path):
     from harness.replay import Replay
 
     metrics = Replay().run(composed(service_trace, "replicas=hpa", "horizon_s=3600"), tmp_path, progress=False)
-    assert metrics["replicas"][0] == "HorizontalPodAutoscaler"
+    assert metrics["replicas"][0] == "hpa (down 300 s)"  # the setting, as a report names it
     per = pl.read_parquet(tmp_path / "services.parquet")
     assert per["service"].to_list() == ["chat"]
     assert per["demand_units"][0] == metrics["demand_units"][0] == 50 * 600 + 400 * 1200 + 50 * 1800
     timeline = pl.read_parquet(tmp_path / "services_timeline.parquet")
     assert timeline.height == 61 and timeline["demand"][10] == 400.0  # a sample a minute, 0..3600 s
+    # the trace's jobs and pods, not the service's six replica slots (services.parquet has those)
+    assert pl.read_parquet(tmp_path / "jobs.parquet")["job_id"].to_list() == ["j0", "j1"]
+    assert (metrics["jobs"][0], metrics["pods"][0], metrics["pods_not_arrived"][0]) == (2, 2, 0)
 
 
 def test_the_wrapped_loops_quiet_ticks_stop_before_the_next_sync():

@@ -113,6 +113,30 @@ def test_an_episode_open_at_the_horizon_lasts_to_it():
     assert tot["time_to_capacity_p99_s"] == 600.0 and tot["demand_unserved_share"] == 1.0
 
 
+def test_the_merged_loop_buys_for_the_recommendation_in_one_decision():
+    """A replica takes a whole 8-GPU node; one node ready at 0 (min_size 1), up to 8, boot
+    300 s; capacity 100 (target 70), cold start 120 s. Demand 0 from 0 (the floor, one
+    replica, ready at 120), 560 from 600: the HPA recommends ceil(560 / 70) = 8, but its scale-up policies
+    let 1 -> max(1 + 4, 2 x 1) = 5 at 600 and 5 -> min(8, max(9, 10)) = 8 at 615.
+    Separate: the autoscaler sees the 4 pending pods at its 600 scan (ready 900, serving
+    1020), the 3 of 615 at its 620 scan (ready 920, serving 1040). Unserved: (560 - 100) x
+    420 + (560 - 500) x 20 = 194,400 units; one episode 600 -> 1040, 440 s.
+    Merged: its 600 scan sees the recommendation, buys 4 nodes for the queued pods and 3 for
+    the 3 to come; those created at 615 are planned onto the booting nodes: all 7 run at 900
+    and serve at 1020: (560 - 100) x 420 = 193,200 units; 420 s."""
+    cl = sc.cluster([sc.node_type("h8")], [sc.pool("r", "h8", min_size=1, max_size=8)])
+    service = {**ONE, "gpu_count": 8, "max_replicas": 8}
+    for loop, unserved, episode, bought_at in ((sc.separate(), 194_400.0, 440.0, [600.0] * 4 + [620.0] * 3),
+                                               (sc.merged(), 193_200.0, 420.0, [600.0] * 7)):
+        sim = sc.service_sim([], [service], {"svc": [(0.0, 0.0), (600.0, 560.0)]}, cl, 1500.0)
+        sim.run(ReplicaLoop(loop, HorizontalPodAutoscaler()))
+        tot = sim.acct.services.totals()
+        assert tot["demand_unserved_units"] == unserved, loop.name
+        assert tot["time_to_capacity_p99_s"] == episode and tot["capacity_episodes"] == 1, loop.name
+        asked = nodes_frame(sim).get_column("requested_s").drop_nulls().sort().to_list()
+        assert asked == [0.0, *bought_at], loop.name
+
+
 # ---- invariants over random demand --------------------------------------------------------------
 @st.composite
 def demands(draw):
@@ -144,15 +168,37 @@ def check_replicas(sim, floor: np.ndarray) -> None:
     assert (np.add.reduceat(ready.astype(np.int64), svc.slot_bounds[:-1]) == sim.replicas_ready).all()
 
 
+def test_a_new_recommendation_wakes_the_merged_loop_with_no_replica_created():
+    """The cluster and service above; scale-up policy 1 Pod per 60 s. Demand 280 from 600:
+    the HPA recommends 4 and creates 1 (-> 2); the merged scan at 600 buys a node for it and
+    2 for the recommended rest. Demand 560 from 630: the recommendation is 8, but the policy
+    allows no replica before 660: no pod arrives, yet the scan at 630 buys the 4 more nodes
+    (the recommendation changed: a scan is due, and it is not a quiet one).
+    At 700 the demand it prices plans by (GPU milli per pool) counts the replicas created in
+    the last 600 s and placed (600, 660: 2 x 8000) and the 8 - 3 recommended but not created
+    (5 x 8000), not the one created at 0: 56,000."""
+    cl = sc.cluster([sc.node_type("h8")], [sc.pool("r", "h8", min_size=1, max_size=8)])
+    service = {**ONE, "gpu_count": 8, "max_replicas": 8}
+    sim = sc.service_sim([], [service], {"svc": [(0.0, 0.0), (600.0, 280.0), (630.0, 560.0)]}, cl, 700.0)
+    loop = sc.merged()
+    sim.run(ReplicaLoop(loop, HorizontalPodAutoscaler(scale_up_policies=[("Pods", 1, 60)])))
+    assert nodes_frame(sim).get_column("requested_s").sort().to_list() == [0.0] + [600.0] * 3 + [630.0] * 4
+    assert loop._demand(700.0).tolist() == [56_000.0]
+
+
+LOOPS = {"separate": sc.separate, "merged": sc.merged}
+
+
+@pytest.mark.parametrize("loop_name", LOOPS)
 @pytest.mark.parametrize("keda", [False, True])
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(windows=demands(), autoscaling=st.booleans())
-def test_replica_invariants_hold(keda, windows, autoscaling):
+def test_replica_invariants_hold(loop_name, keda, windows, autoscaling):
     cl = small_cluster(autoscaling)
     sim = sc.service_sim([{"submit_s": 100.0, "gpu_count": 4}], SERVICES, windows, cl, 2 * 3600.0)
     autoscaler = KedaScaledObject() if keda else HorizontalPodAutoscaler()
     floor = np.array([1, 0]) if keda else np.array([1, 1])
-    loop = ReplicaLoop(sc.separate(), autoscaler)
+    loop = ReplicaLoop(LOOPS[loop_name](), autoscaler)
     step = loop.step
 
     def checked(s, now):
@@ -166,11 +212,11 @@ def test_replica_invariants_hold(keda, windows, autoscaling):
     assert 0.0 <= tot["demand_unserved_units"] <= tot["demand_units"] + 1e-6
 
 
-def run(windows, quiet: bool):
+def run(windows, loop_name: str, quiet: bool):
     cl = small_cluster(True)
     sim = sc.service_sim([{"submit_s": 100.0, "gpu_count": 4}], SERVICES, windows, cl, 3 * 3600.0 + 5.5,
                          timeline_interval_s=45.0)
-    loop = ReplicaLoop(sc.separate(), KedaScaledObject())
+    loop = ReplicaLoop(LOOPS[loop_name](), KedaScaledObject())
     if not quiet:
         loop.inner.idle_ticks = lambda start, before: np.zeros(0)  # type: ignore[method-assign]
     sim.run(loop)
@@ -179,8 +225,9 @@ def run(windows, quiet: bool):
             acct.frame(), acct.timeline())
 
 
+@pytest.mark.parametrize("loop_name", LOOPS)
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(windows=demands())
-def test_quiet_ticks_in_bulk_give_exactly_the_results_of_stepping_each(windows):
-    for a, b in zip(run(windows, quiet=True), run(windows, quiet=False), strict=True):
+def test_quiet_ticks_in_bulk_give_exactly_the_results_of_stepping_each(loop_name, windows):
+    for a, b in zip(run(windows, loop_name, quiet=True), run(windows, loop_name, quiet=False), strict=True):
         assert a.columns == b.columns and bits(a) == bits(b)

@@ -70,6 +70,10 @@ def test_verdict_arithmetic_by_hand():
     assert verdict("b", "a", {"idle_accel_hours": 5.0}, {"idle_accel_hours": 0.0}).startswith(
         "b vs a: idle accelerator hours 0 -> 5; ")
     assert verdict("b", "a", {}, {"idle_accel_hours": 1.0}).startswith("b vs a: idle accelerator hours n/a; ")
+    # runs with services: the demand left unserved joins (0.04 -> 0.03: -25%)
+    assert verdict("b", "a", {"idle_accel_hours": 1.0, "demand_unserved_share": 0.03},
+                   {"idle_accel_hours": 1.0, "demand_unserved_share": 0.04}).endswith(
+        "gang start p99 n/a, demand not served (share) -25%")
     # doubling burns 100% more, a 1/3 cut rounds to -33%
     assert verdict("b", "a", {"idle_accel_hours": 2.0, "cost_usd": 2.0}, {"idle_accel_hours": 1.0, "cost_usd": 3.0}
                    ).startswith("b burns 100% more idle accelerator hours than a (1 -> 2); cost -33%")

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from harness.errors import TraceError
-from harness.trace import MAX_CPU_MILLI, MAX_GPUS_PER_POD, MAX_MEMORY_MIB, MAX_TIME_S, table_from_columns
+from harness.trace import MAX_CPU_MILLI, MAX_GPUS_PER_POD, MAX_MEMORY_MIB, MAX_TIME_S, refuse_rows, table_from_columns
 
 POD_REQUIRED = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 NODE_REQUIRED = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
@@ -66,19 +66,14 @@ def _read_text_csv(path, required: tuple[str, ...]) -> pa.Table:
         raise TraceError(file, f"not a readable CSV file ({exc})") from None
 
 
-def _check(bad: np.ndarray, file: str, column: str, rule: str) -> None:
-    if bad.any():
-        raise TraceError(file, rule, column=column, row=int(np.flatnonzero(bad)[0]))
-
-
 def _ints(table: pa.Table, name: str, file: str, lo: int, hi: int) -> np.ndarray:
     col = table.column(name)
-    _check(~pc.match_substring_regex(col, _INT).to_numpy(zero_copy_only=False), file, name,
-           "must be a non-negative integer")
-    _check(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(col)), 18).to_numpy(zero_copy_only=False), file, name,
-           f"must be in [{lo}, {hi}]")  # more digits would overflow int64
+    refuse_rows(~pc.match_substring_regex(col, _INT).to_numpy(zero_copy_only=False), file, name,
+                "must be a non-negative integer")
+    refuse_rows(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(col)), 18).to_numpy(zero_copy_only=False), file, name,
+                f"must be in [{lo}, {hi}]")  # more digits would overflow int64
     values = pc.cast(pc.utf8_trim_whitespace(col), pa.int64()).to_numpy()
-    _check((values < lo) | (values > hi), file, name, f"must be in [{lo}, {hi}]")
+    refuse_rows((values < lo) | (values > hi), file, name, f"must be in [{lo}, {hi}]")
     return values
 
 
@@ -88,9 +83,9 @@ def _times(table: pa.Table, name: str, file: str, optional: bool) -> np.ndarray:
     empty = pc.equal(col, "").to_numpy(zero_copy_only=False)
     ok = pc.match_substring_regex(col, _NUMBER).to_numpy(zero_copy_only=False)
     rule = "must be a non-negative number of seconds" + (" or empty" if optional else "")
-    _check(~ok & ~(empty & optional), file, name, rule)
+    refuse_rows(~ok & ~(empty & optional), file, name, rule)
     values = pc.cast(pc.if_else(pc.equal(col, ""), "nan", col), pa.float64()).to_numpy()
-    _check(values > MAX_TIME_S, file, name, f"must be at most {MAX_TIME_S:.0f} s")
+    refuse_rows(values > MAX_TIME_S, file, name, f"must be at most {MAX_TIME_S:.0f} s")
     return values
 
 
@@ -106,19 +101,19 @@ def read_openb_pods(path) -> pa.Table:
     if t.num_rows == 0:
         raise TraceError(file, "pod list has no rows")
     names = pc.utf8_trim_whitespace(t.column("name"))
-    _check(pc.equal(names, "").to_numpy(zero_copy_only=False), file, "name", "must not be empty")
+    refuse_rows(pc.equal(names, "").to_numpy(zero_copy_only=False), file, "name", "must not be empty")
     names = names.to_numpy(zero_copy_only=False)
     _, first = np.unique(names, return_index=True)
     dup = np.ones(len(names), bool)
     dup[first] = False
-    _check(dup, file, "name", "pod names must be unique (duplicate)")
+    refuse_rows(dup, file, "name", "pod names must be unique (duplicate)")
     cpu = _ints(t, "cpu_milli", file, 0, MAX_CPU_MILLI)
     mem = _ints(t, "memory_mib", file, 0, MAX_MEMORY_MIB)
     gpus = _ints(t, "num_gpu", file, 0, MAX_GPUS_PER_POD)
     milli = np.where(gpus == 0, 0, _ints(t, "gpu_milli", file, 0, 1000))
-    _check((gpus > 0) & (milli == 0), file, "gpu_milli", "must be > 0 when num_gpu > 0")
-    _check((milli < 1000) & (gpus > 1), file, "gpu_milli",
-           "a GPU share below 1000 is only allowed with num_gpu 1")
+    refuse_rows((gpus > 0) & (milli == 0), file, "gpu_milli", "must be > 0 when num_gpu > 0")
+    refuse_rows((milli < 1000) & (gpus > 1), file, "gpu_milli",
+                "a GPU share below 1000 is only allowed with num_gpu 1")
 
     n = t.num_rows
     has_creation = "creation_time" in t.column_names
@@ -127,7 +122,7 @@ def read_openb_pods(path) -> pa.Table:
     if "deletion_time" in t.column_names:
         deletion = _times(t, "deletion_time", file, optional=True)
         duration = deletion - submit
-        _check(duration < 0, file, "deletion_time", "must not be before creation_time")
+        refuse_rows(duration < 0, file, "deletion_time", "must not be before creation_time")
     if "gpu_spec" in t.column_names:
         specs = pc.utf8_trim_whitespace(t.column("gpu_spec")).to_pylist()
         models = [[m.strip() for m in s.split("|") if m.strip()] if s else [] for s in specs]
@@ -155,12 +150,12 @@ def _read_nodes(path):
     if t.num_rows == 0:
         raise TraceError(file, "node list has no rows")
     sn = pc.utf8_trim_whitespace(t.column("sn"))
-    _check(pc.equal(sn, "").to_numpy(zero_copy_only=False), file, "sn", "must not be empty")
+    refuse_rows(pc.equal(sn, "").to_numpy(zero_copy_only=False), file, "sn", "must not be empty")
     cpu = _ints(t, "cpu_milli", file, 1, MAX_CPU_MILLI)
     mem = _ints(t, "memory_mib", file, 1, MAX_MEMORY_MIB)
     gpu = _ints(t, "gpu", file, 0, MAX_GPUS_PER_POD)
     model = pc.utf8_trim_whitespace(t.column("model")).to_numpy(zero_copy_only=False).astype(str)
-    _check((gpu > 0) & (model == ""), file, "model", "a node with GPUs needs a GPU model")
+    refuse_rows((gpu > 0) & (model == ""), file, "model", "a node with GPUs needs a GPU model")
     model = np.where(gpu == 0, "", model)
     return cpu, mem, gpu, model
 

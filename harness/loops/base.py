@@ -150,6 +150,13 @@ class SimulationView(Protocol):
     def replicas(self) -> np.ndarray:
         """Each service's created replicas (its Deployment's spec.replicas)."""
         ...
+    @property
+    def replicas_recommended(self) -> np.ndarray:
+        """Each service's count its replica autoscaler last recommended, before the rate
+        limits of its scaling policies (the replica loop writes it at each sync): what the
+        replicas reach within a few periods unless demand falls. A planner integrated with
+        the replica autoscaler may read it; today's node autoscalers see only pods."""
+        ...
     def demand_now(self) -> np.ndarray:
         """Each service's demand now (units per second), never a later one."""
         ...

@@ -58,7 +58,7 @@ from harness.scores import ScorePlugin
 from harness.settings import check
 from harness.state import BOOTING
 from harness.whatif import Snapshot
-from harness.workload import BOUND, LOCALITY_CODE, PENDING, pools_fit
+from harness.workload import BOUND, LOCALITY_CODE, NOT_ARRIVED, PENDING, RUNNING, pools_fit
 
 
 class MergedLoop:
@@ -92,7 +92,8 @@ class MergedLoop:
         self.scale_down.attach(sim)
         self.next_scan = 0.0
         self.scanned_mutations = -1
-        self.quiet_key: tuple | None = None  # (node changes, arrivals) after a scan that changed nothing
+        self.scanned_missing = b""  # `_missing_key` at the last scan
+        self.quiet_key: tuple | None = None  # (node changes, arrivals, missing) after a scan that changed nothing
         self.planned_at = np.full(sim.w.n_jobs, -1, np.int64)  # layout version of the last failed plan
         self.fits_pool = pools_fit(sim.cluster, sim.w)
         self.backoff = NodeGroupBackoff(len(sim.cluster.pools), self.backoff_s, self.max_backoff_s,
@@ -111,7 +112,8 @@ class MergedLoop:
         if not sim.cluster.autoscaling:
             return np.inf
         grid = max(self.next_scan, math.ceil(now / self.scan_interval_s - 1e-9) * self.scan_interval_s)
-        if sim.queue or len(self.scale_down.low) or sim.state.mutations != self.scanned_mutations:
+        if (sim.queue or len(self.scale_down.low) or sim.state.mutations != self.scanned_mutations
+                or self._missing_key() != self.scanned_missing):
             return grid
         # idle, but a node asked for may never come up: the scan at its deadline gives it up
         asked = self._asked_booting()
@@ -126,7 +128,7 @@ class MergedLoop:
         already failed to plan on this layout), no node ripens for scale-down, no backoff runs
         out and no node asked for reaches its provision timeout. The cadence moves past them."""
         sim = self.sim
-        if self.quiet_key != (sim.state.mutations, sim.arrived_version):
+        if self.quiet_key != (sim.state.mutations, sim.arrived_version, self._missing_key()):
             return NO_TICKS
         clocks = self.scale_down.clocks() + self.backoff.clocks()
         asked = self._asked_booting()
@@ -153,24 +155,29 @@ class MergedLoop:
         for j in sim.queued_jobs().tolist():  # 2. in-flight and provisionable capacity
             if self.planned_at[j] != sim.state.layout_version and not self._provision_for(j):
                 self.planned_at[j] = sim.state.layout_version
+        self._warm_for_recommended()
         for n in self.unplanned:  # granted short and no plan of this scan took them: not worth booting
             if not sim.node_pods[n]:
                 sim.remove_node(n)
         # never remove a node a plan counts on, nor a committed one (removing it saves nothing)
         self.scale_down.run(now, protect=(sim.held > 0) | sim.state.slot_committed)
         self.scanned_mutations = sim.state.mutations
+        self.scanned_missing = self._missing_key()
         # a plan binds or provisions and scale-down removes: each changes a node
-        self.quiet_key = (sim.state.mutations, sim.arrived_version) if sim.state.mutations == before else None
+        self.quiet_key = ((sim.state.mutations, sim.arrived_version, self.scanned_missing)
+                          if sim.state.mutations == before else None)
         self.placer.cycle(now)
 
     def _demand(self, now: float) -> np.ndarray:
-        """GPU milli per pool of the demand it sees: the queued pods, and those that arrived in
-        the last `demand_window_s` and were placed since, that a node of the pool could hold."""
+        """GPU milli per pool of the demand it sees: the queued pods, those that arrived (or
+        replicas created) in the last `demand_window_s` and were placed since, and the replicas
+        recommended but not created yet, that a node of the pool could hold."""
         sim = self.sim
         queued = sim.w.pods_of(sim.queued_jobs())
         lo, hi = np.searchsorted(self.submits, [now - self.demand_window_s, now], side="right")
         recent = sim.w.pods_of(self.by_submit[lo:hi])
-        pods = np.r_[queued[sim.pod_status[queued] == PENDING], recent[sim.pod_status[recent] != PENDING]]
+        pods = np.r_[queued[sim.pod_status[queued] == PENDING], recent[sim.pod_status[recent] != PENDING],
+                     self._recent_replicas(now), self._missing_replicas()]
         return self._fits_pool(pods) @ self.pod_milli[pods]
 
     def _fits_pool(self, pods: np.ndarray) -> np.ndarray:
@@ -218,6 +225,74 @@ class MergedLoop:
         pods = sim.unbound_pods(j)
         if len(pods) == 0 or sim.w.never_fits[pods].any():
             return False
+        best = self._cheapest(j, pods)
+        if best is None:
+            return False
+        count, pool, opened, plan = best
+        if count:
+            granted = self._buy(pool, opened)
+            if len(granted) < count:  # short: the granted nodes are in flight for the new plans
+                self.unplanned += granted.tolist()
+                return self._provision_for(j)
+        for p, n, gpu_idx in plan:
+            sim.bind(p, n, gpu_idx)
+            self.placer.policy.on_bind(sim.state, sim.w, p, n)  # e.g. GpuClustering tags planned pods
+        self.demand_milli -= self._fits_pool(pods) @ self.pod_milli[pods]  # planned: no longer queued
+        return True
+
+    def _warm_for_recommended(self) -> None:
+        """Capacity for the replicas the replica autoscaler recommends and has not created yet
+        (its scaling policies let the count up a step per period; KEDA wakes a service at one
+        replica): each service's missing replicas are planned as a job would be, on the room it
+        has (ready, booting) or new nodes, which it buys now, unbound: the replicas land there
+        when they are created. The recommendation is the autoscaler's own, from demand up to
+        now; a node bought this way idles through the scale-down delay if demand falls."""
+        w = self.sim.w
+        missing = self._missing_replicas()
+        service = w.job_service[w.job[missing]]
+        for s in np.unique(service).tolist():
+            pods = missing[service == s]
+            if w.never_fits[pods].any() or (best := self._cheapest(int(w.job[pods[0]]), pods)) is None:
+                continue
+            count, pool, opened, _ = best
+            if count:
+                self._buy(pool, opened)  # short: what was granted is capacity toward them still
+            self.demand_milli -= self._fits_pool(pods) @ self.pod_milli[pods]
+
+    def _missing_key(self) -> bytes:
+        """The replicas recommended and not created yet, per service: a change wakes a scan."""
+        sim = self.sim
+        return b"" if sim.w.services is None else (sim.replicas_recommended - sim.replicas).tobytes()
+
+    def _missing_replicas(self) -> np.ndarray:
+        """Pods of the replicas recommended and not created yet: each service's first dormant
+        slots (a slot is one pod)."""
+        sim = self.sim
+        svc = sim.w.services
+        if svc is None:
+            return np.zeros(0, np.int64)
+        missing = np.maximum(sim.replicas_recommended - sim.replicas, 0)
+        dormant = svc.slot_job[sim.pod_status[sim.w.pods_of(svc.slot_job)] == NOT_ARRIVED]
+        service = sim.w.job_service[dormant]  # ascending: slots are kept by service
+        rank = np.arange(len(dormant)) - np.searchsorted(service, service)  # k-th dormant slot of its service
+        return sim.w.pods_of(dormant[rank < missing[service]])
+
+    def _recent_replicas(self, now: float) -> np.ndarray:
+        """Pods of the replicas created in the last `demand_window_s` and placed since (a
+        replica's creation is its slot's submit time, set after `attach` sorted the trace's)."""
+        sim = self.sim
+        svc = sim.w.services
+        if svc is None:
+            return np.zeros(0, np.int64)
+        pods = sim.w.pods_of(svc.slot_job)
+        created = sim.w.job_submit[svc.slot_job]
+        placed = (sim.pod_status[pods] == BOUND) | (sim.pod_status[pods] == RUNNING)
+        return pods[placed & (created > now - self.demand_window_s) & (created <= now)]
+
+    def _cheapest(self, j: int, pods: np.ndarray):
+        """The cheapest plan for job j's `pods` over the room it has and each pool's new nodes:
+        (new nodes, pool, their slots, [(pod, node, gpus)]), or None if no pool can hold them."""
+        sim = self.sim
         best = None  # (cost, new nodes, pool, slots, plan)
         have = np.r_[self._room_on_ready(pods), np.flatnonzero(sim.state.status == BOOTING)]
         for pool, slots in self._options(j, pods, len(have) > 0):
@@ -228,23 +303,19 @@ class MergedLoop:
             cost = self._cost(pool, opened, share)
             if best is None or (cost, len(opened)) < best[:2]:
                 best = (cost, len(opened), pool, opened, plan)
-        if best is None:
-            return False
-        _, count, pool, opened, plan = best
-        if count:
-            granted = sim.provision(pool, count, atomic=True, slots=np.array(opened))
-            if len(granted) < count:  # short: the granted nodes are in flight for the new plans
-                self._fell_short(pool, sim.now)
-                self.unplanned += granted.tolist()
-                return self._provision_for(j)
-            self.backoff.succeeded(pool)
-            if self._present(pool) > self.ceiling[pool]:  # a probe past the ceiling was served
-                self.ceiling[pool] = np.inf
-        for p, n, gpu_idx in plan:
-            sim.bind(p, n, gpu_idx)
-            self.placer.policy.on_bind(sim.state, sim.w, p, n)  # e.g. GpuClustering tags planned pods
-        self.demand_milli -= self._fits_pool(pods) @ self.pod_milli[pods]  # planned: no longer queued
-        return True
+        return None if best is None else best[1:]
+
+    def _buy(self, pool: int, opened: list[int]) -> np.ndarray:
+        """Ask pool for the nodes of these slots, all or nothing; a short grant backs it off."""
+        sim = self.sim
+        granted = sim.provision(pool, len(opened), atomic=True, slots=np.array(opened))
+        if len(granted) < len(opened):
+            self._fell_short(pool, sim.now)
+            return granted
+        self.backoff.succeeded(pool)
+        if self._present(pool) > self.ceiling[pool]:  # a probe past the ceiling was served
+            self.ceiling[pool] = np.inf
+        return granted
 
     def _options(self, j: int, pods: np.ndarray, booting: bool):
         """(pool, candidate new slots) pairs to try: one per pool whose nodes can hold every pod

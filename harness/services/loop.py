@@ -49,6 +49,7 @@ class ReplicaLoop:
         self.autoscaler.attach(svc.capacity, svc.min_replicas, svc.max_replicas)
         floor = svc.min_replicas if isinstance(self.autoscaler, KedaScaledObject) else np.maximum(svc.min_replicas, 1)
         self.max_replicas = svc.max_replicas
+        sim.replicas_recommended[:] = floor
         for s in np.flatnonzero(floor).tolist():
             sim.create_replicas(s, int(floor[s]))
 
@@ -64,6 +65,7 @@ class ReplicaLoop:
             current = sim.replicas.copy()
             desired = self.autoscaler.sync(now, current, sim.demand_now())
             assert ((desired >= 0) & (desired <= self.max_replicas)).all(), "desired replicas within [0, max]"
+            sim.replicas_recommended[:] = self.autoscaler.recommended(desired)
             for s in np.flatnonzero(desired > current).tolist():
                 sim.create_replicas(s, int(desired[s] - current[s]))
             for s in np.flatnonzero(desired < current).tolist():

@@ -160,6 +160,7 @@ class HorizontalPodAutoscaler:
         self._max = hi
         self._recs, self._events = _Log(n), _Log(n)
         self._seen = np.zeros(n, bool)
+        self._recommended = np.zeros(n, np.int64)
         self._next_hpa = -np.inf
 
     def sync(self, now: float, current: np.ndarray, demand: np.ndarray) -> np.ndarray:
@@ -176,6 +177,18 @@ class HorizontalPodAutoscaler:
     def next_sync(self, now: float) -> float:
         """When the next sync is due (now, before the first)."""
         return max(now, self._next_hpa)
+
+    @property
+    def name(self) -> str:
+        """What a report calls this setting: `hpa (down 300 s)`, its scale-down window."""
+        return f"hpa (down {self.down.window_s:g} s)"
+
+    def recommended(self, desired: np.ndarray) -> np.ndarray:
+        """Per service, the last reconcile's stabilized recommendation within [min, max] before
+        the scaling policies' rate limits (normalizeDesiredReplicasWithBehaviors: stabilize,
+        then convertDesiredReplicasWithBehaviorRate), never below the `desired` count the last
+        sync returned; 0 for a service at zero (KEDA's)."""
+        return np.where(desired == 0, 0, np.maximum(self._recommended, desired))
 
     def _counts(self, current) -> np.ndarray:
         current = np.array(current, np.int64)
@@ -195,6 +208,7 @@ class HorizontalPodAutoscaler:
         normal = ~(disabled | above | below)
         desired = np.where(above, self._max, np.where(below, self._min, current))
         stabilized = self._stabilize(now, current, self._proposal(current, demand), normal)
+        self._recommended = np.where(normal, np.clip(stabilized, self._min, self._max), desired)
         desired = np.where(normal, self._rate_limit(now, current, stabilized), desired)
         change = desired - current
         if change.any():  # storeScaleEvent
@@ -273,6 +287,11 @@ class KedaScaledObject(HorizontalPodAutoscaler):
 
     def next_sync(self, now: float) -> float:
         return max(now, min(self._next_poll, self._next_hpa))
+
+    @property
+    def name(self) -> str:
+        """`keda (down 300 s, cooldown 300 s)`: the HPA's scale-down window, KEDA's cooldown."""
+        return f"keda (down {self.down.window_s:g} s, cooldown {self.cooldown_period_s:g} s)"
 
     def _request_scale(self, now: float, current: np.ndarray, demand: np.ndarray) -> np.ndarray:
         """The scale executor's RequestScale for every service at once."""

@@ -23,7 +23,16 @@ import pyarrow.parquet as pq
 
 from harness.errors import TraceError
 from harness.output import atomic_path
-from harness.trace import MAX_TIME_S, _check, _loopbench_metadata, _np, _one_line, check_shape, conform, duplicates
+from harness.trace import (
+    MAX_TIME_S,
+    check_shape,
+    column_values,
+    conform,
+    duplicates,
+    loopbench_metadata,
+    one_line,
+    refuse_rows,
+)
 from harness.trace import SCHEMA as POD_SCHEMA
 
 SCHEMA_VERSION = "1"
@@ -129,7 +138,7 @@ def _from_columns(columns: dict, schema: pa.Schema, defaults: dict, file: str) -
     try:
         return pa.table(data, schema=schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise TraceError(file, f"columns do not build a table ({_one_line(exc)})") from None
+        raise TraceError(file, f"columns do not build a table ({one_line(exc)})") from None
 
 
 def services_from_columns(columns: dict, file: str = "<memory>") -> pa.Table:
@@ -147,18 +156,19 @@ def validate_services(table: pa.Table, file: str) -> pa.Table:
     if table.num_rows == 0:
         raise TraceError(file, "services table has no rows")
     table = conform(table, SERVICES_SCHEMA, file)
-    _check(duplicates(_np(table, "service")), file, "service", "service names must be unique (duplicate)")
+    refuse_rows(duplicates(column_values(table, "service")), file, "service",
+                "service names must be unique (duplicate)")
     check_shape(table, file)
-    cap = _np(table, "capacity_per_replica")
-    _check(~np.isfinite(cap) | (cap <= 0), file, "capacity_per_replica",
-           "must be a finite number > 0 (demand units per second one replica serves)")
-    cold = _np(table, "cold_start_s")
-    _check(~np.isfinite(cold) | (cold < 0) | (cold > MAX_TIME_S), file, "cold_start_s",
-           f"must be finite seconds in [0, {MAX_TIME_S:.0f}]")
-    lo, hi = _np(table, "min_replicas"), _np(table, "max_replicas")
-    _check((lo < 0) | (lo > MAX_REPLICAS), file, "min_replicas", f"must be in [0, {MAX_REPLICAS:,}]")
-    _check((hi < np.maximum(lo, 1)) | (hi > MAX_REPLICAS), file, "max_replicas",
-           f"must be >= max(1, min_replicas) and <= {MAX_REPLICAS:,}")
+    cap = column_values(table, "capacity_per_replica")
+    refuse_rows(~np.isfinite(cap) | (cap <= 0), file, "capacity_per_replica",
+                "must be a finite number > 0 (demand units per second one replica serves)")
+    cold = column_values(table, "cold_start_s")
+    refuse_rows(~np.isfinite(cold) | (cold < 0) | (cold > MAX_TIME_S), file, "cold_start_s",
+                f"must be finite seconds in [0, {MAX_TIME_S:.0f}]")
+    lo, hi = column_values(table, "min_replicas"), column_values(table, "max_replicas")
+    refuse_rows((lo < 0) | (lo > MAX_REPLICAS), file, "min_replicas", f"must be in [0, {MAX_REPLICAS:,}]")
+    refuse_rows((hi < np.maximum(lo, 1)) | (hi > MAX_REPLICAS), file, "max_replicas",
+                f"must be >= max(1, min_replicas) and <= {MAX_REPLICAS:,}")
     return table
 
 
@@ -169,21 +179,21 @@ def validate_demand(table: pa.Table, file: str, services: pa.Table | None = None
     if table.num_rows == 0:
         raise TraceError(file, "demand table has no rows")
     table = conform(table, DEMAND_SCHEMA, file)
-    start = _np(table, "start_s")
-    _check(~np.isfinite(start) | (start < 0) | (start > MAX_TIME_S), file, "start_s",
-           f"must be a finite number of seconds in [0, {MAX_TIME_S:.0f}]")
-    demand = _np(table, "demand")
-    _check(~np.isfinite(demand) | (demand < 0), file, "demand", "must be a finite number >= 0 (units per second)")
-    name = _np(table, "service")
+    start = column_values(table, "start_s")
+    refuse_rows(~np.isfinite(start) | (start < 0) | (start > MAX_TIME_S), file, "start_s",
+                f"must be a finite number of seconds in [0, {MAX_TIME_S:.0f}]")
+    demand = column_values(table, "demand")
+    refuse_rows(~np.isfinite(demand) | (demand < 0), file, "demand", "must be a finite number >= 0 (units per second)")
+    name = column_values(table, "service")
     order = np.lexsort((np.arange(len(name)), name))  # by service, file order within one
     same = name[order][1:] == name[order][:-1]
     back = np.zeros(len(name), bool)
     back[order[1:]] = same & (start[order][1:] <= start[order][:-1])
-    _check(back, file, "start_s", "must increase strictly within a service (windows in time order)")
+    refuse_rows(back, file, "start_s", "must increase strictly within a service (windows in time order)")
     if services is not None:
-        known = _np(services, "service")
-        _check(~np.isin(name, known), file, "service", f"names no service of {services_file}")
-        _check(~np.isin(known, name), services_file, "service", f"service has no demand row in {file}")
+        known = column_values(services, "service")
+        refuse_rows(~np.isin(name, known), file, "service", f"names no service of {services_file}")
+        refuse_rows(~np.isin(known, name), services_file, "service", f"service has no demand row in {file}")
     return table
 
 
@@ -208,8 +218,8 @@ def _read(path: str | os.PathLike) -> tuple[pa.Table, dict[str, str]]:
     try:
         table = pq.ParquetFile(file).read()
     except Exception as exc:  # pyarrow raises several types for corrupt files
-        raise TraceError(file, f"not a readable Parquet file ({_one_line(exc)})") from None
-    md = _loopbench_metadata(table.schema.metadata, file)
+        raise TraceError(file, f"not a readable Parquet file ({one_line(exc)})") from None
+    md = loopbench_metadata(table.schema.metadata, file)
     version = md.get("loopbench.schema_version", "")
     if version and version != SCHEMA_VERSION:
         raise TraceError(file, f"schema version {version} is not supported (this loopbench reads {SCHEMA_VERSION})")
