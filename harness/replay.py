@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 from hydra.utils import instantiate, to_absolute_path
@@ -60,12 +61,12 @@ def build(cfg: DictConfig) -> tuple[Simulation, Loop]:
         w = compile_workload(table, cluster)
     else:
         services, demand, meta = read_services(*service_files)
-        loop = ReplicaLoop(loop, build_replicas(cfg, loop))
         buffer = build_buffer(cfg, loop, services)
         w = compile_services(table, services, demand, cluster, path, meta.demand_unit, buffer)
     if isinstance(loop, KueueLoop) and cluster.kueue is not None and (unknown := unknown_queues(cluster.kueue, w)):
-        raise TraceError(path, f"queue '{unknown[0]}' has no LocalQueue in cluster '{cluster.name}' "
-                               "(its kueue.local_queues): Kueue cannot admit its jobs", column="queue")
+        raise unknown_queue(unknown[0], w, path, service_files, cluster.name)
+    if service_files is not None:  # the replica autoscaler beside the loop, Kueue's gate included
+        loop = ReplicaLoop(loop, build_replicas(cfg))
     horizon = cfg.horizon_s if cfg.horizon_s is not None else default_horizon(w)
     sim = Simulation(w, cluster, seed=int(cfg.seed), horizon_s=float(horizon),
                      timeline_interval_s=float(cfg.timeline_interval_s))
@@ -84,14 +85,25 @@ def service_paths(cfg: DictConfig) -> tuple[str, str] | None:
     return to_absolute_path(str(files["services"])), to_absolute_path(str(files["demand"]))
 
 
-def build_replicas(cfg: DictConfig, loop: Loop) -> HorizontalPodAutoscaler:
+def unknown_queue(queue: str, w: Workload, path: str, service_files: tuple[str, str] | None,
+                  cluster: str) -> TraceError:
+    """A queue no LocalQueue names, refused in the file that uses it: the pods' trace, else
+    the services table (the service's replicas would wait in it)."""
+    jobs = np.flatnonzero(w.job_queue == queue)
+    rule = f"has no LocalQueue in cluster '{cluster}' (its kueue.local_queues): Kueue cannot admit"
+    if service_files is None or (w.job_service[jobs] < 0).any():
+        return TraceError(path, f"queue '{queue}' {rule} its jobs", column="queue")
+    assert w.services is not None, "a slot's service is a trace's service"
+    s = int(w.job_service[jobs[0]])
+    return TraceError(service_files[0], f"service '{w.services.name[s]}': queue '{queue}' {rule} its replicas",
+                      column="queue", row=s)
+
+
+def build_replicas(cfg: DictConfig) -> HorizontalPodAutoscaler:
     """The replica autoscaler of a trace with services (`replicas=hpa|keda`)."""
     if not cfg.get("replicas"):
         raise ConfigError("replicas", f"trace '{cfg.trace.path}' has services: choose their replica autoscaler "
                                       "(replicas=hpa or replicas=keda; replicas=none is for traces without)")
-    if isinstance(loop, KueueLoop):
-        raise ConfigError("replicas", f"services behind Kueue (loop '{loop.name}') are not modelled yet: "
-                                      "replay them with a loop without Kueue")
     try:
         autoscaler = instantiate(cfg.replicas, _convert_="all")
     except Exception as exc:

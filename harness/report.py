@@ -15,6 +15,9 @@ regeneration can be compared byte for byte:
 - `ablation.csv` (and a table in both documents): each variant against the separate loops with
   every autoscaler switch off, paired by seed, i.e. what turning a capability on saved;
 - `runs.csv`: every run's metrics row (one line per run);
+- for runs with services (a trace's `services:`), a table of the service metrics and a plot,
+  one panel per service, of its demand against each variant's ready capacity over time (from
+  each run's services_timeline.parquet; not for a grid, whose plots are bars only);
 - `report.html`: the tables and the plots in one self-contained page (PNG data URIs, no
   network), and the same plots as PNG files for `summary.md`;
 - `provenance.json`: the code that built the report and each run's provenance (version,
@@ -71,6 +74,9 @@ GRID = ["idle_accel_hours", "idle_accel_usd", "cost_usd", "gang_latency_p99_s",
 
 HEADLINE = ["idle_accel_hours", "accel_utilization", "frag_ratio", "gang_latency_p50_s", "gang_latency_p99_s",
             "gangs_never_started", "cost_usd", "nodes_provisioned", "nodes_never_used"]
+#: A trace with services (harness/services/metrics.py): their table, when runs have them.
+SERVICES = ["demand_unserved_share", "time_to_capacity_p50_s", "time_to_capacity_p99_s", "cold_starts",
+            "warm_idle_accel_hours"]
 ABLATION = ["idle_accel_hours", "gang_latency_p50_s", "gang_latency_p99_s", "cost_usd"]
 #: Columns that are not results (they change from one execution to the next): runs written before
 #: the wall time moved to run.json (harness/provenance.py) have it in their metrics.
@@ -490,6 +496,9 @@ def tables(summary: pl.DataFrame, abl: pl.DataFrame | None, variants: list[Varia
                                      "Each idle GPU at its pool's price per GPU-hour (node price / GPUs; a committed "
                                      "slot at its committed price, as cost counts it), so an idle H100 does not "
                                      "count as an idle T4.", *idle_split(summary, variants)])))
+    if have(SERVICES):
+        out.append(_metric_table("services", "Services: demand against ready capacity", summary, variants,
+                                 have(SERVICES), "Totals over the services of each run (docs/model.md, services)."))
     out.append(_metric_table("pending", "Pending pod-hours by reason", summary, variants,
                              have([f"pending_s_{r}" for r in REASON_NAMES]),
                              "Seconds pods spent pending, integrated by the reason of their last scheduling attempt, "
@@ -705,10 +714,10 @@ def plot_gang_cdf(jobs: pl.DataFrame, variants: list[Variant]) -> bytes | None:
 BIN_S = 300  # timeline plots average the per-minute samples over 5-minute bins (smaller PNGs, same shape)
 
 
-def _seed_mean(timeline: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
-    """Mean over seeds and over each BIN_S bin, per variant."""
+def _seed_mean(timeline: pl.DataFrame, cols: list[str], by: tuple[str, ...] = ("variant",)) -> pl.DataFrame:
+    """Mean over seeds and over each BIN_S bin, per variant (and whatever else `by` names)."""
     return (timeline.with_columns(t_s=(pl.col("t_s") // BIN_S) * BIN_S)
-            .group_by("variant", "t_s").agg(pl.col(cols).mean()).sort("variant", "t_s"))
+            .group_by(*by, "t_s").agg(pl.col(cols).mean()).sort(*by, "t_s"))
 
 
 def plot_fragmentation(timeline: pl.DataFrame, variants: list[Variant]) -> bytes:
@@ -752,6 +761,39 @@ def plot_billed_used(timeline: pl.DataFrame, variants: list[Variant]) -> bytes:
     return _png(fig)
 
 
+def plot_services(timeline: pl.DataFrame, variants: list[Variant]) -> bytes:
+    """One panel per service: its demand (the trace's, grey) and each variant's ready capacity
+    (ready replicas x capacity_per_replica), in demand units per second, each bin's mean held
+    over the bin. Demand is the first variant's that has the service: the loops of one trace
+    share it."""
+    tl = _seed_mean(timeline, ["demand", "ready_capacity"], by=("variant", "service"))
+    names = list(dict.fromkeys(timeline.sort("service")["service"].to_list()))
+    ncols = min(3, len(names))
+    nrows = math.ceil(len(names) / ncols)
+    fig = _figure(4.0 * ncols, 2.6 * nrows + 0.6)
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, sharex=True, squeeze=False)).ravel()
+    for ax, name in zip(axes, names, strict=False):
+        d = tl.filter(pl.col("service") == name)
+        first = d.filter(pl.col("variant") == next(v.label for v in variants if v.label in d["variant"]))
+        ax.fill_between(first["t_s"].to_numpy() / 3600, first["demand"].to_numpy(), step="post", color="0.8", lw=0,
+                        label="demand")
+        for v, color in zip(variants, _colors(len(variants)), strict=True):
+            mine = d.filter(pl.col("variant") == v.label)
+            if mine.height:
+                ax.plot(mine["t_s"].to_numpy() / 3600, mine["ready_capacity"].to_numpy(), color=color, lw=1,
+                        drawstyle="steps-post", label=f"{v.label}: ready capacity")
+        ax.set_title(name, fontsize=8)
+        ax.yaxis.set_major_formatter("{x:,.0f}")
+        ax.grid(alpha=0.3)
+    for ax in axes[len(names):]:
+        ax.set_visible(False)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="outside lower center", ncols=min(3, len(labels)))
+    fig.supxlabel("time (h)", fontsize=9)
+    fig.supylabel("demand units per second (mean over seeds)", fontsize=9)
+    return _png(fig)
+
+
 def _idle_figure(summary: pl.DataFrame, variants: list[Variant]) -> Figure:
     return Figure("idle", "Idle accelerator hours by cause",
                   _stacked(summary, variants, [(f"idle_accel_hours_{c}", c.replace("_", " ")) for c in IDLE_CAUSES],
@@ -765,7 +807,10 @@ def bar_figures(summary: pl.DataFrame, variants: list[Variant]) -> list[Figure]:
             Figure("cost", "Cost", plot_cost(summary, variants), "Bars: mean over seeds; whiskers: min and max.")]
 
 
-def figures(summary: pl.DataFrame, jobs: pl.DataFrame, timeline: pl.DataFrame, variants: list[Variant]) -> list[Figure]:
+def figures(summary: pl.DataFrame, jobs: pl.DataFrame, timeline: pl.DataFrame, variants: list[Variant],
+            services: pl.DataFrame | None = None) -> list[Figure]:
+    """The plots of a report; `services`: the runs' services timelines (services_timeline.parquet),
+    when some run had services."""
     out = [_idle_figure(summary, variants)]
     cdf = plot_gang_cdf(jobs, variants)
     if cdf is not None:
@@ -782,6 +827,12 @@ def figures(summary: pl.DataFrame, jobs: pl.DataFrame, timeline: pl.DataFrame, v
                         "pending pod-hours", 1 / 3600),
                "Mean over seeds, stacked by the reason of each pod's last scheduling attempt."),
     ]
+    if services is not None and services.height:
+        out.append(Figure("services", "Demand against ready capacity over time, per service",
+                          plot_services(services, variants),
+                          "Grey: the service's demand; lines: each variant's ready capacity (ready replicas x "
+                          f"capacity per replica). Mean over seeds and {BIN_S // 60}-minute bins: where a line "
+                          "runs below the grey, demand went unserved."))
     return out
 
 
@@ -845,6 +896,8 @@ def build(paths: list[str | Path], out: Path, title: str | None = None, notes: S
     # a grid has too many variants for one curve or panel each: its plots are bars only
     timeline = pl.DataFrame() if cells else _read_all(runs, labels, "timeline.parquet",
                                                       ["t_s", "billed_gpus", "used_gpus", "frag_ratio", "frag_amount"])
+    services = pl.DataFrame() if cells else _read_all(runs, labels, "services_timeline.parquet",
+                                                      ["t_s", "service", "demand", "ready_capacity"])
     rep = Report(title or out.name, [*notes, *_intro(metrics, variants, runs)],
                  grid_verdicts(metrics, cells, variants) if cells else
                  verdicts(summary, variants, setting(metrics.row(0, named=True))))
@@ -859,7 +912,7 @@ def build(paths: list[str | Path], out: Path, title: str | None = None, notes: S
         rep.tables[1:1] = first  # after the variants: the grid is what the report is about
         rep.figures = bar_figures(summary, variants)
     elif jobs.height and timeline.height:
-        rep.figures = figures(summary, jobs, timeline, variants)
+        rep.figures = figures(summary, jobs, timeline, variants, services)
     with atomic_dir(out, "summary.md") as tmp:  # `out` is the old report or the new one, whole
         pngs = {f.id: f"{f.id}.png" for f in rep.figures}
         for f in rep.figures:

@@ -117,6 +117,7 @@ class Simulation:
         self.job_never_fits = np.bincount(w.job, weights=w.never_fits, minlength=w.n_jobs) > 0
         self.next_arrival = 0
         self.gate: Callable[[int], None] | None = None  # an admission layer's arrival gate (`gate_arrivals`)
+        self.withdraw: Callable[[int], None] | None = None  # ... and what it hears of deleted replicas
         self.may_preempt = False  # a loop that may preempt said so (`allow_preemption`)
         self.job_admitted = np.full(w.n_jobs, np.nan)  # when a job's pods first reached the scheduler
         self.job_admissions = np.zeros(w.n_jobs, np.int32)  # times `admit` let a gated job through
@@ -206,11 +207,12 @@ class Simulation:
             self.acct.set_reasons(pods, PendingReason.SHORTAGE)
         self._enqueue(j)
 
-    def gate_arrivals(self, gate: Callable[[int], None]) -> None:
+    def gate_arrivals(self, gate: Callable[[int], None], withdraw: Callable[[int], None]) -> None:
         """From now on an arriving job is handed to `gate` (its pods pending, not admitted)
         instead of the scheduler's queue: an admission layer in front of the scheduler
-        (Kueue) lets it through with `admit`."""
-        self.gate = gate
+        (Kueue) lets it through with `admit`. A replica deleted once it arrived is handed to
+        `withdraw`: its workload is gone from the layer's books."""
+        self.gate, self.withdraw = gate, withdraw
 
     def allow_preemption(self) -> None:
         """A loop that may preempt (`evict`) says so on attach: its runs report preemptions."""
@@ -454,6 +456,7 @@ class Simulation:
         self._svc_acct.created[s] += k
         self.w.job_submit[new] = self.now
         self.w.submit[self.w.pods_of(new)] = self.now
+        self.job_admitted[new] = self.job_reserved[new] = np.nan  # a new pod: its admission is to come
         for j in new.tolist():
             self._arrive(j)
 
@@ -477,6 +480,8 @@ class Simulation:
             self.pod_epoch[p] += 1
             self.acct.set_reason(p, -1)
             self.job_started[j] = np.nan
+            if self.withdraw is not None:
+                self.withdraw(j)
         self.replica_created[victims] = False
         self.replicas[s] -= k
         self._svc_acct.deleted[s] += k

@@ -40,6 +40,8 @@ def test_overprovisioning_adds_one_placeholder_per_service_and_copy():
     (["loop=separate_preemption", "buffer=overprovisioning", "buffer.placeholders=0"], "buffer.placeholders"),
     (["loop=separate_karpenter", "buffer=capacity_buffer"], "buffer"),  # only the CA-like autoscaler reads it
     (["loop=merged", "buffer=capacity_buffer"], "buffer"),
+    (["loop=separate_kueue", "buffer=capacity_buffer"], "buffer"),  # behind Kueue: neither
+    (["loop=separate_kueue", "buffer=overprovisioning"], "buffer"),
     (["buffer=capacity_buffer", "buffer.replicas=null"], "buffer"),  # nothing specified
     (["buffer=capacity_buffer", "buffer.percentage=-5"], "buffer.percentage"),
 ])

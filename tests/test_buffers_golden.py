@@ -52,7 +52,7 @@ def replay(buffer):
     sim = sc.service_sim([], [SERVICE], {"svc": BURST}, one_gpu_nodes(), HORIZON, buffer=buffer)
     loop = ReplicaLoop(preempting_loop(), HorizontalPodAutoscaler())
     if buffer is not None:
-        buffer.fit(loop, sc.services([SERVICE]))  # as replay does: a CapacityBuffer joins the autoscaler
+        buffer.fit(loop.inner, sc.services([SERVICE]))  # as replay does: a CapacityBuffer joins the autoscaler
     sim.run(loop)
     jobs = jobs_frame(sim)
     return sim, jobs, summary_row(sim, jobs, nodes_frame(sim), {}).to_dicts()[0]
@@ -121,13 +121,10 @@ def test_a_capacity_buffer_absorbs_a_burst_and_the_autoscaler_restores_it():
 
 def test_a_buffer_needs_a_loop_that_preempts():
     """Without DefaultPreemption a placeholder would hold its room for ever: refused by key."""
-    buffer = Overprovisioning()
-    loop = ReplicaLoop(sc.separate(), HorizontalPodAutoscaler())
     with pytest.raises(ConfigError, match="loop.scheduler.post_filter"):
-        buffer.fit(loop, sc.services([SERVICE]))
+        Overprovisioning().fit(sc.separate(), sc.services([SERVICE]))
     with pytest.raises(ConfigError, match="buffer.priority"):
-        Overprovisioning(priority=0).fit(ReplicaLoop(preempting_loop(), HorizontalPodAutoscaler()),
-                                         sc.services([SERVICE]))
+        Overprovisioning(priority=0).fit(preempting_loop(), sc.services([SERVICE]))
 
 
 def quiet_run(buffer, quiet: bool):
@@ -138,7 +135,7 @@ def quiet_run(buffer, quiet: bool):
                          timeline_interval_s=45.0)
     loop = ReplicaLoop(preempting_loop(), HorizontalPodAutoscaler())
     if buffer is not None:
-        buffer.fit(loop, sc.services([SERVICE]))
+        buffer.fit(loop.inner, sc.services([SERVICE]))
     if not quiet:
         loop.inner.idle_ticks = lambda start, before: np.zeros(0)  # type: ignore[method-assign]
     sim.run(loop)
@@ -162,7 +159,7 @@ def test_in_a_mixed_trace_any_pod_above_the_placeholders_takes_their_room():
     sim = sc.service_sim([{"submit_s": 400.0, "priority": 0}], [SERVICE], {"svc": BURST}, one_gpu_nodes(), HORIZON,
                          buffer=Overprovisioning())
     loop = ReplicaLoop(preempting_loop(), HorizontalPodAutoscaler())
-    Overprovisioning().fit(loop, sc.services([SERVICE]))
+    Overprovisioning().fit(loop.inner, sc.services([SERVICE]))
     sim.run(loop)
     jobs = jobs_frame(sim)
     row = summary_row(sim, jobs, nodes_frame(sim), {}).to_dicts()[0]

@@ -533,3 +533,46 @@ def test_a_grid_variant_names_its_trace_by_stem_and_not_the_cluster_that_comes_w
     labels = set(pl.read_csv(tmp_path / "out" / "summary.csv")["variant"].to_list())
     assert labels == {"separate [trace=openb_x40]", "separate [trace=default]",
                       "merged [trace=openb_x40]", "merged [trace=default]"}
+
+
+def services_runs(root: Path) -> Path:
+    """The runs fixture's separate and merged loops at seeds 0 and 1, each with a services
+    timeline (services_timeline.parquet, as Replay writes it) of two services, chat and embed."""
+    for i, name in enumerate(["separate", "merged"]):
+        for seed in (0, 1):
+            d = make_run(root / f"{name}-{seed}", loop_cfg(name), seed, 10.0, 100.0, 60.0)
+            t = [0.0, 0.0, 600.0, 600.0]
+            pl.DataFrame({"t_s": t, "service": ["chat", "embed"] * 2, "demand": [50.0, 5.0, 400.0, 5.0],
+                          "ready_capacity": [0.0, 0.0, 200.0 * (i + 1), 100.0], "ready_replicas": [0, 0, i + 1, 1],
+                          "replicas": [1, 1, 2, 1]}).write_parquet(d / "services_timeline.parquet")
+            retouch(d, {"demand_unserved_share": 0.25 / (i + 1), "time_to_capacity_p50_s": 600.0,
+                        "time_to_capacity_p99_s": 600.0, "cold_starts": 2 + i, "warm_idle_accel_hours": 0.5})
+    return root
+
+
+def test_a_run_with_services_plots_demand_against_each_loops_ready_capacity(tmp_path, monkeypatch):
+    """One panel per service (titled by it), the demand and one ready-capacity line per loop;
+    only runs with services get the plot (the runs fixture's have none: see
+    test_outputs_are_deterministic_and_self_contained)."""
+    drawn = []
+    png = report._png
+    monkeypatch.setattr(report, "_png", lambda fig: drawn.append(fig) or png(fig))
+    rep = report.build([services_runs(tmp_path / "runs")], tmp_path / "out")
+    assert [f.id for f in rep.figures][-1] == "services"
+    assert "| merged | 2 | 0.1250 | 600 | 600 | 3 | 0 |" in (tmp_path / "out" / "summary.md").read_text()
+    fig = drawn[-1]
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == ["chat", "embed"]
+    for ax in panels:
+        assert [line.get_label() for line in ax.get_lines()] == ["separate: ready capacity", "merged: ready capacity"]
+    chat_merged = panels[0].get_lines()[1]  # 0 at 0 h, then 400 from the 600 s sample (mean over seeds)
+    assert chat_merged.get_xdata().tolist() == [0.0, 600.0 / 3600] and chat_merged.get_ydata().tolist() == [0.0, 400.0]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["demand", "separate: ready capacity",
+                                                                 "merged: ready capacity"]
+    assert (tmp_path / "out" / "services.png").exists() and "services.png" in (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_a_services_report_renders_in_chromium(tmp_path):
+    rep = report.build([services_runs(tmp_path / "runs")], tmp_path / "out")
+    assert "services" in {t.id for t in rep.tables}
+    check_rendered(tmp_path / "out" / "report.html", tmp_path, {f.id for f in rep.figures}, {t.id for t in rep.tables})

@@ -9,8 +9,10 @@ import pytest
 
 from harness.config import compose
 from harness.errors import ConfigError, LoopbenchError, TraceError
+from harness.kueue.loop import KueueLoop
 from harness.replay import build
 from harness.scheduler.queue_sort import PrioritySort
+from harness.services.loop import ReplicaLoop
 from harness.services.replicaset import log2_age
 from harness.services.workload import compile_services
 from harness.trace import SCHEMA
@@ -216,9 +218,12 @@ def test_a_trace_naming_services_without_demand_is_refused(service_trace):
         build(cfg)
 
 
-def test_services_behind_kueue_are_refused(service_trace):
-    with pytest.raises(ConfigError, match="services behind Kueue"):
-        build(composed(service_trace, "replicas=hpa", "loop=separate_kueue"))
+@pytest.mark.parametrize("loop", ["separate_kueue", "merged_kueue"])
+def test_services_behind_kueue_build_with_the_replica_autoscaler_outside(service_trace, loop):
+    """The replica autoscaler wraps the KueueLoop: the replicas it creates meet Kueue's gate
+    (tests/test_services_kueue.py has the goldens)."""
+    _, built = build(composed(service_trace, "replicas=hpa", f"loop={loop}"))
+    assert isinstance(built, ReplicaLoop) and isinstance(built.inner, KueueLoop) and built.name == loop
 
 
 def test_a_trace_without_services_ignores_the_replica_autoscaler(service_trace):

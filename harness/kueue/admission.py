@@ -125,6 +125,13 @@ class Admission:
         self.queued_ts[j] = ts
         insort(self.pending[int(self.queue_of[j])], (-int(self.priority[j]), float(ts), j))
 
+    def withdraw(self, j: int) -> None:
+        """Job j, queued and holding no quota, is gone (a replica scaled in): it leaves its
+        ClusterQueue, waiting or set aside."""
+        c = int(self.queue_of[j])
+        self.pending[c] = [key for key in self.pending[c] if key[2] != j]
+        self.inadmissible[c] = [key for key in self.inadmissible[c] if key[2] != j]
+
     def cycle(self, most: int | None = None) -> tuple[list[tuple[int, int]], bool]:
         """One admission cycle, admitting `most` workloads at most (None: no bound): the
         (job, flavor) admitted, and whether it changed anything. With preemption, a head that

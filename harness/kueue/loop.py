@@ -21,6 +21,15 @@ once admitted the job's pods may use only its pools' nodes (Kueue writes the fla
 labels into the pods' nodeSelector): the wrapped loop's scheduler places them there and its
 autoscaler buys only from those pools (`Simulation.admit`'s nodes, `Workload.placement`).
 
+Services (harness/services/) come through Kueue's pod integration, as a Deployment's pods
+do upstream (kubernetes-sigs/kueue site/content/en/docs/tasks/run/deployment.md; the
+deployment webhook, pkg/controller/jobs/deployment/deployment_webhook.go, copies the
+Deployment's queue-name label into its pod template): each replica is a single-pod
+workload in its service's LocalQueue (the services table's `queue`). A created replica
+arrives through the gate like any job and waits for quota; a deleted one is withdrawn
+(`_deleted`): "on scale-in, the excess Pods are deleted, and the quota is freed", and a
+replica still queued leaves its queue. Nothing is preempted or lost.
+
 Topology Aware Scheduling (`tas`, off by default): a gang's locality claim is a required
 topology request; it is admitted only with a domain of its flavor's topology, and its pods
 keep to that domain (harness/kueue/tas.py).
@@ -129,11 +138,24 @@ class KueueLoop:
         self.dirty = False
         if self.admission_check is not None:
             self.admission_check.attach(self, self.inner, sim)
-        sim.gate_arrivals(self._arrived)
+        sim.gate_arrivals(self._arrived, self._deleted)
 
     def _arrived(self, j: int) -> None:
         self.adm.push(j, self.sim.w.job_submit[j])
         self.dirty = True
+
+    def _deleted(self, j: int) -> None:
+        """Replica j was scaled in: its pod is deleted, so its workload is done with. Quota it
+        held comes back (its ProvisioningRequest, if open, is dropped); queued, it leaves its
+        queue; its timers (PodsReady timeout, requeue backoff) are void."""
+        if self.adm.flavor[j] >= 0:
+            if self.admission_check is not None:
+                self.admission_check.withdraw(j)
+            self._release(j)
+        else:
+            self.adm.withdraw(j)
+        self.expired = [e for e in self.expired if e != j]
+        self.epoch[j] += 1
 
     def next_wakeup(self, now: float) -> float:
         return self.inner.next_wakeup(now)  # admission acts on events only (arrivals, ends, its timers)
@@ -273,7 +295,7 @@ class KueueLoop:
         if self.backoff_limit_count is not None and n > self.backoff_limit_count:
             return  # deactivated: exceeded the maximum number of re-queuing retries
         delay = min(self.backoff_base_s * 2.0 ** (n - 1), self.backoff_max_s)
-        sim.at(now + delay, self._requeue, j, now)
+        sim.at(now + delay, self._requeue, j, now, int(self.epoch[j]))
 
     def _release(self, j: int) -> None:
         """Job j gives its quota back (evicted, or its admission check failed)."""
@@ -282,6 +304,8 @@ class KueueLoop:
         self.unready = self.unready[self.unready != j]
         self.dirty = True
 
-    def _requeue(self, j: int, evicted_at: float) -> None:
-        self.adm.push(j, evicted_at)
-        self.dirty = True
+    def _requeue(self, j: int, evicted_at: float, epoch: int) -> None:
+        """Job j's backoff is over: it queues again, unless it was deleted meanwhile (epoch)."""
+        if epoch == self.epoch[j]:
+            self.adm.push(j, evicted_at)
+            self.dirty = True

@@ -111,7 +111,7 @@ class ProvisioningCheck:
             return
         self.layer.evictions[j] += 1
         delay = min(self.backoff_base_s * 2.0 ** (self.layer.evictions[j] - 1), self.backoff_max_s)
-        self.sim.at(now + delay, self.layer._requeue, j, now)
+        self.sim.at(now + delay, self.layer._requeue, j, now, int(self.layer.epoch[j]))
 
     def withdraw(self, j: int) -> None:
         """Workload j lost its quota to a preemption: its request, if still open, is dropped."""

@@ -49,12 +49,11 @@ class Overprovisioning:
         """Refuse, naming the key, a loop that cannot have placeholders or services they would not
         yield to: the scheduler must preempt (DefaultPreemption) and no admission layer may sit
         in front (Kueue would admit pause pods as workloads); every replica must outrank them."""
-        inner = getattr(loop, "inner", loop)  # the ReplicaLoop's wrapped loop
-        if isinstance(inner, KueueLoop) or not isinstance(inner, SeparateLoops):
+        if isinstance(loop, KueueLoop) or not isinstance(loop, SeparateLoops):
             raise ConfigError("buffer", f"overprovisioning needs the separate loops without Kueue (loop "
                                         f"'{loop.name}'): placeholders are preempted by kube-scheduler's "
                                         "DefaultPreemption")
-        if not inner.scheduler.post_filter.preempts:
+        if not loop.scheduler.post_filter.preempts:
             raise ConfigError("loop.scheduler.post_filter", f"loop '{loop.name}' does not preempt: overprovisioning "
                                                             "needs loop/scheduler/post_filter=default_preemption")
         lowest = int(pc.min(services.column("priority")).as_py())
@@ -107,12 +106,11 @@ class CapacityBuffer:
         """Only Cluster Autoscaler reads CapacityBuffers here: refused elsewhere, naming the key."""
         from harness.loops.cluster_autoscaler import ClusterAutoscaler
 
-        inner = getattr(loop, "inner", loop)
-        if isinstance(inner, KueueLoop) or not isinstance(inner, SeparateLoops) \
-                or not isinstance(inner.autoscaler, ClusterAutoscaler):
+        if isinstance(loop, KueueLoop) or not isinstance(loop, SeparateLoops) \
+                or not isinstance(loop.autoscaler, ClusterAutoscaler):
             raise ConfigError("buffer", f"a CapacityBuffer is read by the Cluster-Autoscaler-like autoscaler of the "
                                         f"separate loops (without Kueue), not by loop '{loop.name}'")
-        inner.autoscaler.keep_buffer(self)
+        loop.autoscaler.keep_buffer(self)
 
     def pods(self, scalable: np.ndarray, gpus_per_replica: np.ndarray) -> np.ndarray:
         """Fake pods per service (getBufferNumberOfPods) from its replicas now (the Deployment's

@@ -7,6 +7,13 @@ or deletes the difference (`SimulationView.create_replicas` / `delete_replicas`)
 replicas are pending pods the wrapped loop's scheduler places and its node autoscaler reacts
 to, as any. Its sync cadence is a clock of its own: the wrapped loop's quiet wake-ups pass in
 bulk only up to the next sync.
+
+Behind Kueue (loop=separate_kueue, merged_kueue) this loop wraps the KueueLoop, as a
+Deployment's controllers stand before Kueue upstream: the replicas it creates arrive at
+Kueue's gate and wait for quota like any pod (harness/kueue/loop.py), and the replicas it
+deletes give their quota back there. It wakes at the earlier of its sync and the KueueLoop's
+wake-up; Kueue acts on events and steps only, so the quiet stretches stay the innermost
+loop's, cut at the next sync.
 """
 
 from __future__ import annotations
