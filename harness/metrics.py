@@ -422,7 +422,7 @@ def jobs_frame(sim) -> pl.DataFrame:
         "preemptions": sim.acct.job_preemptions,
     }, nan_to_null=True)
     if w.services is not None:  # the trace's jobs: no replica slot, no placeholder (harness/services/buffers.py)
-        df = df.filter(pl.Series((w.job_service < 0) & ~w.job_placeholder))
+        df = df.filter(pl.Series(w.job_of_trace))
     return df.with_columns(
         (pl.col("admitted_s") - pl.col("submit_s")).alias("admission_wait_s"),
         (pl.col("start_s") - pl.col("submit_s")).alias("start_latency_s"),
@@ -507,7 +507,7 @@ def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl
     """The one-row metrics table of a run (placeholders are no pods or jobs of it: `buffer_rows`)."""
     tot = sim.acct.totals
     # a service's replicas are counted in services.parquet; placeholders nowhere (no work)
-    trace_jobs = (sim.w.job_service < 0) & ~sim.w.job_placeholder
+    trace_jobs = sim.w.job_of_trace
     trace_pods = trace_jobs[sim.w.job]
     counts = np.bincount(sim.pod_status[trace_pods], minlength=len(POD_STATUS))
     gangs = jobs.filter(pl.col("is_gang") & ~pl.col("refused"))

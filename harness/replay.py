@@ -132,8 +132,9 @@ def build_buffer(cfg: DictConfig, loop: Loop, services: pa.Table) -> Buffer | No
 
 def default_horizon(w: Workload) -> float:
     """Without horizon_s: a day after the last submission of the trace's pods, and no earlier
-    than its services' last demand window start (a services-only trace ends there)."""
-    pods = w.submit[w.job_service[w.job] < 0]
+    than its services' last demand window start (a services-only trace ends there; its
+    placeholders, arriving at 0, are none of the trace's)."""
+    pods = w.submit[w.job_of_trace[w.job]]
     end = float(pods.max()) + DEFAULT_TAIL_S if len(pods) else 0.0
     return end if w.services is None else max(end, w.services.last_window_start)
 

@@ -70,6 +70,11 @@ class Workload:
         return len(self.pod_id)
 
     @property
+    def job_of_trace(self) -> np.ndarray:
+        """bool per job: the trace's own, neither a service's replica slot nor a placeholder."""
+        return (self.job_service < 0) & ~self.job_placeholder
+
+    @property
     def n_jobs(self) -> int:
         return len(self.job_id)
 

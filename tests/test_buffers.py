@@ -3,6 +3,9 @@ cannot be had (numbers of the buffers themselves: tests/test_buffers_golden.py).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
 
 from harness.config import compose
@@ -29,6 +32,19 @@ def test_overprovisioning_adds_one_placeholder_per_service_and_copy():
     slot0 = w.services.slot_job[w.services.slot_bounds[:-1]]  # each service's first replica slot
     by_service = {str(w.job_id[j]).split("/")[0]: w.shape[w.job_pods[j][0]] for j in slot0}
     assert all(w.shape[w.job_pods[j][0]] == by_service[str(w.job_id[j]).split("/")[0]] for j in pause)
+
+
+def test_placeholders_do_not_set_the_default_horizon():
+    """A services-only trace ends at its services' last demand window; placeholders arrive at 0
+    but are none of the trace's pods, so they do not make it a day after 0 (the replay of a
+    5.9 h services trace with placeholders ran 24 h, its replicas idling). The window: a
+    services table cut to demand before 3 h."""
+    from harness.replay import default_horizon
+
+    sim, _ = build(compose("config", ["trace=services", "replicas=hpa", "loop=separate_preemption",
+                                      "buffer=overprovisioning"]))
+    w = replace(sim.w, services=replace(sim.services, demand_start=np.minimum(sim.services.demand_start, 3 * 3600.0)))
+    assert w.job_placeholder.any() and default_horizon(w) == 3 * 3600.0
 
 
 @pytest.mark.parametrize(("overrides", "key"), [
