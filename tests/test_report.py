@@ -393,6 +393,27 @@ def test_committed_rows_are_current(name, loop, tmp_path):
     assert committed[0] == {k: fresh.get(k, "") for k in committed[0]} and fresh.keys() <= committed[0].keys(), stale
 
 
+@pytest.mark.parametrize("setup", ["merged", "separate_all_overprovisioning"])
+def test_committed_inference_rows_are_current(setup, tmp_path):
+    """Seed 0 of two setups of inference_bursts (the bundled services, the HPA's defaults),
+    replayed again, give their committed row of its runs.csv (the grid's label names the
+    setting: the row is found by loop, trace, replica setting and seed)."""
+    from harness.config import compose
+    from harness.replay import Replay
+
+    cfg = compose("config", ["experiment=inference_bursts", f"setup={setup}", "seed=0"])
+    Replay().run(cfg, tmp_path / "runs" / setup, progress=False)
+    report.build([tmp_path / "runs"], tmp_path / "out")
+    (fresh,) = csv.DictReader((tmp_path / "out" / "runs.csv").read_text().splitlines())
+    key = ("loop", "trace", "replicas", "seed")
+    committed = [r for r in csv.DictReader((RESULTS / "inference_bursts" / "runs.csv").read_text().splitlines())
+                 if all(r[k] == fresh[k] for k in key)]
+    stale = "results/inference_bursts is stale: run `loopbench results inference_bursts` and commit results/"
+    assert len(committed) == 1, stale
+    assert {k: v for k, v in committed[0].items() if k != "variant"} == {
+        k: fresh.get(k, "") for k in committed[0] if k != "variant"}, stale
+
+
 # ---- idle cost by GPU model, and the robustness grid ------------------------------------------
 
 def retouch(d: Path, metrics: dict, cluster: dict | None = None) -> None:
