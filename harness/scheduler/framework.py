@@ -37,6 +37,7 @@ from harness.scheduler.filter import Filter, NodeResourcesFit
 from harness.scheduler.gang import Coscheduling, Gang
 from harness.scheduler.preemption import NoPreemption
 from harness.scheduler.queue_sort import PrioritySort, QueueSort
+from harness.scheduler.sampling import walk_feasible
 from harness.scores import ScorePlugin
 from harness.settings import check
 from harness.state import BOOTING, WHOLE
@@ -283,11 +284,9 @@ class Scheduler:
         k = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, n_all)
         if k >= n_all:  # every node is checked: the start index comes back to where it was
             return mask.nonzero()[0]
-        rotated = np.roll(self.node_order, -self.next_start)
-        found = np.cumsum(mask[rotated])
-        checked = n_all if found[-1] <= k else int(np.searchsorted(found, k)) + 1
+        cand, checked = walk_feasible(self.node_order, self.next_start, mask, k)
         self.next_start = (self.next_start + checked) % n_all
-        return np.sort(rotated[:checked][mask[rotated[:checked]]])
+        return cand
 
     def ready_order(self) -> np.ndarray:
         """The ready nodes in the seeded node order (the order filters walk them in)."""
