@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness import packer
 from harness.state import READY, WHOLE, ClusterState
 from harness.workload import Workload
 
@@ -77,62 +78,73 @@ def fits_count(state: ClusterState, w: Workload, pod: int, mask: np.ndarray) -> 
     return out
 
 
+def first_feasible(state: ClusterState, w: Workload, pod: int, mask: np.ndarray, k: int) -> np.ndarray:
+    """The first k `mask` nodes (in slot order) that `feasible` passes, found by a walk that
+    stops at the k-th: `np.flatnonzero(feasible(state, w, pod, mask))[:k]` without the mask."""
+    static, taints, column, need = _pod_filter(state, w, pod)
+    return packer.first_feasible(mask, state.cpu_free, state.mem_free, int(w.cpu[pod]), int(w.mem[pod]), static,
+                                 taints, state.slot_pool, column, need, k)
+
+
+def first_fit(state: ClusterState, w: Workload, pod: int, mask: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where k pods shaped like `pod` go first fit over the `mask` nodes in slot order, without
+    binding them: the lowest-index feasible node takes all it can (`fits_on`), then the next.
+    Returns the nodes that take some and how many each takes (in all at most k)."""
+    static, taints, column, need = _pod_filter(state, w, pod)
+    return packer.first_fit(mask, static, taints, state.slot_pool, column, need, k, *shape_of(w, pod),
+                            state.cpu_free, state.mem_free, state.gpu_free, state.free_whole, state.slot_type,
+                            domains_of(state, w, pod))
+
+
 def fits_on(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray) -> np.ndarray:
     """`fits_count` on the given nodes, which the filter passed (each can take one or more)."""
-    n = np.full(len(nodes), np.iinfo(np.int64).max)
-    if len(nodes) == 0:
-        return n
-    if w.cpu[pod]:
-        n = np.minimum(n, state.cpu_free[nodes] // w.cpu[pod])
-    if w.mem[pod]:
-        n = np.minimum(n, state.mem_free[nodes] // w.mem[pod])
-    gpus, milli = int(w.gpus[pod]), int(w.milli[pod])
-    if gpus:
-        if milli < WHOLE:
-            n = np.minimum(n, (state.gpu_free[nodes] // milli).sum(axis=1))
-        elif w.nvlink[pod] or w.numa[pod]:
-            per_domain = _whole_by_domain(state, nodes, bool(w.nvlink[pod]), bool(w.numa[pod])).sum(axis=1)
-            n = np.minimum(n, (per_domain // gpus).sum(axis=1))
-        else:
-            n = np.minimum(n, state.free_whole[nodes] // gpus)
-    return n
+    return packer.fits_on(np.asarray(nodes, np.int64), *shape_of(w, pod), state.cpu_free, state.mem_free,
+                          state.gpu_free, state.free_whole, state.slot_type, domains_of(state, w, pod))
 
 
 def devices_taken(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """GPU milli (nodes x GPUs) that counts[i] pods shaped like `pod` take on nodes[i] when
-    bound one after another with `ClusterState.pick_devices`, in one vector step (counts
-    within `fits_count`). Whole GPUs: the first free ones in index order, or with a domain
-    claim the domains in id order, each filled before the next (the first domain with room
-    stays first until full). Shares: pick_devices' best fit keeps choosing the same device
-    until it is too full, so devices fill in order of (free milli, index)."""
-    rows = state.gpu_free[nodes].astype(np.int64)
+    bound one after another with `ClusterState.pick_devices`, node by node (counts within
+    `fits_count`). Whole GPUs: the first free ones in index order, or with a domain claim the
+    domains in id order, each filled before the next (the first domain with room stays first
+    until full). Shares: pick_devices' best fit keeps choosing the same device until it is too
+    full, so devices fill in order of (free milli, index)."""
+    _, _, gpus, milli, kind = shape_of(w, pod)
+    return packer.devices_taken(np.asarray(nodes, np.int64), np.asarray(counts, np.int64), gpus, milli, kind,
+                                state.gpu_free, state.slot_type, domains_of(state, w, pod))
+
+
+def shape_of(w: Workload, pod: int) -> tuple[int, int, int, int, int]:
+    """The pod as the packer's kernels take it: (cpu, mem, gpus, milli, kind of GPU request)."""
     gpus, milli = int(w.gpus[pod]), int(w.milli[pod])
-    want = np.asarray(counts, np.int64)[:, None]
-    if gpus == 0:
-        return np.zeros_like(rows)
+    kind = (packer.NO_GPU if gpus == 0 else packer.SHARE if milli < WHOLE
+            else packer.DOMAIN if w.nvlink[pod] or w.numa[pod] else packer.WHOLE_GPUS)
+    return int(w.cpu[pod]), int(w.mem[pod]), gpus, milli, kind
+
+
+def domains_of(state: ClusterState, w: Workload, pod: int) -> np.ndarray:
+    """Node type x GPU: the domain ids of the pod's claim, as `ClusterState.pick_devices`
+    numbers them (NVLink, NUMA, or their intersection; NVLink's when it claims none)."""
+    nvlink, numa = bool(w.nvlink[pod]), bool(w.numa[pod])
+    return state.gpu_both if nvlink and numa else state.gpu_numa if numa else state.gpu_nvl
+
+
+def _pod_filter(state: ClusterState, w: Workload, pod: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The pod's filter beyond usable, CPU and memory, as the packer's kernels take it: the rule
+    of `feasible` as (static mask over slots, untolerated by pool, summary column, need): a node
+    passes where static, in a tolerated pool and column >= need."""
+    k = int(w.gpus[pod])
+    untolerated = state.cluster.untolerated
+    taints = untolerated[int(k > 0)] if untolerated is not None else np.zeros(len(state.pool_offset) - 1, bool)
+    placement = int(w.placement[pod]) if len(state.allowed) > 1 else 0
+    if k == 0:
+        return state.allowed[placement], taints, state.free_whole, 0  # free_whole >= 0: no GPU summary
+    static = state.static_fit(int(w.model_mask[pod]), int(w.profile_bit[pod]), bool(w.nic[pod]), placement)
+    static = state.allowed[0] if static is None else static
+    milli = int(w.milli[pod])
     if milli < WHOLE:
-        fit = rows >= milli
-        cap = np.where(fit, rows // milli, 0)
-        order = np.argsort(np.where(fit, rows, WHOLE + 1), axis=1, kind="stable")
-        cap_sorted = np.take_along_axis(cap, order, axis=1)
-        got = np.clip(want - (np.cumsum(cap_sorted, axis=1) - cap_sorted), 0, cap_sorted)
-        pods = np.empty_like(got)
-        np.put_along_axis(pods, order, got, axis=1)
-        return pods * milli
-    whole = rows == WHOLE
-    if not (w.nvlink[pod] or w.numa[pod]):
-        return np.where(whole & (np.cumsum(whole, axis=1) <= want * gpus), WHOLE, 0)
-    onehot = _whole_by_domain(state, nodes, bool(w.nvlink[pod]), bool(w.numa[pod]))  # nodes x GPUs x domains
-    per_domain = onehot.sum(axis=1) // gpus
-    got = np.clip(want - (np.cumsum(per_domain, axis=1) - per_domain), 0, per_domain)
-    take = onehot & (np.cumsum(onehot, axis=1) <= (got * gpus)[:, None, :])
-    return np.where(take.any(axis=2), WHOLE, 0)
-
-
-def _whole_by_domain(state: ClusterState, nodes: np.ndarray, nvlink: bool, numa: bool) -> np.ndarray:
-    """nodes x GPUs x domains: GPU g of node i is whole-free and in domain d (domain ids as
-    `ClusterState.pick_devices` numbers them: NVLink, NUMA, or their intersection)."""
-    table = state.gpu_both if nvlink and numa else state.gpu_nvl if nvlink else state.gpu_numa
-    dom = table[state.slot_type[nodes]]
-    whole = state.gpu_free[nodes] == WHOLE
-    return whole[:, :, None] & (dom[:, :, None] == np.arange(int(dom.max()) + 1))
+        return static, taints, state.max_share, milli
+    nvl, numa = w.nvlink[pod], w.numa[pod]
+    column = (state.both_whole if nvl and numa else state.nvl_whole if nvl
+              else state.numa_whole if numa else state.free_whole)
+    return static, taints, column, k

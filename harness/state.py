@@ -12,6 +12,7 @@ import copy
 from collections.abc import Iterable
 
 import numpy as np
+from numba import njit
 
 from harness.cluster import Cluster
 
@@ -237,37 +238,19 @@ class ClusterState:
         """Bind counts[i] identical pods on nodes[i] (distinct) at once, for what-if packing of
         a whole pod shape: CPU and memory counts x the pod's, GPU milli `taken` (nodes x GPUs,
         see `filters.devices_taken`). The touched nodes' summaries are recomputed as `_refresh`
-        does, for all of them in one vector step."""
+        does, node by node in one compiled step (`bind_alike`)."""
         if self._undo is not None:
             self._save(nodes)
-        counts = np.asarray(counts, np.int64)
-        self.cpu_free[nodes] -= counts * cpu
-        self.mem_free[nodes] -= counts * mem
-        self.gpu_free[nodes] -= taken.astype(self.gpu_free.dtype)
-        used = taken.sum(axis=1)
-        self.gpu_used[nodes] += used
-        self.alloc_ready_milli += int(used[self.status[nodes] == READY].sum())
-        self.pods_on[nodes] += counts.astype(self.pods_on.dtype)
-        assert ((self.cpu_free[nodes] >= 0).all() and (self.mem_free[nodes] >= 0).all()
-                and (self.gpu_free[nodes] >= 0).all()), "over-allocated"
+        nodes = np.asarray(nodes, np.int64)
+        on_ready, ok = bind_alike(
+            nodes, np.asarray(counts, np.int64), cpu, mem, np.asarray(taken, np.int64), self.status, READY,
+            self.cpu_free, self.mem_free, self.gpu_free, self.gpu_used, self.pods_on, self.slot_type,
+            self.type_has_table, self.type_table_start, self.stacked_tables, self.gpu_nvl, self.gpu_numa,
+            self.gpu_both, self.free_whole, self.max_share, self.nvl_whole, self.numa_whole, self.both_whole)
+        assert ok, "over-allocated"
+        self.alloc_ready_milli += int(on_ready)
         self.mutations += len(nodes)
         self.changed_at[nodes] = self.mutations
-        rows = self.gpu_free[nodes]
-        whole = rows == WHOLE
-        self.max_share[nodes] = rows.max(axis=1)
-        t = self.slot_type[nodes]
-        if self.type_has_table[t].all():  # the whole-GPU patterns index the precomputed summaries
-            pattern = whole @ (1 << np.arange(whole.shape[1], dtype=np.int64))
-            summary = self.stacked_tables[self.type_table_start[t] + pattern]
-            self.free_whole[nodes], self.nvl_whole[nodes], self.numa_whole[nodes], self.both_whole[nodes] = summary.T
-            return
-        self.free_whole[nodes] = whole.sum(axis=1)
-        row = np.arange(len(nodes))[:, None]
-        for table, out in ((self.gpu_nvl, self.nvl_whole), (self.gpu_numa, self.numa_whole),
-                           (self.gpu_both, self.both_whole)):
-            dom = table[t]  # a whole-free GPU exists, so its domain is >= 0
-            d = max(int(dom.max()) + 1, 1)
-            out[nodes] = np.bincount((row * d + dom)[whole], minlength=len(nodes) * d).reshape(-1, d).max(axis=1)
 
     def release(self, n: int, cpu: int, mem: int, gpu_idx: np.ndarray, milli: int) -> None:
         if self._undo is not None:
@@ -412,3 +395,59 @@ def _domain_tables(gpus: int, nvl: np.ndarray, numa: np.ndarray, both: np.ndarra
         onehot = dom[:, None] == np.unique(dom)[None, :]
         out.append((bits @ onehot).max(axis=1))
     return [tuple(int(v) for v in row) for row in np.stack(out, axis=1)]
+
+
+@njit(cache=True)
+def bind_alike(nodes, counts, cpu, mem, taken, status, ready, cpu_free, mem_free, gpu_free, gpu_used, pods_on,
+               slot_type, has_table, table_start, stacked, nvl, numa, both,
+               free_whole, max_share, nvl_whole, numa_whole, both_whole):
+    """Bind counts[i] pods of the shape on nodes[i] (`ClusterState.bind_many`): CPU, memory and
+    the `taken` milli come off, and each node's summaries are recomputed as `_refresh` does
+    (the whole-GPU pattern indexes the type's stacked table, or a count by domain for types
+    without one). Returns the GPU milli taken on `ready` nodes and whether nothing went below 0."""
+    on_ready, ok = 0, True
+    n_gpus = gpu_free.shape[1]
+    for i in range(len(nodes)):
+        n = nodes[i]
+        cpu_free[n] -= counts[i] * cpu
+        mem_free[n] -= counts[i] * mem
+        pods_on[n] += counts[i]
+        used, top, pattern, n_whole = 0, 0, 0, 0
+        for g in range(n_gpus):
+            gpu_free[n, g] -= taken[i, g]
+            used += taken[i, g]
+            free = gpu_free[n, g]
+            ok = ok and free >= 0
+            top = max(top, free)
+            if free == WHOLE:
+                pattern |= 1 << g
+                n_whole += 1
+        ok = ok and cpu_free[n] >= 0 and mem_free[n] >= 0
+        gpu_used[n] += used
+        if status[n] == ready:
+            on_ready += used
+        max_share[n] = top
+        t = slot_type[n]
+        if has_table[t]:
+            row = stacked[table_start[t] + pattern]
+            free_whole[n], nvl_whole[n], numa_whole[n], both_whole[n] = row[0], row[1], row[2], row[3]
+        else:
+            free_whole[n] = n_whole
+            nvl_whole[n] = _most_in_one_domain(gpu_free[n], nvl[t])
+            numa_whole[n] = _most_in_one_domain(gpu_free[n], numa[t])
+            both_whole[n] = _most_in_one_domain(gpu_free[n], both[t])
+    return on_ready, ok
+
+
+@njit(cache=True)
+def _most_in_one_domain(row, ids):
+    """The most whole-free GPUs of `row` in one domain (`ids` per GPU)."""
+    most = 0
+    for g in range(len(row)):
+        if row[g] == WHOLE:
+            same = 0
+            for h in range(len(row)):
+                if row[h] == WHOLE and ids[h] == ids[g]:
+                    same += 1
+            most = max(most, same)
+    return most

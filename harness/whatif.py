@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.filters import devices_taken, feasible, fits_count, fits_on
+from harness.filters import devices_taken, first_feasible, first_fit, fits_count
 from harness.state import ClusterState
 from harness.workload import Workload
 
@@ -49,10 +49,7 @@ def classes(view_class: np.ndarray, w: Workload, pods: np.ndarray) -> np.ndarray
 def first_fit_count(state: ClusterState, w: Workload, pod: int, mask: np.ndarray, k: int) -> int:
     """How many of k pods shaped like `pod` first fit over the `mask` nodes would place, with
     no bind (the last packing of a scan, or a count on the real state: nothing reads it after)."""
-    nodes = np.flatnonzero(feasible(state, w, pod, mask))[:k]  # each takes one or more
-    if len(nodes) == k:
-        return k
-    return int(min(np.minimum(fits_on(state, w, pod, nodes), k).sum(), k))
+    return int(first_fit(state, w, pod, mask, k)[1].sum())
 
 
 class Snapshot:
@@ -100,11 +97,11 @@ class Snapshot:
                 allowed = (self.booked == -1) | (self.booked == job)
             if self.booked is not None:
                 mask = self.usable & allowed
-            cand = np.flatnonzero(feasible(st, w, p, mask))
+            cand = first_feasible(st, w, p, mask, 1)
             if len(cand) == 0 and self.openable:
                 self._open()
                 mask = self.usable if self.booked is None else self.usable & allowed
-                cand = np.flatnonzero(feasible(st, w, p, mask))
+                cand = first_feasible(st, w, p, mask, 1)
             if len(cand) == 0:
                 if undo:
                     self._revert(opened)
@@ -153,20 +150,10 @@ class Snapshot:
 def first_fit_nodes(scratch: ClusterState, w: Workload, pod: int, mask: np.ndarray,
                     k: int) -> tuple[np.ndarray, np.ndarray]:
     """Bind up to k pods shaped like `pod` first-fit over the `mask` nodes in slot order, in
-    one vector step: the lowest-index node takes all it exactly can, then the next, and each
-    takes the devices that binding them one by one would. The same placements as k rounds of
-    (feasible, first node, pick_devices, bind). Returns the nodes used and how many each took."""
-    nodes = np.flatnonzero(feasible(scratch, w, pod, mask))[:k]  # each takes one or more
-    if k == 1 or len(nodes) == 0:  # at most one node: bound as one pod is (fewer array steps)
-        got = np.ones(len(nodes), np.int64)
-        if len(nodes):
-            n = int(nodes[0])
-            g = scratch.pick_devices(n, int(w.gpus[pod]), int(w.milli[pod]), bool(w.nvlink[pod]), bool(w.numa[pod]))
-            scratch.bind(n, int(w.cpu[pod]), int(w.mem[pod]), g, int(w.milli[pod]))
-        return nodes, got
-    can = np.minimum(fits_on(scratch, w, pod, nodes), k)
-    got = np.clip(k - (np.cumsum(can) - can), 0, can)
-    nodes, got = nodes[got > 0], got[got > 0]
+    one step: the lowest-index node takes all it exactly can, then the next, and each takes the
+    devices that binding them one by one would. The same placements as k rounds of (feasible,
+    first node, pick_devices, bind). Returns the nodes used and how many each took."""
+    nodes, got = first_fit(scratch, w, pod, mask, k)
     if len(nodes):
         scratch.bind_many(nodes, got, int(w.cpu[pod]), int(w.mem[pod]), devices_taken(scratch, w, pod, nodes, got))
     return nodes, got
