@@ -2,7 +2,11 @@
 (metrics, jobs, nodes, timeline, bit for bit) with the JIT as with NUMBA_DISABLE_JIT=1, which
 runs every @njit kernel as plain Python. Each run is a subprocess, as numba reads the switch
 when it is first imported. The cluster keeps 150 nodes ready so the scheduler's feasible-node
-walk (harness.scheduler.sampling) stops early and wraps round (it runs only above 100 nodes).
+walk (harness.scheduler.sampling) stops early and wraps round (it runs only above 100 nodes);
+"packer" is a burst of gangs on them (room to grow to 400) under the separate loops, which
+leaves pods pending, so the autoscaler's what-if packer (harness.packer) runs over those nodes and
+on new ones, several pods to a node (a planted difference in `_fits` under NUMBA_DISABLE_JIT
+fails it).
 """
 
 from __future__ import annotations
@@ -22,11 +26,14 @@ REPLAY = """
 import sys
 from harness.metrics import jobs_frame, nodes_frame
 from tests import scenarios as sc
-cl = sc.cluster([sc.node_type("h8")], [sc.pool("h", "h8", min_size=150, max_size=170, boot_s=60.0)])
+packer = sys.argv[1] == "packer"  # a burst of gangs (two 4-GPU pods and one other): pods pend, the autoscaler packs
+cl = sc.cluster([sc.node_type("h8")], [sc.pool("h", "h8", min_size=150, max_size=400 if packer else 170, boot_s=60.0)])
 shapes = [{"gpu_count": 1}, {"gpu_count": 8}, {"gpu_milli": 500}, {"gpu_count": 2, "cpu_milli": 8000}]
-table = sc.trace([{**shapes[j % 4], "job_id": f"j{j}", "submit_s": 60.0 * j, "duration_s": 600.0 + 37.0 * (j % 11)}
-                  for i in range(400) for j in [i // 3]])  # jobs of three pods
-loop = sc.separate() if sys.argv[1] == "separate" else sc.merged()
+gap = 2.0 if packer else 60.0
+gang, four = ({"min_member": 3} if packer else {}), {"gpu_count": 4}
+table = sc.trace([{**(four if packer and i % 3 else shapes[j % 4]), **gang, "job_id": f"j{j}", "submit_s": gap * j,
+                   "duration_s": 600.0 + 37.0 * (j % 11)} for i in range(399) for j in [i // 3]])  # jobs of three pods
+loop = sc.merged() if sys.argv[1] == "merged" else sc.separate()
 row, sim = sc.run(table, cl, loop, horizon_s=6 * 3600.0)
 out = sys.argv[2]
 for name, frame in (("jobs", jobs_frame(sim)), ("nodes", nodes_frame(sim)), ("timeline", sim.acct.timeline.frame())):
@@ -42,7 +49,7 @@ def replay(loop: str, out: Path, jit: bool) -> dict[str, pl.DataFrame]:
     return {t: pl.read_parquet(out / f"{t}.parquet") for t in ("metrics", "jobs", "nodes", "timeline")}
 
 
-@pytest.mark.parametrize("loop", ["separate", "merged"])
+@pytest.mark.parametrize("loop", ["separate", "merged", "packer"])
 def test_jit_and_plain_python_give_the_same_outputs(loop, tmp_path):
     compiled, plain = replay(loop, tmp_path / "jit", True), replay(loop, tmp_path / "python", False)
     assert compiled["metrics"]["pods_done"][0] > 100  # the replay did place pods
