@@ -44,7 +44,7 @@ def _fits(n, cpu, mem, gpus, milli, kind, cpu_free, mem_free, gpu_free, free_who
         count = min(count, mem_free[n] // mem)
     if kind == SHARE:  # each pod takes one device: the sum over devices
         room = 0
-        for g in range(gpu_free.shape[1]):
+        for g in range(gpu_free.shape[1] if milli else 0):  # no milli (a profile the cluster lacks): none
             room += gpu_free[n, g] // milli
         count = min(count, room)
     elif kind == DOMAIN:  # each pod takes its GPUs from one domain: the sum over domains

@@ -27,7 +27,7 @@ SMALL = {"cpu_milli": 24000, "memory_mib": 96000}
 def tainted() -> Cluster:
     """A GPU pool every pod tolerates, one only GPU pods tolerate, one no pod tolerates."""
     return Cluster(
-        node_types=[sc.node_type("a8", nvlink_domains=2, numa_domains=4, partition_profiles=["1g"], **SMALL),
+        node_types=[sc.node_type("a8", nvlink_domains=2, numa_domains=4, partition_profiles=["1g", "3g"], **SMALL),
                     {"name": "l4x4", **SMALL, "gpus": 4, "gpu_model": "L4", "numa_domains": 2},
                     {"name": "cpu", "cpu_milli": 16000, "memory_mib": 64000}],
         pools=[sc.pool("a8", "a8", max_size=4),
@@ -36,7 +36,7 @@ def tainted() -> Cluster:
                sc.pool("l4x4-user", "l4x4", max_size=3, taints=["dedicated=user1:NoSchedule"]),
                sc.pool("cpu", "cpu", max_size=3),
                sc.pool("cpu-gpu", "cpu", max_size=2, taints=["nvidia.com/gpu=present:NoExecute"])],
-        partition_profiles={"1g": 143}, name="tainted")
+        partition_profiles={"1g": 143, "3g": 429}, name="tainted")
 
 
 TAINTED = tainted()
