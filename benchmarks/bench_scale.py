@@ -1,12 +1,16 @@
 """Time-based replay at scale: wall time, peak memory and events per second per loop.
 
     python benchmarks/bench_scale.py [--sizes 100000,300000,1000000] [--loops separate,merged]
+                                     [--cpu-budget SECONDS]
 
 Traces come from the `workload=scale` generator preset (about 1/7 of jobs are gangs, ~40% of
 pods in gangs), with the arrival span scaled with the pod count so the offered load stays the
 same (30 days for 1M pods); the cluster is conf/cluster/scale.yaml (10,000 node slots).
 Each run is a fresh subprocess so its peak RSS is its own. Goal (issue 21): 1M pods in
 <= 30 s and <= 2 GiB for each loop, 100k in <= 3 s, cost growing about linearly with pods.
+With --cpu-budget, a replay that has not finished after that much CPU time is stopped and its
+row says how far it got (simulated seconds reached of the horizon, events per CPU second), so
+runs far from the goal still give a figure without taking hours.
 """
 
 from __future__ import annotations
@@ -25,15 +29,28 @@ JOBS_PER_POD = 0.7  # workload=scale: ~700k jobs for ~1M pods
 SPAN_PER_POD_S = 2592000 / 1_000_000
 
 
-def run_one(loop: str, trace: Path) -> dict:
+def run_one(loop: str, trace: Path, cpu_budget: float) -> dict:
     code = f"""
-import json, resource, time
+import json, resource, signal, time
 from harness.config import compose
 from harness.replay import build
+class OutOfBudget(Exception):
+    pass
+def stop(*_):
+    raise OutOfBudget
 cfg = compose("config", ["loop={loop}", "cluster=scale", "trace.path={trace}"])
 t0 = time.perf_counter(); sim, lp = build(cfg); t1 = time.perf_counter()
-sim.run(lp); t2 = time.perf_counter()
-print(json.dumps({{"build_s": t1 - t0, "replay_s": t2 - t1, "events": sim.n_events,
+signal.signal(signal.SIGPROF, stop)
+signal.setitimer(signal.ITIMER_PROF, {cpu_budget})  # 0: no budget
+finished = True
+try:
+    sim.run(lp)
+except OutOfBudget:
+    finished = False
+t2 = time.perf_counter()
+signal.setitimer(signal.ITIMER_PROF, 0)
+print(json.dumps({{"build_s": t1 - t0, "replay_s": t2 - t1, "events": sim.n_events, "finished": finished,
+                  "reached": sim.now / sim.horizon, "cpu_s": time.process_time(),
                   "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
@@ -44,7 +61,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="100000,300000,1000000")
     ap.add_argument("--loops", default="separate,merged")
+    ap.add_argument("--cpu-budget", type=float, default=0.0, help="stop a replay after this many CPU seconds")
     args = ap.parse_args()
+    calib = ROOT.parent / "shared" / "tools" / "calib.py"
+    if calib.exists():  # machines differ about 3x: the figure to quote beside the timings
+        figure = subprocess.run([sys.executable, str(calib)], capture_output=True, text=True).stdout.split()
+        print(f"calib.py: {figure[-1] if figure else '?'}")
     print("| pods | loop | build s | replay s | events/s | peak MiB |\n|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for pods in (int(x) for x in args.sizes.split(",")):
@@ -54,8 +76,10 @@ def main() -> None:
                             f"workload.span_s={int(pods * SPAN_PER_POD_S)}", f"out={trace}", "check_fits=false"],
                            cwd=ROOT, check=True, capture_output=True)
             for loop in args.loops.split(","):
-                r = run_one(loop, trace)
-                print(f"| {pods:,} | {loop} | {r['build_s']:.1f} | {r['replay_s']:.1f} | "
+                r = run_one(loop, trace, args.cpu_budget)
+                replay = f"{r['replay_s']:.1f}" if r["finished"] else \
+                    f"stopped at {r['replay_s']:.0f} ({100 * r['reached']:.0f}% of simulated time)"
+                print(f"| {pods:,} | {loop} | {r['build_s']:.1f} | {replay} | "
                       f"{r['events'] / r['replay_s']:,.0f} | {r['peak_mib']:,.0f} |", flush=True)
 
 

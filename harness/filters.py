@@ -6,6 +6,7 @@ Reads only per-node summary arrays, never the node x GPU matrix (see `harness.st
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from harness import packer
 from harness.state import READY, WHOLE, ClusterState
@@ -17,38 +18,54 @@ def feasible(state: ClusterState, w: Workload, pod: int, usable: np.ndarray | No
     """Mask of ready (or `usable`) nodes with room for pod: resources, GPU model, shares
     per device, partition profile and topology claims (NVLink, NUMA, NIC per GPU), on a
     pool whose taints the pod tolerates (`Cluster.untolerated`), within the nodes an
-    admission layer keeps it to (`Workload.placement`).
+    admission layer keeps it to (`Workload.placement`); the checks are `pod_rule`'s.
     With `at` (slot indices, or one slot), the mask covers only those slots (or is one
     bool): a check of a few nodes costs O(len(at)), not O(all slots)."""
-    def col(values: np.ndarray) -> np.ndarray:
-        return values if at is None else values[at]
+    cpu, mem, static, column, need = pod_rule(state, w, pod)
+    base = (state.status == READY) if usable is None else usable
+    if at is None:
+        return fit_mask(base, state.cpu_free, state.mem_free, static, column, cpu, mem, need)
+    return (base[at] & static[at] & (state.cpu_free[at] >= cpu) & (state.mem_free[at] >= mem)
+            & (column[at] >= need))
 
-    mask = (col(state.status) == READY) if usable is None else col(usable)
-    mask = mask & (col(state.cpu_free) >= w.cpu[pod]) & (col(state.mem_free) >= w.mem[pod])
-    k = w.gpus[pod]
-    untolerated = state.cluster.untolerated
-    if untolerated is not None:  # TaintToleration: a taint the pod does not tolerate
-        mask &= ~untolerated[int(k > 0)][col(state.slot_pool)]
-    placement = int(w.placement[pod]) if len(state.allowed) > 1 else 0  # none registered: every pod may go anywhere
+
+def pod_rule(state: ClusterState, w: Workload, pod: int,
+             claims: bool = True) -> tuple[int, int, np.ndarray, np.ndarray, int]:
+    """The filter for one pod as one rule over per-node columns, which a compiled kernel checks
+    node by node: a node fits when cpu_free >= cpu, mem_free >= mem, `static` is set (GPU model,
+    partition profile, NIC per GPU, tolerated taints, the admission's placement: what never
+    changes) and `column` >= need (the summary the pod's GPUs are checked against: the largest
+    free share for a share, whole GPUs free in the best domain it claims, or free whole GPUs).
+    claims=False: the rule with its topology claims (NVLink, NUMA, NIC) ignored."""
+    k, milli = int(w.gpus[pod]), int(w.milli[pod])
+    placement = int(w.placement[pod]) if len(state.allowed) > 1 else 0  # none registered: anywhere
     if k == 0:
-        return mask & col(state.allowed[placement]) if placement else mask
-    static = state.static_fit(int(w.model_mask[pod]), int(w.profile_bit[pod]), bool(w.nic[pod]), placement)
-    if static is not None:
-        mask &= col(static)
-    milli = w.milli[pod]
+        static = state.pod_static(0, 0, False, placement, 0)
+        return int(w.cpu[pod]), int(w.mem[pod]), static, state.free_whole, 0  # free_whole >= 0: any node
+    nvlink, numa = claims and bool(w.nvlink[pod]), claims and bool(w.numa[pod])
+    static = state.pod_static(int(w.model_mask[pod]), int(w.profile_bit[pod]), claims and bool(w.nic[pod]),
+                              placement, 1)
     if milli < WHOLE:
-        mask &= col(state.max_share) >= milli
-        return mask
-    nvl, numa = w.nvlink[pod], w.numa[pod]
-    if nvl and numa:
-        mask &= col(state.both_whole) >= k
-    elif nvl:
-        mask &= col(state.nvl_whole) >= k
+        column, need = state.max_share, milli
+    elif nvlink and numa:
+        column, need = state.both_whole, k
+    elif nvlink:
+        column, need = state.nvl_whole, k
     elif numa:
-        mask &= col(state.numa_whole) >= k
+        column, need = state.numa_whole, k
     else:
-        mask &= col(state.free_whole) >= k
-    return mask
+        column, need = state.free_whole, k
+    return int(w.cpu[pod]), int(w.mem[pod]), static, column, need
+
+
+@njit(cache=True)
+def fit_mask(base: np.ndarray, cpu_free: np.ndarray, mem_free: np.ndarray, static: np.ndarray,
+             column: np.ndarray, cpu: int, mem: int, need: int) -> np.ndarray:
+    """`pod_rule` checked on every node in one pass (numpy took one pass per check)."""
+    out = np.empty(len(base), np.bool_)
+    for n in range(len(base)):
+        out[n] = base[n] & static[n] & (cpu_free[n] >= cpu) & (mem_free[n] >= mem) & (column[n] >= need)
+    return out
 
 
 def groups_that_fit(state: ClusterState, w: Workload, pods: np.ndarray, mask: np.ndarray,

@@ -351,6 +351,21 @@ class ClusterState:
             self._static_fit[key] = mask
         return mask
 
+    def pod_static(self, models: int, profile: int, nic: bool, placement: int, taints: int) -> np.ndarray:
+        """`static_fit` on the pools whose taints the pod tolerates (`Cluster.untolerated`'s row
+        `taints`: 0 for a pod without GPUs, 1 with; -1 ignores taints): every check of the filter
+        that never changes, as one mask (all set when none applies), computed once."""
+        key = ("pod", models, profile, nic, placement, taints)
+        mask = self._static_fit.get(key)
+        if mask is None:
+            static = self.static_fit(models, profile, nic, placement)
+            mask = np.ones(self.n_slots, bool) if static is None else static.copy()
+            untolerated = self.cluster.untolerated
+            if untolerated is not None and taints >= 0:
+                mask &= ~untolerated[taints][self.slot_pool]
+            self._static_fit[key] = mask
+        return mask
+
     @property
     def ready(self) -> np.ndarray:
         return self.status == READY

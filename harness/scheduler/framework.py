@@ -25,13 +25,11 @@ claims (one rack / one block) restrict all members to one group of nodes.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from harness.filters import groups_that_fit
-from harness.metrics import PendingReason
 from harness.scheduler.capacity import WaitsForCapacity
 from harness.scheduler.filter import Filter, NodeResourcesFit
 from harness.scheduler.gang import Coscheduling, Gang
@@ -40,7 +38,7 @@ from harness.scheduler.queue_sort import PrioritySort, QueueSort
 from harness.scheduler.sampling import walk_feasible
 from harness.scores import ScorePlugin
 from harness.settings import check
-from harness.state import BOOTING, WHOLE
+from harness.state import BOOTING
 from harness.workload import LOCALITY_CODE, PENDING
 
 if TYPE_CHECKING:  # the loops' package is above the scheduler: for annotations only
@@ -101,8 +99,6 @@ class Scheduler:
         self.reasons: dict = {}
         self.any_tainted = False
         self.seen = (-1, -1, -1)
-        no = np.zeros(w.n_pods, bool)
-        self.w_no_claims = replace(w, nvlink=no, numa=no, nic=no)
         #: node -> -1 usable, below -1 tainted (unschedulable, e.g. Karpenter disrupting it);
         #: written by `book`. ProvisioningRequest bookings live in the autoscaler, not here.
         self.booked_for = np.full(sim.state.n_slots, -1, np.int64)
@@ -150,8 +146,7 @@ class Scheduler:
             self.usable_key = (st.layout_version, self.bookings)
             self.free_ready = st.ready & (self.booked_for == -1)  # not tainted
             self.any_tainted = bool((self.booked_for != -1).any())
-            self.booting = st.status == BOOTING  # for pending reasons: room on a node on its way
-            self.booting_slots = np.flatnonzero(self.booting)  # a few: the filter checks only them
+            self.booting_slots = np.flatnonzero(st.status == BOOTING)  # pending reasons: room on its way
         self.reasons = {}  # per-cycle cache of pending reasons by shape
         jobs = sim.queued_jobs()
         back = sim.job_admissions[jobs] != self.admissions[jobs]
@@ -252,7 +247,8 @@ class Scheduler:
         """Why pod p (of reason key `key`) is pending; pods alike share the verdict in a cycle."""
         reason = self.reasons.get(key)
         if reason is None:
-            reason = self.reasons[key] = self.classify(p, self.free_ready)
+            reason = self.reasons[key] = self.filter.reason(self.sim.state, self.sim.w, p, self.free_ready,
+                                                            self.booting_slots)
         return reason
 
     def usable(self, j: int) -> np.ndarray:
@@ -426,25 +422,3 @@ class Scheduler:
         w = self.sim.w
         j = w.job[pods]
         return (w.shape[pods].astype(np.int64) * 3 + w.job_locality[j]) * 2 + (w.job_min_member[j] > 1)
-
-    def classify(self, p: int, usable: np.ndarray) -> PendingReason:
-        st, w = self.sim.state, self.sim.w
-        fit = self.filter.filter
-        if len(self.booting_slots) and fit(st, w, p, self.booting, at=self.booting_slots).any():
-            return PendingReason.BOOTING
-        if fit(st, w, p, usable).any():  # it fits alone: its gang or gang locality failed
-            j = int(w.job[p])
-            return PendingReason.TOPOLOGY if w.job_locality[j] else PendingReason.GANG_WAIT
-        if (w.nvlink[p] or w.numa[p] or w.nic[p]) and fit(st, self.w_no_claims, p, usable).any():
-            return PendingReason.TOPOLOGY
-        if w.gpus[p]:  # room in total on a node of a type that could hold it: fragmentation
-            need = int(w.gpus[p]) * int(w.milli[p])
-            total_free = st.gpu_cap.astype(np.int64) * WHOLE - st.gpu_used
-            roomy = usable & (st.cpu_free >= w.cpu[p]) & (st.mem_free >= w.mem[p]) & (total_free >= need)
-            static = st.static_fit(int(w.model_mask[p]), int(w.profile_bit[p]), False,  # model, profile
-                                   int(w.placement[p]))
-            if static is not None:
-                roomy &= static
-            if roomy.any():
-                return PendingReason.FRAGMENTATION
-        return PendingReason.SHORTAGE
