@@ -98,19 +98,17 @@ def fits_count(state: ClusterState, w: Workload, pod: int, mask: np.ndarray) -> 
 def first_feasible(state: ClusterState, w: Workload, pod: int, mask: np.ndarray, k: int) -> np.ndarray:
     """The first k `mask` nodes (in slot order) that `feasible` passes, found by a walk that
     stops at the k-th: `np.flatnonzero(feasible(state, w, pod, mask))[:k]` without the mask."""
-    static, taints, column, need = _pod_filter(state, w, pod)
-    return packer.first_feasible(mask, state.cpu_free, state.mem_free, int(w.cpu[pod]), int(w.mem[pod]), static,
-                                 taints, state.slot_pool, column, need, k)
+    cpu, mem, static, column, need = pod_rule(state, w, pod)
+    return packer.first_feasible(mask, state.cpu_free, state.mem_free, cpu, mem, static, column, need, k)
 
 
 def first_fit(state: ClusterState, w: Workload, pod: int, mask: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Where k pods shaped like `pod` go first fit over the `mask` nodes in slot order, without
     binding them: the lowest-index feasible node takes all it can (`fits_on`), then the next.
     Returns the nodes that take some and how many each takes (in all at most k)."""
-    static, taints, column, need = _pod_filter(state, w, pod)
-    return packer.first_fit(mask, static, taints, state.slot_pool, column, need, k, *shape_of(w, pod),
-                            state.cpu_free, state.mem_free, state.gpu_free, state.free_whole, state.slot_type,
-                            domains_of(state, w, pod))
+    _, _, static, column, need = pod_rule(state, w, pod)
+    return packer.first_fit(mask, static, column, need, k, *shape_of(w, pod), state.cpu_free, state.mem_free,
+                            state.gpu_free, state.free_whole, state.slot_type, domains_of(state, w, pod))
 
 
 def fits_on(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray) -> np.ndarray:
@@ -144,24 +142,3 @@ def domains_of(state: ClusterState, w: Workload, pod: int) -> np.ndarray:
     numbers them (NVLink, NUMA, or their intersection; NVLink's when it claims none)."""
     nvlink, numa = bool(w.nvlink[pod]), bool(w.numa[pod])
     return state.gpu_both if nvlink and numa else state.gpu_numa if numa else state.gpu_nvl
-
-
-def _pod_filter(state: ClusterState, w: Workload, pod: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """The pod's filter beyond usable, CPU and memory, as the packer's kernels take it: the rule
-    of `feasible` as (static mask over slots, untolerated by pool, summary column, need): a node
-    passes where static, in a tolerated pool and column >= need."""
-    k = int(w.gpus[pod])
-    untolerated = state.cluster.untolerated
-    taints = untolerated[int(k > 0)] if untolerated is not None else np.zeros(len(state.pool_offset) - 1, bool)
-    placement = int(w.placement[pod]) if len(state.allowed) > 1 else 0
-    if k == 0:
-        return state.allowed[placement], taints, state.free_whole, 0  # free_whole >= 0: no GPU summary
-    static = state.static_fit(int(w.model_mask[pod]), int(w.profile_bit[pod]), bool(w.nic[pod]), placement)
-    static = state.allowed[0] if static is None else static
-    milli = int(w.milli[pod])
-    if milli < WHOLE:
-        return static, taints, state.max_share, milli
-    nvl, numa = w.nvlink[pod], w.numa[pod]
-    column = (state.both_whole if nvl and numa else state.nvl_whole if nvl
-              else state.numa_whole if numa else state.free_whole)
-    return static, taints, column, k

@@ -10,10 +10,9 @@ Python (tests/test_jit.py).
 
 A pod shape is passed as (cpu, mem, gpus, milli, kind) with `kind` one of the constants below
 and `dom` the node type x GPU domain ids of its claim (`ClusterState.gpu_nvl`, `gpu_numa` or
-`gpu_both`; any of them for the other kinds). Its filter (the rule of `filters.feasible`) is
-(usable, static, untolerated, column, need): a node passes when usable, with the pod's CPU and
-memory free, in the static mask, in a pool whose taints the pod tolerates (`untolerated` by
-pool), and with `column >= need` (the one GPU summary the pod needs).
+`gpu_both`; any of them for the other kinds). Its filter is `filters.pod_rule` over the
+`usable` nodes: a node passes when usable, with the pod's CPU and memory free, in the static
+mask and with `column >= need`.
 """
 
 from __future__ import annotations
@@ -28,10 +27,9 @@ _MANY = np.iinfo(np.int64).max
 
 
 @njit(cache=True)
-def _passes(n, usable, cpu_free, mem_free, cpu, mem, static, untolerated, slot_pool, column, need):
+def _passes(n, usable, cpu_free, mem_free, cpu, mem, static, column, need):
     """Whether node n passes the pod's filter."""
-    return (usable[n] and cpu_free[n] >= cpu and mem_free[n] >= mem and static[n]
-            and not untolerated[slot_pool[n]] and column[n] >= need)
+    return usable[n] and cpu_free[n] >= cpu and mem_free[n] >= mem and static[n] and column[n] >= need
 
 
 @njit(cache=True)
@@ -68,22 +66,22 @@ def _fits(n, cpu, mem, gpus, milli, kind, cpu_free, mem_free, gpu_free, free_who
 
 
 @njit(cache=True)
-def first_feasible(usable, cpu_free, mem_free, cpu, mem, static, untolerated, slot_pool, column, need, k):
+def first_feasible(usable, cpu_free, mem_free, cpu, mem, static, column, need, k):
     """The first k nodes (slot order) that pass the pod's filter, walking until the k-th."""
     found = np.empty(min(k, len(usable)), np.int64)
     count = 0
     for n in range(len(usable)):
         if count == k:
             break
-        if _passes(n, usable, cpu_free, mem_free, cpu, mem, static, untolerated, slot_pool, column, need):
+        if _passes(n, usable, cpu_free, mem_free, cpu, mem, static, column, need):
             found[count] = n
             count += 1
     return found[:count]
 
 
 @njit(cache=True)
-def first_fit(usable, static, untolerated, slot_pool, column, need, k, cpu, mem, gpus, milli, kind,
-              cpu_free, mem_free, gpu_free, free_whole, slot_type, dom):
+def first_fit(usable, static, column, need, k, cpu, mem, gpus, milli, kind, cpu_free, mem_free, gpu_free,
+              free_whole, slot_type, dom):
     """Where k pods of the shape go first fit: the lowest-slot node that passes the filter takes
     all it can (`_fits`), then the next, until all k are placed or the k-th passing node (each
     takes one or more). Returns the nodes that take some and how many each takes."""
@@ -93,7 +91,7 @@ def first_fit(usable, static, untolerated, slot_pool, column, need, k, cpu, mem,
     for n in range(len(usable)):
         if left == 0 or passed == k:
             break
-        if _passes(n, usable, cpu_free, mem_free, cpu, mem, static, untolerated, slot_pool, column, need):
+        if _passes(n, usable, cpu_free, mem_free, cpu, mem, static, column, need):
             passed += 1
             take = min(_fits(n, cpu, mem, gpus, milli, kind, cpu_free, mem_free, gpu_free, free_whole,
                              slot_type, dom), left)
