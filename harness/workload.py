@@ -8,7 +8,7 @@ type could ever hold, so no loop waits on them forever.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -64,6 +64,9 @@ class Workload:
     job_placeholder: np.ndarray
     #: the trace's services, their slots and demand (None: a trace without services)
     services: Services | None = None
+    #: per shape, the filter's rule for its pods (`filters.pod_rule`), filled on first use; a
+    #: view made with `dataclasses.replace` (other requests, one shape) starts a cache of its own
+    rules: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def n_pods(self) -> int:
