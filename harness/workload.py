@@ -9,6 +9,7 @@ type could ever hold, so no loop waits on them forever.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -88,9 +89,10 @@ class Workload:
         sizes = self.job_bounds[jobs + 1] - starts
         return self.pods_by_job[np.arange(int(sizes.sum())) + np.repeat(starts - (np.cumsum(sizes) - sizes), sizes)]
 
-    @property
+    @cached_property
     def gpu_milli_total(self) -> np.ndarray:
-        """GPU milli each pod occupies in all (share x GPUs)."""
+        """GPU milli each pod occupies in all (share x GPUs); a view made with `dataclasses.replace`
+        computes its own."""
         return self.gpus.astype(np.int64) * self.milli
 
 
