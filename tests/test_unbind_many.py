@@ -11,8 +11,8 @@ import re
 import numpy as np
 import pytest
 
-from tests import scenarios as sc
 from harness.workload import BOUND, RUNNING
+from tests import scenarios as sc
 
 
 def settled():

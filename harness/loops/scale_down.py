@@ -20,7 +20,6 @@ from harness.quiet import Clock, leading
 from harness.settings import check
 from harness.state import ABSENT, READY
 from harness.whatif import Snapshot
-from harness.workload import BOUND, RUNNING
 
 
 class ScaleDown:
@@ -84,7 +83,7 @@ class ScaleDown:
         memory ignored), max(CPU, memory) requests over allocatable for the others."""
         st = self.sim.state
         gcap = st.gpu_milli_cap[nodes]
-        used = st.gpu_used[nodes] if self.gpu_request is None else self._gpu_requested()[nodes]
+        used = st.gpu_used[nodes] if self.gpu_request is None else self._gpu_requested(nodes)
         if gcap.all():  # GPU nodes only, the usual case
             return used / gcap
         ccap, mcap = st.cpu_cap[nodes], st.mem_cap[nodes]
@@ -93,12 +92,15 @@ class ScaleDown:
         mem = 1.0 - np.divide(st.mem_free[nodes], mcap, out=np.ones(len(nodes)), where=mcap > 0)
         return np.where(gcap > 0, gpu, np.maximum(cpu, mem))
 
-    def _gpu_requested(self) -> np.ndarray:
-        """Per node, GPU milli requested as whole devices by the pods bound there."""
-        sim = self.sim
+    def _gpu_requested(self, nodes: np.ndarray) -> np.ndarray:
+        """Per node of `nodes`, GPU milli requested as whole devices by the pods bound there:
+        read from the pods on those nodes alone (those whose utilisation is re-judged: a few
+        per pass), not from every pod of the trace."""
         assert self.gpu_request is not None
-        on = (sim.pod_status == BOUND) | (sim.pod_status == RUNNING)
-        return np.bincount(sim.pod_node[on], weights=self.gpu_request[on], minlength=sim.state.n_slots)
+        node_pods, request = self.sim.node_pods, self.gpu_request
+        counts = np.fromiter((len(node_pods[n]) for n in nodes.tolist()), np.int64, len(nodes))
+        pods = np.fromiter((p for n in nodes.tolist() for p in node_pods[n]), np.int64, int(counts.sum()))
+        return np.bincount(np.repeat(np.arange(len(nodes)), counts), weights=request[pods], minlength=len(nodes))
 
     def run(self, now: float, protect: np.ndarray, booked_for: np.ndarray | None = None) -> None:
         """One scale-down pass; `protect`ed nodes are never removed; `booked_for` (node -> job
