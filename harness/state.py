@@ -310,9 +310,8 @@ class ClusterState:
         mask = pick(n, gpus, milli, self.gpu_free, self.gpu_cap, self.slot_type, domain, nvlink or numa)
         assert mask, "no device fits"
         idx = self._devices.get(mask)
-        if idx is None:  # each set of devices is one shared read-only array
+        if idx is None:  # each set of devices is one array, shared by the pods that hold it (never written)
             idx = self._devices[mask] = np.flatnonzero((mask >> np.arange(self.gpu_free.shape[1])) & 1)
-            idx.flags.writeable = False
         return idx
 
     # ---- placements: the nodes an admission layer keeps pods to ------------------------
