@@ -358,7 +358,8 @@ class Simulation:
             for p in pods.tolist():
                 self.unbind(p)
             return
-        assert np.isin(self.pod_status[pods], (BOUND, RUNNING)).all(), "only pods on a node are unbound"
+        status = self.pod_status[pods]
+        assert ((status == BOUND) | (status == RUNNING)).all(), "only pods on a node are unbound"
         jobs, nodes = w.job[pods], self.pod_node[pods].astype(np.int64)
         devices = [g for p in pods.tolist() if (g := self.pod_gpus[p]) is not None]
         assert len(devices) == len(pods), "a bound pod holds its devices"
@@ -368,7 +369,7 @@ class Simulation:
         np.subtract.at(self.held, nodes[waiting], milli[waiting])
         self.held_ready -= int(milli[waiting & ready].sum())
         np.subtract.at(self.job_ready_bound, jobs[ready], 1)
-        buffer = self.placeholder[pods] & (self.pod_status[pods] == RUNNING)
+        buffer = self.placeholder[pods] & (status == RUNNING)
         if buffer.any():
             np.subtract.at(self.buffer_on, nodes[buffer], milli[buffer])
             self.buffer_ready -= int(milli[buffer].sum())

@@ -151,7 +151,7 @@ class ScaleDown:
         self.recheck_at[cand[:tried][~found]] = now + self.recheck_s
         unneeded = cand[:tried][found]
         since = self.unneeded_since[unneeded]
-        self.unneeded_since[:] = np.nan
+        self.unneeded_since[self.unneeded] = np.nan  # the only nodes with a time (not every slot)
         self.unneeded_since[unneeded] = np.where(np.isnan(since), now, since)  # a node unneeded before keeps its time
         self.unneeded = unneeded
 
@@ -268,10 +268,13 @@ class ScaleDown:
         drained = drained[:n_drain]
         for n in drained.tolist():
             sim.unbind_many(sim.pods_on(n))  # evicted: each restarts wherever the scheduler puts it
-        for n in np.r_[gone, drained].tolist():
+        removed = np.r_[gone, drained]
+        if len(removed) == 0:  # every ripe node is within its pool's min_size, or not removable now
+            return
+        for n in removed.tolist():
             sim.remove_node(n)
             self.unneeded_since[n] = np.nan
-        self.unneeded = self.unneeded[~np.isin(self.unneeded, np.r_[gone, drained])]
+        self.unneeded = self.unneeded[~np.isin(self.unneeded, removed)]
 
     def _still_removable(self, now: float, gone: np.ndarray, busy: np.ndarray, n_drain: int,
                          booked_for: np.ndarray | None) -> np.ndarray:
@@ -339,6 +342,8 @@ def _within(nodes: np.ndarray, pool: np.ndarray, spare: np.ndarray) -> np.ndarra
 def _by_group(nodes: np.ndarray, slot_pool: np.ndarray) -> np.ndarray:
     """The nodes grouped by pool, pools in the order they first appear (upstream budgets
     crop bucket by bucket), the order kept within a pool."""
+    if len(nodes) < 2:
+        return nodes
     pool = slot_pool[nodes]
     _, first, inverse = np.unique(pool, return_index=True, return_inverse=True)
     return nodes[np.argsort(first[inverse.ravel()], kind="stable")]
