@@ -83,15 +83,18 @@ def pick(n: int, gpus: int, milli: int, gpu_free: np.ndarray, gpu_cap: np.ndarra
             if free >= milli and (best < 0 or free < gpu_free[n, best]):
                 best = g
         return 0 if best < 0 else 1 << best
-    domain = gpu_domain[slot_type[n]]
+    t = slot_type[n]
     chosen = -1
-    if claim:  # the first domain with enough whole-free GPUs
-        count = np.zeros(domain[:k].max() + 1, np.int64)
+    if claim:  # the lowest-numbered domain with enough whole-free GPUs (a handful: counted one by one)
+        top = -1
         for g in range(k):
-            if gpu_free[n, g] == WHOLE:
-                count[domain[g]] += 1
-        for d in range(len(count)):
-            if count[d] >= gpus:
+            top = max(top, gpu_domain[t, g])
+        for d in range(top + 1):
+            count = 0
+            for g in range(k):
+                if gpu_domain[t, g] == d and gpu_free[n, g] == WHOLE:
+                    count += 1
+            if count >= gpus:
                 chosen = d
                 break
     mask = 0
@@ -99,7 +102,7 @@ def pick(n: int, gpus: int, milli: int, gpu_free: np.ndarray, gpu_cap: np.ndarra
     for g in range(k):
         if got == gpus:
             break
-        if gpu_free[n, g] == WHOLE and (not claim or domain[g] == chosen):
+        if gpu_free[n, g] == WHOLE and (not claim or gpu_domain[t, g] == chosen):
             mask |= 1 << g
             got += 1
     return mask
