@@ -1,7 +1,8 @@
 """`Simulation.unbind_many` is `unbind` pod after pod, bit for bit: every array, counter, float
 sum, queue and set of the simulation, its cluster state and its accounting ends the same.
 The pods sit on shared nodes (a node's fragmentation is re-measured after each of its pods:
-`frag_ready` is a running float sum), some bound and waiting for their gang, some running."""
+`frag_ready` is a running float sum), some bound and waiting for their gang, some running, some
+ready service replicas and running overprovisioning placeholders."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import re
 import numpy as np
 import pytest
 
+from harness.config import compose
+from harness.replay import build
 from harness.workload import BOUND, RUNNING
 from tests import scenarios as sc
 
@@ -22,6 +25,16 @@ def settled():
     pods = ([{"job_id": "j0", "gpu_count": 4, "min_member": 3}] * 3 + [{"job_id": "j1", "gpu_count": 3, "min_member": 4}] * 4
             + [{"job_id": "s0", "gpu_milli": 500}, {"job_id": "s1", "gpu_milli": 500, "submit_s": 10.0}])
     _, sim = sc.run(sc.trace(pods), cl, sc.separate("none"), horizon_s=600.0)
+    return sim
+
+
+def serving():
+    """The bundled services with HPA and two overprovisioning placeholders each, after 30 min:
+    ready replicas (their readiness ends when unbound) and running placeholders (their held
+    room is the buffer's) on shared nodes."""
+    sim, loop = build(compose("config", ["trace=services", "replicas=hpa", "horizon_s=1800", "loop=separate_preemption",
+                                         "buffer=overprovisioning", "buffer.placeholders=2"]))
+    sim.run(loop)
     return sim
 
 
@@ -50,11 +63,15 @@ def assert_same(a: dict, b: dict) -> None:
             assert re.sub(" at 0x[0-9a-f]+", "", repr(x)) == re.sub(" at 0x[0-9a-f]+", "", repr(y)), key
 
 
-@pytest.mark.parametrize("which", ["waiting gang", "all, node by node"])
+@pytest.mark.parametrize("which", ["waiting gang", "all, node by node", "services, node by node"])
 def test_unbind_many_is_unbind_in_turn(which):
-    sim = settled()
+    sim = serving() if which.startswith("services") else settled()
     status = sim.pod_status
-    assert (status == RUNNING).sum() == 5 and (status == BOUND).sum() == 3  # the scene is as described
+    if which.startswith("services"):
+        on = (status == RUNNING) & (sim.w.job_placeholder[sim.w.job] | np.isfinite(sim.job_ready_at[sim.w.job]))
+        assert sim.placeholder[on].sum() >= 2 and (on & ~sim.placeholder).sum() >= 2  # the scene is as described
+    else:
+        assert (status == RUNNING).sum() == 5 and (status == BOUND).sum() == 3
     pods = np.flatnonzero(status == BOUND)  # Coscheduling's release of a waiting gang
     if which != "waiting gang":
         pods = np.flatnonzero((status == BOUND) | (status == RUNNING))
