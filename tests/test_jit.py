@@ -2,7 +2,9 @@
 (metrics, jobs, nodes, timeline, bit for bit) with the JIT as with NUMBA_DISABLE_JIT=1, which
 runs every @njit kernel as plain Python. Each run is a subprocess, as numba reads the switch
 when it is first imported. The cluster keeps 150 nodes ready so the scheduler's feasible-node
-walk (harness.scheduler.sampling) stops early and wraps round (it runs only above 100 nodes).
+walk (harness.scheduler.sampling) stops early and wraps round (it runs only above 100 nodes);
+its pods take whole GPUs, GPU shares and GPUs in one NVLink (and NUMA) domain, so every branch of
+the device kernels (harness.node_devices) runs, and the accounting's (harness.idle_rates) too.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ REPLAY = """
 import sys
 from harness.metrics import jobs_frame, nodes_frame
 from tests import scenarios as sc
-cl = sc.cluster([sc.node_type("h8")], [sc.pool("h", "h8", min_size=150, max_size=170, boot_s=60.0)])
-shapes = [{"gpu_count": 1}, {"gpu_count": 8}, {"gpu_milli": 500}, {"gpu_count": 2, "cpu_milli": 8000}]
-table = sc.trace([{**shapes[j % 4], "job_id": f"j{j}", "submit_s": 60.0 * j, "duration_s": 600.0 + 37.0 * (j % 11)}
-                  for i in range(400) for j in [i // 3]])  # jobs of three pods
+cl = sc.cluster([sc.node_type("h8", nvlink_domains=2, numa_domains=4)],
+                [sc.pool("h", "h8", min_size=150, max_size=170, boot_s=60.0)])
+shapes = [{"gpu_count": 1}, {"gpu_count": 8}, {"gpu_milli": 500}, {"gpu_count": 2, "cpu_milli": 8000},
+          {"gpu_count": 2, "gpus_same_nvlink": True, "gpus_same_numa": True}, {"gpu_count": 3, "gpus_same_nvlink": True}]
+table = sc.trace([{**shapes[j % 6], "job_id": f"j{j}", "submit_s": 60.0 * j, "duration_s": 600.0 + 37.0 * (j % 11),
+                   "min_member": 3 if j % 5 == 0 else 1}
+                  for i in range(400) for j in [i // 3]])  # jobs of three pods, every fifth a gang
 loop = sc.separate() if sys.argv[1] == "separate" else sc.merged()
 row, sim = sc.run(table, cl, loop, horizon_s=6 * 3600.0)
 out = sys.argv[2]
