@@ -36,25 +36,36 @@ def pod_rule(state: ClusterState, w: Workload, pod: int,
     partition profile, NIC per GPU, tolerated taints, the admission's placement: what never
     changes) and `column` >= need (the summary the pod's GPUs are checked against: the largest
     free share for a share, whole GPUs free in the best domain it claims, or free whole GPUs).
-    claims=False: the rule with its topology claims (NVLink, NUMA, NIC) ignored."""
-    k, milli = int(w.gpus[pod]), int(w.milli[pod])
-    placement = int(w.placement[pod]) if len(state.allowed) > 1 else 0  # none registered: anywhere
+    claims=False: the rule with its topology claims (NVLink, NUMA, NIC) ignored. Pods of one
+    shape share it (`Workload.rules`)."""
+    key = int(w.shape[pod]) * 2 + claims
+    rule = w.rules.get(key)
+    if rule is None:
+        rule = w.rules[key] = _rule_of(w, pod, claims)
+    cpu, mem, (models, profile, nic, placement, taints), column, need = rule
+    if len(state.allowed) == 1:  # no placement registered: every pod may go anywhere
+        placement = 0
+    return cpu, mem, state.pod_static(models, profile, nic, placement, taints), getattr(state, column), need
+
+
+def _rule_of(w: Workload, pod: int, claims: bool) -> tuple:
+    """`pod_rule` with the state left out: (cpu, mem, `ClusterState.pod_static`'s arguments,
+    the name of the summary column, need)."""
+    k, milli, placement = int(w.gpus[pod]), int(w.milli[pod]), int(w.placement[pod])
     if k == 0:
-        static = state.pod_static(0, 0, False, placement, 0)
-        return int(w.cpu[pod]), int(w.mem[pod]), static, state.free_whole, 0  # free_whole >= 0: any node
+        return int(w.cpu[pod]), int(w.mem[pod]), (0, 0, False, placement, 0), "free_whole", 0  # >= 0: any node
     nvlink, numa = claims and bool(w.nvlink[pod]), claims and bool(w.numa[pod])
-    static = state.pod_static(int(w.model_mask[pod]), int(w.profile_bit[pod]), claims and bool(w.nic[pod]),
-                              placement, 1)
+    static = (int(w.model_mask[pod]), int(w.profile_bit[pod]), claims and bool(w.nic[pod]), placement, 1)
     if milli < WHOLE:
-        column, need = state.max_share, milli
+        column, need = "max_share", milli
     elif nvlink and numa:
-        column, need = state.both_whole, k
+        column, need = "both_whole", k
     elif nvlink:
-        column, need = state.nvl_whole, k
+        column, need = "nvl_whole", k
     elif numa:
-        column, need = state.numa_whole, k
+        column, need = "numa_whole", k
     else:
-        column, need = state.free_whole, k
+        column, need = "free_whole", k
     return int(w.cpu[pod]), int(w.mem[pod]), static, column, need
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 COVERAGE = 0.95
 
@@ -48,18 +49,36 @@ class TargetWorkload:
 def node_fragmentation(gpu_free: np.ndarray, gpu_cap: np.ndarray, cpu_free: np.ndarray,
                        model_bit: np.ndarray, target: TargetWorkload) -> np.ndarray:
     """F_n in GPU milli for each row of `gpu_free` (nodes x GPUs; absent GPUs hold 0)."""
-    free = gpu_free.astype(np.int64)
-    idle = free.sum(axis=1)  # G_n
-    milli = target.milli.astype(np.int64)
     if len(target) == 0:
-        return np.zeros(len(free))
-    # fit[n, m] = number of GPUs of n with free >= m's per-GPU milli
-    ge = free[:, None, :] >= milli[None, :, None]
-    fit = ge.sum(axis=2)
-    leftover = np.where(ge, 0, free[:, None, :]).sum(axis=2)
-    model_ok = (target.model_mask[None, :] == 0) | ((target.model_mask[None, :] & model_bit[:, None]) != 0)
-    can = ((target.gpus[None, :] > 0) & model_ok & (cpu_free[:, None] >= target.cpu[None, :])
-           & (fit >= target.gpus[None, :]))
-    per_shape = np.where(can, leftover, idle[:, None])
-    f = per_shape @ target.popularity
+        return np.zeros(len(gpu_free))
+    per_shape = fragmentation_by_shape(np.ascontiguousarray(gpu_free), np.asarray(cpu_free, np.int64),
+                                       np.asarray(model_bit, np.int64), target.cpu, target.gpus,
+                                       target.milli, target.model_mask)
+    f = per_shape @ target.popularity  # numpy's product: its summation order, as before
     return np.where(gpu_cap > 0, f, 0.0)
+
+
+@njit(cache=True)
+def fragmentation_by_shape(gpu_free: np.ndarray, cpu_free: np.ndarray, model_bit: np.ndarray, cpu: np.ndarray,
+                           gpus: np.ndarray, milli: np.ndarray, model_mask: np.ndarray) -> np.ndarray:
+    """F_n(m) for each node n (row of `gpu_free`) and target shape m, one GPU at a time (numpy
+    built nodes x shapes x GPUs arrays): the idle milli on n's GPUs whose free milli is below m's
+    milli if m fits n (it needs GPUs, its model is allowed, the CPU is there and enough GPUs each
+    have its milli free), else all of n's idle milli."""
+    out = np.empty((gpu_free.shape[0], len(milli)), np.int64)
+    for n in range(gpu_free.shape[0]):
+        idle = np.int64(0)
+        for g in range(gpu_free.shape[1]):
+            idle += gpu_free[n, g]
+        for m in range(len(milli)):
+            fit = 0
+            leftover = np.int64(0)
+            for g in range(gpu_free.shape[1]):
+                if gpu_free[n, g] >= milli[m]:
+                    fit += 1
+                else:
+                    leftover += gpu_free[n, g]
+            model_ok = model_mask[m] == 0 or (model_mask[m] & model_bit[n]) != 0
+            can = gpus[m] > 0 and model_ok and cpu_free[n] >= cpu[m] and fit >= gpus[m]
+            out[n, m] = leftover if can else idle
+    return out

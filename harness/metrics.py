@@ -29,6 +29,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from harness.idle_rates import used_on
 from harness.output import atomic_path
 from harness.state import ABSENT, BOOTING, READY, WHOLE
 from harness.workload import BOUND, DONE, NOT_ARRIVED, PENDING, POD_STATUS, REFUSED, RUNNING
@@ -193,7 +194,7 @@ class Accounting:
             self._ready = np.flatnonzero(st.status == READY)
             self._ready_weights = self.idle_weights[self._ready]
             self._layout_key = st.layout_version if st._undo is None else -1
-        used = st.gpu_used[self._ready] - sim.held[self._ready] - sim.buffer_on[self._ready]
+        used = used_on(self._ready, st.gpu_used, sim.held, sim.buffer_on)
         rates = (self._billed_rates - used @ self._ready_weights).reshape(2, -1)
         if st._undo is None:
             self._idle_key, self._idle_rates = key, rates

@@ -11,6 +11,7 @@ share.
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from harness.cluster import Cluster
 from harness.errors import ConfigError
@@ -114,33 +115,84 @@ class ResourceAllocation(ScorePlugin):
         if unknown or not resources:
             raise ConfigError("policy.resources", f"{unknown or '{}'}: must name one or more of {', '.join(RESOURCES)}")
         self.resources = resources
+        self.resource_ids = np.array([RESOURCES.index(name) for name in resources], np.int64)
+        self.resource_weights = np.array(list(resources.values()), np.int64)
 
-    def requested(self, state: ClusterState, w: Workload, pod: int, nodes: np.ndarray):
-        """(requested, allocatable, weight): one int64 row per configured resource, one column
-        per node; allocatable 0 marks a resource the node lacks or the pod bypasses."""
-        rows = []
-        for name in self.resources:
-            if name == "cpu":
-                alloc = state.cpu_cap[nodes].astype(np.int64)
-                req = alloc - state.cpu_free[nodes] + int(w.cpu[pod])
-            elif name == "memory":
-                alloc = state.mem_cap[nodes].astype(np.int64)
-                req = alloc - state.mem_free[nodes] + int(w.mem[pod])
-            elif w.gpus[pod]:  # GPU milli: ratios as whole GPUs, shares too
-                alloc = state.gpu_cap[nodes].astype(np.int64) * WHOLE
-                req = state.gpu_used[nodes] + int(w.gpus[pod]) * int(w.milli[pod])
-            else:  # an extended resource the pod does not request is not scored
-                alloc = req = np.zeros(len(nodes), np.int64)
-            rows.append((np.asarray(req, np.int64), alloc))
-        weights = np.array(list(self.resources.values()), np.int64)[:, None]
-        return np.array([r for r, _ in rows]), np.array([a for _, a in rows]), weights
+    def allocation_scores(self, state: ClusterState, w: Workload, pod: int, nodes: np.ndarray,
+                          strategy: int) -> np.ndarray:
+        """The strategy's score of each node (`allocation_scores`, compiled) with the pod on it."""
+        gpus = int(w.gpus[pod])
+        return allocation_scores(strategy, self.resource_ids, self.resource_weights, nodes, state.cpu_cap,
+                                 state.cpu_free, state.mem_cap, state.mem_free, state.gpu_cap, state.gpu_used,
+                                 int(w.cpu[pod]), int(w.mem[pod]), gpus > 0, gpus * int(w.milli[pod]))
 
 
-def _weighted_mean(per_resource: np.ndarray, alloc: np.ndarray, wt: np.ndarray) -> np.ndarray:
-    """Σ score x weight // Σ weight over the resources a node has, 0 where it has none."""
-    has = alloc > 0
-    total, weights = (per_resource * wt * has).sum(axis=0), (wt * has).sum(axis=0)
-    return np.where(weights > 0, total // np.maximum(weights, 1), 0).astype(np.float64)
+LEAST, MOST, BALANCED = range(3)
+
+
+@njit(cache=True)
+def allocation_scores(strategy: int, resources: np.ndarray, weights: np.ndarray, nodes: np.ndarray,
+                      cpu_cap: np.ndarray, cpu_free: np.ndarray, mem_cap: np.ndarray, mem_free: np.ndarray,
+                      gpu_cap: np.ndarray, gpu_used: np.ndarray, cpu: int, mem: int, gpu: bool,
+                      gpu_milli: int) -> np.ndarray:
+    """kube-scheduler's resource_allocation.go scores, one node at a time (numpy built a row per
+    resource and node, then a dozen arrays per score). Per configured resource (`resources`: 0
+    cpu, 1 memory, 2 nvidia.com/gpu, in the configured order) what would be requested with the
+    pod and what is allocatable, GPUs as milli and only for a pod with GPUs (bypassed
+    otherwise); a resource counts only on nodes that have it (allocatable > 0).
+      LEAST     Σ ((alloc - req) x 100 // alloc, 0 if over) x weight // Σ weight
+      MOST      Σ (min(req, alloc) x 100 // alloc) x weight // Σ weight
+      BALANCED  trunc((1 - std of the requested fractions, each capped at 1) x 100); of two
+                fractions the std is |a - b| / 2, computed so (its rounding decides truncations)."""
+    out = np.zeros(len(nodes))
+    frac = np.zeros(len(resources))
+    for i in range(len(nodes)):
+        n = nodes[i]
+        total = wsum = count = 0
+        for r in range(len(resources)):
+            if resources[r] == 0:
+                alloc = np.int64(cpu_cap[n])
+                req = alloc - cpu_free[n] + cpu
+            elif resources[r] == 1:
+                alloc = np.int64(mem_cap[n])
+                req = alloc - mem_free[n] + mem
+            elif gpu:
+                alloc = np.int64(gpu_cap[n]) * WHOLE
+                req = gpu_used[n] + gpu_milli
+            else:
+                alloc = req = np.int64(0)
+            if alloc <= 0:
+                frac[r] = -1.0  # the node lacks it: not counted
+                continue
+            count += 1
+            wsum += weights[r]
+            if strategy == LEAST:
+                total += ((alloc - req) * 100 // alloc if req <= alloc else 0) * weights[r]
+            elif strategy == MOST:
+                total += min(req, alloc) * 100 // alloc * weights[r]
+            else:
+                frac[r] = min(req / alloc, 1.0)
+        if strategy != BALANCED:
+            out[i] = total // wsum if wsum > 0 else 0
+            continue
+        std = 0.0
+        if count == 2:
+            hi, lo = -np.inf, np.inf
+            for r in range(len(resources)):
+                if frac[r] >= 0.0:
+                    hi, lo = max(hi, frac[r]), min(lo, frac[r])
+            std = (hi - lo) / 2
+        elif count > 2:
+            mean = 0.0
+            for r in range(len(resources)):
+                mean += max(frac[r], 0.0)
+            mean /= count
+            var = 0.0
+            for r in range(len(resources)):
+                var += (frac[r] - mean) ** 2 if frac[r] >= 0.0 else 0.0
+            std = np.sqrt(var / count)
+        out[i] = np.trunc((1.0 - std) * MAX_NODE_SCORE)
+    return out
 
 
 class LeastAllocated(ResourceAllocation):
@@ -148,9 +200,7 @@ class LeastAllocated(ResourceAllocation):
     emptiest node. Per resource (capacity - requested) x 100 // capacity, 0 if over capacity."""
 
     def score(self, state, w, pod, nodes, rng):
-        req, alloc, wt = self.requested(state, w, pod, nodes)
-        per = np.where(req <= alloc, (alloc - req) * MAX_NODE_SCORE // np.maximum(alloc, 1), 0)
-        return _weighted_mean(per, alloc, wt)
+        return self.allocation_scores(state, w, pod, nodes, LEAST)
 
 
 class MostAllocated(ResourceAllocation):
@@ -158,9 +208,7 @@ class MostAllocated(ResourceAllocation):
     Per resource min(requested, capacity) x 100 // capacity."""
 
     def score(self, state, w, pod, nodes, rng):
-        req, alloc, wt = self.requested(state, w, pod, nodes)
-        per = np.minimum(req, alloc) * MAX_NODE_SCORE // np.maximum(alloc, 1)
-        return _weighted_mean(per, alloc, wt)
+        return self.allocation_scores(state, w, pod, nodes, MOST)
 
 
 class BalancedAllocation(ResourceAllocation):
@@ -170,19 +218,10 @@ class BalancedAllocation(ResourceAllocation):
     (upstream skips the plugin for it, which adds nothing to any node)."""
 
     def score(self, state, w, pod, nodes, rng):
-        req, alloc, _ = self.requested(state, w, pod, nodes)
         pod_req = {"cpu": w.cpu[pod], "memory": w.mem[pod], "nvidia.com/gpu": w.gpus[pod]}
         if not any(pod_req[name] for name in self.resources):
             return np.zeros(len(nodes))
-        has = alloc > 0
-        frac = np.where(has, np.minimum(req / np.maximum(alloc, 1), 1.0), 0.0)
-        n = has.sum(axis=0)
-        mean = frac.sum(axis=0) / np.maximum(n, 1)
-        std = np.sqrt((((frac - mean) ** 2) * has).sum(axis=0) / np.maximum(n, 1))
-        # of two fractions, |a - b| / 2 as upstream computes it (the truncation sees its rounding)
-        spread = np.where(has, frac, -np.inf).max(axis=0) - np.where(has, frac, np.inf).min(axis=0)
-        std = np.where(n == 2, spread / 2, np.where(n > 2, std, 0.0))
-        return np.trunc((1.0 - std) * MAX_NODE_SCORE)
+        return self.allocation_scores(state, w, pod, nodes, BALANCED)
 
 
 # ---- the FGD paper's policies (ATC'23; semantics in shared/FGD.md) ----------------------

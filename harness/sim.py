@@ -347,6 +347,54 @@ class Simulation:
         self.acct.set_reason(p, PendingReason.SHORTAGE)
         self._enqueue(j)
 
+    def unbind_many(self, pods: np.ndarray | list[int]) -> None:
+        """`unbind` each of these distinct bound or running pods, in turn: the same outcome bit
+        for bit, the bookkeeping in vector steps. Only what a float or a node's own sequence
+        depends on goes pod by pod, in order: each pod's release of its node and the node's
+        fragmentation (`frag_ready` is a running sum, and a node's F_n after each of its pods)."""
+        w, st = self.w, self.state
+        pods = np.asarray(pods, np.int64)
+        if len(pods) < 2:  # one pod: nothing to batch
+            for p in pods.tolist():
+                self.unbind(p)
+            return
+        status = self.pod_status[pods]
+        assert ((status == BOUND) | (status == RUNNING)).all(), "only pods on a node are unbound"
+        jobs, nodes = w.job[pods], self.pod_node[pods].astype(np.int64)
+        devices = [g for p in pods.tolist() if (g := self.pod_gpus[p]) is not None]
+        assert len(devices) == len(pods), "a bound pod holds its devices"
+        milli = w.milli[pods].astype(np.int64) * np.array([len(g) for g in devices], np.int64)
+        ready = st.status[nodes] == READY
+        waiting = np.isnan(self.job_started[jobs])  # its pods' devices count as held (`_hold`)
+        np.subtract.at(self.held, nodes[waiting], milli[waiting])
+        self.held_ready -= int(milli[waiting & ready].sum())
+        np.subtract.at(self.job_ready_bound, jobs[ready], 1)
+        buffer = self.placeholder[pods] & (status == RUNNING)
+        if buffer.any():
+            np.subtract.at(self.buffer_on, nodes[buffer], milli[buffer])
+            self.buffer_ready -= int(milli[buffer].sum())
+        for p, n, cpu, mem, m, g in zip(pods.tolist(), nodes.tolist(), w.cpu[pods].tolist(), w.mem[pods].tolist(),
+                                        w.milli[pods].tolist(), devices, strict=True):
+            st.release(n, cpu, mem, g, m)
+            self.node_pods[n].discard(p)
+            self.pod_gpus[p] = None
+            self._refrag(n)
+        np.subtract.at(self.gang_pods_on, nodes, self.in_gang[pods].astype(self.gang_pods_on.dtype))
+        np.subtract.at(self.gpus_on, nodes, w.gpus[pods])
+        self.pod_node[pods] = -1
+        self.pod_status[pods] = PENDING
+        np.subtract.at(self.job_placed, jobs, 1)
+        self.job_anchor[jobs[self.job_placed[jobs] == 0]] = -1
+        self.pod_epoch[pods] += 1
+        self.pod_start[pods] = np.nan
+        order = [int(j) for j in dict.fromkeys(jobs.tolist())]  # the jobs, in the order of their first pod
+        for j in order:
+            if not math.isnan(self.job_ready_at[j]):  # a ready replica off its node serves no more
+                self._unready(j)
+        self.acct.set_reasons(pods, PendingReason.SHORTAGE)
+        for j in order:
+            self._enqueue(j)
+
     def evict(self, pods: np.ndarray) -> None:
         """Preempt these bound or running pods: each goes back to pending and restarts from
         scratch. A gang goes whole: every member that has a node or finished goes back, and it
@@ -369,8 +417,7 @@ class Simulation:
         pause = w.job_placeholder[jobs]
         self.acct.preempted(jobs[~pause], float(ran @ gpu_milli))
         self.acct.placeholder_preemptions += int(pause.sum())
-        for p in out[self.pod_status[out] != DONE].tolist():
-            self.unbind(p)
+        self.unbind_many(out[self.pod_status[out] != DONE])
         if len(done):  # finished members of a preempted gang run again
             self.pod_status[done] = PENDING
             self.pod_node[done] = -1
@@ -536,8 +583,7 @@ class Simulation:
         """Remove node n. On a node still booting, the pods planned there first go back to the
         queue (a loop giving up on a node that does not come up)."""
         if self.state.status[n] == BOOTING:
-            for p in sorted(self.node_pods[n]):
-                self.unbind(p)
+            self.unbind_many(sorted(self.node_pods[n]))
         self._set_frag(n, 0.0)
         self.state.remove_node(n)
         self._cloud.released(n)

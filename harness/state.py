@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit
 
 from harness.cluster import Cluster
+from harness.node_devices import NO_TABLE, OVER_ALLOCATED, pick, summarize, take
 
 ABSENT, BOOTING, READY = 0, 1, 2
 WHOLE = 1000  # milli of one GPU
@@ -68,6 +69,7 @@ class ClusterState:
         self.type_has_table = np.array([tables is not None for tables in self.domain_tables], bool)
         self.stacked_tables = np.array([row for tables in self.domain_tables if tables is not None for row in tables],
                                        np.int32).reshape(-1, 4)
+        self.slot_table = np.where(self.type_has_table, self.type_table_start, -1)[self.slot_type]  # -1: no table
         # per-slot static capacity (broadcast of the type)
         self.cpu_cap = self.type_cpu[self.slot_type]
         self.mem_cap = self.type_mem[self.slot_type]
@@ -101,6 +103,7 @@ class ClusterState:
         self.mutations = 0  # bumps on every change of any node (cache key for what-if scans)
         self.changed_at = np.zeros(n, np.int64)  # value of `mutations` at each node's last change
         self._static_fit: dict[tuple, np.ndarray] = {}
+        self._devices: dict[int, np.ndarray] = {}  # `pick_devices`: a mask of GPUs -> their numbers
         self._undo: list | None = None  # while a trial is open: (node(s), their rows before)
         #: the placements pods may be kept to (`placement`): row i holds placement i's slots
         #: and `pool_allowed` its pools (those with a slot in it); placement 0 is every slot
@@ -221,18 +224,22 @@ class ClusterState:
 
     # ---- pods --------------------------------------------------------------------------
     def bind(self, n: int, cpu: int, mem: int, gpu_idx: np.ndarray, milli: int) -> None:
+        self._take(n, 1, cpu, mem, gpu_idx, milli)
+
+    def _take(self, n: int, sign: int, cpu: int, mem: int, gpu_idx: np.ndarray, milli: int) -> None:
+        """A pod comes onto node n (sign 1) or leaves it (-1): one compiled step (`node_devices.take`)."""
         if self._undo is not None:
             self._save(n)
-        self.cpu_free[n] -= cpu
-        self.mem_free[n] -= mem
-        if len(gpu_idx):
-            self.gpu_free[n][gpu_idx] -= milli  # through the row view: ~3x quicker than [n, idx]
-            self.gpu_used[n] += milli * len(gpu_idx)
-            if self.status[n] == READY:
-                self.alloc_ready_milli += milli * len(gpu_idx)
-        self.pods_on[n] += 1
-        assert self.cpu_free[n] >= 0 and self.mem_free[n] >= 0, "over-allocated"
-        self._refresh(n)  # checks the devices
+        self.mutations += 1
+        self.changed_at[n] = self.mutations
+        answer = take(n, sign, cpu, mem, gpu_idx, milli, self.cpu_free, self.mem_free, self.gpu_free, self.gpu_used,
+                      self.pods_on, self.gpu_cap, self.slot_table, self.stacked_tables, self.free_whole,
+                      self.max_share, self.nvl_whole, self.numa_whole, self.both_whole)
+        assert answer != OVER_ALLOCATED, "over-allocated"
+        if answer == NO_TABLE:
+            self._summarize_untabled(n)
+        if len(gpu_idx) and self.status[n] == READY:
+            self.alloc_ready_milli += sign * milli * len(gpu_idx)
 
     def bind_many(self, nodes: np.ndarray, counts: np.ndarray, cpu: int, mem: int, taken: np.ndarray) -> None:
         """Bind counts[i] identical pods on nodes[i] (distinct) at once, for what-if packing of
@@ -244,26 +251,16 @@ class ClusterState:
         nodes = np.asarray(nodes, np.int64)
         on_ready, ok = bind_alike(
             nodes, np.asarray(counts, np.int64), cpu, mem, np.asarray(taken, np.int64), self.status, READY,
-            self.cpu_free, self.mem_free, self.gpu_free, self.gpu_used, self.pods_on, self.slot_type,
-            self.type_has_table, self.type_table_start, self.stacked_tables, self.gpu_nvl, self.gpu_numa,
-            self.gpu_both, self.free_whole, self.max_share, self.nvl_whole, self.numa_whole, self.both_whole)
+            self.cpu_free, self.mem_free, self.gpu_free, self.gpu_used, self.pods_on, self.gpu_cap, self.slot_table,
+            self.stacked_tables, self.slot_type, self.gpu_nvl, self.gpu_numa, self.gpu_both,
+            self.free_whole, self.max_share, self.nvl_whole, self.numa_whole, self.both_whole)
         assert ok, "over-allocated"
         self.alloc_ready_milli += int(on_ready)
         self.mutations += len(nodes)
         self.changed_at[nodes] = self.mutations
 
     def release(self, n: int, cpu: int, mem: int, gpu_idx: np.ndarray, milli: int) -> None:
-        if self._undo is not None:
-            self._save(n)
-        self.cpu_free[n] += cpu
-        self.mem_free[n] += mem
-        if len(gpu_idx):
-            self.gpu_free[n][gpu_idx] += milli
-            self.gpu_used[n] -= milli * len(gpu_idx)
-            if self.status[n] == READY:
-                self.alloc_ready_milli -= milli * len(gpu_idx)
-        self.pods_on[n] -= 1
-        self._refresh(n)
+        self._take(n, -1, cpu, mem, gpu_idx, milli)
         self.version += 1
         self.grown.append(n)
 
@@ -271,27 +268,16 @@ class ClusterState:
         """Recompute the summaries of one node from its GPU row."""
         self.mutations += 1
         self.changed_at[n] = self.mutations
-        k = self.gpu_cap[n]
-        if k == 0:
-            self.free_whole[n] = self.max_share[n] = self.nvl_whole[n] = self.numa_whole[n] = 0
-            self.both_whole[n] = 0
-            return
-        t = self.slot_type[n]
-        tables = self.domain_tables[t]
-        if tables is not None:  # the whole-GPU pattern indexes precomputed per-domain maxima
-            row = self.gpu_free[n, :k].tolist()  # a handful of GPUs: plain Python is quickest
-            assert min(row) >= 0, "over-allocated"
-            self.max_share[n] = max(row)
-            i = 0
-            for g, free in enumerate(row):
-                if free == WHOLE:
-                    i |= 1 << g
-            self.free_whole[n], self.nvl_whole[n], self.numa_whole[n], self.both_whole[n] = tables[i]
-            return
-        row = self.gpu_free[n, :k]
-        assert row.min() >= 0, "over-allocated"
-        whole = row == WHOLE
-        self.max_share[n] = row.max()
+        answer = summarize(n, self.gpu_free, self.gpu_cap, self.slot_table, self.stacked_tables, self.free_whole,
+                           self.max_share, self.nvl_whole, self.numa_whole, self.both_whole)
+        assert answer != OVER_ALLOCATED, "over-allocated"
+        if answer == NO_TABLE:
+            self._summarize_untabled(n)
+
+    def _summarize_untabled(self, n: int) -> None:
+        """The whole-GPU summaries of node n, of a type with too many GPUs for a table."""
+        k, t = self.gpu_cap[n], self.slot_type[n]
+        whole = self.gpu_free[n, :k] == WHOLE
         self.free_whole[n] = whole.sum()
         self.nvl_whole[n] = np.bincount(self.gpu_nvl[t, :k], weights=whole).max()
         self.numa_whole[n] = np.bincount(self.gpu_numa[t, :k], weights=whole).max()
@@ -303,16 +289,13 @@ class ClusterState:
         or for a share the fitting GPU with the least free milli (lowest index on ties)."""
         if gpus == 0:
             return np.zeros(0, np.int64)
-        k = self.gpu_cap[n]
-        if milli < WHOLE or not (nvlink or numa):  # a handful of GPUs: plain Python is quickest
-            free = self.gpu_free[n, :k].tolist()
-            if milli < WHOLE:
-                return np.array([min((f, g) for g, f in enumerate(free) if f >= milli)[1]], np.int64)
-            return np.array([g for g, f in enumerate(free) if f == WHOLE][:gpus], np.int64)
-        whole = self.gpu_free[n, :k] == WHOLE
-        dom = (self.gpu_both if nvlink and numa else self.gpu_nvl if nvlink else self.gpu_numa)[self.slot_type[n], :k]
-        d = int(np.flatnonzero(np.bincount(dom, weights=whole) >= gpus)[0])
-        return np.flatnonzero(whole & (dom == d))[:gpus]
+        domain = self.gpu_both if nvlink and numa else self.gpu_nvl if nvlink else self.gpu_numa
+        mask = pick(n, gpus, milli, self.gpu_free, self.gpu_cap, self.slot_type, domain, nvlink or numa)
+        assert mask, "no device fits"
+        idx = self._devices.get(mask)
+        if idx is None:  # each set of devices is one array, shared by the pods that hold it (never written)
+            idx = self._devices[mask] = np.flatnonzero((mask >> np.arange(self.gpu_free.shape[1])) & 1)
+        return idx
 
     # ---- placements: the nodes an admission layer keeps pods to ------------------------
     def placement(self, slots: np.ndarray) -> int:
@@ -371,7 +354,7 @@ class ClusterState:
         return self.status == READY
 
     _PER_SLOT = ("slot_pool", "slot_type", "slot_rack", "slot_block", "slot_committed", "cpu_cap", "mem_cap",
-                 "gpu_cap", "gpu_milli_cap", "model_bit", "nic_ok", "profile_bits")
+                 "gpu_cap", "gpu_milli_cap", "model_bit", "nic_ok", "profile_bits", "slot_table")
     _DYNAMIC = ("status", "cpu_free", "mem_free", "gpu_free", "pods_on",
                 "free_whole", "max_share", "nvl_whole", "numa_whole", "both_whole", "gpu_used", "changed_at")
 
@@ -414,40 +397,31 @@ def _domain_tables(gpus: int, nvl: np.ndarray, numa: np.ndarray, both: np.ndarra
 
 @njit(cache=True)
 def bind_alike(nodes, counts, cpu, mem, taken, status, ready, cpu_free, mem_free, gpu_free, gpu_used, pods_on,
-               slot_type, has_table, table_start, stacked, nvl, numa, both,
+               gpu_cap, slot_table, tables, slot_type, nvl, numa, both,
                free_whole, max_share, nvl_whole, numa_whole, both_whole):
     """Bind counts[i] pods of the shape on nodes[i] (`ClusterState.bind_many`): CPU, memory and
-    the `taken` milli come off, and each node's summaries are recomputed as `_refresh` does
-    (the whole-GPU pattern indexes the type's stacked table, or a count by domain for types
-    without one). Returns the GPU milli taken on `ready` nodes and whether nothing went below 0."""
+    the `taken` milli come off, and each node is re-summarized as `_refresh` does (`summarize`;
+    a type without a table by a count per domain). Returns the GPU milli taken on `ready` nodes
+    and whether nothing went below 0."""
     on_ready, ok = 0, True
-    n_gpus = gpu_free.shape[1]
     for i in range(len(nodes)):
         n = nodes[i]
         cpu_free[n] -= counts[i] * cpu
         mem_free[n] -= counts[i] * mem
         pods_on[n] += counts[i]
-        used, top, pattern, n_whole = 0, 0, 0, 0
-        for g in range(n_gpus):
+        used = 0
+        for g in range(gpu_free.shape[1]):
             gpu_free[n, g] -= taken[i, g]
             used += taken[i, g]
-            free = gpu_free[n, g]
-            ok = ok and free >= 0
-            top = max(top, free)
-            if free == WHOLE:
-                pattern |= 1 << g
-                n_whole += 1
-        ok = ok and cpu_free[n] >= 0 and mem_free[n] >= 0
         gpu_used[n] += used
         if status[n] == ready:
             on_ready += used
-        max_share[n] = top
-        t = slot_type[n]
-        if has_table[t]:
-            row = stacked[table_start[t] + pattern]
-            free_whole[n], nvl_whole[n], numa_whole[n], both_whole[n] = row[0], row[1], row[2], row[3]
-        else:
-            free_whole[n] = n_whole
+        answer = summarize(n, gpu_free, gpu_cap, slot_table, tables, free_whole, max_share, nvl_whole, numa_whole,
+                           both_whole)
+        ok = ok and answer != OVER_ALLOCATED and cpu_free[n] >= 0 and mem_free[n] >= 0
+        if answer == NO_TABLE:
+            t = slot_type[n]
+            free_whole[n] = _most_in_one_domain(gpu_free[n], np.zeros(gpu_free.shape[1], np.int32))  # one domain: all
             nvl_whole[n] = _most_in_one_domain(gpu_free[n], nvl[t])
             numa_whole[n] = _most_in_one_domain(gpu_free[n], numa[t])
             both_whole[n] = _most_in_one_domain(gpu_free[n], both[t])

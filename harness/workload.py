@@ -8,7 +8,8 @@ type could ever hold, so no loop waits on them forever.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -64,6 +65,9 @@ class Workload:
     job_placeholder: np.ndarray
     #: the trace's services, their slots and demand (None: a trace without services)
     services: Services | None = None
+    #: per shape, the filter's rule for its pods (`filters.pod_rule`), filled on first use; a
+    #: view made with `dataclasses.replace` (other requests, one shape) starts a cache of its own
+    rules: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def n_pods(self) -> int:
@@ -85,9 +89,10 @@ class Workload:
         sizes = self.job_bounds[jobs + 1] - starts
         return self.pods_by_job[np.arange(int(sizes.sum())) + np.repeat(starts - (np.cumsum(sizes) - sizes), sizes)]
 
-    @property
+    @cached_property
     def gpu_milli_total(self) -> np.ndarray:
-        """GPU milli each pod occupies in all (share x GPUs)."""
+        """GPU milli each pod occupies in all (share x GPUs); a view made with `dataclasses.replace`
+        computes its own."""
         return self.gpus.astype(np.int64) * self.milli
 
 

@@ -3,6 +3,8 @@
 runs every @njit kernel as plain Python. Each run is a subprocess, as numba reads the switch
 when it is first imported. The cluster keeps 150 nodes ready so the scheduler's feasible-node
 walk (harness.scheduler.sampling) stops early and wraps round (it runs only above 100 nodes);
+its pods take whole GPUs, GPU shares and GPUs in one NVLink (and NUMA) domain, so every branch of
+the device kernels (harness.node_devices) runs, and the accounting's (harness.idle_rates) too;
 "packer" is a burst of gangs on them (room to grow to 400) under the separate loops, which
 leaves pods pending, so the autoscaler's what-if packer (harness.packer) runs over those nodes and
 on new ones, several pods to a node (a planted difference in `_fits` under NUMBA_DISABLE_JIT
@@ -27,12 +29,14 @@ import sys
 from harness.metrics import jobs_frame, nodes_frame
 from tests import scenarios as sc
 packer = sys.argv[1] == "packer"  # a burst of gangs (two 4-GPU pods and one other): pods pend, the autoscaler packs
-cl = sc.cluster([sc.node_type("h8")], [sc.pool("h", "h8", min_size=150, max_size=400 if packer else 170, boot_s=60.0)])
-shapes = [{"gpu_count": 1}, {"gpu_count": 8}, {"gpu_milli": 500}, {"gpu_count": 2, "cpu_milli": 8000}]
-gap = 2.0 if packer else 60.0
-gang, four = ({"min_member": 3} if packer else {}), {"gpu_count": 4}
-table = sc.trace([{**(four if packer and i % 3 else shapes[j % 4]), **gang, "job_id": f"j{j}", "submit_s": gap * j,
-                   "duration_s": 600.0 + 37.0 * (j % 11)} for i in range(399) for j in [i // 3]])  # jobs of three pods
+cl = sc.cluster([sc.node_type("h8", nvlink_domains=2, numa_domains=4)],
+                [sc.pool("h", "h8", min_size=150, max_size=400 if packer else 170, boot_s=60.0)])
+shapes = [{"gpu_count": 1}, {"gpu_count": 8}, {"gpu_milli": 500}, {"gpu_count": 2, "cpu_milli": 8000},
+          {"gpu_count": 2, "gpus_same_nvlink": True, "gpus_same_numa": True}, {"gpu_count": 3, "gpus_same_nvlink": True}]
+gap, four = (2.0 if packer else 60.0), {"gpu_count": 4}
+table = sc.trace([{**(four if packer and i % 3 else shapes[j % 6]), "job_id": f"j{j}", "submit_s": gap * j,
+                   "duration_s": 600.0 + 37.0 * (j % 11), "min_member": 3 if packer or j % 5 == 0 else 1}
+                  for i in range(399 if packer else 400) for j in [i // 3]])  # jobs of three pods, every fifth a gang
 loop = sc.merged() if sys.argv[1] == "merged" else sc.separate()
 row, sim = sc.run(table, cl, loop, horizon_s=6 * 3600.0)
 out = sys.argv[2]

@@ -205,8 +205,7 @@ class MergedLoop:
                 planned = pods[sim.pod_status[pods] == BOUND]
                 if not math.isnan(sim.job_started[j]):  # a started job loses only the pods on n
                     planned = planned[sim.pod_node[planned] == n]
-                for p in planned.tolist():
-                    sim.unbind(p)
+                sim.unbind_many(planned)
             sim.remove_node(n)
             self._fell_short(int(sim.state.slot_pool[n]), now)
 

@@ -20,7 +20,6 @@ from harness.quiet import Clock, leading
 from harness.settings import check
 from harness.state import ABSENT, READY
 from harness.whatif import Snapshot
-from harness.workload import BOUND, RUNNING
 
 
 class ScaleDown:
@@ -84,7 +83,7 @@ class ScaleDown:
         memory ignored), max(CPU, memory) requests over allocatable for the others."""
         st = self.sim.state
         gcap = st.gpu_milli_cap[nodes]
-        used = st.gpu_used[nodes] if self.gpu_request is None else self._gpu_requested()[nodes]
+        used = st.gpu_used[nodes] if self.gpu_request is None else self._gpu_requested(nodes)
         if gcap.all():  # GPU nodes only, the usual case
             return used / gcap
         ccap, mcap = st.cpu_cap[nodes], st.mem_cap[nodes]
@@ -93,12 +92,15 @@ class ScaleDown:
         mem = 1.0 - np.divide(st.mem_free[nodes], mcap, out=np.ones(len(nodes)), where=mcap > 0)
         return np.where(gcap > 0, gpu, np.maximum(cpu, mem))
 
-    def _gpu_requested(self) -> np.ndarray:
-        """Per node, GPU milli requested as whole devices by the pods bound there."""
-        sim = self.sim
+    def _gpu_requested(self, nodes: np.ndarray) -> np.ndarray:
+        """Per node of `nodes`, GPU milli requested as whole devices by the pods bound there:
+        read from the pods on those nodes alone (those whose utilisation is re-judged: a few
+        per pass), not from every pod of the trace."""
         assert self.gpu_request is not None
-        on = (sim.pod_status == BOUND) | (sim.pod_status == RUNNING)
-        return np.bincount(sim.pod_node[on], weights=self.gpu_request[on], minlength=sim.state.n_slots)
+        node_pods, request = self.sim.node_pods, self.gpu_request
+        counts = np.fromiter((len(node_pods[n]) for n in nodes.tolist()), np.int64, len(nodes))
+        pods = np.fromiter((p for n in nodes.tolist() for p in node_pods[n]), np.int64, int(counts.sum()))
+        return np.bincount(np.repeat(np.arange(len(nodes)), counts), weights=request[pods], minlength=len(nodes))
 
     def run(self, now: float, protect: np.ndarray, booked_for: np.ndarray | None = None) -> None:
         """One scale-down pass; `protect`ed nodes are never removed; `booked_for` (node -> job
@@ -149,7 +151,7 @@ class ScaleDown:
         self.recheck_at[cand[:tried][~found]] = now + self.recheck_s
         unneeded = cand[:tried][found]
         since = self.unneeded_since[unneeded]
-        self.unneeded_since[:] = np.nan
+        self.unneeded_since[self.unneeded] = np.nan  # the only nodes with a time (not every slot)
         self.unneeded_since[unneeded] = np.where(np.isnan(since), now, since)  # a node unneeded before keeps its time
         self.unneeded = unneeded
 
@@ -265,12 +267,14 @@ class ScaleDown:
             drained = self._still_removable(now, gone, drained, n_drain, booked_for)
         drained = drained[:n_drain]
         for n in drained.tolist():
-            for pod in sim.pods_on(n):
-                sim.unbind(pod)  # evicted: it restarts wherever the scheduler puts it
-        for n in np.r_[gone, drained].tolist():
+            sim.unbind_many(sim.pods_on(n))  # evicted: each restarts wherever the scheduler puts it
+        removed = np.r_[gone, drained]
+        if len(removed) == 0:  # every ripe node is within its pool's min_size, or not removable now
+            return
+        for n in removed.tolist():
             sim.remove_node(n)
             self.unneeded_since[n] = np.nan
-        self.unneeded = self.unneeded[~np.isin(self.unneeded, np.r_[gone, drained])]
+        self.unneeded = self.unneeded[~np.isin(self.unneeded, removed)]
 
     def _still_removable(self, now: float, gone: np.ndarray, busy: np.ndarray, n_drain: int,
                          booked_for: np.ndarray | None) -> np.ndarray:
@@ -338,6 +342,8 @@ def _within(nodes: np.ndarray, pool: np.ndarray, spare: np.ndarray) -> np.ndarra
 def _by_group(nodes: np.ndarray, slot_pool: np.ndarray) -> np.ndarray:
     """The nodes grouped by pool, pools in the order they first appear (upstream budgets
     crop bucket by bucket), the order kept within a pool."""
+    if len(nodes) < 2:
+        return nodes
     pool = slot_pool[nodes]
     _, first, inverse = np.unique(pool, return_index=True, return_inverse=True)
     return nodes[np.argsort(first[inverse.ravel()], kind="stable")]

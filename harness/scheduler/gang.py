@@ -126,8 +126,7 @@ class Coscheduling(Gang):
         if not math.isnan(sim.job_started[j]):
             return
         pods = sim.w.job_pods[j]
-        for p in pods[sim.pod_status[pods] == BOUND]:
-            sim.unbind(int(p))
+        sim.unbind_many(pods[sim.pod_status[pods] == BOUND])
         self.scheduler.back_off(j)
 
 
