@@ -5,10 +5,10 @@ when it is first imported. The cluster keeps 150 nodes ready so the scheduler's 
 walk (harness.scheduler.sampling) stops early and wraps round (it runs only above 100 nodes);
 its pods take whole GPUs, GPU shares and GPUs in one NVLink (and NUMA) domain, so every branch of
 the device kernels (harness.node_devices) runs, and the accounting's (harness.idle_rates) too;
-"packer" is a burst of gangs on them (room to grow to 400) under the separate loops, which
-leaves pods pending, so the autoscaler's what-if packer (harness.packer) runs over those nodes and
-on new ones, several pods to a node (a planted difference in `_fits` under NUMBA_DISABLE_JIT
-fails it).
+"packer" is a burst of gangs on them (room to grow to 400) under the separate loops with
+ProvisioningRequests, which leaves pods pending, so every kernel of the autoscaler's what-if
+packer (harness.packer) runs, over those nodes and new ones, several pods to a node (a planted
+difference under NUMBA_DISABLE_JIT in `_fits` or in `first_feasible` fails it).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ gap, four = (2.0 if packer else 60.0), {"gpu_count": 4}
 table = sc.trace([{**(four if packer and i % 3 else shapes[j % 6]), "job_id": f"j{j}", "submit_s": gap * j,
                    "duration_s": 600.0 + 37.0 * (j % 11), "min_member": 3 if packer or j % 5 == 0 else 1}
                   for i in range(399 if packer else 400) for j in [i // 3]])  # jobs of three pods, every fifth a gang
-loop = sc.merged() if sys.argv[1] == "merged" else sc.separate()
+loop = sc.merged() if sys.argv[1] == "merged" else sc.separate(provisioning_request=packer)
 row, sim = sc.run(table, cl, loop, horizon_s=6 * 3600.0)
 out = sys.argv[2]
 for name, frame in (("jobs", jobs_frame(sim)), ("nodes", nodes_frame(sim)), ("timeline", sim.acct.timeline.frame())):
