@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from harness.workload import unique_rows
+
 COVERAGE = 0.95
 
 
@@ -33,7 +35,7 @@ class TargetWorkload:
         `coverage` of pods, and renormalise their popularity over the kept count."""
         key = np.stack([np.asarray(cpu, np.int64), np.asarray(milli, np.int64),
                         np.asarray(gpus, np.int64), np.asarray(model_mask, np.int64)], axis=1)
-        shapes, counts = np.unique(key, axis=0, return_counts=True)
+        shapes, _, counts = unique_rows(key)
         order = np.lexsort((np.arange(len(counts)), -counts))  # count desc, then key order
         shapes, counts = shapes[order], counts[order]
         covered = np.cumsum(counts) / counts.sum()

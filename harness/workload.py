@@ -96,6 +96,19 @@ class Workload:
         return self.gpus.astype(np.int64) * self.milli
 
 
+def unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`np.unique(key, axis=0, return_inverse=True, return_counts=True)` for an integer matrix:
+    the distinct rows in lexicographic order, each row's index among them and their counts, by
+    one lexsort of the columns (numpy's row-wise unique sorts rows as records, ~2x slower on
+    a million pods)."""
+    order = np.lexsort(key.T[::-1])  # the first column sorts first
+    rows = key[order]
+    first = np.r_[True, (rows[1:] != rows[:-1]).any(axis=1)][:len(key)]
+    inverse = np.empty(len(key), np.int64)
+    inverse[order] = np.cumsum(first) - 1
+    return rows[first], inverse, np.diff(np.r_[np.flatnonzero(first), len(key)])
+
+
 def compile_workload(table: pa.Table, cluster: Cluster) -> Workload:
     """Turn a validated canonical trace table into arrays indexed by pod and job number."""
     col = lambda name: table.column(name).to_numpy(zero_copy_only=False)  # noqa: E731
@@ -135,7 +148,7 @@ def compile_workload(table: pa.Table, cluster: Cluster) -> Workload:
     never |= ~_fits_some_type(cluster, cpu, mem, gpus, milli, profile_bit, model_mask, nvl, numa, nic)
 
     key = np.stack([cpu, mem, gpus, milli, profile_bit, model_mask, nvl, numa, nic], axis=1)
-    _, shape = np.unique(key, axis=0, return_inverse=True)
+    _, shape, _ = unique_rows(key)
 
     job_ids, job = np.unique(col("job_id"), return_inverse=True)
     order = np.argsort(job, kind="stable")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.cluster import Cluster
-from harness.workload import compile_workload
+from harness.workload import compile_workload, unique_rows
 from tests import scenarios as sc
 
 
@@ -40,3 +42,16 @@ def test_pods_of_jobs_follow_the_jobs_in_the_order_asked():
     assert w.pods_of(np.array([c])).tolist() == [2] and len(w.pods_of(np.zeros(0, np.int64))) == 0
     for j in range(w.n_jobs):
         assert w.pods_of(np.array([j])).tolist() == w.job_pods[j].tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 40), st.integers(1, 9), st.integers(1, 5), st.integers(0, 2**32 - 1))
+def test_unique_rows_is_numpys_row_unique(n, k, spread, seed):
+    """`unique_rows` (a lexsort of the columns) gives what np.unique(axis=0) gives: the same
+    distinct rows in the same order (shape ids follow it), inverse and counts; negative values
+    and repeated rows included."""
+    key = np.random.default_rng(seed).integers(-spread, spread + 1, (n, k))
+    rows, inverse, counts = unique_rows(key)
+    want_rows, want_inverse, want_counts = np.unique(key, axis=0, return_inverse=True, return_counts=True)
+    assert rows.tolist() == want_rows.tolist()
+    assert inverse.tolist() == want_inverse.ravel().tolist() and counts.tolist() == want_counts.tolist()
