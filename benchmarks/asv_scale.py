@@ -1,6 +1,6 @@
 """Time-based replay with autoscaling at scale, tracked per commit: a 20k-pod `workload=scale`
 trace (the generator preset behind benchmarks/bench_scale.py, arrivals spread so the offered
-load matches its 1M-pod run) on the 10,000-slot `cluster=scale`, through the separate loops
+load matches its 1M-pod run) on the 8,000-slot `cluster=scale`, through the separate loops
 (with the Cluster-Autoscaler-like and the Karpenter-like autoscaler) and the merged loop.
 bench_scale.py checks the 100k / 300k / 1M goals; this keeps the trend."""
 
