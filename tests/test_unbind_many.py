@@ -64,7 +64,8 @@ def assert_same(a: dict, b: dict) -> None:
 
 
 @pytest.mark.parametrize("which", ["waiting gang", "all, node by node", "services, node by node"])
-def test_unbind_many_is_unbind_in_turn(which):
+def test_unbind_many_is_unbind_in_turn(which, monkeypatch):
+    monkeypatch.setattr("harness.sim.UNBIND_IN_TURN_BELOW", 2)  # the vector steps, even for these few pods
     sim = serving() if which.startswith("services") else settled()
     status = sim.pod_status
     if which.startswith("services"):
