@@ -10,7 +10,9 @@ Each run is a fresh subprocess so its peak RSS is its own. Goal (issue 21): 1M p
 <= 30 s and <= 2 GiB for each loop, 100k in <= 3 s, cost growing about linearly with pods.
 With --cpu-budget, a replay that has not finished after that much CPU time is stopped and its
 row says how far it got (simulated seconds reached of the horizon, events per CPU second), so
-runs far from the goal still give a figure without taking hours.
+runs far from the goal still give a figure without taking hours. "pods started" (running or
+done at the end) says whether the loop served the trace: a loop that leaves work queued
+re-examines it at every change, and its events then grow faster than its pods.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ def run_one(loop: str, trace: Path, cpu_budget: float) -> dict:
 import json, resource, signal, time
 from harness.config import compose
 from harness.replay import build
+from harness.workload import DONE, RUNNING
 class OutOfBudget(Exception):
     pass
 def stop(*_):
@@ -49,7 +52,9 @@ except OutOfBudget:
     finished = False
 t2 = time.perf_counter()
 signal.setitimer(signal.ITIMER_PROF, 0)
+started = int(((sim.pod_status == RUNNING) | (sim.pod_status == DONE)).sum())
 print(json.dumps({{"build_s": t1 - t0, "replay_s": t2 - t1, "events": sim.n_events, "finished": finished,
+                  "started": started / len(sim.pod_status),
                   "reached": sim.now / sim.horizon, "cpu_s": time.process_time(),
                   "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
@@ -67,7 +72,8 @@ def main() -> None:
     if calib.exists():  # machines differ about 3x: the figure to quote beside the timings
         figure = subprocess.run([sys.executable, str(calib)], capture_output=True, text=True).stdout.split()
         print(f"calib.py: {figure[-1] if figure else '?'}")
-    print("| pods | loop | build s | replay s | events/s | peak MiB |\n|---|---|---|---|---|---|")
+    print("| pods | loop | build s | replay s | events | events/s | pods started | peak MiB |\n"
+          "|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for pods in (int(x) for x in args.sizes.split(",")):
             trace = Path(tmp) / f"scale_{pods}.parquet"
@@ -79,8 +85,9 @@ def main() -> None:
                 r = run_one(loop, trace, args.cpu_budget)
                 replay = f"{r['replay_s']:.1f}" if r["finished"] else \
                     f"stopped at {r['replay_s']:.0f} ({100 * r['reached']:.0f}% of simulated time)"
-                print(f"| {pods:,} | {loop} | {r['build_s']:.1f} | {replay} | "
-                      f"{r['events'] / r['replay_s']:,.0f} | {r['peak_mib']:,.0f} |", flush=True)
+                print(f"| {pods:,} | {loop} | {r['build_s']:.1f} | {replay} | {r['events']:,} | "
+                      f"{r['events'] / r['replay_s']:,.0f} | {100 * r['started']:.1f}% | {r['peak_mib']:,.0f} |",
+                      flush=True)
 
 
 if __name__ == "__main__":
