@@ -5,9 +5,10 @@
 
 Traces come from the `workload=scale` generator preset (about 1/7 of jobs are gangs, ~40% of
 pods in gangs), with the arrival span scaled with the pod count so the offered load stays the
-same (30 days for 1M pods); the cluster is conf/cluster/scale.yaml (8,000 node slots, no PCIe pool: the file says why).
-Each run is a fresh subprocess so its peak RSS is its own. Goal (issue 21): 1M pods in
-<= 30 s and <= 2 GiB for each loop, 100k in <= 3 s, cost growing about linearly with pods.
+same (30 days for 1M pods); the cluster is conf/cluster/scale.yaml (8,000 node slots, no PCIe
+pool: the file says why). Each run is a fresh subprocess so its peak RSS is its own. Goal
+(issue 21): 1M pods in <= 30 s and <= 2 GiB for each loop, 100k in <= 3 s, cost growing about
+linearly with pods.
 With --cpu-budget, a replay that has not finished after that much CPU time is stopped and its
 row says how far it got (simulated seconds reached of the horizon, events per CPU second), so
 runs far from the goal still give a figure without taking hours. "pods started" (running or
