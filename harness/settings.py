@@ -189,9 +189,9 @@ RULES: dict[str, dict[str, Rule]] = {
                                      ge=0, le=100),
         "backoff_s": duration("seconds PreFilter refuses a gang after PostFilter released it (0: no backoff)"),
     },
-    "harness.loops.cluster_autoscaler.ClusterAutoscaler": {
+    "harness.autoscalers.cluster_autoscaler.ClusterAutoscaler": {
         "scan_interval_s": period("seconds between autoscaler scans"),
-        "expander": component("harness.loops.expanders.Expander",
+        "expander": component("harness.autoscalers.expanders.Expander",
                               "how the autoscaler picks a pool; null = least-waste; pick one with "
                               "loop/autoscaler/expander=NAME, NAME a file of conf/loop/autoscaler/expander",
                               null=True),
@@ -216,7 +216,7 @@ RULES: dict[str, dict[str, Rule]] = {
         "max_node_provision_time_s": period("seconds a node may boot before the autoscaler deletes it and backs "
                                             "its pool off (--max-node-provision-time)"),
     },
-    "harness.loops.scale_down.ScaleDown": {
+    "harness.autoscalers.scale_down.ScaleDown": {
         "utilization_threshold": fraction("a node below this accelerator utilisation is unneeded"),
         "unneeded_time_s": duration("seconds a node stays unneeded before it is removed"),
         "delay_after_add_s": duration("seconds after a scale-up before scale-down resumes"),
@@ -270,7 +270,7 @@ RULES: dict[str, dict[str, Rule]] = {
                                    "at each requeue (upstream: 60)"),
         "backoff_max_s": duration("the longest such backoff (upstream: 1800)"),
     },
-    "harness.loops.karpenter.KarpenterAutoscaler": {
+    "harness.autoscalers.karpenter.KarpenterAutoscaler": {
         "batch_idle_s": duration("seconds without a new pending pod that close a batch window"),
         "batch_max_s": duration("seconds after which a batch window closes anyway"),
         "requeue_s": period("seconds after which a still-pending pod re-triggers provisioning"),

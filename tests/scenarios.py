@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from harness.autoscalers.cluster_autoscaler import ClusterAutoscaler
+from harness.autoscalers.expanders import Chain, Price
+from harness.autoscalers.scale_down import ScaleDown
 from harness.cluster import Cluster
-from harness.loops.cluster_autoscaler import ClusterAutoscaler
-from harness.loops.expanders import Chain, Price
 from harness.loops.merged import MergedLoop
-from harness.loops.scale_down import ScaleDown
 from harness.loops.separate import SeparateLoops
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.scheduler import Scheduler

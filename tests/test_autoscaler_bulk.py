@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.autoscalers.karpenter import WhatIf
 from harness.cluster import Cluster
 from harness.filters import feasible, fits_count
-from harness.loops.karpenter import WhatIf
 from harness.sim import Simulation
 from harness.state import ABSENT, BOOTING, READY, WHOLE, ClusterState
 from harness.whatif import Snapshot, first_fit_count

@@ -1,4 +1,4 @@
-"""Expanders as strategy objects (harness/loops/expanders.py): our own rules around them (the
+"""Expanders as strategy objects (harness/autoscalers/expanders.py): our own rules around them (the
 seeded stream, price per pod helped, chains as `--expander=a,b`, the autoscaler's switches as
 chain members) and selection from YAML. The translated upstream expander cases are in
 tests/conformance/test_cluster_autoscaler.py."""
@@ -8,8 +8,7 @@ from __future__ import annotations
 import pytest
 from hydra.utils import instantiate
 
-from harness.config import compose
-from harness.loops.expanders import (
+from harness.autoscalers.expanders import (
     Chain,
     LeastNodes,
     LeastWaste,
@@ -22,6 +21,7 @@ from harness.loops.expanders import (
     per_gpu_prices,
     pod_prices,
 )
+from harness.config import compose
 from harness.settings import SettingError, check_config
 from harness.workload import compile_workload
 from tests import scenarios as sc
@@ -77,7 +77,7 @@ def test_a_chain_is_upstream_s_expander_list():
 # ---- the autoscaler's switches as chain members --------------------------------------------
 
 def test_reservation_aware_runs_the_chain_behind_the_reserved_filter():
-    from harness.loops.cluster_autoscaler import ClusterAutoscaler
+    from harness.autoscalers.cluster_autoscaler import ClusterAutoscaler
 
     chain = ClusterAutoscaler(expander=Chain([Price()]), reservation_aware=True).expander
     assert [type(f) for f in chain.filters] == [Reserved, Price] and isinstance(chain.fallback, Random)
@@ -110,8 +110,8 @@ def test_every_expander_file_builds_its_chain(name, filters):
 
 
 def test_a_chain_from_the_command_line():
-    chain = ("loop.autoscaler.expander.filters=[{_target_:harness.loops.expanders.LeastWaste},"
-             "{_target_:harness.loops.expanders.Price}]")
+    chain = ("loop.autoscaler.expander.filters=[{_target_:harness.autoscalers.expanders.LeastWaste},"
+             "{_target_:harness.autoscalers.expanders.Price}]")
     cfg = compose("config", ["loop=separate_reservation", chain])
     check_config(cfg)
     assert [type(f) for f in instantiate(cfg.loop.autoscaler).expander.filters] == [Reserved, LeastWaste, Price]

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.autoscalers.cluster_autoscaler import ClusterAutoscaler
+from harness.autoscalers.expanders import Chain, LeastWaste, Priority
+from harness.autoscalers.karpenter import KarpenterAutoscaler
+from harness.autoscalers.scale_down import ScaleDown
 from harness.cluster import Cluster
-from harness.loops.cluster_autoscaler import ClusterAutoscaler
-from harness.loops.expanders import Chain, LeastWaste, Priority
-from harness.loops.karpenter import KarpenterAutoscaler
-from harness.loops.scale_down import ScaleDown
 from harness.loops.separate import SeparateLoops
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.scheduler import Scheduler

@@ -1,4 +1,4 @@
-"""Golden scenarios for the Karpenter-like autoscaler (harness/loops/karpenter.py), computed by hand.
+"""Golden scenarios for the Karpenter-like autoscaler (harness/autoscalers/karpenter.py), computed by hand.
 
 Conventions (docs/model.md plus the module docstring): a pending pod opens a batch window that
 closes 1 s after the last new pending pod (10 s at most); pods still pending re-trigger it 10 s
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.autoscalers.karpenter import KarpenterAutoscaler
 from harness.errors import ConfigError
-from harness.loops.karpenter import KarpenterAutoscaler
 from harness.loops.separate import SeparateLoops
 from harness.scheduler import Scheduler
 from harness.scores import LeastAllocated

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
+from harness.autoscalers.karpenter import KarpenterAutoscaler
 from harness.cluster import Cluster
 from harness.kueue.loop import KueueLoop
-from harness.loops.karpenter import KarpenterAutoscaler
 from harness.loops.separate import SeparateLoops
 from harness.scheduler import Scheduler
 from harness.scores import LeastAllocated

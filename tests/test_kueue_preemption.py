@@ -13,13 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.autoscalers.provisioning_request import CHECK_CAPACITY
 from harness.cluster import Cluster
 from harness.kueue.admission import Admission
 from harness.kueue.loop import KueueLoop
 from harness.kueue.preemption import KueuePreemption
 from harness.kueue.provisioning import ProvisioningCheck
 from harness.kueue.queues import parse_kueue
-from harness.loops.provisioning_request import CHECK_CAPACITY
 from harness.metrics import PendingReason
 from harness.sim import Simulation
 from harness.workload import compile_workload

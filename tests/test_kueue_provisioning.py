@@ -14,13 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.autoscalers.provisioning_request import CHECK_CAPACITY
 from harness.cluster import Cluster
 from harness.config import compose
 from harness.errors import ConfigError
 from harness.kueue.loop import KueueLoop
 from harness.kueue.provisioning import ProvisioningCheck
 from harness.kueue.queues import parse_kueue
-from harness.loops.provisioning_request import CHECK_CAPACITY
 from harness.metrics import PendingReason, jobs_frame, nodes_frame, summary_row
 from harness.quiet import NO_TICKS
 from harness.replay import build

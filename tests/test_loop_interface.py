@@ -13,10 +13,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from harness.autoscalers.cluster_autoscaler import ClusterAutoscaler
 from harness.config import compose
 from harness.errors import ConfigError
 from harness.loops.base import Autoscaler, Loop, SimulationView, conform, members
-from harness.loops.cluster_autoscaler import ClusterAutoscaler
 from harness.loops.separate import SeparateLoops
 from harness.replay import build
 from harness.scheduler import Scheduler

@@ -12,11 +12,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from harness.autoscalers.cluster_autoscaler import ClusterAutoscaler
+from harness.autoscalers.expanders import Chain, Price
+from harness.autoscalers.scale_down import ScaleDown
 from harness.config import compose
 from harness.errors import ConfigError
-from harness.loops.cluster_autoscaler import ClusterAutoscaler
-from harness.loops.expanders import Chain, Price
-from harness.loops.scale_down import ScaleDown
 from harness.loops.separate import SeparateLoops
 from harness.metrics import jobs_frame
 from harness.scheduler import Scheduler

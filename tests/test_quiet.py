@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.autoscalers.karpenter import KarpenterAutoscaler
 from harness.cluster import Cluster
-from harness.loops.karpenter import KarpenterAutoscaler
 from harness.loops.separate import SeparateLoops
 from harness.metrics import Timeline, jobs_frame, nodes_frame, summary_row
 from harness.quiet import NO_TICKS

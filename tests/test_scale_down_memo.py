@@ -8,9 +8,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.loops.cluster_autoscaler import ClusterAutoscaler
-from harness.loops.expanders import Chain, Price
-from harness.loops.scale_down import ScaleDown
+from harness.autoscalers.cluster_autoscaler import ClusterAutoscaler
+from harness.autoscalers.expanders import Chain, Price
+from harness.autoscalers.scale_down import ScaleDown
 from harness.loops.separate import SeparateLoops
 from harness.scheduler import Scheduler
 from harness.scheduler.gang import Coscheduling

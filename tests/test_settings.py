@@ -19,13 +19,13 @@ import yaml
 from hydra.utils import get_object
 from omegaconf import OmegaConf
 
+from harness.autoscalers.cluster_autoscaler import ClusterAutoscaler
+from harness.autoscalers.karpenter import KarpenterAutoscaler
+from harness.autoscalers.scale_down import ScaleDown
 from harness.config import compose
 from harness.errors import ConfigError
 from harness.generate import SyntheticWorkload
-from harness.loops.cluster_autoscaler import ClusterAutoscaler
-from harness.loops.karpenter import KarpenterAutoscaler
 from harness.loops.merged import MergedLoop
-from harness.loops.scale_down import ScaleDown
 from harness.scheduler import Scheduler
 from harness.scheduler.gang import Coscheduling
 from harness.scores import FGD, LeastAllocated

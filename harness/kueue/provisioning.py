@@ -4,7 +4,7 @@ With the check on its ClusterQueues, a workload whose quota Kueue reserved is no
 admitted: Kueue creates a ProvisioningRequest for it (one per workload, gang or not, of the
 ProvisioningRequestConfig's class) and admits it, its pods reaching the scheduler, once the
 request is Provisioned. Cluster Autoscaler serves these requests instead of the pending gangs
-(harness/loops/provisioning_request.py: one per scan, capacity booked in its own snapshot) and
+(harness/autoscalers/provisioning_request.py: one per scan, capacity booked in its own snapshot) and
 reports each outcome back here, at the instant it happens, as Kueue's controller watches them.
 
 Outcomes, as upstream's controller maps them to the check's state:
@@ -23,7 +23,7 @@ Outcomes, as upstream's controller maps them to the check's state:
   BookingExpired  only ever after admission here (Kueue admits at the instant the request is
                   Provisioned): ignored, as upstream.
 CapacityRevoked is not modelled: our Cluster Autoscaler never takes back what it Provisioned (a
-booked node that never comes up leaves its request Provisioned, harness/loops/provisioning_request.py).
+booked node that never comes up leaves its request Provisioned, harness/autoscalers/provisioning_request.py).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from harness.autoscalers.provisioning_request import BEST_EFFORT_ATOMIC, CHECK_CAPACITY
 from harness.errors import ConfigError
-from harness.loops.provisioning_request import BEST_EFFORT_ATOMIC, CHECK_CAPACITY
 from harness.settings import check
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ counts on is never scaled down.
 
 Like a real controller it learns the provider's capacity only by asking: it sees a pool's room
 (its free slots, max_size minus the nodes present: a limit it configured), never its stock. A
-request that comes back short backs the pool off (harness/loops/backoff.py, as the
+request that comes back short backs the pool off (harness/autoscalers/backoff.py, as the
 Cluster-Autoscaler-like loop) and the planner remembers what the pool could hold then (the
 nodes present after the grant, its `ceiling`); the job is planned again at once. A pool backed
 off is still planned on within its ceiling (a single node where a gang's four failed), and
@@ -48,10 +48,10 @@ import math
 
 import numpy as np
 
+from harness.autoscalers.backoff import NodeGroupBackoff
+from harness.autoscalers.scale_down import ScaleDown
 from harness.filters import feasible
-from harness.loops.backoff import NodeGroupBackoff
 from harness.loops.base import Description, SimulationView
-from harness.loops.scale_down import ScaleDown
 from harness.quiet import NO_TICKS, grid_after, quiet_scans
 from harness.scheduler import Scheduler
 from harness.scores import ScorePlugin

@@ -19,7 +19,7 @@ from harness.scores import ScorePlugin
 
 class SeparateLoops:
     """The scheduler beside any `Autoscaler`: the Cluster-Autoscaler-like one
-    (harness.loops.cluster_autoscaler) or the Karpenter-like one (harness.loops.karpenter)."""
+    (harness.autoscalers.cluster_autoscaler) or the Karpenter-like one (harness.autoscalers.karpenter)."""
 
     def __init__(self, scheduler: Scheduler, autoscaler: Autoscaler, name: str = "separate"):
         conform(autoscaler, Autoscaler, "loop.autoscaler")

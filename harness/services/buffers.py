@@ -104,7 +104,7 @@ class CapacityBuffer:
 
     def fit(self, loop: Loop, services: pa.Table) -> None:
         """Only Cluster Autoscaler reads CapacityBuffers here: refused elsewhere, naming the key."""
-        from harness.loops.cluster_autoscaler import ClusterAutoscaler
+        from harness.autoscalers.cluster_autoscaler import ClusterAutoscaler
 
         if isinstance(loop, KueueLoop) or not isinstance(loop, SeparateLoops) \
                 or not isinstance(loop.autoscaler, ClusterAutoscaler):

@@ -15,9 +15,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from harness.cluster import Cluster
-from harness.loops.cluster_autoscaler import MAX_CLUSTER_CORES, MAX_CLUSTER_MEMORY_GIB, ClusterAutoscaler
-from harness.loops.expanders import (
+from harness.autoscalers.cluster_autoscaler import MAX_CLUSTER_CORES, MAX_CLUSTER_MEMORY_GIB, ClusterAutoscaler
+from harness.autoscalers.expanders import (
     GCE,
     Chain,
     Expander,
@@ -32,6 +31,7 @@ from harness.loops.expanders import (
     Random,
     preferred_cpu,
 )
+from harness.cluster import Cluster
 from harness.sim import Simulation
 from harness.workload import compile_workload
 from tests import scenarios as sc

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.autoscalers.expanders import Chain, Price
 from harness.cluster import Cluster
-from harness.loops.expanders import Chain, Price
 from harness.sim import Simulation
 from harness.workload import compile_workload
 from tests import scenarios as sc

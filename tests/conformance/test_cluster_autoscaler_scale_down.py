@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from harness.autoscalers.scale_down import ScaleDown
 from harness.cluster import Cluster
-from harness.loops.scale_down import ScaleDown
 from harness.scheduler.queue_sort import PrioritySort
 from harness.sim import Simulation
 from harness.state import ABSENT

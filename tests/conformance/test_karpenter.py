@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.loops.karpenter import KarpenterAutoscaler
+from harness.autoscalers.karpenter import KarpenterAutoscaler
 from harness.loops.separate import SeparateLoops
 from harness.quiet import NO_TICKS
 from harness.scheduler import Scheduler

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import math
 
+from harness.autoscalers.provisioning_request import CHECK_CAPACITY
 from harness.cluster import Cluster
 from harness.kueue.loop import KueueLoop
 from harness.kueue.provisioning import ProvisioningCheck
-from harness.loops.provisioning_request import CHECK_CAPACITY
 from tests import scenarios as sc
 from tests.test_kueue import job, kueue, queue
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.loops.provisioning_request import CHECK_CAPACITY
+from harness.autoscalers.provisioning_request import CHECK_CAPACITY
 from harness.sim import Simulation
 from harness.workload import compile_workload
 from tests import scenarios as sc

@@ -33,7 +33,7 @@ from harness.state import ABSENT
 from harness.whatif import Snapshot, classes
 
 if TYPE_CHECKING:
-    from harness.loops.cluster_autoscaler import ClusterAutoscaler
+    from harness.autoscalers.cluster_autoscaler import ClusterAutoscaler
 
 BEST_EFFORT_ATOMIC = "best-effort-atomic-scale-up"
 CHECK_CAPACITY = "check-capacity"

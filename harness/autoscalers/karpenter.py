@@ -181,7 +181,7 @@ class KarpenterAutoscaler:
                  consolidate_after_s: float = 0.0, budget_nodes: float = 0.1, max_candidates: int = 100,
                  validation_s: float = 15.0, unavailable_ttl_s: float = 180.0, registration_ttl_s: float = 900.0,
                  topology_aware: bool = False, sharing_aware: bool = False):
-        check("harness.loops.karpenter.KarpenterAutoscaler", "loop.autoscaler", batch_idle_s=batch_idle_s,
+        check("harness.autoscalers.karpenter.KarpenterAutoscaler", "loop.autoscaler", batch_idle_s=batch_idle_s,
               batch_max_s=batch_max_s, requeue_s=requeue_s, poll_s=poll_s,
               consolidate_underutilized=consolidate_underutilized, consolidate_after_s=consolidate_after_s,
               budget_nodes=budget_nodes, max_candidates=max_candidates, validation_s=validation_s,

@@ -42,7 +42,7 @@ class ScaleDown:
                  delay_after_add_s: float = 600.0, max_scale_down_parallelism: int = 10,
                  max_drain_parallelism: int = 1, unremovable_recheck_s: float = 300.0,
                  count_gpu_shares: bool = False, simulate_every_scan: bool = False, drain_underutilized: bool = True):
-        check("harness.loops.scale_down.ScaleDown", "scale_down", utilization_threshold=utilization_threshold,
+        check("harness.autoscalers.scale_down.ScaleDown", "scale_down", utilization_threshold=utilization_threshold,
               unneeded_time_s=unneeded_time_s, delay_after_add_s=delay_after_add_s,
               max_scale_down_parallelism=max_scale_down_parallelism, max_drain_parallelism=max_drain_parallelism,
               unremovable_recheck_s=unremovable_recheck_s, count_gpu_shares=count_gpu_shares,

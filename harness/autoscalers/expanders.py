@@ -7,8 +7,8 @@ remains (random by default, from the autoscaler's seeded stream, drawn only when
 option is left). `--expander=least-waste,price` upstream is, here,
 
     expander:
-      _target_: harness.loops.expanders.Chain
-      filters: [{_target_: harness.loops.expanders.LeastWaste}, {_target_: harness.loops.expanders.Price}]
+      _target_: harness.autoscalers.expanders.Chain
+      filters: [{_target_: harness.autoscalers.expanders.LeastWaste}, {_target_: harness.autoscalers.expanders.Price}]
 
 and conf/loop/autoscaler/expander/ holds one file per upstream expander
 (`loop/autoscaler/expander=price` on the command line); least-waste is the default, as

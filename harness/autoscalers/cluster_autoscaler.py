@@ -2,10 +2,10 @@
 
 Every `scan_interval_s` it looks at the pods the scheduler left pending, drops those that fit
 capacity that exists or is being provisioned, estimates per pool how many new nodes the rest
-need, picks one pool with an expander (harness/loops/expanders.py; least-waste by default, as
+need, picks one pool with an expander (harness/autoscalers/expanders.py; least-waste by default, as
 Cluster Autoscaler since 1.33), caps the count by the cluster-wide limits (max nodes, cores and
 memory in total) and asks the cloud. A pool whose request came back short is backed off,
-exponentially as upstream's node-group backoff (harness/loops/backoff.py: 5 min doubling to 30
+exponentially as upstream's node-group backoff (harness/autoscalers/backoff.py: 5 min doubling to 30
 min, forgotten 3 h after its last failure or once its scale-up finished: every node asked of
 it is up). A node still booting `max_node_provision_time_s` after it was asked for (a silent
 provider's shortage) is deleted and its pool backed off, as upstream's scale-up timeout
@@ -28,7 +28,7 @@ Its view of a pod is set by switches, all off by default as in typical deploymen
   gang_aware         sizes a gang's pods together, all or nothing (else pod by pod);
   reservation_aware  prefers pools with free committed slots and prices them at 0;
   provisioning_request  gangs become ProvisioningRequests of `provisioning_class`
-                     (harness/loops/provisioning_request.py): one per scan, the whole gang
+                     (harness/autoscalers/provisioning_request.py): one per scan, the whole gang
                      at once, its capacity booked in the autoscaler's own snapshot for
                      `booking_s`; the scheduler places the pods by itself. Behind Kueue's
                      ProvisioningRequest check (harness/kueue/provisioning.py) the requests
@@ -57,7 +57,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from harness.loops.backoff import NodeGroupBackoff
+from harness.autoscalers.backoff import NodeGroupBackoff
+from harness.autoscalers.expanders import Chain, Expander, LeastWaste, Option, Reserved, SchedulerPreference, pod_prices
+from harness.autoscalers.provisioning_request import BEST_EFFORT_ATOMIC, ProvisioningRequests
+from harness.autoscalers.scale_down import ScaleDown
 from harness.loops.base import (
     GANG,
     PROVISIONING_REQUEST,
@@ -69,9 +72,6 @@ from harness.loops.base import (
     Description,
     SimulationView,
 )
-from harness.loops.expanders import Chain, Expander, LeastWaste, Option, Reserved, SchedulerPreference, pod_prices
-from harness.loops.provisioning_request import BEST_EFFORT_ATOMIC, ProvisioningRequests
-from harness.loops.scale_down import ScaleDown
 from harness.quiet import NO_TICKS, grid_after, quiet_scans
 from harness.scheduler import Scheduler
 from harness.settings import check
@@ -98,7 +98,8 @@ class ClusterAutoscaler:
                  max_cores_total: float = MAX_CLUSTER_CORES, max_memory_total_gib: float = MAX_CLUSTER_MEMORY_GIB,
                  scale_down: ScaleDown | None = None, provisioning_class: str = BEST_EFFORT_ATOMIC,
                  max_node_provision_time_s: float = 900.0):
-        check("harness.loops.cluster_autoscaler.ClusterAutoscaler", "loop.autoscaler", scan_interval_s=scan_interval_s,
+        check("harness.autoscalers.cluster_autoscaler.ClusterAutoscaler", "loop.autoscaler",
+              scan_interval_s=scan_interval_s,
               expander=expander, topology_aware=topology_aware, sharing_aware=sharing_aware, gang_aware=gang_aware,
               reservation_aware=reservation_aware, provisioning_request=provisioning_request,
               scheduler_sees=scheduler_sees, scheduler_prefers=scheduler_prefers, booking_s=booking_s,
