@@ -37,7 +37,7 @@ def run_one(loop: str, trace: Path, cpu_budget: float) -> dict:
 import json, resource, signal, time
 from harness.config import compose
 from harness.replay import build
-from harness.workload import DONE, RUNNING
+from harness.status import DONE, RUNNING
 class OutOfBudget(Exception):
     pass
 def stop(*_):

@@ -22,7 +22,8 @@ from collections.abc import Callable
 import numpy as np
 
 from harness.cluster import Cluster, StockDraws
-from harness.state import ABSENT, ClusterState
+from harness.state import ClusterState
+from harness.status import ABSENT
 
 #: a phantom's boot delay: it never comes up
 NEVER = np.inf

@@ -9,7 +9,8 @@ import numpy as np
 from numba import njit
 
 from harness import packer
-from harness.state import READY, WHOLE, ClusterState
+from harness.state import WHOLE, ClusterState
+from harness.status import READY
 from harness.workload import Workload
 
 

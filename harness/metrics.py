@@ -20,7 +20,6 @@ Fragmentation is the FGD measure over ready nodes (`harness.fragmentation`).
 from __future__ import annotations
 
 import operator
-from enum import IntEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -31,8 +30,21 @@ import pyarrow.parquet as pq
 
 from harness.idle_rates import used_on
 from harness.output import atomic_path
-from harness.state import ABSENT, BOOTING, READY, WHOLE
-from harness.workload import BOUND, DONE, NOT_ARRIVED, PENDING, POD_STATUS, REFUSED, RUNNING
+from harness.state import WHOLE
+from harness.status import (
+    ABSENT,
+    BOOTING,
+    BOUND,
+    DONE,
+    NOT_ARRIVED,
+    PENDING,
+    POD_STATUS,
+    READY,
+    REASON_NAMES,
+    REFUSED,
+    RUNNING,
+    PendingReason,
+)
 
 if TYPE_CHECKING:  # the services' accounts build on this module
     from harness.services.metrics import ServiceAccounting
@@ -40,18 +52,6 @@ if TYPE_CHECKING:  # the services' accounts build on this module
 MILLI_HOUR = 1000.0 * 3600.0
 
 
-class PendingReason(IntEnum):
-    """Why a pod is not running, as decided at its last scheduling attempt."""
-
-    SHORTAGE = 0  # no node, ready or booting, has room for it
-    TOPOLOGY = 1  # a ready node has room if its topology claims were ignored
-    FRAGMENTATION = 2  # a ready node has the free GPU milli in total, but split across devices
-    GANG_WAIT = 3  # bound, waiting for the rest of its gang
-    BOOTING = 4  # a booting node has room for it (or it is planned onto one)
-    NOT_ADMITTED = 5  # its job waits for admission by a queue manager (Kueue): not yet the scheduler's
-
-
-REASON_NAMES = [r.name.lower() for r in PendingReason]
 
 
 class Accounting:

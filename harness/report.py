@@ -47,9 +47,9 @@ from omegaconf import DictConfig, OmegaConf
 from harness import grid
 from harness.errors import LoopbenchError
 from harness.loops.base import Description
-from harness.metrics import REASON_NAMES
 from harness.output import COMPLETE_MARKER, atomic_dir, write_text
 from harness.provenance import write_report_provenance
+from harness.status import REASON_NAMES
 from harness.summary import (
     BY_MODEL,
     IDLE_CAUSES,

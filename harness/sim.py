@@ -28,12 +28,13 @@ from harness.cloud import Cloud, ProviderFacade
 from harness.cluster import Cluster
 from harness.errors import LoopbenchError
 from harness.fragmentation import TargetWorkload, node_fragmentation
-from harness.metrics import Accounting, PendingReason
+from harness.metrics import Accounting
 from harness.services.metrics import ServiceAccounting
 from harness.services.replicaset import deletion_order
 from harness.settings import check
-from harness.state import BOOTING, READY, ClusterState
-from harness.workload import BOUND, DONE, NOT_ARRIVED, PENDING, REFUSED, RUNNING, Workload
+from harness.state import ClusterState
+from harness.status import BOOTING, BOUND, DONE, NOT_ARRIVED, PENDING, READY, REFUSED, RUNNING, PendingReason
+from harness.workload import Workload
 
 if TYPE_CHECKING:  # the loops' package is above the simulation: for annotations only
     from harness.loops.base import Loop

@@ -16,8 +16,8 @@ from numba import njit
 
 from harness.cluster import Cluster
 from harness.node_devices import NO_TABLE, OVER_ALLOCATED, pick, summarize, take
+from harness.status import ABSENT, BOOTING, READY
 
-ABSENT, BOOTING, READY = 0, 1, 2
 WHOLE = 1000  # milli of one GPU
 
 

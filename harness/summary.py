@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from harness.metrics import REASON_NAMES
+from harness.status import REASON_NAMES
 
 IDLE_CAUSES = ["booting", "unallocated", "gang_wait", "committed"]
 LOWER, HIGHER = "lower", "higher"

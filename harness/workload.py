@@ -23,10 +23,6 @@ if TYPE_CHECKING:  # services are compiled on top of this module (harness/servic
 
 LOCALITY_CODE = {"none": 0, "rack": 1, "block": 2}
 
-#: a pod's status during a replay (`Simulation.pod_status`), and its name in the metrics
-NOT_ARRIVED, PENDING, BOUND, RUNNING, DONE, REFUSED = range(6)
-POD_STATUS = ("not_arrived", "pending", "bound_waiting", "running", "done", "refused")
-
 
 @dataclass
 class Workload:

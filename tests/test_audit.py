@@ -25,8 +25,9 @@ from harness.config import compose
 from harness.errors import LoopbenchError
 from harness.loops.base import Provider, SimulationView, members
 from harness.replay import build
+from harness.status import PENDING
 from harness.trace import TraceMeta, write_trace
-from harness.workload import PENDING, Workload
+from harness.workload import Workload
 from tests import scenarios as sc
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,9 +21,10 @@ from harness.autoscalers.karpenter import WhatIf
 from harness.cluster import Cluster
 from harness.filters import feasible, fits_count
 from harness.sim import Simulation
-from harness.state import ABSENT, BOOTING, READY, WHOLE, ClusterState
+from harness.state import WHOLE, ClusterState
+from harness.status import ABSENT, BOOTING, BOUND, PENDING, READY
 from harness.whatif import Snapshot, first_fit_count
-from harness.workload import BOUND, PENDING, compile_workload
+from harness.workload import compile_workload
 from tests import scenarios as sc
 
 SUMMARIES = ("cpu_free", "mem_free", "gpu_free", "gpu_used", "pods_on", "free_whole", "max_share", "nvl_whole",

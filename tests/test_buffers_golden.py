@@ -29,7 +29,7 @@ from harness.scores import LeastAllocated
 from harness.services.buffers import CapacityBuffer, Overprovisioning
 from harness.services.loop import ReplicaLoop
 from harness.services.replicas import HorizontalPodAutoscaler, KedaScaledObject
-from harness.workload import RUNNING
+from harness.status import RUNNING
 from tests import scenarios as sc
 from tests.test_quiet import bits
 

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from harness.cluster import Cluster
 from harness.filters import devices_taken, feasible, fits_count, groups_that_fit
-from harness.state import ABSENT, BOOTING, READY, WHOLE, ClusterState
+from harness.state import WHOLE, ClusterState
+from harness.status import ABSENT, BOOTING, READY
 from harness.workload import compile_workload
 from tests import scenarios as sc
 

@@ -19,7 +19,7 @@ from harness.scheduler.gang import Atomic
 from harness.scheduler.preemption import DefaultPreemption
 from harness.scores import LeastAllocated, MostAllocated
 from harness.sim import BOUND, RUNNING, Simulation
-from harness.state import ABSENT, BOOTING, READY
+from harness.status import ABSENT, BOOTING, READY
 from harness.workload import LOCALITY_CODE, compile_workload
 from tests import scenarios as sc
 

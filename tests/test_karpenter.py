@@ -19,7 +19,7 @@ from harness.errors import ConfigError
 from harness.loops.separate import SeparateLoops
 from harness.scheduler import Scheduler
 from harness.scores import LeastAllocated
-from harness.state import ABSENT, READY
+from harness.status import ABSENT, READY
 from tests import scenarios as sc
 
 H = 3600.0

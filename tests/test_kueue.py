@@ -20,10 +20,11 @@ from harness.errors import ConfigError, LoopbenchError, TraceError
 from harness.kueue.admission import Admission
 from harness.kueue.loop import KueueLoop
 from harness.kueue.queues import parse_kueue
-from harness.metrics import PendingReason, jobs_frame, nodes_frame, summary_row
+from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.quiet import NO_TICKS
 from harness.replay import build
 from harness.sim import Simulation
+from harness.status import PendingReason
 from harness.trace import TraceMeta, write_trace
 from harness.workload import compile_workload
 from tests import scenarios as sc

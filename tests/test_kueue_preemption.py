@@ -20,8 +20,8 @@ from harness.kueue.loop import KueueLoop
 from harness.kueue.preemption import KueuePreemption
 from harness.kueue.provisioning import ProvisioningCheck
 from harness.kueue.queues import parse_kueue
-from harness.metrics import PendingReason
 from harness.sim import Simulation
+from harness.status import PendingReason
 from harness.workload import compile_workload
 from tests import scenarios as sc
 from tests.test_invariants import workloads

@@ -21,11 +21,12 @@ from harness.errors import ConfigError
 from harness.kueue.loop import KueueLoop
 from harness.kueue.provisioning import ProvisioningCheck
 from harness.kueue.queues import parse_kueue
-from harness.metrics import PendingReason, jobs_frame, nodes_frame, summary_row
+from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.quiet import NO_TICKS
 from harness.replay import build
 from harness.settings import SettingError
 from harness.sim import Simulation
+from harness.status import PendingReason
 from harness.workload import compile_workload
 from tests import scenarios as sc
 from tests.test_invariants import workloads

@@ -15,7 +15,7 @@ from harness.cluster import Cluster
 from harness.errors import ConfigError
 from harness.kueue.loop import KueueLoop
 from harness.kueue.tas import Topology
-from harness.metrics import PendingReason
+from harness.status import PendingReason
 from tests import scenarios as sc
 
 HOUR = 3600.0

@@ -24,7 +24,8 @@ from harness.scheduler.gang import Coscheduling
 from harness.scheduler.preemption import DefaultPreemption, NoPreemption, pick_one
 from harness.scores import LeastAllocated
 from harness.sim import Simulation
-from harness.workload import BOUND, DONE, PENDING, RUNNING, compile_workload
+from harness.status import BOUND, DONE, PENDING, RUNNING
+from harness.workload import compile_workload
 from tests.scenarios import cluster, node_type, pool, run, trace
 
 GANG = {"job_id": "g", "min_member": 2, "gpu_count": 8}

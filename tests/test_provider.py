@@ -13,7 +13,7 @@ from harness.metrics import MILLI_HOUR
 from harness.scheduler import Scheduler
 from harness.scores import LeastAllocated
 from harness.sim import Simulation
-from harness.state import ABSENT, BOOTING, READY
+from harness.status import ABSENT, BOOTING, READY
 from harness.workload import compile_workload
 from tests import scenarios as sc
 

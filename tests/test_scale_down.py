@@ -11,8 +11,7 @@ from harness.cluster import Cluster
 from harness.config import compose, conf_dir
 from harness.replay import build_loop
 from harness.sim import Simulation
-from harness.state import ABSENT
-from harness.workload import RUNNING
+from harness.status import ABSENT, RUNNING
 from tests import scenarios as sc
 
 

@@ -15,7 +15,8 @@ from harness.scheduler.gang import Atomic, Coscheduling, NoGang
 from harness.scheduler.queue_sort import PrioritySort
 from harness.scores import LeastAllocated
 from harness.sim import Simulation
-from harness.workload import BOUND, PENDING, RUNNING, compile_workload
+from harness.status import BOUND, PENDING, RUNNING
+from harness.workload import compile_workload
 from tests.scenarios import cluster, node_type, pool, trace
 
 # ---- the profile in YAML ----------------------------------------------------------------------

@@ -15,8 +15,9 @@ from harness.scheduler.queue_sort import PrioritySort
 from harness.services.loop import ReplicaLoop
 from harness.services.replicaset import log2_age
 from harness.services.workload import compile_services
+from harness.status import BOUND, NOT_ARRIVED, PENDING, RUNNING
 from harness.trace import SCHEMA
-from harness.workload import BOUND, NOT_ARRIVED, PENDING, RUNNING, compile_workload
+from harness.workload import compile_workload
 from tests import scenarios as sc
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.services.loop import ReplicaLoop
 from harness.services.replicas import HorizontalPodAutoscaler, KedaScaledObject
-from harness.workload import NOT_ARRIVED, RUNNING
+from harness.status import NOT_ARRIVED, RUNNING
 from tests import scenarios as sc
 from tests.test_invariants import check_state, small_cluster
 from tests.test_quiet import bits

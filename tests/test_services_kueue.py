@@ -29,7 +29,7 @@ from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.replay import build
 from harness.services.loop import ReplicaLoop
 from harness.services.replicas import HorizontalPodAutoscaler, KedaScaledObject
-from harness.workload import NOT_ARRIVED
+from harness.status import NOT_ARRIVED
 from tests import scenarios as sc
 from tests.test_kueue import job, kueue, queue, static_cluster
 from tests.test_quiet import bits

@@ -14,7 +14,7 @@ import pytest
 
 from harness.config import compose
 from harness.replay import build
-from harness.workload import BOUND, RUNNING
+from harness.status import BOUND, RUNNING
 from tests import scenarios as sc
 
 

@@ -10,7 +10,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.state import ABSENT, BOOTING, ClusterState
+from harness.state import ClusterState
+from harness.status import ABSENT, BOOTING
 from harness.whatif import first_fit_nodes
 from tests.test_filters import (
     CLUSTER,

@@ -75,9 +75,9 @@ from harness.loops.base import (
 from harness.quiet import NO_TICKS, grid_after, quiet_scans
 from harness.scheduler import Scheduler
 from harness.settings import check
-from harness.state import ABSENT, BOOTING, READY
+from harness.status import ABSENT, BOOTING, PENDING, READY
 from harness.whatif import Snapshot, classes, equivalence_classes, first_fit_count, view_of
-from harness.workload import LOCALITY_CODE, PENDING, pools_fit
+from harness.workload import LOCALITY_CODE, pools_fit
 
 if TYPE_CHECKING:  # the buffers' module reads the loops
     from harness.services.buffers import CapacityBuffer

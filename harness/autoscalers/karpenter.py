@@ -73,9 +73,10 @@ from harness.loops.base import SHARING, TOPOLOGY, Description, SimulationView
 from harness.quiet import MAX_TICKS, NO_TICKS, Clock, ends, every, leading, still_quiet
 from harness.scheduler import Scheduler
 from harness.settings import check
-from harness.state import ABSENT, BOOTING, READY, WHOLE
+from harness.state import WHOLE
+from harness.status import ABSENT, BOOTING, PENDING, READY
 from harness.whatif import Snapshot, classes, equivalence_classes, view_of
-from harness.workload import PENDING, Workload
+from harness.workload import Workload
 
 TAINT = -2  # `scheduler.booked_for` of a node being disrupted: usable by no job
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from harness.quiet import Clock
-from harness.state import ABSENT
+from harness.status import ABSENT
 from harness.whatif import Snapshot, classes
 
 if TYPE_CHECKING:

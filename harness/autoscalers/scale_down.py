@@ -18,7 +18,7 @@ import numpy as np
 from harness.loops.base import SimulationView
 from harness.quiet import Clock, leading
 from harness.settings import check
-from harness.state import ABSENT, READY
+from harness.status import ABSENT, READY
 from harness.whatif import Snapshot
 
 

@@ -61,10 +61,10 @@ from harness.kueue.provisioning import ProvisioningCheck
 from harness.kueue.queues import Kueue
 from harness.kueue.tas import TopologyAssigner
 from harness.loops.base import KUEUE, Description, Loop, SimulationView, conform
-from harness.metrics import PendingReason
 from harness.scores import ScorePlugin
 from harness.settings import check
-from harness.workload import BOUND, RUNNING, Workload, pools_fit
+from harness.status import BOUND, RUNNING, PendingReason
+from harness.workload import Workload, pools_fit
 
 
 def unknown_queues(kueue: Kueue, w: Workload) -> list[str]:

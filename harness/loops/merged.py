@@ -56,9 +56,9 @@ from harness.quiet import NO_TICKS, grid_after, quiet_scans
 from harness.scheduler import Scheduler
 from harness.scores import ScorePlugin
 from harness.settings import check
-from harness.state import BOOTING
+from harness.status import BOOTING, BOUND, NOT_ARRIVED, PENDING, RUNNING
 from harness.whatif import Snapshot
-from harness.workload import BOUND, LOCALITY_CODE, NOT_ARRIVED, PENDING, RUNNING, pools_fit
+from harness.workload import LOCALITY_CODE, pools_fit
 
 
 class MergedLoop:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from harness.filters import groups_that_fit
-from harness.state import BOOTING
+from harness.status import BOOTING
 
 if TYPE_CHECKING:
     from harness.scheduler.framework import Scheduler

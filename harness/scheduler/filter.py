@@ -13,8 +13,8 @@ import numpy as np
 from numba import njit
 
 from harness.filters import feasible, pod_rule
-from harness.metrics import PendingReason
 from harness.state import WHOLE, ClusterState
+from harness.status import PendingReason
 from harness.workload import Workload
 
 # what `unfit` found, in the order it looks

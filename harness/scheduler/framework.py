@@ -38,8 +38,8 @@ from harness.scheduler.queue_sort import PrioritySort, QueueSort
 from harness.scheduler.sampling import walk_feasible
 from harness.scores import ScorePlugin
 from harness.settings import check
-from harness.state import BOOTING
-from harness.workload import LOCALITY_CODE, PENDING
+from harness.status import BOOTING, PENDING
+from harness.workload import LOCALITY_CODE
 
 if TYPE_CHECKING:  # the loops' package is above the scheduler: for annotations only
     from harness.loops.base import SimulationView

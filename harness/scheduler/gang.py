@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from harness.settings import check
-from harness.workload import BOUND
+from harness.status import BOUND
 
 if TYPE_CHECKING:
     from harness.scheduler.framework import Scheduler

@@ -37,7 +37,7 @@ import numpy as np
 from harness.errors import ConfigError
 from harness.settings import check
 from harness.state import WHOLE
-from harness.workload import BOUND, RUNNING
+from harness.status import BOUND, RUNNING
 
 if TYPE_CHECKING:
     from harness.scheduler.framework import Scheduler

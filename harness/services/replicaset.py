@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.workload import BOUND, RUNNING
+from harness.status import BOUND, RUNNING
 
 
 def log2_age(now: float, t: np.ndarray) -> np.ndarray:

@@ -18,7 +18,7 @@ from harness.autoscalers.scale_down import ScaleDown
 from harness.cluster import Cluster
 from harness.scheduler.queue_sort import PrioritySort
 from harness.sim import Simulation
-from harness.state import ABSENT
+from harness.status import ABSENT
 from harness.workload import compile_workload
 from tests import scenarios as sc
 

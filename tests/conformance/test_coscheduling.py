@@ -17,7 +17,8 @@ from harness.scheduler import Scheduler
 from harness.scheduler.gang import Coscheduling
 from harness.scores import LeastAllocated
 from harness.sim import Simulation
-from harness.workload import BOUND, PENDING, RUNNING, compile_workload
+from harness.status import BOUND, PENDING, RUNNING
+from harness.workload import compile_workload
 from tests.scenarios import cluster, node_type, pool, trace
 
 MEMBER = {"gpu_count": 5}  # one per 8-GPU node

@@ -21,7 +21,8 @@ from harness.scheduler import Scheduler
 from harness.scheduler.preemption import DefaultPreemption, pick_one
 from harness.scores import LeastAllocated
 from harness.sim import Simulation
-from harness.workload import PENDING, RUNNING, compile_workload
+from harness.status import PENDING, RUNNING
+from harness.workload import compile_workload
 from tests.scenarios import cluster, pool, trace
 
 NEG, LOW, MID, HIGH, VERY_HIGH = -100, 0, 100, 1000, 10000

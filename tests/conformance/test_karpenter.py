@@ -18,7 +18,7 @@ from harness.quiet import NO_TICKS
 from harness.scheduler import Scheduler
 from harness.scores import LeastAllocated
 from harness.sim import Simulation
-from harness.state import READY
+from harness.status import READY
 from tests import scenarios as sc
 
 H = 3600.0

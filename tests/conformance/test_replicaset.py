@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from harness.services.replicaset import deletion_order
-from harness.workload import BOUND, PENDING, RUNNING
+from harness.status import BOUND, PENDING, RUNNING
 
 NOW = 100 * 86400.0
 HOUR = 3600.0
