@@ -83,15 +83,24 @@ def run_provenance(run_dir: Path) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in md.items() if k.startswith(PREFIX.encode())}
 
 
-def write_run_info(run_dir: Path, wall: float) -> None:
+def write_run_info(run_dir: Path, wall: float, loop: dict | None = None) -> None:
+    """run.json: the wall time, when the run finished and, for a replay, how its `loop`
+    describes itself (`Description.as_record`: what reports name and order it by)."""
     info = {"wall_s": wall, "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if loop is not None:
+        info["loop"] = loop
     write_text(json.dumps(info, indent=1) + "\n", Path(run_dir) / RUN_INFO)
+
+
+def run_info(run_dir: Path) -> dict:
+    """What the run's run.json says (empty if it wrote none)."""
+    path = Path(run_dir) / RUN_INFO
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def wall_s(run_dir: Path) -> float | None:
     """The run's wall time in seconds; None if it wrote no run.json."""
-    path = Path(run_dir) / RUN_INFO
-    return json.loads(path.read_text())["wall_s"] if path.exists() else None
+    return run_info(run_dir).get("wall_s")
 
 
 def write_report_provenance(folder: Path, runs: list[tuple[dict, Path]]) -> None:

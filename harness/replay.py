@@ -222,7 +222,7 @@ class Replay:
             write_parquet(jobs, out_dir / "jobs.parquet", meta)
             write_parquet(nodes, out_dir / "nodes.parquet", meta)
             sim.acct.timeline.close()
-            write_run_info(out_dir, wall)
+            write_run_info(out_dir, wall, loop.describe().as_record())
             write_text(OmegaConf.to_yaml(cfg), out_dir / "config.yaml")
             write_parquet(metrics, out_dir / "metrics.parquet", meta)  # last: marks the run complete
         return metrics

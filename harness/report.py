@@ -48,7 +48,7 @@ from harness import grid
 from harness.errors import LoopbenchError
 from harness.loops.base import Description
 from harness.output import COMPLETE_MARKER, atomic_dir, write_text
-from harness.provenance import write_report_provenance
+from harness.provenance import RUN_INFO, run_info, write_report_provenance
 from harness.status import REASON_NAMES
 from harness.summary import (
     BY_MODEL,
@@ -130,8 +130,19 @@ def _loop_config(cfg: DictConfig) -> dict[str, object]:
 
 
 def _describe(run: Path, cfg: DictConfig) -> Description:
-    """How the run's loop describes itself (harness/loops/base.py: Loop.describe), the loop
-    built from the run's config as the replay built it."""
+    """How the run's loop described itself when it ran (run.json's `loop`, harness/loops/base.py:
+    Loop.describe). A run written before run.json kept it has its loop built from its config,
+    as the replay built it."""
+    try:
+        record = run_info(run).get("loop")
+    except (OSError, ValueError) as exc:
+        raise _broken(run / RUN_INFO, "not a readable JSON file", exc) from None
+    if record is not None:
+        try:
+            return Description.from_record(record)
+        except (KeyError, TypeError) as exc:
+            raise _broken(run / RUN_INFO, "its `loop` is not a loop's description (family, rank, "
+                          "switches, ablation)", exc) from None
     from harness.replay import build_loop
 
     try:

@@ -148,6 +148,29 @@ def test_variants_that_share_a_loop_name_are_told_apart(tmp_path):
     ]
 
 
+def test_a_run_is_described_by_its_own_record_not_by_rebuilding_its_loop(tmp_path):
+    """A replay writes its loop's description into run.json; the report reads it there, so a run
+    whose config no longer builds (a class renamed since) still reports as what it was. A run
+    without the record has its loop built from its config; a damaged record is refused by file."""
+    from harness.provenance import write_run_info
+    from harness.replay import build_loop
+
+    karpenter = loop_cfg("separate_karpenter")
+    record = build_loop(OmegaConf.create({"loop": karpenter})).describe().as_record()
+    gone = {**karpenter, "_target_": "harness.no_such_module.KarpenterLoop"}
+    make_run(tmp_path / "r" / "0", loop_cfg("separate"), 0, 10.0, 1.0, 1.0)
+    write_run_info(make_run(tmp_path / "r" / "1", gone, 0, 5.0, 1.0, 1.0), 1.0, record)
+    report.build([tmp_path / "r"], tmp_path / "out")
+    abl = pl.read_csv(tmp_path / "out" / "ablation.csv").filter(pl.col("metric") == "idle_accel_hours")
+    assert abl.select("variant", "capability").rows() == [
+        ("separate", "separate loops, every switch off (baseline)"),
+        ("separate_karpenter", "separate loops with KarpenterAutoscaler"),
+    ]
+    write_run_info(tmp_path / "r" / "1", 1.0, {"family": "separate loops"})
+    with pytest.raises(LoopbenchError, match=r"run\.json.*not a loop's description"):
+        report.build([tmp_path / "r"], tmp_path / "out2")
+
+
 def test_clear_errors(tmp_path, capsys):
     (tmp_path / "empty" / "unfinished").mkdir(parents=True)
     with pytest.raises(LoopbenchError, match="no finished run"):

@@ -12,8 +12,8 @@ is the half of the separate loops that adds and removes nodes beside the schedul
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.errors import ConfigError
@@ -211,6 +211,16 @@ class Description:
     rank: int
     switches: tuple[Switch, ...] = ()
     ablation: bool = False
+
+    def as_record(self) -> dict[str, Any]:
+        """As plain data, for the run's run.json: a report reads it back (`from_record`)
+        without rebuilding the loop, so a run stays reportable when a constructor changes."""
+        return asdict(self)
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Description:
+        return cls(family=record["family"], rank=record["rank"], ablation=record["ablation"],
+                   switches=tuple(Switch(**s) for s in record["switches"]))
 
 
 class Loop(Protocol):
