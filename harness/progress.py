@@ -15,8 +15,6 @@ from typing import Self
 
 from tqdm import tqdm
 
-from harness.summary import duration
-
 #: Seconds between two lines off a terminal.
 INTERVAL_S = 10.0
 #: Seconds between two refreshes of a terminal bar (its updates cost nothing in between).
@@ -106,3 +104,14 @@ def steps(items: list, what: str, desc: str) -> Iterator:
         if bar is not None:
             bar.close()
 
+
+def duration(seconds: float) -> str:
+    """A span of time as a person says it: 3.2 s, 4 min 10 s, 2.5 h, 30.0 days."""
+    if round(seconds, 1) < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        m, s = divmod(round(seconds), 60)
+        return f"{m} min {s} s" if s else f"{m} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"

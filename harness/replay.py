@@ -24,7 +24,7 @@ from harness.kueue.loop import KueueLoop, unknown_queues
 from harness.loops.base import Loop, conform
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.output import is_complete, start_run, write_parquet, write_text
-from harness.progress import Progress
+from harness.progress import Progress, duration
 from harness.provenance import RUN_INFO, provenance, trace_meta, wall_s, write_run_info
 from harness.services.buffers import Buffer, CapacityBuffer, Overprovisioning
 from harness.services.loop import ReplicaLoop
@@ -33,7 +33,7 @@ from harness.services.trace import read_services
 from harness.services.workload import compile_services
 from harness.settings import check, check_config
 from harness.sim import Simulation
-from harness.summary import duration, readout
+from harness.summary import readout
 from harness.trace import read_trace
 from harness.workload import Workload, compile_workload
 

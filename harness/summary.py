@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from harness.progress import duration
 from harness.status import REASON_NAMES
 
 IDLE_CAUSES = ["booting", "unallocated", "gang_wait", "committed"]
@@ -127,18 +128,6 @@ def number(x, metric: Metric) -> str:
         return MISSING
     x = x * metric.scale
     return f"{round(x):,}" if metric.count and x == round(x) else f"{x:,.{metric.digits}f}"
-
-
-def duration(seconds: float) -> str:
-    """A span of time as a person says it: 3.2 s, 4 min 10 s, 2.5 h, 30.0 days."""
-    if round(seconds, 1) < 60:
-        return f"{seconds:.1f} s"
-    if seconds < 3600:
-        m, s = divmod(round(seconds), 60)
-        return f"{m} min {s} s" if s else f"{m} min"
-    if seconds < 2 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
 
 
 def _change(metric: Metric, base, value) -> str | None:

@@ -8,7 +8,8 @@ import re
 
 import polars as pl
 
-from harness.summary import duration, readout, verdict
+from harness.progress import duration
+from harness.summary import readout, verdict
 from tests.test_cli import loopbench
 from tests.test_progress import tiny_trace
 

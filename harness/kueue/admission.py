@@ -30,14 +30,24 @@ from __future__ import annotations
 
 from bisect import insort
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from harness.kueue.queues import Kueue
 
-if TYPE_CHECKING:
-    from harness.kueue.preemption import KueuePreemption
+
+class Preemption(Protocol):
+    """What the books ask of Kueue's preemption (harness/kueue/preemption.py: KueuePreemption),
+    which reads the books it is handed."""
+
+    def nominate(self, adm: Admission, j: int) -> tuple[int, bool, list[int]] | None:
+        """A flavor for job j and the admitted jobs to evict for it, or None."""
+        ...
+
+    def issue(self, adm: Admission, victims: list[int]) -> None:
+        """The victims give their quota back and wait in their queues again."""
+        ...
 
 
 class Admission:
@@ -70,7 +80,7 @@ class Admission:
         #: only admissions numbered below this may be preempted (None: any); see preemption.py
         self.preemptible_before: int | None = None
         #: Kueue's preemption (harness/kueue/preemption.py), when a ClusterQueue preempts
-        self.preemption: KueuePreemption | None = None
+        self.preemption: Preemption | None = None
         self.evicted: list[int] = []  # jobs preempted, in order, until the caller takes them
 
     # ---- quota ---------------------------------------------------------------------------
