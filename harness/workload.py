@@ -8,9 +8,8 @@ type could ever hold, so no loop waits on them forever.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -18,10 +17,43 @@ import pyarrow.compute as pc
 
 from harness.cluster import Cluster
 
-if TYPE_CHECKING:  # services are compiled on top of this module (harness/services/workload.py)
-    from harness.services.workload import Services
-
 LOCALITY_CODE = {"none": 0, "rack": 1, "block": 2}
+
+
+@dataclass
+class Services:
+    """A trace's inference services (compiled with it by harness/services/workload.py): one entry
+    per service (trace order), with its replica slots and demand windows as flat arrays cut by
+    bounds (service s's are [bounds[s], bounds[s + 1]))."""
+
+    name: np.ndarray  # str
+    capacity: np.ndarray  # float64: demand units per second one ready replica serves
+    cold_start: np.ndarray  # float64 s from a replica's start on a ready node to its readiness
+    min_replicas: np.ndarray  # int64
+    max_replicas: np.ndarray  # int64
+    gpus_per_replica: np.ndarray  # float64 accelerators a replica holds (a share or partition: its fraction)
+    slot_bounds: np.ndarray  # int64
+    slot_job: np.ndarray  # int64 job index of each replica slot, k = 0, 1, ... of each service
+    demand_bounds: np.ndarray  # int64
+    demand_start: np.ndarray  # float64 s: a window's start (it lasts until the service's next one)
+    demand_value: np.ndarray  # float64 demand units per second over the window
+    unit: str = ""  # what a demand unit is (e.g. "tokens/s")
+
+    @property
+    def n(self) -> int:
+        return len(self.name)
+
+    def slots(self, s: int) -> np.ndarray:
+        """Job indices of service s's replica slots, k = 0, 1, ..."""
+        return self.slot_job[self.slot_bounds[s]:self.slot_bounds[s + 1]]
+
+    def sealed(self, sealed) -> Services:
+        """These services with their demand series replaced by `sealed` (what loops get)."""
+        return replace(self, demand_start=sealed, demand_value=sealed)
+
+    @property
+    def last_window_start(self) -> float:
+        return float(self.demand_start.max())
 
 
 @dataclass

@@ -11,8 +11,7 @@ workload with them sealed (`Services.sealed`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -20,45 +19,16 @@ import pyarrow as pa
 from harness.cluster import Cluster
 from harness.errors import TraceError
 from harness.trace import SCHEMA
-from harness.workload import Workload, compile_workload
-
-if TYPE_CHECKING:  # the buffers' module reads the loops, above the workload
-    from harness.services.buffers import Buffer
+from harness.workload import Services, Workload, compile_workload
 
 
-@dataclass
-class Services:
-    """One entry per service (trace order), with its replica slots and demand windows as
-    flat arrays cut by bounds (service s's are [bounds[s], bounds[s + 1]))."""
+class Buffer(Protocol):
+    """Room kept warm for the services' replicas (harness/services/buffers.py): what the
+    compiled workload needs of it is its placeholder pods, if it has any."""
 
-    name: np.ndarray  # str
-    capacity: np.ndarray  # float64: demand units per second one ready replica serves
-    cold_start: np.ndarray  # float64 s from a replica's start on a ready node to its readiness
-    min_replicas: np.ndarray  # int64
-    max_replicas: np.ndarray  # int64
-    gpus_per_replica: np.ndarray  # float64 accelerators a replica holds (a share or partition: its fraction)
-    slot_bounds: np.ndarray  # int64
-    slot_job: np.ndarray  # int64 job index of each replica slot, k = 0, 1, ... of each service
-    demand_bounds: np.ndarray  # int64
-    demand_start: np.ndarray  # float64 s: a window's start (it lasts until the service's next one)
-    demand_value: np.ndarray  # float64 demand units per second over the window
-    unit: str = ""  # what a demand unit is (e.g. "tokens/s")
-
-    @property
-    def n(self) -> int:
-        return len(self.name)
-
-    def slots(self, s: int) -> np.ndarray:
-        """Job indices of service s's replica slots, k = 0, 1, ..."""
-        return self.slot_job[self.slot_bounds[s]:self.slot_bounds[s + 1]]
-
-    def sealed(self, sealed) -> Services:
-        """These services with their demand series replaced by `sealed` (what loops get)."""
-        return replace(self, demand_start=sealed, demand_value=sealed)
-
-    @property
-    def last_window_start(self) -> float:
-        return float(self.demand_start.max())
+    def table(self, services: pa.Table, slots: pa.Table) -> pa.Table | None:
+        """Its placeholders as pods of the trace schema (None: it has no pods)."""
+        ...
 
 
 def slot_table(services: pa.Table) -> pa.Table:
