@@ -42,7 +42,7 @@ from harness.filters import groups_that_fit
 from harness.scheduler.bind import DefaultBinder
 from harness.scheduler.filter import NodeResourcesFit
 from harness.scheduler.gang import Coscheduling
-from harness.scheduler.plugin import implements
+from harness.scheduler.plugin import by_point, implements
 from harness.scheduler.queue_sort import PrioritySort, QueueSort
 from harness.scheduler.sampling import walk_feasible
 from harness.scores import ScorePlugin
@@ -113,7 +113,7 @@ class Scheduler:
         self.pre_filters = tuple(p.pre_filter for p in at["PreFilter"])
         filters = [p.filter for p in at["Filter"]]
         self.filter: Callable[..., np.ndarray] = filters[0] if len(filters) == 1 else _all_of(filters)
-        self.diagnose = next(p.reason for p in at["Filter"] if implements(p, "reason"))
+        self.diagnose = next(p.reason for p in at["Filter"] if implements(p, "reason"))  # pending reasons
         self.post_filters = tuple(p.post_filter for p in at["PostFilter"] if implements(p, "post_filter"))
         self.gang_post_filters = tuple(p.post_filter_gang for p in at["PostFilter"]
                                        if implements(p, "post_filter_gang"))
@@ -127,22 +127,14 @@ class Scheduler:
         self.score = _weighted_sum(at["Score"])
         self.reservers = at["Reserve"]
         self.reserve = self.reservers[0].on_bind if len(self.reservers) == 1 else self._reserve_all
-        self.pick_devices = self.reservers[0].pick_devices
+        self.pick_devices = next(p.pick_devices for p in self.reservers if implements(p, "pick_devices"))
         self.permits = tuple(p.permit for p in at["Permit"])
         self.on_evicted = tuple(p.evicted for p in at["Permit"] if implements(p, "evicted"))
         self.bind = at["Bind"][0].bind
 
-    #: each extension point (after QueueSort) and the hooks that register a plugin there
-    HOOKS = {"PreFilter": ("pre_filter",), "Filter": ("filter",),
-             "PostFilter": ("post_filter", "post_filter_gang", "rejects_all"), "Score": ("score",),
-             "Reserve": ("on_bind",), "Permit": ("permit",), "Bind": ("bind",)}
-
     def points(self) -> dict[str, tuple]:
-        """Each extension point's plugins, in the profile's order (every point but PreFilter,
-        PostFilter and Permit needs one)."""
-        at = {point: tuple(p for p in self.plugins.values() if any(implements(p, h) for h in hooks))
-              for point, hooks in self.HOOKS.items()}
-        return at
+        """Each extension point's plugins, in the profile's order."""
+        return by_point(self.plugins.values())
 
     def _reserve_all(self, state, w, p: int, n: int) -> None:
         for plugin in self.reservers:

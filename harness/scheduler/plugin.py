@@ -15,8 +15,9 @@ built. A point no plugin implements costs a cycle nothing.
               the members waiting at Permit; rejects_all(j): a member that fits nowhere rejects
               the members reserved with it, so the job is placed on a trial, whole or not at all
   Score       score(state, w, pod, nodes, rng) -> scores, summed by `weight` over the plugins
-  Reserve     on_bind(state, w, pod, node) records a placement (checkpoint / restore:
-              Unreserve after a trial); pick_devices(...) the devices (the first plugin)
+  Reserve     on_bind(state, w, pod, node) records a placement, checkpoint() / restore(saved)
+              forget a trial's (Unreserve); pick_devices(...) the pod's devices (the first
+              Reserve plugin that defines it; a Score plugin of harness.scores is one)
   Permit      permit(j) after the members that fit were bound; evicted(j): they were
               preempted, their wait is over
   Bind        bind(p, n, devices, on_state) puts the pod on the node (the first plugin)
@@ -24,10 +25,20 @@ built. A point no plugin implements costs a cycle nothing.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
+
+from harness.errors import ConfigError
 
 if TYPE_CHECKING:  # the framework is built of plugins: for annotations only
     from harness.scheduler.framework import Scheduler
+
+#: each extension point after QueueSort and the hooks that register a plugin there
+HOOKS = {"PreFilter": ("pre_filter",), "Filter": ("filter",),
+         "PostFilter": ("post_filter", "post_filter_gang", "rejects_all"), "Score": ("score",),
+         "Reserve": ("on_bind",), "Permit": ("permit",), "Bind": ("bind",)}
+#: the hooks a profile cannot do without, and the point they belong to
+NEEDED = {"filter": "Filter", "reason": "Filter", "score": "Score", "pick_devices": "Reserve", "bind": "Bind"}
 
 
 class Plugin:
@@ -42,3 +53,13 @@ class Plugin:
 def implements(plugin: object, hook: str) -> bool:
     """Whether the plugin defines this extension point's hook."""
     return callable(getattr(plugin, hook, None))
+
+
+def by_point(plugins: Iterable) -> dict[str, tuple]:
+    """Each extension point's plugins, in the given order; refused if a needed hook is missing."""
+    plugins = tuple(plugins)
+    at = {point: tuple(p for p in plugins if any(implements(p, h) for h in hooks)) for point, hooks in HOOKS.items()}
+    for hook, point in NEEDED.items():
+        if not any(implements(p, hook) for p in at[point]):
+            raise ConfigError("loop.scheduler", f"no {point} plugin defines `{hook}` (harness/scheduler/plugin.py)")
+    return at
