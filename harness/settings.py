@@ -178,7 +178,8 @@ RULES: dict[str, dict[str, Rule]] = {
         "queue_sort": component("harness.scheduler.queue_sort.QueueSort", "the QueueSort plugin (null: PrioritySort)",
                                 null=True),
         "*": component("harness.scheduler.plugin.Plugin", "a plugin of the profile, at every extension point it "
-                       "implements (null: none of that name)", null=True),
+                       "implements (null: none of that name), e.g. loop/scheduler/gang=NAME, "
+                       "loop/scheduler/pre_filter=waits_for_capacity", null=True),
     },
     "harness.scheduler.preemption.DefaultPreemption": {
         "min_candidate_nodes_percentage": integer("percentage of the potential nodes preemption dry-runs for "
