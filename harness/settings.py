@@ -171,10 +171,15 @@ RULES: dict[str, dict[str, Rule]] = {
                                       "update); null = 10 s", ge=0, null=True),
     },
     "harness.scheduler.framework.Scheduler": {  # also `harness.scheduler.Scheduler`, its public name
-        "waits_for_capacity": flag("a gang reserves nothing until it fits ready + booting nodes"),
         "percentage_of_nodes_to_score": integer("percentage of the nodes a cycle looks for feasible ones "
                                                 "among before scoring them (0: kube-scheduler's adaptive "
                                                 "default)", ge=0, le=100),
+        "policy": component("harness.scores.ScorePlugin", "the Score plugin (policy=NAME)"),
+        "queue_sort": component("harness.scheduler.queue_sort.QueueSort", "the QueueSort plugin (null: PrioritySort)",
+                                null=True),
+        "*": component("harness.scheduler.plugin.Plugin", "a plugin of the profile, at every extension point it "
+                       "implements (null: none of that name), e.g. loop/scheduler/gang=NAME, "
+                       "loop/scheduler/pre_filter=waits_for_capacity", null=True),
     },
     "harness.scheduler.preemption.DefaultPreemption": {
         "min_candidate_nodes_percentage": integer("percentage of the potential nodes preemption dry-runs for "

@@ -45,9 +45,10 @@ def trace(pods: list[dict]):
 GANG = {"none": NoGang, "coscheduling": Coscheduling, "atomic": Atomic}
 
 
-def separate(gang_mode: str = "coscheduling", policy=None, **autoscaler) -> SeparateLoops:
+def separate(gang_mode: str = "coscheduling", policy=None, pre_filter=None, **autoscaler) -> SeparateLoops:
+    """The separate loops; `pre_filter` a PreFilter plugin of the scheduler (WaitsForCapacity)."""
     autoscaler.setdefault("expander", Chain([Price()]))
-    return SeparateLoops(Scheduler(policy or LeastAllocated(), gang=GANG[gang_mode]()),
+    return SeparateLoops(Scheduler(policy or LeastAllocated(), gang=GANG[gang_mode](), pre_filter=pre_filter),
                          ClusterAutoscaler(scale_down=ScaleDown(), **autoscaler))
 
 

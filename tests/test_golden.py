@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from harness.scheduler.capacity import WaitsForCapacity
 from harness.scores import MostAllocated
 from tests import scenarios as sc
 
@@ -265,15 +266,14 @@ def test_interface_prefers_buys_what_the_scheduler_would_place():
 
 def test_interface_steps_on_the_gang_that_a_pool_cannot_hold():
     cl, table = gang_setup(a_atomic=False)
-    sees = sc.separate(gang_mode="none", scheduler_sees=True)
-    sees.scheduler.waits_for_capacity = True
+    sees = sc.separate(gang_mode="none", pre_filter=WaitsForCapacity(), scheduler_sees=True)
     row, _ = sc.run(table, cl, sees, horizon_s=2 * H)
     # (a) Pool a yields 3 of 4 nodes, b gives the 4th at 10 (blind to the block claim), but the
     # scheduler reserves nothing: the gang never fits one block of ready + booting nodes, so
     # no devices are held (gang_wait 0) and the pending pods keep the autoscaler buying.
     assert row["idle_accel_hours_gang_wait"] == 0.0 and row["gangs_never_started"] == 1
-    prefers = sc.separate(gang_mode="none", scheduler_sees=True, scheduler_prefers=True)
-    prefers.scheduler.waits_for_capacity = True
+    prefers = sc.separate(gang_mode="none", pre_filter=WaitsForCapacity(), scheduler_sees=True,
+                          scheduler_prefers=True)
     row, _ = sc.run(table, cl, prefers, horizon_s=2 * H)
     # (b) The whole gang is asked of its preferred pool: a (cheaper) yields 3 of 4, backed
     # off; the 3 nodes wait in block a. At 10 the gang still does not fit one block, so the

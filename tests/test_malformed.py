@@ -263,8 +263,9 @@ SETTINGS = {
         setting_err("loop.autoscaler.scale_down.count_gpu_shares", "must be true or false", "yes"),
     "loop.scheduler.gang.timeout_s=-60": setting_err("loop.scheduler.gang.timeout_s", "must be a number >= 1", -60),
     "loop.scheduler.gang.timeout_s=0": setting_err("loop.scheduler.gang.timeout_s", "must be a number >= 1", 0),
-    "loop.scheduler.waits_for_capacity=yes":
-        setting_err("loop.scheduler.waits_for_capacity", "must be true or false", "yes"),
+    "loop.scheduler.gang=yes":
+        setting_err("loop.scheduler.gang", "must be null or an instance of Plugin or a config with a _target_ that "
+                    "builds one", "yes"),
     "loop=merged loop.scan_interval_s=0": setting_err("loop.scan_interval_s", "must be a number >= 1", 0),
     "loop=merged loop.scale_down.utilization_threshold=2":
         setting_err("loop.scale_down.utilization_threshold", "must be a number in [0, 1]", 2),

@@ -21,7 +21,7 @@ from harness.loops.separate import SeparateLoops
 from harness.metrics import jobs_frame
 from harness.scheduler import Scheduler
 from harness.scheduler.gang import Coscheduling
-from harness.scheduler.preemption import DefaultPreemption, NoPreemption, pick_one
+from harness.scheduler.preemption import DefaultPreemption, pick_one
 from harness.scores import LeastAllocated
 from harness.sim import Simulation
 from harness.status import BOUND, DONE, PENDING, RUNNING
@@ -70,7 +70,7 @@ def test_without_preemption_nothing_is_evicted():
     t = trace([{**GANG, "duration_s": 7200.0}, {**GANG, "duration_s": 7200.0},
                {"job_id": "h", "gpu_count": 8, "priority": 100, "submit_s": 1800.0, "duration_s": 3600.0}])
     loop = SeparateLoops(Scheduler(LeastAllocated()), ClusterAutoscaler(scale_down=ScaleDown(), expander=Chain([Price()])))
-    assert isinstance(loop.scheduler.post_filter, NoPreemption)
+    assert not loop.scheduler.preempts and not loop.scheduler.post_filters
     row, sim = run(t, nodes(2), loop, horizon_s=14400.0)
     assert sim.acct.job_preemptions.sum() == 0 and sim.acct.preempted_lost == 0
     assert not {"preemptions", "jobs_preempted", "preempted_accel_hours_lost"} & set(row)
@@ -144,7 +144,7 @@ def test_a_waiting_gang_preempted_forgets_its_permit_timeout():
     gang.armed[0] = True
     epoch = int(gang.epoch[0])
     sched.evict(np.array([1]))
-    assert not gang.armed[0] and gang.epoch[0] == epoch + 1 and sched.preempted
+    assert not gang.armed[0] and gang.epoch[0] == epoch + 1 and sched.cycle_state.preempted
 
 
 def test_only_pods_on_a_node_can_be_evicted():
@@ -267,7 +267,7 @@ def test_only_the_preemption_loop_preempts(loop):
     built = instantiate(cfg.loop, _convert_="all")
     built = getattr(built, "inner", built)  # behind an admission layer: the loop it admits to
     scheduler = getattr(built, "scheduler", None) or built.placer
-    assert scheduler.post_filter.preempts == (loop == "separate_preemption")
+    assert scheduler.preempts == (loop == "separate_preemption")
 
 
 def test_reports_show_the_preemption_metrics():

@@ -10,8 +10,11 @@ from hydra.utils import instantiate
 from harness.config import compose
 from harness.errors import ConfigError
 from harness.scheduler import Scheduler
+from harness.scheduler.bind import DefaultBinder
+from harness.scheduler.capacity import WaitsForCapacity
 from harness.scheduler.filter import NodeResourcesFit
 from harness.scheduler.gang import Atomic, Coscheduling, NoGang
+from harness.scheduler.preemption import DefaultPreemption
 from harness.scheduler.queue_sort import PrioritySort
 from harness.scores import LeastAllocated
 from harness.sim import Simulation
@@ -32,20 +35,45 @@ def test_a_profile_builds_from_yaml(overrides, section, gang):
     cfg = compose("config", overrides)
     sched = instantiate(cfg.loop[section])
     assert isinstance(sched, Scheduler)
-    assert type(sched.gang) is gang
-    assert isinstance(sched.queue_sort, PrioritySort) and isinstance(sched.filter, NodeResourcesFit)
+    assert type(sched.plugins["gang"]) is gang
+    assert isinstance(sched.queue_sort, PrioritySort) and isinstance(sched.plugins["filter"], NodeResourcesFit)
     assert sched.waits_for_capacity == (cfg.loop.name == "separate_sees")
+
+
+@pytest.mark.parametrize("gang, points", [
+    (Coscheduling, ["PreFilter", "PostFilter", "Permit"]),
+    (Atomic, ["PostFilter"]),
+    (NoGang, []),
+])
+def test_a_gang_plugin_registers_at_the_points_it_implements(gang, points):
+    at = Scheduler(LeastAllocated(), gang=gang()).points()
+    assert [point for point, plugins in at.items() if any(type(p) is gang for p in plugins)] == points
+    assert [type(p) for p in at["Filter"]] == [NodeResourcesFit] and [type(p) for p in at["Bind"]] == [DefaultBinder]
+
+
+def test_a_profile_lists_the_plugins_of_each_point_in_its_order():
+    sched = instantiate(compose("config", ["loop=separate_preemption", "loop/scheduler/pre_filter=waits_for_capacity"])
+                        .loop.scheduler)
+    at = sched.points()
+    assert [type(p) for p in at["PreFilter"]] == [Coscheduling, WaitsForCapacity]
+    assert [type(p) for p in at["PostFilter"]] == [Coscheduling, DefaultPreemption]
+    assert at["Score"] == at["Reserve"] == (sched.policy,) and sched.preempts and sched.waits_for_capacity
+
+
+def test_a_value_that_is_no_plugin_is_refused():
+    with pytest.raises(ConfigError, match=r"loop.scheduler.gang = 'yes': must be null or an instance of Plugin"):
+        Scheduler(LeastAllocated(), gang="yes")
 
 
 def test_the_coscheduling_timeout_is_read_from_yaml():
     cfg = compose("config", ["loop.scheduler.gang.timeout_s=30"])
-    assert instantiate(cfg.loop.scheduler).gang.timeout_s == 30.0
+    assert instantiate(cfg.loop.scheduler).plugins["gang"].timeout_s == 30.0
 
 
 def test_the_coscheduling_reject_percentage_is_read_from_yaml():
-    assert instantiate(compose("config", []).loop.scheduler).gang.reject_percentage == 10  # upstream's default
+    assert instantiate(compose("config", []).loop.scheduler).plugins["gang"].reject_percentage == 10  # upstream's default
     cfg = compose("config", ["loop.scheduler.gang.reject_percentage=30"])
-    assert instantiate(cfg.loop.scheduler).gang.reject_percentage == 30
+    assert instantiate(cfg.loop.scheduler).plugins["gang"].reject_percentage == 30
 
 
 @pytest.mark.parametrize("bad", [-1, 101, 2.5])
@@ -55,9 +83,9 @@ def test_a_reject_percentage_outside_0_to_100_is_refused(bad):
 
 
 def test_the_pod_group_backoff_is_read_from_yaml_and_off_by_default():
-    assert instantiate(compose("config", []).loop.scheduler).gang.backoff_s == 0.0  # upstream's default
+    assert instantiate(compose("config", []).loop.scheduler).plugins["gang"].backoff_s == 0.0  # upstream's default
     cfg = compose("config", ["loop.scheduler.gang.backoff_s=10"])
-    assert instantiate(cfg.loop.scheduler).gang.backoff_s == 10.0
+    assert instantiate(cfg.loop.scheduler).plugins["gang"].backoff_s == 10.0
     with pytest.raises(ConfigError, match=r"loop.scheduler.gang.backoff_s = -1: must be a number >= 0"):
         Coscheduling(backoff_s=-1)
 
@@ -204,5 +232,5 @@ def test_atomic_post_filter_rejects_the_whole_gang_at_once():
 
 
 def test_waits_for_capacity_pre_filter_reserves_nothing_until_the_gang_fits():
-    sim, _ = gang_on(1, NoGang(), waits_for_capacity=True)
+    sim, _ = gang_on(1, NoGang(), pre_filter=WaitsForCapacity())
     assert sim.pod_status.tolist() == [PENDING, PENDING]

@@ -235,7 +235,7 @@ class MergedLoop:
                 return self._provision_for(j)
         for p, n, gpu_idx in plan:
             sim.bind(p, n, gpu_idx)
-            self.placer.policy.on_bind(sim.state, sim.w, p, n)  # e.g. GpuClustering tags planned pods
+            self.placer.reserve(sim.state, sim.w, p, n)  # Reserve: e.g. GpuClustering tags planned pods
         self.demand_milli -= self._fits_pool(pods) @ self.pod_milli[pods]  # planned: no longer queued
         return True
 

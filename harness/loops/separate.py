@@ -35,7 +35,7 @@ class SeparateLoops:
         """The autoscaler's family, with the scheduler's switches among its own."""
         d = self.autoscaler.describe()
         mine = ((GANGS_WAIT,) if self.scheduler.waits_for_capacity else ()) + (
-            (PREEMPTION,) if self.scheduler.post_filter.preempts else ())
+            (PREEMPTION,) if self.scheduler.preempts else ())
         return replace(d, switches=tuple(sorted(d.switches + mine, key=lambda s: s.rank)))
 
     def attach(self, sim: SimulationView) -> None:

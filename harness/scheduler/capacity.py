@@ -5,21 +5,18 @@ As upstream Coscheduling's PreFilter checks a PodGroup's resources against the c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from harness.filters import groups_that_fit
+from harness.scheduler.plugin import Plugin
 from harness.status import BOOTING
 
-if TYPE_CHECKING:
-    from harness.scheduler.framework import Scheduler
 
+class WaitsForCapacity(Plugin):
+    """A PreFilter plugin (loop/scheduler/pre_filter=waits_for_capacity)."""
 
-class WaitsForCapacity:
-    def attach(self, scheduler: Scheduler) -> None:
-        self.scheduler = scheduler
-        self.sim = scheduler.sim
+    #: the scheduler sees in-flight capacity (a switch of the loop's description)
+    waits_for_capacity = True
 
     def pre_filter(self, j: int, usable: np.ndarray, group: int) -> int | None:
         """The group (rack or block, -1 = anywhere) job j's pods may use in this cycle, given

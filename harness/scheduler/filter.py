@@ -13,6 +13,7 @@ import numpy as np
 from numba import njit
 
 from harness.filters import feasible, pod_rule
+from harness.scheduler.plugin import Plugin
 from harness.state import WHOLE, ClusterState
 from harness.status import PendingReason
 from harness.workload import Workload
@@ -33,7 +34,7 @@ class Filter(Protocol):
         ...
 
 
-class NodeResourcesFit:
+class NodeResourcesFit(Plugin):
     """Room for the pod: CPU, memory, GPU model, shares per device, partition profile and
     topology claims (NVLink, NUMA, NIC per GPU), as `harness.filters.feasible` checks them."""
 

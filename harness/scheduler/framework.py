@@ -1,21 +1,29 @@
-"""The scheduler framework: one cycle through named extension points, as kube-scheduler's.
+"""The scheduler framework: one cycle through the extension points, each a list of plugins,
+as kube-scheduler's (pkg/scheduler/framework/runtime/framework.go).
 
-It only ever places pods on nodes that exist and are ready. A profile (conf/loop/*.yaml,
-`scheduler:`) names a plugin per extension point:
+It only ever places pods on nodes that exist and are ready. A profile
+(conf/loop/scheduler/default.yaml, the `scheduler:` of a loop) has one QueueSort plugin and
+names its other plugins; each is registered at every extension point whose hook it defines
+(harness/scheduler/plugin.py says the hooks), in the profile's order:
 
   QueueSort   `queue_sort` (harness.scheduler.queue_sort): the order of the queued jobs;
-  PreFilter   `waits_for_capacity` (harness.scheduler.capacity): a gang may wait for capacity;
+  PreFilter   `gang` (Coscheduling: a PodGroup backoff), `pre_filter` (WaitsForCapacity:
+              a gang reserves nothing until it fits ready plus booting nodes);
   Filter      `filter` (harness.scheduler.filter): a mask of the nodes that can take a pod;
-  PostFilter  `gang` (harness.scheduler.gang): does a member that fits nowhere reject the
-              members reserved with it (Atomic: all in one cycle; Coscheduling: when the gap
-              to quorum exceeds its reject percentage) or not (NoGang)? And before that,
-              `post_filter` (harness.scheduler.preemption): may a pod that fits nowhere evict
-              pods of lower priority to make room (DefaultPreemption) or not (NoPreemption)?
-  Score       `policy` (harness.scores): an array of scores over the feasible nodes, weighted;
-  Reserve     the policy picks the devices (`pick_devices`) and records the placement
+  PostFilter  `post_filter` (DefaultPreemption, harness.scheduler.preemption): may a pod that
+              fits nowhere evict pods of lower priority to make room? Then `gang`
+              (harness.scheduler.gang): does a member that fits nowhere reject the members
+              reserved with it (Atomic: all in one cycle; Coscheduling: when the gap to quorum
+              exceeds its reject percentage)?
+  Score       `policy` (harness.scores): an array of scores over the feasible nodes;
+  Reserve     `policy` picks the devices (`pick_devices`) and records the placement
               (`on_bind`); Unreserve: a trial rolls back (`checkpoint` / `restore`);
-  Permit      `gang`: what bound members wait for (none, a timeout, all in one cycle);
-  Bind        `Simulation.bind`.
+  Permit      `gang`: what bound members wait for (Coscheduling: a timeout);
+  Bind        `binder` (harness.scheduler.bind.DefaultBinder): `Simulation.bind`.
+
+The lists are made once, when the profile is built: a point no plugin implements is skipped,
+and a point of one plugin calls it directly. What a cycle learns (which pod shapes found no
+node, the pending reasons, whether it preempted) is its `CycleState`, forgotten when it ends.
 
 A job that found no room is retried only when the cluster's capacity changes (a node becomes
 ready or a pod releases resources; like kube-scheduler's QueueingHints), and within one cycle
@@ -25,15 +33,16 @@ claims (one rack / one block) restrict all members to one group of nodes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from harness.filters import groups_that_fit
-from harness.scheduler.capacity import WaitsForCapacity
-from harness.scheduler.filter import Filter, NodeResourcesFit
-from harness.scheduler.gang import Coscheduling, Gang
-from harness.scheduler.preemption import NoPreemption
+from harness.scheduler.bind import DefaultBinder
+from harness.scheduler.filter import NodeResourcesFit
+from harness.scheduler.gang import Coscheduling
+from harness.scheduler.plugin import by_point, implements
 from harness.scheduler.queue_sort import PrioritySort, QueueSort
 from harness.scheduler.sampling import walk_feasible
 from harness.scores import ScorePlugin
@@ -63,32 +72,82 @@ def num_feasible_nodes_to_find(percentage: int, n_all: int) -> int:
     return max(n_all * percentage // 100, MIN_FEASIBLE_NODES)
 
 
-class Scheduler:
-    """A scheduling profile: the plugins of each extension point, and the cycle that runs them."""
+class CycleState:
+    """What one cycle learns, forgotten when it ends (upstream's CycleState): the failure keys
+    it found (`_failed_key` -> fewest pods of it that found no place), the pending reasons by
+    reason key, and whether it preempted."""
 
-    def __init__(self, policy: ScorePlugin, gang: Gang | None = None, queue_sort: QueueSort | None = None,
-                 filter: Filter | None = None, waits_for_capacity: bool = False,
-                 percentage_of_nodes_to_score: int = 0, post_filter: NoPreemption | None = None):
-        check("harness.scheduler.Scheduler", "loop.scheduler", waits_for_capacity=waits_for_capacity,
-              percentage_of_nodes_to_score=percentage_of_nodes_to_score)
+    __slots__ = ("failed", "reasons", "preempted")
+
+    def __init__(self) -> None:
+        self.failed: dict[tuple, int] = {}
+        self.reasons: dict[int, int] = {}
+        self.preempted = False
+
+
+def default_plugins() -> dict[str, Any]:
+    """The plugins of a profile that names none of its own (upstream's default profile, here
+    with Coscheduling): a name the profile gives replaces the default of that name."""
+    return {"gang": Coscheduling(), "filter": NodeResourcesFit(), "binder": DefaultBinder()}
+
+
+class Scheduler:
+    """A scheduling profile: its plugins, listed per extension point, and the cycle that runs them."""
+
+    def __init__(self, policy: ScorePlugin, queue_sort: QueueSort | None = None,
+                 percentage_of_nodes_to_score: int = 0, **plugins):
+        """`policy` is the Score plugin named `policy` (the global `policy=`); `plugins` the
+        others by name (gang=..., post_filter=..., pre_filter=..., ...), after the defaults
+        (`default_plugins`) in their order; None drops a default."""
+        check("harness.scheduler.Scheduler", "loop.scheduler", policy=policy, queue_sort=queue_sort,
+              percentage_of_nodes_to_score=percentage_of_nodes_to_score, **plugins)
         self.percentage_of_nodes_to_score = int(percentage_of_nodes_to_score)
-        self.policy = policy
-        self.gang = gang if gang is not None else Coscheduling()
         self.queue_sort = queue_sort if queue_sort is not None else PrioritySort()
-        self.filter = filter if filter is not None else NodeResourcesFit()
-        self.waits_for_capacity = bool(waits_for_capacity)
-        self.post_filter = post_filter if post_filter is not None else NoPreemption()
+        named = {"policy": policy, **default_plugins()}
+        named.update(plugins)
+        #: by name, in the profile's order; a plugin's hooks are found by name (`implements`)
+        self.plugins: dict[str, Any] = {name: plugin for name, plugin in named.items() if plugin is not None}
+        self.policy = policy
+        at = self.points()
+        # hooks of one plugin are called directly; empty points are skipped
+        self.pre_filters = tuple(p.pre_filter for p in at["PreFilter"])
+        filters = [p.filter for p in at["Filter"]]
+        self.filter: Callable[..., np.ndarray] = filters[0] if len(filters) == 1 else _all_of(filters)
+        self.diagnose = next(p.reason for p in at["Filter"] if implements(p, "reason"))  # pending reasons
+        self.post_filters = tuple(p.post_filter for p in at["PostFilter"] if implements(p, "post_filter"))
+        self.gang_post_filters = tuple(p.post_filter_gang for p in at["PostFilter"]
+                                       if implements(p, "post_filter_gang"))
+        rejects_all = [p.rejects_all for p in at["PostFilter"] if implements(p, "rejects_all")]
+        self.rejects_all = rejects_all[0] if len(rejects_all) == 1 else (
+            (lambda j: any(r(j) for r in rejects_all)) if rejects_all else None)
+        #: a PostFilter may evict pods (a failure then holds only at the pod's priority)
+        self.preempts = any(getattr(p, "preempts", False) for p in at["PostFilter"])
+        #: a PreFilter lets a gang wait for in-flight capacity (the loop's GANGS_WAIT switch)
+        self.waits_for_capacity = any(getattr(p, "waits_for_capacity", False) for p in at["PreFilter"])
+        self.score = _weighted_sum(at["Score"])
+        self.reservers = at["Reserve"]
+        self.reserve = self.reservers[0].on_bind if len(self.reservers) == 1 else self._reserve_all
+        self.pick_devices = next(p.pick_devices for p in self.reservers if implements(p, "pick_devices"))
+        self.permits = tuple(p.permit for p in at["Permit"])
+        self.on_evicted = tuple(p.evicted for p in at["Permit"] if implements(p, "evicted"))
+        self.bind = at["Bind"][0].bind
+
+    def points(self) -> dict[str, tuple]:
+        """Each extension point's plugins, in the profile's order."""
+        return by_point(self.plugins.values())
+
+    def _reserve_all(self, state, w, p: int, n: int) -> None:
+        for plugin in self.reservers:
+            plugin.on_bind(state, w, p, n)
 
     def attach(self, sim: SimulationView) -> None:
         self.sim = sim
         w = sim.w
         sim.order_queue(self.queue_sort)
-        self.pre_filter: list[WaitsForCapacity] = [WaitsForCapacity()] if self.waits_for_capacity else []
-        self.gang.attach(self)
-        self.post_filter.attach(self)
-        self.preempted = False  # pods were evicted in this cycle
-        for plugin in self.pre_filter:
-            plugin.attach(self)
+        for plugin in self.plugins.values():
+            if implements(plugin, "attach"):
+                plugin.attach(self)
+        self.cycle_state = CycleState()
         self.tried_at = np.full(w.n_jobs, -1, np.int64)  # capacity version of the last failure
         self.admissions = np.zeros(w.n_jobs, np.int32)  # sim.job_admissions when last seen queued
         self.job_size = np.diff(w.job_bounds)
@@ -96,7 +155,6 @@ class Scheduler:
         lo, hi = np.minimum.reduceat(w.shape[pods], starts), np.maximum.reduceat(w.shape[pods], starts)
         self.job_uniform = lo == hi  # a job's pods are all of one shape (a placement keeps it so)
         self.job_first_pod = pods[starts]
-        self.reasons: dict = {}
         self.any_tainted = False
         self.seen = (-1, -1, -1)
         #: node -> -1 usable, below -1 tainted (unschedulable, e.g. Karpenter disrupting it);
@@ -114,47 +172,47 @@ class Scheduler:
         self.bookings += 1
 
     def evict(self, pods: np.ndarray) -> None:
-        """Preempt these pods (their gangs whole, `Simulation.evict`); the gang plugin forgets
-        what the evicted jobs waited for."""
+        """Preempt these pods (their gangs whole, `Simulation.evict`); the Permit plugins
+        forget what the evicted jobs waited for."""
         self.sim.evict(pods)
         for j in np.unique(self.sim.w.job[pods]).tolist():
-            self.gang.evicted(j)
-        self.preempted = True
+            for evicted in self.on_evicted:
+                evicted(j)
+        self.cycle_state.preempted = True
 
     # ---- the cycle ---------------------------------------------------------------------
     def cycle(self, now: float) -> None:
         """Try every queued job whose situation changed since its last failure; after a cycle
         that preempted, once more at once for the victims (upstream requeues them at once)."""
-        self.preempted = False
-        self._cycle(now)
-        if self.preempted:
+        if self._cycle(now):
             self.seen = (-1, -1, -1)
             self._cycle(now)
 
-    def _cycle(self, now: float) -> None:
+    def _cycle(self, now: float) -> bool:
+        """One pass over the queue with a new CycleState; whether it preempted."""
         sim = self.sim
         st = sim.state
         key = (st.version, sim.arrived_version, st.layout_version)
         if key == self.seen:
-            return
+            return False
         if not sim.queue:  # nothing waits: only remember that capacity was seen
             st.take_grown()
             self.seen = key
-            return
+            return False
         relabel = key[2] != self.seen[2]  # nodes came, went or became ready: reasons may change
         if self.usable_key != (st.layout_version, self.bookings):  # ready nodes or bookings changed
             self.usable_key = (st.layout_version, self.bookings)
             self.free_ready = st.ready & (self.booked_for == -1)  # not tainted
             self.any_tainted = bool((self.booked_for != -1).any())
             self.booting_slots = np.flatnonzero(st.status == BOOTING)  # pending reasons: room on its way
-        self.reasons = {}  # per-cycle cache of pending reasons by shape
+        cs = self.cycle_state = CycleState()
         jobs = sim.queued_jobs()
         back = sim.job_admissions[jobs] != self.admissions[jobs]
         if back.any():  # let through again by an admission layer: new pods, whatever failed before
             self.tried_at[jobs[back]] = -1
             self.admissions[jobs[back]] = sim.job_admissions[jobs[back]]
         self._skip_unhelped(jobs)
-        failed: dict[tuple, int] = {}  # failure key -> fewest pods of it that found no place
+        failed = cs.failed
         retry = self.tried_at[jobs] != st.version
         # jobs with pods still pending after this cycle whose reason may have changed
         waiting = jobs[~retry].tolist() if relabel else []
@@ -163,7 +221,8 @@ class Scheduler:
                 self.tried_at[j] = st.version
                 waiting.append(j)
                 continue
-            place = self._place_atomic if self.gang.rejects_all(j) else self._place_incremental
+            atomic = self.rejects_all is not None and self.rejects_all(j)
+            place = self._place_atomic if atomic else self._place_incremental
             placed = place(j, failed)
             self.tried_at[j] = -1 if placed else st.version  # an evicted job comes back new
             if not placed:
@@ -171,6 +230,7 @@ class Scheduler:
         if waiting:
             self._relabel(waiting)
         self.seen = (st.version, sim.arrived_version, st.layout_version)
+        return cs.preempted
 
     def _skip_unhelped(self, jobs: np.ndarray) -> None:
         """Like kube-scheduler's QueueingHints: a job that failed is worth retrying only if
@@ -204,7 +264,7 @@ class Scheduler:
                           np.int64, len(pods))
         reps = pods[np.unique(row, return_index=True)[1]] if len(shape_row) > 1 else pods[:1]
         at = int(nodes[0]) if len(nodes) == 1 else nodes  # one node: the filter on scalars is quicker
-        fits = np.array([self.filter.filter(st, w, p, self.free_ready, at=at) for p in reps.tolist()],
+        fits = np.array([self.filter(st, w, p, self.free_ready, at=at) for p in reps.tolist()],
                         bool).reshape(len(reps), len(nodes))[row]  # pod x node
         # the rack or block that placed members of a local gang restrict the others to
         loc, anchor = w.job_locality[stale], sim.job_anchor[stale]
@@ -245,10 +305,10 @@ class Scheduler:
 
     def _reason(self, key: int, p: int) -> int:
         """Why pod p (of reason key `key`) is pending; pods alike share the verdict in a cycle."""
-        reason = self.reasons.get(key)
+        reasons = self.cycle_state.reasons
+        reason = reasons.get(key)
         if reason is None:
-            reason = self.reasons[key] = self.filter.reason(self.sim.state, self.sim.w, p, self.free_ready,
-                                                            self.booting_slots)
+            reason = reasons[key] = self.diagnose(self.sim.state, self.sim.w, p, self.free_ready, self.booting_slots)
         return reason
 
     def usable(self, j: int) -> np.ndarray:
@@ -266,7 +326,7 @@ class Scheduler:
         if len(cand) == 0:
             return -1
         if len(cand) > 1:
-            s = self.policy.score(self.sim.state, self.sim.w, p, cand, self.sim.rng)
+            s = self.score(self.sim.state, self.sim.w, p, cand, self.sim.rng)
             cand = cand[s >= s.max()]
         return int(cand[np.argmin(self.sim.node_rank[cand])])
 
@@ -315,7 +375,7 @@ class Scheduler:
         place). When pods may preempt, the failure holds only at the job's priority."""
         w = self.sim.w
         loc = int(w.job_locality[j]) if group >= 0 or group == GANG else 0
-        return shape, loc, group, int(w.job_priority[j]) if self.post_filter.preempts else 0
+        return shape, loc, group, int(w.job_priority[j]) if self.preempts else 0
 
     def _place_atomic(self, j: int, failed: dict[tuple, int]) -> bool:
         """A gang of one shape fails exactly when no group's exact count (`fits_on`) reaches
@@ -345,7 +405,7 @@ class Scheduler:
                 failed[self._failed_key(j, int(shapes[0]))] = 1
             return False
         for p, n, gpu_idx in plan:
-            sim.bind(p, n, gpu_idx, on_state=True)
+            self.bind(p, n, gpu_idx, on_state=True)
         return True
 
     def try_place(self, pods: np.ndarray, usable: np.ndarray, keep: bool = False) -> list | None:
@@ -355,24 +415,25 @@ class Scheduler:
         Returns [(pod, node, gpus)] if every pod found a node, else None."""
         st, w = self.sim.state, self.sim.w
         st.fork()
-        saved = self.policy.checkpoint()
+        saved = [plugin.checkpoint() for plugin in self.reservers]
         plan = []
         ok = True
         for p in pods:
             p = int(p)
-            n = self.choose(p, self.filter.filter(st, w, p, usable))
+            n = self.choose(p, self.filter(st, w, p, usable))
             if n < 0:
                 ok = False
                 break
-            gpu_idx = self.policy.pick_devices(st, w, p, n)
+            gpu_idx = self.pick_devices(st, w, p, n)
             st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
-            self.policy.on_bind(st, w, p, n)
+            self.reserve(st, w, p, n)
             plan.append((p, n, gpu_idx))
         if ok and keep:
             st.keep()
             return plan
         st.revert()  # a trial is not a change: the state and its cache keys are as before
-        self.policy.restore(saved)
+        for plugin, mark in zip(self.reservers, saved, strict=True):
+            plugin.restore(mark)
         return plan if ok else None
 
     # ---- members bind as they fit, then Permit (NoGang, Coscheduling) -------------------
@@ -384,10 +445,8 @@ class Scheduler:
         anchor = sim.job_anchor[j]
         # the rack or block the job's placed members restrict it to
         group = int(groups[anchor]) if groups is not None and anchor >= 0 else -1
-        if not self.gang.admits(j):  # PreFilter of the gang plugin (a PodGroup backoff)
-            return False
-        for plugin in self.pre_filter:  # e.g. reserve only where the whole gang will fit
-            where = plugin.pre_filter(j, usable, group)
+        for pre_filter in self.pre_filters:  # e.g. a PodGroup backoff; reserve only where the gang fits
+            where = pre_filter(j, usable, group)
             if where is None:
                 return False
             group = where
@@ -398,23 +457,34 @@ class Scheduler:
                 all_placed = False
                 continue
             allowed = usable if group < 0 else usable & (groups == group)
-            n = self.choose(p, self.filter.filter(st, w, p, allowed))
-            if n < 0:  # PostFilter: a node where evicting lower-priority pods makes room
-                n = self.post_filter.preempt(p, allowed)
-                if n >= 0:
-                    failed.clear()  # the victims' gangs freed capacity elsewhere too
+            n = self.choose(p, self.filter(st, w, p, allowed))
+            if n < 0:  # PostFilter: e.g. a node where evicting lower-priority pods makes room
+                for post_filter in self.post_filters:
+                    n = post_filter(p, allowed)
+                    if n >= 0:
+                        failed.clear()  # the victims' gangs freed capacity elsewhere too
+                        break
             if n < 0:  # no pod of this shape will find a node there this cycle
                 failed[self._failed_key(j, shape, group)] = 1
                 all_placed = False
                 continue
-            sim.bind(p, n, self.policy.pick_devices(st, w, p, n))
-            self.policy.on_bind(st, w, p, n)
+            self.bind(p, n, self.pick_devices(st, w, p, n))
+            self.reserve(st, w, p, n)
             if groups is not None and group < 0:
                 group = int(groups[n])
-        self.gang.permit(j)
-        if not all_placed and self.gang.post_filter(j):  # PostFilter released the waiting members:
+        for permit in self.permits:
+            permit(j)
+        if not all_placed and self._released(j):  # PostFilter released the waiting members:
             failed.clear()  # capacity grew, so what failed in this cycle may fit now
         return all_placed
+
+    def _released(self, j: int) -> bool:
+        """The gang PostFilters, after a member of job j fit nowhere: whether one of them
+        released the members waiting at Permit."""
+        released = False
+        for post_filter in self.gang_post_filters:
+            released |= post_filter(j)
+        return released
 
     # ---- why a pod is still pending ---------------------------------------------------
     def _reason_key(self, pods):
@@ -422,3 +492,27 @@ class Scheduler:
         w = self.sim.w
         j = w.job[pods]
         return (w.shape[pods].astype(np.int64) * 3 + w.job_locality[j]) * 2 + (w.job_min_member[j] > 1)
+
+
+def _all_of(filters: list) -> Callable[..., np.ndarray]:
+    """The Filter point of several plugins: a node passes every one of them."""
+    def passes(state, w, pod, usable, at=None):
+        mask = filters[0](state, w, pod, usable, at=at)
+        for more in filters[1:]:
+            mask = mask & more(state, w, pod, usable, at=at)
+        return mask
+    return passes
+
+
+def _weighted_sum(plugins: tuple) -> Callable[..., np.ndarray]:
+    """The Score point: one plugin's scores as they are; of several, the sum of weight x score
+    (upstream's framework weighs each Score plugin)."""
+    if len(plugins) == 1:
+        return plugins[0].score
+
+    def total(state, w, pod, nodes, rng):
+        out = np.zeros(len(nodes))
+        for plugin in plugins:
+            out += plugin.weight * plugin.score(state, w, pod, nodes, rng)
+        return out
+    return total

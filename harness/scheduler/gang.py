@@ -1,4 +1,4 @@
-"""Gang plugins: the Permit and PostFilter extension points for a job's pods.
+"""Gang plugins: how a job's pods wait for each other, at PreFilter, Permit and PostFilter.
 
 A job's pods are tried together in a cycle. After the members that found a node are bound
 (Reserve, then Bind: they hold their devices), Permit says what they wait for; a gang starts
@@ -7,7 +7,7 @@ Coscheduling's quorum). When a member finds no node, PostFilter says whether the
 reserved with it are rejected; a job whose PostFilter rejects before anything is reserved
 (`rejects_all`) is placed on a trial of the state, kept only if every member fits.
 
-  NoGang        members bind one by one as they fit and hold their devices while waiting;
+  NoGang        no point: members bind one by one as they fit and hold their devices while waiting;
   Coscheduling  scheduler-plugins Coscheduling: Permit waits up to `timeout_s` for the gang
                 to start, then releases every member (PermitWaitingTimeSeconds, 60 s by
                 default); PostFilter releases the waiting members at once when a member found
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from harness.scheduler.plugin import Plugin
 from harness.settings import check
 from harness.status import BOUND
 
@@ -31,39 +32,12 @@ if TYPE_CHECKING:
     from harness.scheduler.framework import Scheduler
 
 
-class Gang:
-    """Base plugin: Permit allows at once and PostFilter rejects nothing (= NoGang)."""
-
-    def attach(self, scheduler: Scheduler) -> None:
-        self.scheduler = scheduler
-        self.sim = scheduler.sim
-
-    def rejects_all(self, j: int) -> bool:
-        """PostFilter: whether a member of job j that finds no node rejects the members
-        reserved with it in the cycle (asked before the job is placed, to place it on a trial)."""
-        return False
-
-    def admits(self, j: int) -> bool:
-        """PreFilter: whether job j's pods may be tried in this cycle."""
-        return True
-
-    def permit(self, j: int) -> None:
-        """Permit, after the members of job j that fit were bound one by one."""
-
-    def post_filter(self, j: int) -> bool:
-        """PostFilter, after some member of job j found no node in this cycle (the others
-        that fit are bound): whether it released the members waiting in Permit."""
-        return False
-
-    def evicted(self, j: int) -> None:
-        """Job j's members were preempted: whatever they waited for in Permit is over."""
+class NoGang(Plugin):
+    """Members bind as they fit and hold their devices until the gang can start: the plugin of
+    no extension point (loop/scheduler/gang=none)."""
 
 
-class NoGang(Gang):
-    """Members bind as they fit and hold their devices until the gang can start."""
-
-
-class Coscheduling(Gang):
+class Coscheduling(Plugin):
     """Permit waits `timeout_s` for a partly bound gang to start, then releases it; PostFilter
     releases it at once when a member fits nowhere and the gap to quorum is too wide."""
 
@@ -80,13 +54,14 @@ class Coscheduling(Gang):
         self.epoch = np.zeros(self.sim.w.n_jobs, np.int64)  # bumps when the job's members are released
         self.denied_until = np.full(self.sim.w.n_jobs, -np.inf)  # PodGroup backoff after a PostFilter rejection
 
-    def admits(self, j: int) -> bool:
-        """PreFilter: a gang rejected by PostFilter less than backoff_s ago "failed recently".
+    def pre_filter(self, j: int, usable: np.ndarray, group: int) -> int | None:
+        """A gang rejected by PostFilter less than backoff_s ago "failed recently" (None).
         No clock of its own: a cycle runs only when something changed, so the gang is next
         tried at the first change after the backoff (upstream: an event that requeues it)."""
-        return self.sim.now >= self.denied_until[j]
+        return group if self.sim.now >= self.denied_until[j] else None
 
     def permit(self, j: int) -> None:
+        """Wait `timeout_s` for the gang to start, once some member of it is bound."""
         sim = self.sim
         if (not self.armed[j] and math.isnan(sim.job_started[j])
                 and (sim.pod_status[sim.w.job_pods[j]] == BOUND).any()):
@@ -98,10 +73,11 @@ class Coscheduling(Gang):
         share of min_member exceeds reject_percentage (integers: no rounding at exactly 10 %)."""
         return assigned < min_member and (min_member - assigned) * 100 > self.reject_percentage * min_member
 
-    def post_filter(self, j: int) -> bool:
-        """Reject the waiting members now. Upstream tries a group's pods one by one and Permit
-        sends the failed siblings back to the active queue, so the last PostFilter sees every
-        member that could be assigned: the rule is applied once, after the job's attempt."""
+    def post_filter_gang(self, j: int) -> bool:
+        """Reject the waiting members now (True: they were released). Upstream tries a group's
+        pods one by one and Permit sends the failed siblings back to the active queue, so the
+        last PostFilter sees every member that could be assigned: the rule is applied once,
+        after the job's attempt."""
         sim = self.sim
         if not (self.armed[j] and self.rejects(int(sim.job_placed[j]), int(sim.w.job_min_member[j]))):
             return False
@@ -130,7 +106,7 @@ class Coscheduling(Gang):
         self.scheduler.back_off(j)
 
 
-class Atomic(Gang):
+class Atomic(Plugin):
     """A gang's members are placed all in one cycle, or none is."""
 
     def rejects_all(self, j: int) -> bool:

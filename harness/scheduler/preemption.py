@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from harness.errors import ConfigError
+from harness.scheduler.plugin import Plugin
 from harness.settings import check
 from harness.state import WHOLE
 from harness.status import BOUND, RUNNING
@@ -46,23 +47,15 @@ if TYPE_CHECKING:
 PRIORITY_OFFSET = 1 << 31
 
 
-class NoPreemption:
-    """PostFilter without preemption: a pod that fits nowhere stays pending."""
-
-    #: whether `preempt` may evict pods (a failure then depends on the pod's priority)
-    preempts = False
-
-    def attach(self, scheduler: Scheduler) -> None:
-        self.scheduler = scheduler
-
-    def preempt(self, p: int, usable: np.ndarray) -> int:
-        """The node pod p may bind to after victims were evicted for it, or -1."""
-        return -1
+class NoPreemption(Plugin):
+    """No preemption, the plugin of no extension point: a pod that fits nowhere stays pending
+    (loop/scheduler/post_filter=none)."""
 
 
-class DefaultPreemption(NoPreemption):
-    """kube-scheduler's DefaultPreemption (module docstring)."""
+class DefaultPreemption(Plugin):
+    """kube-scheduler's DefaultPreemption (module docstring), a PostFilter plugin."""
 
+    #: `post_filter` may evict pods (a failure then depends on the pod's priority)
     preempts = True
 
     def __init__(self, min_candidate_nodes_percentage: int = 10, min_candidate_nodes_absolute: int = 100):
@@ -78,9 +71,12 @@ class DefaultPreemption(NoPreemption):
 
     def attach(self, scheduler: Scheduler) -> None:
         super().attach(scheduler)
-        self.sim = scheduler.sim
         self.rng = np.random.default_rng([self.sim.seed, 3])  # the offset's own stream
         self.sim.allow_preemption()
+
+    def post_filter(self, p: int, usable: np.ndarray) -> int:
+        """PostFilter: pod p fits nowhere; preempt for it."""
+        return self.preempt(p, usable)
 
     def num_candidates(self, n_potential: int) -> int:
         """calculateNumCandidates: `percentage` % of the potential nodes, at least `absolute`,
@@ -156,7 +152,7 @@ class DefaultPreemption(NoPreemption):
         st.fork()
         for q in pods.tolist():
             self._move(q, n, bind=False)
-        fits = self.scheduler.filter.filter
+        fits = self.scheduler.filter
         if not fits(st, w, p, usable, at=n):
             st.revert()
             return None

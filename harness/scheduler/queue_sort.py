@@ -8,11 +8,12 @@ first, and ties go to the lower job index.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from harness.workload import Workload
 
 
+@runtime_checkable
 class QueueSort(Protocol):
     def key(self, w: Workload, j: int) -> tuple:
         """Where job j goes in the queue (smaller first), as it enters it."""

@@ -53,7 +53,7 @@ class Overprovisioning:
             raise ConfigError("buffer", f"overprovisioning needs the separate loops without Kueue (loop "
                                         f"'{loop.name}'): placeholders are preempted by kube-scheduler's "
                                         "DefaultPreemption")
-        if not loop.scheduler.post_filter.preempts:
+        if not loop.scheduler.preempts:
             raise ConfigError("loop.scheduler.post_filter", f"loop '{loop.name}' does not preempt: overprovisioning "
                                                             "needs loop/scheduler/post_filter=default_preemption")
         lowest = int(pc.min(services.column("priority")).as_py())

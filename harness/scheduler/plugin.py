@@ -1,0 +1,65 @@
+"""What a scheduler plugin is: an object registered at every extension point whose hook it
+defines, as a Go plugin of kube-scheduler is at every point whose interface it implements
+(a profile's `multiPoint`). A profile names its plugins (conf/loop/scheduler/default.yaml);
+the framework (framework.py) lists them per point, in the profile's order, once, when it is
+built. A point no plugin implements costs a cycle nothing.
+
+  PreFilter   pre_filter(j, usable, group) -> group | None   may job j's pods be tried (None:
+              not in this cycle), and in which rack or block (-1: anywhere)
+  Filter      filter(state, w, pod, usable, at=None) -> mask  the nodes that can take the pod
+              (every Filter plugin must pass); reason(...) says why a pod fits nowhere (the
+              first Filter plugin that defines it)
+  PostFilter  post_filter(p, usable) -> node | -1    a pod that fits nowhere: a node made free
+              for it (e.g. by preemption; `preempts` says it may evict); post_filter_gang(j)
+              -> bool, after a job's attempt in which a member fit nowhere: whether it released
+              the members waiting at Permit; rejects_all(j): a member that fits nowhere rejects
+              the members reserved with it, so the job is placed on a trial, whole or not at all
+  Score       score(state, w, pod, nodes, rng) -> scores, summed by `weight` over the plugins
+  Reserve     on_bind(state, w, pod, node) records a placement, checkpoint() / restore(saved)
+              forget a trial's (Unreserve); pick_devices(...) the pod's devices (the first
+              Reserve plugin that defines it; a Score plugin of harness.scores is one)
+  Permit      permit(j) after the members that fit were bound; evicted(j): they were
+              preempted, their wait is over
+  Bind        bind(p, n, devices, on_state) puts the pod on the node (the first plugin)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from harness.errors import ConfigError
+
+if TYPE_CHECKING:  # the framework is built of plugins: for annotations only
+    from harness.scheduler.framework import Scheduler
+
+#: each extension point after QueueSort and the hooks that register a plugin there
+HOOKS = {"PreFilter": ("pre_filter",), "Filter": ("filter",),
+         "PostFilter": ("post_filter", "post_filter_gang", "rejects_all"), "Score": ("score",),
+         "Reserve": ("on_bind",), "Permit": ("permit",), "Bind": ("bind",)}
+#: the hooks a profile cannot do without, and the point they belong to
+NEEDED = {"filter": "Filter", "reason": "Filter", "score": "Score", "pick_devices": "Reserve", "bind": "Bind"}
+
+
+class Plugin:
+    """A plugin of the framework (not a Score plugin: those are the policies of harness.scores).
+    `attach` gives it the scheduler and the simulation before the replay starts."""
+
+    def attach(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+        self.sim = scheduler.sim
+
+
+def implements(plugin: object, hook: str) -> bool:
+    """Whether the plugin defines this extension point's hook."""
+    return callable(getattr(plugin, hook, None))
+
+
+def by_point(plugins: Iterable) -> dict[str, tuple]:
+    """Each extension point's plugins, in the given order; refused if a needed hook is missing."""
+    plugins = tuple(plugins)
+    at = {point: tuple(p for p in plugins if any(implements(p, h) for h in hooks)) for point, hooks in HOOKS.items()}
+    for hook, point in NEEDED.items():
+        if not any(implements(p, hook) for p in at[point]):
+            raise ConfigError("loop.scheduler", f"no {point} plugin defines `{hook}` (harness/scheduler/plugin.py)")
+    return at
