@@ -1,0 +1,61 @@
+"""The discrete-event core: a clock, a heap of scheduled calls and the run loop, no domain.
+
+As simpy's core: `at` schedules a call at an instant (calls at one instant run in the order
+they were scheduled), `advance_to` moves the clock and runs what is due, `run_until` alternates
+that with a driver's steps until a horizon. What the calls do is the caller's.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+
+class Engine:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._heap: list = []
+        self._seq = itertools.count()
+        self.n_events = 0  # calls run (and whatever else a subclass counts as an event)
+
+    def at(self, time: float, fn, *args) -> None:
+        """Schedule fn(*args) at `time` (events at one instant run in scheduling order)."""
+        heapq.heappush(self._heap, (float(time), next(self._seq), fn, args))
+
+    def next_event_time(self) -> float:
+        return self._heap[0][0] if self._heap else np.inf
+
+    def advance_to(self, t: float) -> None:
+        """Move the clock to t and run the calls due by then."""
+        self.now = t
+        heap = self._heap
+        while heap and heap[0][0] <= t:
+            _, _, fn, args = heapq.heappop(heap)
+            fn(*args)
+            self.n_events += 1
+
+    def run_until(self, until: float, wakeup: Callable[[float], float], step: Callable[[float], None],
+            skip: Callable[[float, float], bool], progress: Callable[[float], None] | None = None) -> None:
+        """Step at 0, then at each next instant (the next event or the driver's `wakeup(now)`)
+        up to `until`. A wake-up before the next event is first offered to `skip(t, before)`,
+        which may pass the driver's quiet wake-ups from t on, before `before`, in bulk (it moves
+        the clock itself and says so)."""
+        self.advance_to(0.0)
+        step(0.0)
+        while True:
+            t_event = self.next_event_time()
+            t = min(t_event, wakeup(self.now))
+            if t > until or not math.isfinite(t):
+                break
+            if t < t_event and skip(t, min(t_event, np.nextafter(until, np.inf))):
+                if progress is not None:
+                    progress(self.now)
+                continue
+            self.advance_to(t)
+            step(t)
+            if progress is not None:
+                progress(t)
