@@ -4,7 +4,7 @@ Once a layer puts up its gate (`Simulation.gate_arrivals`), an arriving job is h
 its pods pending and not admitted, instead of reaching the scheduler's queue; the layer lets
 it through with `admit`. A job withdrawn once it arrived (a deleted replica) is handed to the
 layer's `withdraw`: its workload is gone from the layer's books. The gate attaches through the
-simulation's hooks (`gates`, `on_withdrawn`), as any extension.
+simulation's `hooks` (arrival, withdrawn), as any extension.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ class AdmissionGate:
         self._compiled_shape = w.shape.copy()  # a pod's shape before any admission kept it to nodes
         self._shape_of: dict[tuple[int, int], int] = {}  # (compiled shape, placement) -> shape
         self._n_shapes = int(w.shape.max()) + 1 if w.n_pods else 0
-        sim.gates.append(self._hold)
-        sim.on_withdrawn.append(withdraw)
+        sim.hooks.arrival.append(self._hold)
+        sim.hooks.withdrawn.append(withdraw)
         sim.admission = self
 
     def _hold(self, j: int) -> bool:

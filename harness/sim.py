@@ -8,10 +8,8 @@ so every metric is the exact integral of piecewise-constant rates (`harness.metr
 At one instant the order is: events due (pod ends, nodes ready, timeouts), then arrivals,
 then the loop's step (scheduler cycle, and the autoscaler or planner on its own cadence).
 
-Extensions attach through hooks: `gates` (an arrival an admission layer holds, harness/gate.py),
-`on_unbound` (a job's pod went back to pending), `on_endless` (a pod with no end started
-running) and `on_withdrawn` (a job left before it finished). The services' replicas
-(harness/services/engine.py) are one, Kueue's gate another.
+Extensions attach through `hooks` (harness/hooks.py): the services' replicas
+(harness/services/engine.py) are one, an admission layer's gate (harness/gate.py) another.
 
 Loops see only what a real controller could know (issue 18): `cloud` is a facade without the
 provider's stock, `w` is the workload without run times (reading one raises), and a booting
@@ -23,7 +21,7 @@ from __future__ import annotations
 import math
 from bisect import insort
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, cast
 
@@ -32,10 +30,12 @@ import numpy as np
 from harness.cloud import Cloud, ProviderFacade
 from harness.cluster import Cluster
 from harness.engine import Engine
+from harness.eviction import evict
 from harness.fragmentation import TargetWorkload
 from harness.gate import AdmissionGate
+from harness.hooks import Hooks
 from harness.ledger import Ledger
-from harness.metrics import Accounting
+from harness.metrics import Accounting, NodeRecord
 from harness.sealed import Sealed
 from harness.services.engine import ReplicaSets
 from harness.settings import check
@@ -48,18 +48,6 @@ if TYPE_CHECKING:  # the loops' package is above the simulation: for annotations
     from harness.scheduler.queue_sort import QueueSort
 
 __all__ = ["BOUND", "DONE", "NOT_ARRIVED", "PENDING", "RUNNING", "NodeRecord", "Simulation"]
-
-
-@dataclass
-class NodeRecord:
-    """One node instance's life, for the per-node output."""
-
-    slot: int
-    pool: int
-    requested_at: float
-    ready_at: float = float("nan")
-    removed_at: float = float("nan")
-    used: bool = False  # ran a pod of a started job at some point
 
 
 # `unbind_many` of fewer pods calls `unbind` for each: its vector steps cost more than a few
@@ -111,8 +99,8 @@ class Simulation(Engine):
         self.arrived_version = 0  # bumps when jobs arrive or re-enter the queue
         order = np.lexsort((np.arange(w.n_jobs), w.job_submit))
         self.arrival_order = order[w.job_service[order] < 0]  # replica slots arrive when created
+        self.stream(w.job_submit[self.arrival_order], lambda i: self.arrive(int(self.arrival_order[i])))
         self.job_never_fits = np.bincount(w.job, weights=w.never_fits, minlength=w.n_jobs) > 0
-        self.next_arrival = 0
         self.may_preempt = False  # a loop that may preempt said so (`allow_preemption`)
         self.node_pods: list[set[int]] = [set() for _ in range(self.state.n_slots)]
         self.node_instance = np.full(self.state.n_slots, -1, np.int64)
@@ -122,10 +110,7 @@ class Simulation(Engine):
         self.ledger = Ledger(self.state, w.job_min_member[w.job] > 1, w.gpus, target or TargetWorkload.from_pods(
             w.cpu, w.gpus.astype(np.int64), w.milli, w.model_mask))
         self.held, self.gang_pods_on, self.gpus_on = self.ledger.held, self.ledger.gang_pods_on, self.ledger.gpus_on
-        self.gates: list[Callable[[int], bool]] = []  # arrival gates: True holds the job (`arrive`)
-        self.on_unbound: list[Callable[[int], None]] = []
-        self.on_endless: list[Callable[[int], None]] = []
-        self.on_withdrawn: list[Callable[[int], None]] = []
+        self.hooks = Hooks()  # where extensions attach
         self.admission: AdmissionGate | None = None  # an admission layer's gate (`gate_arrivals`)
         self.acct = Accounting(self, self._cloud.phantom, timeline_interval_s)
         #: the services' replicas (None: a trace without services)
@@ -135,22 +120,10 @@ class Simulation(Engine):
                 for n in self._cloud.free_slots(p)[:pool.min_size]:
                     self._add_node(int(n), ready=True)
 
-    # ---- the clock -----------------------------------------------------------------------
-    def next_event_time(self) -> float:
-        t = super().next_event_time()
-        if self.next_arrival < len(self.arrival_order):
-            t = min(t, self.w.job_submit[self.arrival_order[self.next_arrival]])
-        return t
-
     def advance_to(self, t: float) -> None:
         """Integrate metrics up to t, then run the events and arrivals due at t."""
         self.acct.advance(t)
         super().advance_to(t)
-        order, w = self.arrival_order, self.w
-        while self.next_arrival < len(order) and w.job_submit[order[self.next_arrival]] <= t:
-            self.arrive(int(order[self.next_arrival]))
-            self.next_arrival += 1
-            self.n_events += 1
 
     # ---- jobs and pods -----------------------------------------------------------------
     def arrive(self, j: int) -> None:
@@ -160,7 +133,7 @@ class Simulation(Engine):
             self.pod_status[pods] = REFUSED  # no node type can ever hold it: refused, not waited on
             return
         self.pod_status[pods] = PENDING
-        for gate in self.gates:
+        for gate in self.hooks.arrival:
             if gate(j):
                 return
         self.job_admitted[j] = self.now
@@ -271,7 +244,7 @@ class Simulation(Engine):
             self.job_anchor[j] = -1
         self.pod_epoch[p] += 1
         self.pod_start[p] = np.nan
-        for hook in self.on_unbound:
+        for hook in self.hooks.unbound:
             hook(j)
         self.acct.set_reason(p, PendingReason.SHORTAGE)
         self.enqueue(j)
@@ -300,49 +273,15 @@ class Simulation(Engine):
         self.pod_start[pods] = np.nan
         order = [int(j) for j in dict.fromkeys(jobs.tolist())]  # the jobs, in the order of their first pod
         for j in order:
-            for hook in self.on_unbound:
+            for hook in self.hooks.unbound:
                 hook(j)
         self.acct.set_reasons(pods, PendingReason.SHORTAGE)
         for j in order:
             self.enqueue(j)
 
     def evict(self, pods: np.ndarray) -> None:
-        """Preempt these bound or running pods: each goes back to pending and restarts from
-        scratch. A gang goes whole: every member that has a node or finished goes back, and it
-        must gather its quorum again (a job with no pod left on a node starts again: its
-        `job_started` becomes its next start). The accelerator work the running (and, in a gang,
-        the finished) pods of the trace did is lost, and each job touched counts one preemption."""
-        w = self.w
-        assert np.isin(self.pod_status[pods], (BOUND, RUNNING)).all(), "only pods on a node are evicted"
-        jobs = np.unique(w.job[pods])
-        gang = w.job_min_member[jobs] > 1
-        members = w.pods_of(jobs[gang]) if gang.any() else pods[:0]
-        singles = pods[~self.ledger.in_gang[pods]]
-        out = np.union1d(members[self.pod_status[members] != PENDING], singles)
-        # a placeholder did no work, and a replica's serving is not lost work (its unserved
-        # demand while it cold-starts again is the service metrics'): neither loses any
-        work = out[~self.placeholder[out] & (w.job_service[w.job[out]] < 0)]
-        running, done = work[self.pod_status[work] == RUNNING], work[self.pod_status[work] == DONE]
-        ran = np.r_[self.now - self.pod_start[running], self.pod_end[done] - self.pod_start[done]]
-        gpu_milli = w.gpus[np.r_[running, done]].astype(np.float64) * w.milli[np.r_[running, done]]
-        pause = w.job_placeholder[jobs]
-        self.acct.preempted(jobs[~pause], float(ran @ gpu_milli))
-        self.acct.placeholder_preemptions += int(pause.sum())
-        self.unbind_many(out[self.pod_status[out] != DONE])
-        if len(done):  # finished members of a preempted gang run again (they left their nodes)
-            self.pod_status[done] = PENDING
-            self.pod_node[done] = -1
-            self.pod_end[done] = self.pod_start[done] = np.nan
-            self.pod_epoch[done] += 1
-            np.subtract.at(self.job_done, w.job[done], 1)
-            np.subtract.at(self.job_placed, w.job[done], 1)
-            np.subtract.at(self.job_ready_bound, w.job[done], 1)  # it ran: it was bound on a ready node
-            self.acct.set_reasons(done, PendingReason.SHORTAGE)
-            for j in np.unique(w.job[done]).tolist():
-                if self.job_placed[j] == 0:
-                    self.job_anchor[j] = -1
-                self.enqueue(j)
-        self.job_started[jobs[self.job_placed[jobs] == 0]] = np.nan  # none of it runs: it starts again
+        """Preempt these bound or running pods (gangs whole): they restart from scratch (`evict`)."""
+        evict(self, pods)
 
     def withdraw(self, j: int) -> None:
         """Job j, of one pod, is gone before it finished (a deleted replica): it leaves its node
@@ -356,7 +295,7 @@ class Simulation(Engine):
         self.pod_epoch[p] += 1
         self.acct.set_reason(p, -1)
         self.job_started[j] = np.nan
-        for hook in self.on_withdrawn:
+        for hook in self.hooks.withdrawn:
             hook(j)
 
     def start_job(self, j: int) -> None:
@@ -381,7 +320,7 @@ class Simulation(Engine):
         if math.isfinite(self._duration[p]):
             self.at(self.now + self._duration[p], self._finish, p, int(self.pod_epoch[p]))
         else:
-            for hook in self.on_endless:
+            for hook in self.hooks.endless:
                 hook(p)
 
     def _finish(self, p: int, epoch: int) -> None:
@@ -450,7 +389,8 @@ class Simulation(Engine):
         before)`, all before the next event), and they pass in bulk: the loop's cadence moves
         past them and the metrics integrate as if it had stepped at each one."""
         loop.attach(self)
-        self.run_until(self.horizon, loop.next_wakeup, partial(loop.step, self), partial(self._pass_quiet, loop), progress)
+        self.run_until(self.horizon, loop.next_wakeup, partial(loop.step, self), partial(self._pass_quiet, loop),
+                       progress)
         self.acct.finish()
         self.now = self.horizon
         for rec in self.nodes:

@@ -229,7 +229,7 @@ def test_services_behind_kueue_build_with_the_replica_autoscaler_outside(service
 
 def test_a_trace_without_services_ignores_the_replica_autoscaler(service_trace):
     sim, loop = build(compose("config", [f"trace.path={service_trace / 't.parquet'}", "replicas=hpa"]))
-    assert sim.replicasets.svc is None and type(loop).__name__ == "SeparateLoops"
+    assert sim.replicasets is None and type(loop).__name__ == "SeparateLoops"
 
 
 @pytest.mark.parametrize("replicas", ["hpa", "keda"])

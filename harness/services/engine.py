@@ -5,7 +5,7 @@ arrive now as any job, `delete` withdraws some in ReplicaSet's order (`deletion_
 replica running on a ready node serves once its cold start is over (image pulled, model
 loaded) and stops serving when it leaves its node. Each service's demand changes at its
 windows' starts, events of the simulation, so metrics integrate exactly across them. It
-attaches through the simulation's hooks (`on_endless`, `on_unbound`) and its accounts
+attaches through the simulation's `hooks` (endless, unbound) and its accounts
 (harness/services/metrics.py) through the accounting's `extensions`.
 """
 
@@ -45,8 +45,8 @@ class ReplicaSets:
             sim.at(float(svc.demand_start[first]), self._demand_window, s, first)  # then one after another
         self.acct = ServiceAccounting(self)
         sim.acct.extensions.append(self.acct)
-        sim.on_endless.append(self._serving)
-        sim.on_unbound.append(self._off_node)
+        sim.hooks.endless.append(self._serving)
+        sim.hooks.unbound.append(self._off_node)
 
     def demand_now(self) -> np.ndarray:
         """Each service's demand now (units per second): the window holding `now`, never a
