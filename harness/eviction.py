@@ -7,17 +7,12 @@ simulation's one release path (`unbind_many`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from harness.status import BOUND, DONE, PENDING, RUNNING, PendingReason
 
-if TYPE_CHECKING:  # the simulation evicts through this module
-    from harness.sim import Simulation
 
-
-def evict(sim: Simulation, pods: np.ndarray) -> None:
+def evict(sim, pods: np.ndarray) -> None:
     """Preempt these bound or running pods: each goes back to pending and restarts from
     scratch. A gang goes whole: every member that has a node or finished goes back, and it
     must gather its quorum again (a job with no pod left on a node starts again: its

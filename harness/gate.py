@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from harness.status import PendingReason
 
-if TYPE_CHECKING:  # the simulation builds the gate
-    from harness.sim import Simulation
-
 
 class AdmissionGate:
-    def __init__(self, sim: Simulation, arrived: Callable[[int], None], withdraw: Callable[[int], None]):
+    def __init__(self, sim, arrived: Callable[[int], None], withdraw: Callable[[int], None]):
         self.sim, self.arrived = sim, arrived
         w = sim.w
         self.reserved = np.full(w.n_jobs, np.nan)  # its quota's last reservation before its admission

@@ -224,8 +224,9 @@ class Simulation(Engine):
         """The one way a pod leaves its node (unbound, preempted, deleted or finished): the node
         gets its resources back, then the ledger hears of it, pod after pod."""
         w, n, gpu_idx = self.w, int(self.pod_node[p]), self.pod_gpus[p]
-        milli = self._milli(p)
-        self.state.release(n, int(w.cpu[p]), int(w.mem[p]), cast(np.ndarray, gpu_idx), int(w.milli[p]))
+        assert gpu_idx is not None, "a pod on a node holds its devices"
+        milli = int(w.milli[p]) * len(gpu_idx)
+        self.state.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
         self.node_pods[n].discard(p)
         self.pod_gpus[p] = None
         self.ledger.released(n, p, milli if math.isnan(self.job_started[w.job[p]]) else 0,

@@ -22,13 +22,12 @@ from harness.services.metrics import ServiceAccounting
 from harness.services.replicaset import deletion_order
 from harness.status import RUNNING
 
-if TYPE_CHECKING:  # the simulation builds its extensions
+if TYPE_CHECKING:
     from harness.services.workload import Services
-    from harness.sim import Simulation
 
 
 class ReplicaSets:
-    def __init__(self, sim: Simulation, svc: Services):
+    def __init__(self, sim, svc: Services):
         #: the services' truth, demand included (loops see `sim.w.services`, sealed)
         self.sim, self.svc = sim, svc
         # a replica's creation instant becomes its slot's submit time (`create`)
