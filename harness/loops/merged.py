@@ -260,8 +260,7 @@ class MergedLoop:
 
     def _missing_key(self) -> bytes:
         """The replicas recommended and not created yet, per service: a change wakes a scan."""
-        sim = self.sim
-        rs = sim.replicasets
+        rs = self.sim.replicasets
         return b"" if rs is None else (rs.recommended - rs.replicas).tobytes()
 
     def _missing_replicas(self) -> np.ndarray:
