@@ -9,7 +9,7 @@ At one instant the order is: events due (pod ends, nodes ready, timeouts), then 
 then the loop's step (scheduler cycle, and the autoscaler or planner on its own cadence).
 
 Extensions attach through `hooks` (harness/hooks.py): the services' replicas
-(harness/services/engine.py) are one, an admission layer's gate (harness/gate.py) another.
+(harness/services/engine.py) are one, an admission layer's gate (harness/admission.py) another.
 
 Loops see only what a real controller could know (issue 18): `cloud` is a facade without the
 provider's stock, `w` is the workload without run times (reading one raises), and a booting
@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
+from harness.admission import AdmissionGate
 from harness.cloud import Cloud, ProviderFacade
 from harness.cluster import Cluster
 from harness.engine import Engine
 from harness.eviction import evict
 from harness.fragmentation import TargetWorkload
-from harness.gate import AdmissionGate
 from harness.hooks import Hooks
 from harness.ledger import Ledger
 from harness.metrics import Accounting, NodeRecord

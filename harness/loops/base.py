@@ -45,7 +45,7 @@ class Provider(Protocol):
 
 
 class Gate(Protocol):
-    """What an admission layer in front of the scheduler lets through (harness/gate.py)."""
+    """What an admission layer in front of the scheduler lets through (harness/admission.py)."""
 
     def admit(self, j: int, nodes: np.ndarray | None = None) -> None:
         """A gated job's pending pods reach the scheduler's queue, kept to the node slots
