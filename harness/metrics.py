@@ -20,8 +20,9 @@ Fragmentation is the FGD measure over ready nodes (`harness.fragmentation`).
 from __future__ import annotations
 
 import operator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import Protocol, cast
 
 import numpy as np
 import polars as pl
@@ -46,19 +47,40 @@ from harness.status import (
     PendingReason,
 )
 
-if TYPE_CHECKING:  # the services' accounts build on this module
-    from harness.services.metrics import ServiceAccounting
-
 MILLI_HOUR = 1000.0 * 3600.0
 
 
+@dataclass
+class NodeRecord:
+    """One node instance's life, for the per-node output."""
+
+    slot: int
+    pool: int
+    requested_at: float
+    ready_at: float = float("nan")
+    removed_at: float = float("nan")
+    used: bool = False  # ran a pod of a started job at some point
+
+
+class ExtensionAccount(Protocol):
+    """An extension's own accounts (the services', harness/services/metrics.py), integrated
+    beside the accounting's: the same steps, samples and end, and its columns of the summary."""
+
+    def advance(self, last: float, dt) -> None: ...
+    def sample(self, times: np.ndarray) -> None: ...
+    def finish(self, horizon: float) -> None: ...
+    def totals(self) -> dict: ...
 
 
 class Accounting:
-    """Integrates billed/used/idle accelerator time, cost, fragmentation and pending time."""
+    """Integrates billed/used/idle accelerator time, cost, fragmentation and pending time.
+    It reads the simulation's running totals from its ledger (`harness.ledger.Ledger`) and
+    the phantoms from the provider's own mask `phantom` (slots that never come up)."""
 
-    def __init__(self, sim, timeline_interval_s: float):
+    def __init__(self, sim, phantom: np.ndarray, timeline_interval_s: float):
         self.sim = sim
+        self.ledger = sim.ledger
+        self.phantom = phantom
         cluster = sim.cluster
         self.pool_price = np.array([p.price for p in cluster.pools])
         st = sim.state
@@ -99,8 +121,8 @@ class Accounting:
         self.interval = float(timeline_interval_s)
         self.next_sample = 0.0
         self.timeline = Timeline()
-        #: the services' own accounts (harness/services/metrics.py; None: a trace without services)
-        self.services: ServiceAccounting | None = None
+        #: extensions' own accounts (`ExtensionAccount`), in the order they attached
+        self.extensions: list[ExtensionAccount] = []
         self.job_preemptions = np.zeros(sim.w.n_jobs, np.int32)  # times each job was preempted
         self.preempted_lost = 0.0  # GPU milli-seconds of work preempted pods lost
         self.placeholder_preemptions = 0  # placeholders preempted (counted apart: no work lost)
@@ -140,26 +162,26 @@ class Accounting:
     def rates(self) -> tuple[float, ...]:
         """Instantaneous rates of the current state: GPU milli billed, used, booting,
         unallocated, gang_wait, committed, buffer and ready; fragmentation F; cost in USD/h."""
-        st, sim = self.sim.state, self.sim
+        st, ledger = self.sim.state, self.ledger
         ready_cap = float(st.ready_milli)
         alloc = float(st.alloc_ready_milli)
-        held = float(sim.held_ready)
-        buffer = float(sim.buffer_ready)
+        held = float(ledger.held_ready)
+        buffer = float(ledger.buffer_ready)
         phantom_milli, phantom_committed_milli, _ = self._phantoms()
         booting = st.booting_milli - phantom_milli
         committed = st.committed_empty_milli + phantom_committed_milli
         return (ready_cap + booting + committed, alloc - held - buffer, float(booting),
-                ready_cap - alloc, held, float(committed), buffer, ready_cap, max(sim.frag_ready, 0.0),
+                ready_cap - alloc, held, float(committed), buffer, ready_cap, max(ledger.frag_ready, 0.0),
                 self._cost_rate())
 
     def _phantoms(self) -> tuple[int, int, np.ndarray]:
         """(GPU milli of phantoms, of those in committed slots, phantoms outside committed slots
-        per pool), from the simulation's own tally of its provider (no loop reads it); recounted
+        per pool), from the provider's own tally (no loop reads it); recounted
         only when nodes come or go."""
         st = self.sim.state
         if self._phantom_key != st.layout_version:
             self._phantom_key = st.layout_version
-            phantom = self.sim._cloud.phantom
+            phantom = self.phantom
             if phantom.any():
                 milli = st.gpu_cap.astype(np.int64) * WHOLE
                 committed = phantom & st.slot_committed
@@ -183,20 +205,20 @@ class Accounting:
         changed (`mutations`, bumped by every bind, release, boot and removal) or a job started
         (held milli on ready nodes falls without a node change); never cached inside a trial,
         whose `revert` rewinds `mutations`."""
-        st, sim = self.sim.state, self.sim
-        key = (st.mutations, st.layout_version, sim.held_ready, sim.buffer_ready)
+        st, ledger = self.sim.state, self.ledger
+        key = (st.mutations, st.layout_version, ledger.held_ready, ledger.buffer_ready)
         if key == self._idle_key:
             return self._idle_rates
         if self._layout_key != st.layout_version:  # billed GPUs and ready slots: only when nodes come or go
-            present = (st.status != ABSENT) & ~self.sim._cloud.phantom  # a phantom is not billed
+            present = (st.status != ABSENT) & ~self.phantom  # a phantom is not billed
             billed = np.where(present | st.slot_committed, st.gpu_milli_cap, 0.0)
             self._billed_rates = billed @ self.idle_weights
             self._ready = np.flatnonzero(st.status == READY)
             self._ready_weights = self.idle_weights[self._ready]
-            self._layout_key = st.layout_version if st._undo is None else -1
-        used = used_on(self._ready, st.gpu_used, sim.held, sim.buffer_on)
+            self._layout_key = -1 if st.in_trial else st.layout_version
+        used = used_on(self._ready, st.gpu_used, ledger.held, ledger.buffer_on)
         rates = (self._billed_rates - used @ self._ready_weights).reshape(2, -1)
-        if st._undo is None:
+        if not st.in_trial:
             self._idle_key, self._idle_rates = key, rates
         return rates
 
@@ -209,8 +231,8 @@ class Accounting:
         r = self.rates()
         self._sample_until(min(t, self.sim.horizon), r, inclusive=False)
         self._integrate(r, t - self.last, operator.add)
-        if self.services is not None:
-            self.services.advance(self.last, t - self.last)
+        for ext in self.extensions:
+            ext.advance(self.last, t - self.last)
         self.last = t
 
     def advance_steps(self, times: np.ndarray) -> None:
@@ -220,8 +242,8 @@ class Accounting:
         r = self.rates()
         self._sample_until(min(float(times[-1]), self.sim.horizon), r, inclusive=False)
         self._integrate(r, np.diff(times, prepend=self.last), _add_in_turn)
-        if self.services is not None:
-            self.services.advance(self.last, np.diff(times, prepend=self.last))
+        for ext in self.extensions:
+            ext.advance(self.last, np.diff(times, prepend=self.last))
         self.last = float(times[-1])
 
     def _integrate(self, r: tuple, dt, add) -> None:
@@ -246,7 +268,7 @@ class Accounting:
         tot["cost"] = add(tot["cost"], cost_rate * dt / 3600.0)
         rates = self._idle_by_model_rates()
         if isinstance(dt, np.ndarray):
-            self.idle_by_model = _add_rows_in_turn(self.idle_by_model, np.multiply.outer(rates, dt))
+            self.idle_by_model = add_rows_in_turn(self.idle_by_model, np.multiply.outer(rates, dt))
         else:
             self.idle_by_model += rates * dt
         for reason, count in enumerate(self.reason_count.tolist()):  # 6 reasons: quicker than numpy
@@ -256,8 +278,8 @@ class Accounting:
         """Integrate up to the horizon and take the samples due at it (the final state)."""
         self.advance(self.sim.horizon)
         self._sample_until(self.sim.horizon, self.rates(), inclusive=True)
-        if self.services is not None:
-            self.services.finish(self.sim.horizon)
+        for ext in self.extensions:
+            ext.finish(self.sim.horizon)
 
     def _sample_until(self, t: float, r: tuple, inclusive: bool) -> None:
         """The samples due before t (or at it, if inclusive), all of the state of rates r:
@@ -266,16 +288,16 @@ class Accounting:
         while self.next_sample < t or (inclusive and self.next_sample == t):
             if not (self.next_sample + self.interval < t):  # one sample due (the usual case)
                 self.timeline.append((self.next_sample, *self._row(r)))
-                if self.services is not None:
-                    self.services.sample(np.array([self.next_sample]))
+                for ext in self.extensions:
+                    ext.sample(np.array([self.next_sample]))
                 self.next_sample += self.interval
                 continue
             k = min(int((t - self.next_sample) / self.interval) + 2, self.timeline.ROW_GROUP)
             times = np.add.accumulate(np.r_[self.next_sample, np.full(k, self.interval)])
             due = min(int(np.count_nonzero((times <= t) if inclusive else (times < t))), k)
             self.timeline.extend(times[:due], self._row(r))
-            if self.services is not None:
-                self.services.sample(times[:due])
+            for ext in self.extensions:
+                ext.sample(times[:due])
             self.next_sample = float(times[due])
 
     def _row(self, r: tuple) -> tuple:
@@ -304,7 +326,7 @@ def _add_in_turn(total: float, steps: np.ndarray) -> float:
     return float(np.add.accumulate(run, out=run)[-1])
 
 
-def _add_rows_in_turn(total: np.ndarray, steps: np.ndarray) -> np.ndarray:
+def add_rows_in_turn(total: np.ndarray, steps: np.ndarray) -> np.ndarray:
     """`_add_in_turn` for an array of totals: steps[..., k] added to total in turn along the
     last axis (accumulate is sequential along it), as stepping adds them."""
     if not steps.any():
@@ -466,7 +488,8 @@ def admission_waits(sim, jobs: pl.DataFrame) -> dict[str, float | int]:
     many arrived jobs it never admitted (`jobs_not_admitted_<queue>`); behind admission checks
     (Kueue's ProvisioningRequest check), the mean seconds from quota reservation to admission
     (`check_wait_mean_s_<queue>`). Nothing without one: every job is admitted as it arrives."""
-    if sim.gate is None:
+    gate = sim.admission
+    if gate is None:
         return {}
     arrived = jobs.filter((pl.col("submit_s") <= sim.horizon) & ~pl.col("refused"))
     per = arrived.group_by("queue").agg(pl.col("admission_wait_s").mean().alias("mean"),
@@ -475,8 +498,8 @@ def admission_waits(sim, jobs: pl.DataFrame) -> dict[str, float | int]:
     for q, mean, never in per.iter_rows():
         row[f"admission_wait_mean_s_{q}"] = float("nan") if mean is None else float(mean)
         row[f"jobs_not_admitted_{q}"] = int(never)
-    if np.isfinite(sim.job_reserved).any():  # admission checks: from quota reservation to admission
-        checked = pl.DataFrame({"queue": sim.w.job_queue, "wait": sim.job_admitted - sim.job_reserved},
+    if np.isfinite(gate.reserved).any():  # admission checks: from quota reservation to admission
+        checked = pl.DataFrame({"queue": sim.w.job_queue, "wait": sim.job_admitted - gate.reserved},
                                nan_to_null=True).group_by("queue").agg(pl.col("wait").mean())
         waits = dict(checked.iter_rows())
         for q in per["queue"].to_list():
@@ -534,10 +557,10 @@ def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl
         "cost_usd": tot["cost"],
         **idle_by_model(sim.acct),
         **{f"pending_s_{n}": float(v) for n, v in zip(REASON_NAMES, sim.acct.pending_s, strict=True)
-           if n != "not_admitted" or sim.gate is not None},  # only behind an admission layer
+           if n != "not_admitted" or sim.admission is not None},  # only behind an admission layer
         **admission_waits(sim, jobs),
         **preemption_losses(sim),
-        **({} if sim.acct.services is None else sim.acct.services.totals()),  # a trace with services
+        **{k: v for ext in sim.acct.extensions for k, v in ext.totals().items()},  # e.g. a trace with services
         "nodes_provisioned": nodes.height,
         "nodes_never_used": int((~nodes["used"]).sum()),
         "job_completion_p50_s": done["completion_s"].median() if done.height else float("nan"),

@@ -216,9 +216,9 @@ class Replay:
             if isinstance(loop, ReplicaLoop):
                 extra["replicas"] = loop.autoscaler.name
             metrics = summary_row(sim, jobs, nodes, extra)
-            if sim.acct.services is not None:
-                write_parquet(sim.acct.services.frame(), out_dir / "services.parquet", meta)
-                write_parquet(sim.acct.services.timeline(), out_dir / "services_timeline.parquet", meta)
+            if sim.replicasets is not None:
+                write_parquet(sim.replicasets.acct.frame(), out_dir / "services.parquet", meta)
+                write_parquet(sim.replicasets.acct.timeline(), out_dir / "services_timeline.parquet", meta)
             write_parquet(jobs, out_dir / "jobs.parquet", meta)
             write_parquet(nodes, out_dir / "nodes.parquet", meta)
             sim.acct.timeline.close()

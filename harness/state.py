@@ -147,6 +147,11 @@ class ClusterState:
         """Close the trial, kept: its changes stand and count as changes."""
         self._undo = None
 
+    @property
+    def in_trial(self) -> bool:
+        """A trial is open (`fork`): what is read now may be undone."""
+        return self._undo is not None
+
     def _save(self, n) -> None:
         """Record node(s) n's rows before a change, while a trial is open. One node's entry of a
         1-D column is an immutable scalar: only arrays (a GPU row is a view) need a copy."""

@@ -75,7 +75,7 @@ class Workload:
     shape: np.ndarray  # int32 equivalence class
     never_fits: np.ndarray  # bool: no node type in the cluster can ever hold it
     #: int32: the nodes it may use (a `ClusterState.placement`, 0 = any): an admission layer's
-    #: nodeSelector, set when it lets the job through (`Simulation.admit`)
+    #: nodeSelector, set when it lets the job through (`Gate.admit`)
     placement: np.ndarray
     # per job
     job_id: np.ndarray

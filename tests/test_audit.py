@@ -166,13 +166,13 @@ def test_the_replica_autoscaler_sees_demand_up_to_now_only(tmp_path):
                    sc.demand({"chat": windows}), tmp_path / "s", ServicesMeta("s", "CC0-1.0", "trace start", "tokens/s"))
     sim, run = tiny_sim(tmp_path / "s.parquet", f"+trace.services={tmp_path / 's.services.parquet'}",
                         f"+trace.demand={tmp_path / 's.demand.parquet'}", "replicas=keda")
-    bound, seen, demand_now = guard(sim), [], sim.demand_now
+    bound, seen, demand_now = guard(sim), [], sim.replicasets.demand_now
 
     def watched():
         seen.append((sim.now, demand_now()))
         return seen[-1][1]
 
-    sim.demand_now = watched
+    sim.replicasets.demand_now = watched
     sim.run(run)
     assert bound and len(seen) > 100
     starts = np.array([t for t, _ in windows])

@@ -315,7 +315,7 @@ def test_pending_units_in_queue_order(setup, gang_aware, data):
         pods = sim.w.job_pods[j]
         sim.pod_status[pods] = PENDING
         sim.pod_status[pods[data.draw(st.lists(st.booleans(), min_size=len(pods), max_size=len(pods)))]] = BOUND
-        sim._enqueue(j)
+        sim.enqueue(j)
     for gangs in (None, True, False):
         got, expected = ca._pending_units(gangs), pending_units_one_by_one(ca, gangs)
         assert [u.tolist() for u in got] == [u.tolist() for u in expected]

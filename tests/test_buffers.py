@@ -43,7 +43,7 @@ def test_placeholders_do_not_set_the_default_horizon():
 
     sim, _ = build(compose("config", ["trace=services", "replicas=hpa", "loop=separate_preemption",
                                       "buffer=overprovisioning"]))
-    w = replace(sim.w, services=replace(sim.services, demand_start=np.minimum(sim.services.demand_start, 3 * 3600.0)))
+    w = replace(sim.w, services=replace(sim.replicasets.svc, demand_start=np.minimum(sim.replicasets.svc.demand_start, 3 * 3600.0)))
     assert w.job_placeholder.any() and default_horizon(w) == 3 * 3600.0
 
 

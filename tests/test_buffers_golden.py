@@ -179,4 +179,4 @@ def test_a_replica_preempted_by_another_service_loses_no_work():
     sim = sc.service_sim([], [low, high], {"low": [(0.0, 0.0)], "high": [(0.0, 0.0), (590.0, 50.0)]}, cl, 900.0)
     sim.run(ReplicaLoop(preempting_loop(), KedaScaledObject()))
     assert sim.acct.job_preemptions.sum() == 1 and sim.acct.preempted_lost == 0.0
-    assert sim.replicas.tolist() == [1, 1] and sim.replicas_ready.tolist() == [0, 1]
+    assert sim.replicasets.replicas.tolist() == [1, 1] and sim.replicasets.ready.tolist() == [0, 1]

@@ -122,8 +122,8 @@ def check_state(sim) -> None:
     assert stt.ready_milli == cap[ready].sum() and stt.booting_milli == cap[booting].sum()
     assert stt.alloc_ready_milli == stt.gpu_used[ready].sum()
     assert stt.committed_empty_milli == cap[stt.slot_committed & ~present].sum()
-    assert sim.held_ready == sim.held[ready].sum()
-    gang = np.bincount(sim.pod_node[on[sim.in_gang[on]]], minlength=stt.n_slots)
+    assert sim.ledger.held_ready == sim.held[ready].sum()
+    gang = np.bincount(sim.pod_node[on[sim.ledger.in_gang[on]]], minlength=stt.n_slots)
     assert (sim.gang_pods_on == gang).all(), "gang members per node"
     gpus = np.bincount(sim.pod_node[on], weights=w.gpus[on], minlength=stt.n_slots)
     assert (sim.gpus_on == gpus).all(), "GPUs requested per node"
@@ -135,7 +135,7 @@ def check_state(sim) -> None:
         groups = stt.slot_rack if w.job_locality[j] == LOCALITY_CODE["rack"] else stt.slot_block
         placed = sim.pod_node[w.job_pods[j]]
         assert (groups[placed[placed >= 0]] == groups[sim.job_anchor[j]]).all()
-    assert sim.frag_ready == pytest.approx(sim.frag[ready].sum(), abs=1e-6)
+    assert sim.ledger.frag_ready == pytest.approx(sim.ledger.frag[ready].sum(), abs=1e-6)
 
 
 def run_checked(table, loop, autoscaling=True):

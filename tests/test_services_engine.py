@@ -89,23 +89,23 @@ def hand_sim(cold_start_s: float = 100.0, windows=None, horizon_s: float = 3600.
 
 
 def pod_of(sim, k: int) -> int:
-    return int(sim.w.job_pods[sim.services.slots(0)[k]][0])
+    return int(sim.w.job_pods[sim.replicasets.svc.slots(0)[k]][0])
 
 
 def test_created_replicas_arrive_now_and_are_ready_a_cold_start_after_they_run():
     sim = hand_sim()
     sim.advance_to(0.0)
-    sim.create_replicas(0, 2)
+    sim.replicasets.create(0, 2)
     p0, p1 = pod_of(sim, 0), pod_of(sim, 1)
-    assert sim.replicas[0] == 2 and (sim.pod_status[[p0, p1]] == PENDING).all()
+    assert sim.replicasets.replicas[0] == 2 and (sim.pod_status[[p0, p1]] == PENDING).all()
     assert sim.w.job_submit[sim.w.job[p0]] == 0.0 and len(sim.queue) == 2
     sim.bind(p0, 0, np.array([0]))
-    assert sim.pod_status[p0] == RUNNING and sim.replicas_ready[0] == 0
+    assert sim.pod_status[p0] == RUNNING and sim.replicasets.ready[0] == 0
     sim.advance_to(99.0)
-    assert sim.replicas_ready[0] == 0
+    assert sim.replicasets.ready[0] == 0
     sim.advance_to(100.0)
-    assert sim.replicas_ready[0] == 1 and sim.job_ready_at[sim.w.job[p0]] == 100.0
-    assert sim.acct.services.cold_starts[0] == 1
+    assert sim.replicasets.ready[0] == 1 and sim.replicasets.ready_at[sim.w.job[p0]] == 100.0
+    assert sim.replicasets.acct.cold_starts[0] == 1
 
 
 def test_deletion_follows_the_replicaset_order():
@@ -114,57 +114,57 @@ def test_deletion_follows_the_replicaset_order():
     then Pending, then not ready, then ready for less time first."""
     sim = hand_sim()
     sim.advance_to(0.0)
-    sim.create_replicas(0, 5)
+    sim.replicasets.create(0, 5)
     sim.bind(pod_of(sim, 0), 0, np.array([0]))  # ready at 100
     sim.advance_to(50.0)
     sim.bind(pod_of(sim, 1), 0, np.array([1]))  # ready at 150
     for t in (100.0, 150.0, 200.0):  # an event at a time, each at its instant
         sim.advance_to(t)
-    assert sim.job_ready_at[sim.services.slots(0)[:2]].tolist() == [100.0, 150.0]
+    assert sim.replicasets.ready_at[sim.replicasets.svc.slots(0)[:2]].tolist() == [100.0, 150.0]
     sim.bind(pod_of(sim, 2), 0, np.array([2]))  # running, ready at 300
     booting = int(sim.provision(1, 1, False)[0])
     sim.bind(pod_of(sim, 3), booting, np.array([0]))  # bound to a booting node: Pending, assigned
     assert sim.pod_status[pod_of(sim, 3)] == BOUND and sim.pod_status[pod_of(sim, 4)] == PENDING
     gone = []
     for _ in range(5):
-        before = sim.replica_created.copy()
-        sim.delete_replicas(0, 1)
-        gone.append(int(np.flatnonzero(before & ~sim.replica_created)[0]))
-    slots = sim.services.slots(0).tolist()
+        before = sim.replicasets.created.copy()
+        sim.replicasets.delete(0, 1)
+        gone.append(int(np.flatnonzero(before & ~sim.replicasets.created)[0]))
+    slots = sim.replicasets.svc.slots(0).tolist()
     assert gone == [slots[4], slots[3], slots[2], slots[1], slots[0]]
 
 
 def test_a_deleted_replica_frees_its_node_and_its_pending_readiness_is_void():
     sim = hand_sim()
     sim.advance_to(0.0)
-    sim.create_replicas(0, 1)
+    sim.replicasets.create(0, 1)
     p = pod_of(sim, 0)
     sim.bind(p, 0, np.array([0]))
     sim.advance_to(50.0)
-    sim.delete_replicas(0, 1)
-    assert sim.pod_status[p] == NOT_ARRIVED and sim.state.gpu_free[0, 0] == 1000 and sim.replicas[0] == 0
+    sim.replicasets.delete(0, 1)
+    assert sim.pod_status[p] == NOT_ARRIVED and sim.state.gpu_free[0, 0] == 1000 and sim.replicasets.replicas[0] == 0
     assert not sim.queue and np.isnan(sim.job_started[sim.w.job[p]])
     assert sim.acct.preempted_lost == 0.0 and sim.acct.job_preemptions.sum() == 0  # not a preemption
     sim.advance_to(60.0)
-    sim.create_replicas(0, 1)  # the same slot again, a new replica
+    sim.replicasets.create(0, 1)  # the same slot again, a new replica
     assert sim.pod_status[p] == PENDING and sim.w.job_submit[sim.w.job[p]] == 60.0
     sim.bind(p, 0, np.array([3]))
     sim.advance_to(100.0)  # the first replica's readiness would have come now: void
-    assert sim.replicas_ready[0] == 0
+    assert sim.replicasets.ready[0] == 0
     sim.advance_to(160.0)
-    assert sim.replicas_ready[0] == 1 and sim.job_ready_at[sim.w.job[p]] == 160.0
+    assert sim.replicasets.ready[0] == 1 and sim.replicasets.ready_at[sim.w.job[p]] == 160.0
 
 
 def test_a_ready_replica_evicted_from_its_node_is_not_ready_any_more():
     sim = hand_sim(cold_start_s=0.0)
     sim.advance_to(0.0)
-    sim.create_replicas(0, 1)
+    sim.replicasets.create(0, 1)
     p = pod_of(sim, 0)
     sim.bind(p, 0, np.array([0]))
     sim.advance_to(1.0)
-    assert sim.replicas_ready[0] == 1
+    assert sim.replicasets.ready[0] == 1
     sim.evict(np.array([p]))
-    assert sim.replicas_ready[0] == 0 and sim.pod_status[p] == PENDING and sim.replicas[0] == 1
+    assert sim.replicasets.ready[0] == 0 and sim.pod_status[p] == PENDING and sim.replicasets.replicas[0] == 1
 
 
 def test_log2_age_is_upstreams_logarithmic_rank():
@@ -175,11 +175,11 @@ def test_log2_age_is_upstreams_logarithmic_rank():
 def test_demand_now_is_the_window_holding_now_and_loops_cannot_read_the_series():
     sim = hand_sim()
     sim.advance_to(0.0)
-    assert sim.demand_now().tolist() == [5.0]
+    assert sim.replicasets.demand_now().tolist() == [5.0]
     sim.advance_to(599.0)
-    assert sim.demand_now().tolist() == [5.0]
+    assert sim.replicasets.demand_now().tolist() == [5.0]
     sim.advance_to(600.0)
-    assert sim.demand_now().tolist() == [50.0]
+    assert sim.replicasets.demand_now().tolist() == [50.0]
     with pytest.raises(LoopbenchError, match="a service's demand"):
         sim.w.services.demand_value[1]
     with pytest.raises(LoopbenchError, match="a service's demand"):
@@ -229,7 +229,7 @@ def test_services_behind_kueue_build_with_the_replica_autoscaler_outside(service
 
 def test_a_trace_without_services_ignores_the_replica_autoscaler(service_trace):
     sim, loop = build(compose("config", [f"trace.path={service_trace / 't.parquet'}", "replicas=hpa"]))
-    assert sim.services is None and type(loop).__name__ == "SeparateLoops"
+    assert sim.replicasets is None and type(loop).__name__ == "SeparateLoops"
 
 
 @pytest.mark.parametrize("replicas", ["hpa", "keda"])
@@ -240,13 +240,13 @@ def test_the_replica_autoscaler_follows_the_burst_within_bounds(service_trace, r
 
     def recorded(s, now):
         step(s, now)
-        seen.append(int(sim.replicas[0]))
+        seen.append(int(sim.replicasets.replicas[0]))
 
     loop.step = recorded
     sim.run(loop)
     assert max(seen) == 6 and min(seen) >= 1  # 400/s needs ceil(400 / 70) = 6 > ... capped at max 6
-    assert sim.acct.services.cold_starts[0] >= 6
-    assert sim.replicas[0] == 1  # back down once the burst is over (300 s window, then 100% per 15 s)
+    assert sim.replicasets.acct.cold_starts[0] >= 6
+    assert sim.replicasets.replicas[0] == 1  # back down once the burst is over (300 s window, then 100% per 15 s)
 
 
 def test_replay_writes_the_service_tables(service_trace, tmp_path):

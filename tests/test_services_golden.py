@@ -35,11 +35,11 @@ def replay(service: dict, windows: list, autoscaler, horizon_s: float):
     """Run and record every creation and deletion as (t, +k or -k)."""
     sim = sc.service_sim([], [service], {"svc": windows}, one_node(), horizon_s)
     changes = []
-    create, delete = sim.create_replicas, sim.delete_replicas
-    sim.create_replicas = lambda s, k: (changes.append((sim.now, k)), create(s, k))[1]  # type: ignore[method-assign]
-    sim.delete_replicas = lambda s, k: (changes.append((sim.now, -k)), delete(s, k))[1]  # type: ignore[method-assign]
+    create, delete = sim.replicasets.create, sim.replicasets.delete
+    sim.replicasets.create = lambda s, k: (changes.append((sim.now, k)), create(s, k))[1]  # type: ignore[method-assign]
+    sim.replicasets.delete = lambda s, k: (changes.append((sim.now, -k)), delete(s, k))[1]  # type: ignore[method-assign]
     sim.run(ReplicaLoop(sc.separate(), autoscaler))
-    return sim, changes, sim.acct.services.totals()
+    return sim, changes, sim.replicasets.acct.totals()
 
 
 BURST = [(0.0, 0.0), (300.0, 50.0), (600.0, 200.0)]
@@ -76,8 +76,8 @@ def test_a_scale_down_is_held_by_the_stabilization_window(window_s, deleted_at):
     hpa = HorizontalPodAutoscaler(scale_down_stabilization_s=window_s)
     sim, changes, tot = replay(ONE, [*BURST, (1200.0, 50.0)], hpa, 2400.0)
     assert changes == [(0.0, 1), (600.0, 2), (deleted_at, -2)]
-    kept = sim.services.slots(0)[sim.replica_created[sim.services.slots(0)]]
-    assert sim.job_ready_at[kept].tolist() == [120.0]
+    kept = sim.replicasets.svc.slots(0)[sim.replicasets.created[sim.replicasets.svc.slots(0)]]
+    assert sim.replicasets.ready_at[kept].tolist() == [120.0]
     if window_s == 300.0:
         assert tot["warm_idle_accel_hours"] == pytest.approx((810.0 + 1170.0) / 3600.0, abs=1e-12)
         assert tot["demand_units"] == 135_000.0 + 50.0 * 1200 and tot["replicas_deleted"] == 2
@@ -101,7 +101,7 @@ def test_keda_scales_from_zero_once_demand_passes_the_activation_threshold():
     assert tot["capacity_episodes"] == 1 and tot["time_to_capacity_p50_s"] == 480.0
     assert tot["cold_starts"] == 2 and tot["replicas_deleted"] == 2
     assert tot["warm_idle_accel_hours"] == pytest.approx(1005.0 / 3600.0, abs=1e-12)
-    assert (sim.pod_status[sim.w.pods_of(sim.services.slots(0))] == NOT_ARRIVED).all()
+    assert (sim.pod_status[sim.w.pods_of(sim.replicasets.svc.slots(0))] == NOT_ARRIVED).all()
 
 
 def test_an_episode_open_at_the_horizon_lasts_to_it():
@@ -130,7 +130,7 @@ def test_the_merged_loop_buys_for_the_recommendation_in_one_decision():
                                                (sc.merged(), 193_200.0, 420.0, [600.0] * 7)):
         sim = sc.service_sim([], [service], {"svc": [(0.0, 0.0), (600.0, 560.0)]}, cl, 1500.0)
         sim.run(ReplicaLoop(loop, HorizontalPodAutoscaler()))
-        tot = sim.acct.services.totals()
+        tot = sim.replicasets.acct.totals()
         assert tot["demand_unserved_units"] == unserved, loop.name
         assert tot["time_to_capacity_p99_s"] == episode and tot["capacity_episodes"] == 1, loop.name
         asked = nodes_frame(sim).get_column("requested_s").drop_nulls().sort().to_list()
@@ -156,16 +156,16 @@ SERVICES = [{"service": "a", "capacity_per_replica": 300.0, "min_replicas": 1, "
 def check_replicas(sim, floor: np.ndarray) -> None:
     """Every replica slot accounted for: created ones are the service's count and have arrived,
     dormant ones have not; the count within [floor, max]; a ready replica runs."""
-    svc = sim.services
+    svc = sim.replicasets.svc
     pods = sim.w.pods_by_job[sim.w.job_bounds[svc.slot_job]]
-    created = sim.replica_created[svc.slot_job]
+    created = sim.replicasets.created[svc.slot_job]
     per = np.add.reduceat(created.astype(np.int64), svc.slot_bounds[:-1])
-    assert (per == sim.replicas).all()
+    assert (per == sim.replicasets.replicas).all()
     assert ((sim.pod_status[pods] == NOT_ARRIVED) == ~created).all()
-    assert (sim.replicas >= floor).all() and (sim.replicas <= svc.max_replicas).all()
-    ready = ~np.isnan(sim.job_ready_at[svc.slot_job])
+    assert (sim.replicasets.replicas >= floor).all() and (sim.replicasets.replicas <= svc.max_replicas).all()
+    ready = ~np.isnan(sim.replicasets.ready_at[svc.slot_job])
     assert (sim.pod_status[pods[ready]] == RUNNING).all()
-    assert (np.add.reduceat(ready.astype(np.int64), svc.slot_bounds[:-1]) == sim.replicas_ready).all()
+    assert (np.add.reduceat(ready.astype(np.int64), svc.slot_bounds[:-1]) == sim.replicasets.ready).all()
 
 
 def test_a_new_recommendation_wakes_the_merged_loop_with_no_replica_created():
@@ -208,7 +208,7 @@ def test_replica_invariants_hold(loop_name, keda, windows, autoscaling):
 
     loop.step = checked  # type: ignore[method-assign]
     sim.run(loop)
-    tot = sim.acct.services.totals()
+    tot = sim.replicasets.acct.totals()
     assert 0.0 <= tot["demand_unserved_units"] <= tot["demand_units"] + 1e-6
 
 
@@ -220,7 +220,7 @@ def run(windows, loop_name: str, quiet: bool):
     if not quiet:
         loop.inner.idle_ticks = lambda start, before: np.zeros(0)  # type: ignore[method-assign]
     sim.run(loop)
-    acct = sim.acct.services
+    acct = sim.replicasets.acct
     return (summary_row(sim, jobs_frame(sim), nodes_frame(sim), {}), jobs_frame(sim), sim.acct.timeline.frame(),
             acct.frame(), acct.timeline())
 

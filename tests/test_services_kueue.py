@@ -43,13 +43,13 @@ def replay(pods: list[dict], windows: list, gpu: float, horizon_s: float, hpa=No
     (t, +k or -k), the service totals and the jobs table by job id."""
     sim = sc.service_sim(pods, [SVC], {"svc": windows}, static_cluster(kueue(queue("q", gpu))), horizon_s)
     changes = []
-    create, delete = sim.create_replicas, sim.delete_replicas
-    sim.create_replicas = lambda s, k: (changes.append((sim.now, k)), create(s, k))[1]  # type: ignore[method-assign]
-    sim.delete_replicas = lambda s, k: (changes.append((sim.now, -k)), delete(s, k))[1]  # type: ignore[method-assign]
+    create, delete = sim.replicasets.create, sim.replicasets.delete
+    sim.replicasets.create = lambda s, k: (changes.append((sim.now, k)), create(s, k))[1]  # type: ignore[method-assign]
+    sim.replicasets.delete = lambda s, k: (changes.append((sim.now, -k)), delete(s, k))[1]  # type: ignore[method-assign]
     inner = KueueLoop(sc.separate()) if behind_kueue else sc.separate()
     loop = ReplicaLoop(inner, hpa or HorizontalPodAutoscaler())
     sim.run(loop)
-    return sim, loop, changes, sim.acct.services.totals(), by_job(sim)
+    return sim, loop, changes, sim.replicasets.acct.totals(), by_job(sim)
 
 
 def by_job(sim) -> dict[str, dict[str, float | None]]:
@@ -78,7 +78,7 @@ def test_a_replica_waits_for_quota_a_finishing_batch_job_frees(behind_kueue):
     assert changes == [(0.0, 1), (300.0, 1)]
     assert jobs["batch"]["admitted_s"] == 0.0 and jobs["batch"]["finish_s"] == 600.0
     assert jobs["svc/1"]["submit_s"] == 300.0 and jobs["svc/1"]["admitted_s"] == ready - 120.0
-    assert sim.job_ready_at[sim.services.slots(0)[:2]].tolist() == [120.0, ready]
+    assert sim.replicasets.ready_at[sim.replicasets.svc.slots(0)[:2]].tolist() == [120.0, ready]
     assert tot["demand_units"] == 108_000.0
     assert tot["demand_unserved_units"] == 20.0 * (ready - 300.0)
     assert tot["capacity_episodes"] == 1 and tot["time_to_capacity_p99_s"] == ready - 300.0
@@ -119,8 +119,8 @@ def test_a_replica_deleted_while_queued_leaves_its_queue():
                                            gpu=2, horizon_s=1500.0, hpa=hpa)
     assert changes == [(0.0, 1), (0.0, 1), (300.0, -1)]
     assert jobs["svc/0"]["admitted_s"] == 900.0 and jobs["svc/1"]["admitted_s"] is None
-    assert sim.job_ready_at[sim.services.slots(0)[0]] == 1020.0
-    assert (sim.pod_status[sim.w.pods_of(sim.services.slots(0)[1:])] == NOT_ARRIVED).all()
+    assert sim.replicasets.ready_at[sim.replicasets.svc.slots(0)[0]] == 1020.0
+    assert (sim.pod_status[sim.w.pods_of(sim.replicasets.svc.slots(0)[1:])] == NOT_ARRIVED).all()
     adm = loop.inner.adm
     assert adm.usage[0, 0, 0] == 1000 and not adm.pending[0] and not adm.inadmissible[0]
 
@@ -158,8 +158,8 @@ def test_a_replica_deleted_in_its_requeue_backoff_stays_deleted(drop_s, evicted)
                          static_cluster(kueue(queue("q", 32))), 600.0)
     loop = ReplicaLoop(KueueLoop(sc.separate(), wait_for_pods_ready=True, block_admission=False), hpa)
     sim.run(loop)
-    slots = sim.services.slots(0)[:2]  # svc/0, svc/1: the two ever created
-    assert sim.replica_created[slots].tolist() == [True, False]
+    slots = sim.replicasets.svc.slots(0)[:2]  # svc/0, svc/1: the two ever created
+    assert sim.replicasets.created[slots].tolist() == [True, False]
     adm = loop.inner.adm
     assert sim.job_admissions[slots[1]] == 1 and adm.flavor[slots[1]] == -1
     assert all(key[2] != slots[1] for key in adm.pending[0] + adm.inadmissible[0])
@@ -180,7 +180,7 @@ def run_quiet(quiet: bool):
     if not quiet:
         loop.inner.inner.idle_ticks = lambda start, before: np.zeros(0)  # type: ignore[method-assign]
     sim.run(loop)
-    acct = sim.acct.services
+    acct = sim.replicasets.acct
     return (summary_row(sim, jobs_frame(sim), nodes_frame(sim), {}), jobs_frame(sim), sim.acct.timeline.frame(),
             acct.frame(), acct.timeline())
 

@@ -41,7 +41,8 @@ def serving():
 def snapshot(sim) -> dict:
     """Everything unbinding may change, as plain values."""
     out = {}
-    for owner, obj in (("sim", sim), ("state", sim.state), ("acct", sim.acct)):
+    extensions = () if sim.replicasets is None else (("replicas", sim.replicasets), ("replicas.acct", sim.replicasets.acct))
+    for owner, obj in (("sim", sim), ("state", sim.state), ("acct", sim.acct), ("ledger", sim.ledger), *extensions):
         for name, value in vars(obj).items():
             if isinstance(value, np.ndarray):
                 out[f"{owner}.{name}"] = value.copy()
@@ -69,7 +70,7 @@ def test_unbind_many_is_unbind_in_turn(which, monkeypatch):
     sim = serving() if which.startswith("services") else settled()
     status = sim.pod_status
     if which.startswith("services"):
-        on = (status == RUNNING) & (sim.w.job_placeholder[sim.w.job] | np.isfinite(sim.job_ready_at[sim.w.job]))
+        on = (status == RUNNING) & (sim.w.job_placeholder[sim.w.job] | np.isfinite(sim.replicasets.ready_at[sim.w.job]))
         assert sim.placeholder[on].sum() >= 2 and (on & ~sim.placeholder).sum() >= 2  # the scene is as described
     else:
         assert (status == RUNNING).sum() == 5 and (status == BOUND).sum() == 3

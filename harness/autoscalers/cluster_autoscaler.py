@@ -228,7 +228,9 @@ class ClusterAutoscaler:
         """The CapacityBuffer's fake pods per service now (() without one)."""
         if self.buffer is None:
             return ()
-        return tuple(self.buffer.pods(self.sim.replicas, self.gpus_per_replica).tolist())
+        rs = self.sim.replicasets
+        assert rs is not None, "a CapacityBuffer sizes itself on a trace's services"
+        return tuple(self.buffer.pods(rs.replicas, self.gpus_per_replica).tolist())
 
     def _buffer_units(self) -> list[np.ndarray]:
         """The CapacityBuffer's fake pods, service after service, as pending units (appended

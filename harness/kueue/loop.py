@@ -19,7 +19,7 @@ a time, none while an admitted job has not started. Both clocks are events of th
 A flavor is a set of pools: it can take a job when one of its pools fits every pod, and
 once admitted the job's pods may use only its pools' nodes (Kueue writes the flavor's node
 labels into the pods' nodeSelector): the wrapped loop's scheduler places them there and its
-autoscaler buys only from those pools (`Simulation.admit`'s nodes, `Workload.placement`).
+autoscaler buys only from those pools (`Gate.admit`'s nodes, `Workload.placement`).
 
 Services (harness/services/) come through Kueue's pod integration, as a Deployment's pods
 do upstream (kubernetes-sigs/kueue site/content/en/docs/tasks/run/deployment.md; the
@@ -138,7 +138,7 @@ class KueueLoop:
         self.dirty = False
         if self.admission_check is not None:
             self.admission_check.attach(self, self.inner, sim)
-        sim.gate_arrivals(self._arrived, self._deleted)
+        self.gate = sim.gate_arrivals(self._arrived, self._deleted)
 
     def _arrived(self, j: int) -> None:
         self.adm.push(j, self.sim.w.job_submit[j])
@@ -249,7 +249,7 @@ class KueueLoop:
         """Job j, its quota reserved in flavor f (and its checks passed), reaches the scheduler,
         kept to f's pools (or to its TAS domain)."""
         f = int(self.adm.flavor[j])
-        self.sim.admit(j, self.flavor_slots[f] if self.tas is None else self.tas.admitted(j, f))
+        self.gate.admit(j, self.flavor_slots[f] if self.tas is None else self.tas.admitted(j, f))
         self.epoch[j] += 1
         if self.wait_for_pods_ready:  # the timeout runs from the admission
             self.sim.at(now + self.timeout_s, self._timed_out, j, int(self.epoch[j]))

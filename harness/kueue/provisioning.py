@@ -84,7 +84,7 @@ class ProvisioningCheck:
         """Quota is reserved for workload j: its next ProvisioningRequest is created."""
         self.attempts[j] += 1
         self.reserved_at[j] = now
-        self.sim.reserve(j)
+        self.layer.gate.reserve(j)
         self.waiting.append(j)
         self.version += 1
 

@@ -1,7 +1,7 @@
 """Kueue's Topology Aware Scheduling (TAS): a workload that asks for one domain of a topology
 level (a rack, a block) is admitted only with an assignment of its pods to that topology, from
 the free capacity Kueue sees of the flavor's ready nodes; the scheduler then keeps its pods to
-the assigned domains (`Simulation.admit`'s nodes).
+the assigned domains (`Gate.admit`'s nodes).
 
 `Topology.assign` is upstream's algorithm (kueue pkg/cache/tas_flavor_snapshot.go,
 findTopologyAssignment, with the default BestFit profile), on arrays:

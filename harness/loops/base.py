@@ -44,6 +44,44 @@ class Provider(Protocol):
         ...
 
 
+class Gate(Protocol):
+    """What an admission layer in front of the scheduler lets through (harness/admission.py)."""
+
+    def admit(self, j: int, nodes: np.ndarray | None = None) -> None:
+        """A gated job's pending pods reach the scheduler's queue, kept to the node slots
+        of the mask `nodes` from now on (None: any)."""
+        ...
+    def reserve(self, j: int) -> None:
+        """Quota is reserved for a gated job whose admission checks must pass before `admit`
+        (the wait between the two is reported per queue)."""
+        ...
+
+
+class Replicas(Protocol):
+    """The services' replicas per service, created and deleted by a replica autoscaler."""
+
+    @property
+    def replicas(self) -> np.ndarray:
+        """Each service's created replicas (its Deployment's spec.replicas)."""
+        ...
+    @property
+    def recommended(self) -> np.ndarray:
+        """Each service's count its replica autoscaler last recommended, before the rate
+        limits of its scaling policies (the replica loop writes it at each sync): what the
+        replicas reach within a few periods unless demand falls. A planner integrated with
+        the replica autoscaler may read it; today's node autoscalers see only pods."""
+        ...
+    def demand_now(self) -> np.ndarray:
+        """Each service's demand now (units per second), never a later one."""
+        ...
+    def create(self, s: int, k: int) -> None:
+        """k more replicas of service s: pods that arrive now."""
+        ...
+    def delete(self, s: int, k: int) -> None:
+        """k replicas of service s go, in the ReplicaSet's deletion order."""
+        ...
+
+
 class SimulationView(Protocol):
     """What a loop may ask of the simulation (harness.sim.Simulation): the cluster, the
     workload (without run times), pod and job status, the queue, the provider's `Provider`
@@ -128,17 +166,10 @@ class SimulationView(Protocol):
     def unbind(self, p: int) -> None: ...
     def unbind_many(self, pods: np.ndarray | list[int]) -> None: ...
     def dequeue(self, j: int) -> None: ...
-    def gate_arrivals(self, gate: Callable[[int], None], withdraw: Callable[[int], None]) -> None:
+    def gate_arrivals(self, gate: Callable[[int], None], withdraw: Callable[[int], None]) -> Gate:
         """Arriving jobs go to `gate` (an admission layer), not the scheduler's queue; a
-        replica deleted after it arrived goes to `withdraw`."""
-        ...
-    def admit(self, j: int, nodes: np.ndarray | None = None) -> None:
-        """A gated job's pending pods reach the scheduler's queue, kept to the node slots
-        of the mask `nodes` from now on (None: any)."""
-        ...
-    def reserve(self, j: int) -> None:
-        """Quota is reserved for a gated job whose admission checks must pass before `admit`
-        (the wait between the two is reported per queue)."""
+        replica deleted after it arrived goes to `withdraw`. The layer admits through the
+        `Gate` returned."""
         ...
     def allow_preemption(self) -> None:
         """A loop that may preempt says so on attach: its runs report the preemption metrics."""
@@ -146,26 +177,9 @@ class SimulationView(Protocol):
     def evict(self, pods: np.ndarray) -> None:
         """Preempt bound or running pods (gangs whole): they restart from scratch."""
         ...
-    # services (harness/services): replicas per service, created and deleted by a replica autoscaler
     @property
-    def replicas(self) -> np.ndarray:
-        """Each service's created replicas (its Deployment's spec.replicas)."""
-        ...
-    @property
-    def replicas_recommended(self) -> np.ndarray:
-        """Each service's count its replica autoscaler last recommended, before the rate
-        limits of its scaling policies (the replica loop writes it at each sync): what the
-        replicas reach within a few periods unless demand falls. A planner integrated with
-        the replica autoscaler may read it; today's node autoscalers see only pods."""
-        ...
-    def demand_now(self) -> np.ndarray:
-        """Each service's demand now (units per second), never a later one."""
-        ...
-    def create_replicas(self, s: int, k: int) -> None:
-        """k more replicas of service s: pods that arrive now."""
-        ...
-    def delete_replicas(self, s: int, k: int) -> None:
-        """k replicas of service s go, in the ReplicaSet's deletion order."""
+    def replicasets(self) -> Replicas | None:
+        """The services' replicas (harness/services/engine.py; None: a trace without services)."""
         ...
     def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None) -> np.ndarray: ...
     def remove_node(self, n: int) -> None:

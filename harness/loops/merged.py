@@ -260,17 +260,17 @@ class MergedLoop:
 
     def _missing_key(self) -> bytes:
         """The replicas recommended and not created yet, per service: a change wakes a scan."""
-        sim = self.sim
-        return b"" if sim.w.services is None else (sim.replicas_recommended - sim.replicas).tobytes()
+        rs = self.sim.replicasets
+        return b"" if rs is None else (rs.recommended - rs.replicas).tobytes()
 
     def _missing_replicas(self) -> np.ndarray:
         """Pods of the replicas recommended and not created yet: each service's first dormant
         slots (a slot is one pod)."""
         sim = self.sim
-        svc = sim.w.services
-        if svc is None:
+        svc, rs = sim.w.services, sim.replicasets
+        if svc is None or rs is None:
             return np.zeros(0, np.int64)
-        missing = np.maximum(sim.replicas_recommended - sim.replicas, 0)
+        missing = np.maximum(rs.recommended - rs.replicas, 0)
         dormant = svc.slot_job[sim.pod_status[sim.w.pods_of(svc.slot_job)] == NOT_ARRIVED]
         service = sim.w.job_service[dormant]  # ascending: slots are kept by service
         rank = np.arange(len(dormant)) - np.searchsorted(service, service)  # k-th dormant slot of its service

@@ -3,7 +3,7 @@
 The third loop of a cluster that serves models: at each of its syncs it reads each service's
 created replicas (the Deployment's spec.replicas) and the demand observed now (never a later
 one), asks the autoscaler (harness/services/replicas.py) for the desired counts, and creates
-or deletes the difference (`SimulationView.create_replicas` / `delete_replicas`): created
+or deletes the difference (`Replicas.create` / `delete`): created
 replicas are pending pods the wrapped loop's scheduler places and its node autoscaler reacts
 to, as any. Its sync cadence is a clock of its own: the wrapped loop's quiet wake-ups pass in
 bulk only up to the next sync.
@@ -49,9 +49,11 @@ class ReplicaLoop:
         self.autoscaler.attach(svc.capacity, svc.min_replicas, svc.max_replicas)
         floor = svc.min_replicas if isinstance(self.autoscaler, KedaScaledObject) else np.maximum(svc.min_replicas, 1)
         self.max_replicas = svc.max_replicas
-        sim.replicas_recommended[:] = floor
+        rs = sim.replicasets
+        assert rs is not None, "a trace with services has replicas"
+        rs.recommended[:] = floor
         for s in np.flatnonzero(floor).tolist():
-            sim.create_replicas(s, int(floor[s]))
+            rs.create(s, int(floor[s]))
 
     def next_wakeup(self, now: float) -> float:
         return min(self.inner.next_wakeup(now), self.autoscaler.next_sync(now))
@@ -62,12 +64,14 @@ class ReplicaLoop:
     def step(self, sim: SimulationView, now: float) -> None:
         """A sync when one is due (replicas created or deleted), then the wrapped loop's step."""
         if self.autoscaler.next_sync(now) <= now:
-            current = sim.replicas.copy()
-            desired = self.autoscaler.sync(now, current, sim.demand_now())
+            rs = sim.replicasets
+            assert rs is not None, "a trace with services has replicas"
+            current = rs.replicas.copy()
+            desired = self.autoscaler.sync(now, current, rs.demand_now())
             assert ((desired >= 0) & (desired <= self.max_replicas)).all(), "desired replicas within [0, max]"
-            sim.replicas_recommended[:] = self.autoscaler.recommended(desired)
+            rs.recommended[:] = self.autoscaler.recommended(desired)
             for s in np.flatnonzero(desired > current).tolist():
-                sim.create_replicas(s, int(desired[s] - current[s]))
+                rs.create(s, int(desired[s] - current[s]))
             for s in np.flatnonzero(desired < current).tolist():
-                sim.delete_replicas(s, int(current[s] - desired[s]))
+                rs.delete(s, int(current[s] - desired[s]))
         self.inner.step(sim, now)

@@ -14,12 +14,15 @@ counted among `capacity_episodes_open`).
 
 from __future__ import annotations
 
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import polars as pl
 
-from harness.metrics import _add_rows_in_turn
+from harness.metrics import add_rows_in_turn
+
+if TYPE_CHECKING:  # the replicas build their accounts
+    from harness.services.engine import ReplicaSets
 
 QUANTILES = {"p50": 0.5, "p99": 0.99}
 
@@ -28,10 +31,9 @@ class ServiceAccounting:
     """Integrates each service's demand, unserved demand and warm idle accelerators, and keeps
     its time-to-capacity episodes, cold starts, replicas created and deleted, and a timeline."""
 
-    def __init__(self, sim):
-        self.sim = sim
-        svc = sim.services
-        n = svc.n
+    def __init__(self, replicas: ReplicaSets):
+        self.rs = replicas
+        n = replicas.svc.n
         self.demand_units = np.zeros(n)
         self.unserved_units = np.zeros(n)
         self.idle_gpu_s = np.zeros(n)
@@ -46,11 +48,11 @@ class ServiceAccounting:
 
     def _rates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Demand, ready capacity, unserved demand and warm idle GPUs per service, now."""
-        sim, svc = self.sim, self.sim.services
-        demand = sim._demand
-        capacity = sim.replicas_ready * svc.capacity
+        rs, svc = self.rs, self.rs.svc
+        demand = rs.demand
+        capacity = rs.ready * svc.capacity
         unserved = np.maximum(demand - capacity, 0.0)
-        idle = np.maximum(sim.replicas_ready - demand / svc.capacity, 0.0) * svc.gpus_per_replica
+        idle = np.maximum(rs.ready - demand / svc.capacity, 0.0) * svc.gpus_per_replica
         return demand, capacity, unserved, idle
 
     def _episodes(self, since: float, short: np.ndarray) -> None:
@@ -73,9 +75,9 @@ class ServiceAccounting:
         demand, capacity, unserved, idle = self._rates()
         self._episodes(last, demand > capacity)
         if isinstance(dt, np.ndarray):
-            self.demand_units = _add_rows_in_turn(self.demand_units, np.multiply.outer(demand, dt))
-            self.unserved_units = _add_rows_in_turn(self.unserved_units, np.multiply.outer(unserved, dt))
-            self.idle_gpu_s = _add_rows_in_turn(self.idle_gpu_s, np.multiply.outer(idle, dt))
+            self.demand_units = add_rows_in_turn(self.demand_units, np.multiply.outer(demand, dt))
+            self.unserved_units = add_rows_in_turn(self.unserved_units, np.multiply.outer(unserved, dt))
+            self.idle_gpu_s = add_rows_in_turn(self.idle_gpu_s, np.multiply.outer(idle, dt))
         else:
             self.demand_units += demand * dt
             self.unserved_units += unserved * dt
@@ -83,11 +85,11 @@ class ServiceAccounting:
 
     def sample(self, times: np.ndarray) -> None:
         """Timeline samples at `times`, all of the state now."""
-        sim = self.sim
+        rs = self.rs
         demand, capacity, _, _ = self._rates()
-        n, k = sim.services.n, len(times)
+        n, k = rs.svc.n, len(times)
         self.samples.append((np.repeat(times, n), np.tile(np.arange(n), k), np.tile(demand, k),
-                             np.tile(capacity, k), np.tile(sim.replicas_ready, k), np.tile(sim.replicas, k)))
+                             np.tile(capacity, k), np.tile(rs.ready, k), np.tile(rs.replicas, k)))
 
     def finish(self, horizon: float) -> None:
         """Episodes still open last until the horizon."""
@@ -97,7 +99,7 @@ class ServiceAccounting:
     # ---- outputs ------------------------------------------------------------------------
     def frame(self) -> pl.DataFrame:
         """One row per service (services.parquet)."""
-        svc = self.sim.services
+        svc = self.rs.svc
         episodes = pl.DataFrame({"s": self.episode_service, "d": self.episode_s},
                                 schema={"s": pl.Int64, "d": pl.Float64})
         rows = []
@@ -129,7 +131,7 @@ class ServiceAccounting:
 
     def timeline(self) -> pl.DataFrame:
         """Per service per timeline sample: demand and ready capacity (services_timeline.parquet)."""
-        names = self.sim.services.name
+        names = self.rs.svc.name
         cols = [np.concatenate(c) for c in zip(*self.samples, strict=True)] if self.samples else [np.zeros(0)] * 6
         t, s, demand, capacity, ready, replicas = cols
         return pl.DataFrame({"t_s": t.astype(np.float64), "service": names[s.astype(np.int64)].astype(str),

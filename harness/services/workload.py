@@ -4,7 +4,7 @@ A service with max_replicas R gets R single-pod jobs, its replica slots (job and
 `<service>/<k>`), compiled with the trace's pods through the same path (`compile_workload`:
 shapes, never_fits and pools_fit hold for them unchanged). A slot has the service's priority
 and queue, no run time (a replica runs until it is deleted) and no arrival in the trace: its
-submit time is inf until the replica autoscaler creates it (`Simulation.create_replicas`
+submit time is inf until the replica autoscaler creates it (`ReplicaSets.create`
 sets it to the creation instant). The demand series stay the simulation's: loops get the
 workload with them sealed (`Services.sealed`).
 """

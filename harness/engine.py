@@ -1,0 +1,79 @@
+"""The discrete-event core: a clock, a heap of scheduled calls and the run loop, no domain.
+
+As simpy's core: `at` schedules a call at an instant (calls at one instant run in the order
+they were scheduled), `advance_to` moves the clock and runs what is due, `run_until` alternates
+that with a driver's steps until a horizon. A `stream` of calls at times known in advance (a
+trace's arrivals) stays out of the heap. What the calls do is the caller's.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections.abc import Callable
+from typing import cast
+
+import numpy as np
+
+
+class Engine:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._heap: list = []
+        self._seq = itertools.count()
+        self.n_events = 0  # calls run
+        self._stream_times: np.ndarray = np.zeros(0)
+        self._stream_fn: Callable[[int], None] | None = None
+        self._stream_next = 0
+
+    def at(self, time: float, fn, *args) -> None:
+        """Schedule fn(*args) at `time` (events at one instant run in scheduling order)."""
+        heapq.heappush(self._heap, (float(time), next(self._seq), fn, args))
+
+    def stream(self, times: np.ndarray, fn: Callable[[int], None]) -> None:
+        """Call fn(i) at times[i] for i = 0, 1, ... (times sorted); at one instant these
+        calls run after the heap's."""
+        self._stream_times, self._stream_fn, self._stream_next = times, fn, 0
+
+    def next_event_time(self) -> float:
+        t = self._heap[0][0] if self._heap else np.inf
+        if self._stream_next < len(self._stream_times):
+            t = min(t, self._stream_times[self._stream_next])
+        return t
+
+    def advance_to(self, t: float) -> None:
+        """Move the clock to t and run the calls due by then."""
+        self.now = t
+        heap = self._heap
+        while heap and heap[0][0] <= t:
+            _, _, fn, args = heapq.heappop(heap)
+            fn(*args)
+            self.n_events += 1
+        times, fn = self._stream_times, self._stream_fn
+        while self._stream_next < len(times) and times[self._stream_next] <= t:
+            cast(Callable[[int], None], fn)(self._stream_next)
+            self._stream_next += 1
+            self.n_events += 1
+
+    def run_until(self, until: float, wakeup: Callable[[float], float], step: Callable[[float], None],
+            skip: Callable[[float, float], bool], progress: Callable[[float], None] | None = None) -> None:
+        """Step at 0, then at each next instant (the next event or the driver's `wakeup(now)`)
+        up to `until`. A wake-up before the next event is first offered to `skip(t, before)`,
+        which may pass the driver's quiet wake-ups from t on, before `before`, in bulk (it moves
+        the clock itself and says so)."""
+        self.advance_to(0.0)
+        step(0.0)
+        while True:
+            t_event = self.next_event_time()
+            t = min(t_event, wakeup(self.now))
+            if t > until or not math.isfinite(t):
+                break
+            if t < t_event and skip(t, min(t_event, np.nextafter(until, np.inf))):
+                if progress is not None:
+                    progress(self.now)
+                continue
+            self.advance_to(t)
+            step(t)
+            if progress is not None:
+                progress(t)

@@ -1,0 +1,22 @@
+"""`Hooks`: where extensions attach to a simulation (the services' replicas, an admission gate).
+
+Each hook is a list of handlers, called in the order they attached; the simulation calls them
+at the named transitions of a job or pod, and knows nothing of what they do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Hooks:
+    #: a job arrives, its pods pending: a handler returning True holds it (an admission gate)
+    arrival: list[Callable[[int], bool]] = field(default_factory=list)
+    #: a job's pod left its node back to pending (unbound, preempted, its node given up)
+    unbound: list[Callable[[int], None]] = field(default_factory=list)
+    #: a pod that never finishes by itself started running (a service's replica)
+    endless: list[Callable[[int], None]] = field(default_factory=list)
+    #: a job is withdrawn before it finished (a deleted replica)
+    withdrawn: list[Callable[[int], None]] = field(default_factory=list)
