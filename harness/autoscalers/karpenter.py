@@ -68,9 +68,10 @@ from itertools import pairwise
 
 import numpy as np
 
+from harness.autoscalers.provision_timeout import ProvisionTimeout
 from harness.filters import devices_taken, feasible, fits_on
 from harness.loops.base import SHARING, TOPOLOGY, Description, SimulationView
-from harness.quiet import MAX_TICKS, NO_TICKS, Clock, ends, every, leading, still_quiet
+from harness.quiet import MAX_TICKS, NO_TICKS, Cadence, Clock, ends, every, leading, still_quiet
 from harness.scheduler import Scheduler
 from harness.settings import check
 from harness.state import WHOLE
@@ -226,10 +227,10 @@ class KarpenterAutoscaler:
         self.window_start: float | None = None
         self.last_trigger = -np.inf
         self.seen_version = -1
-        self.next_poll = 0.0
+        self.polls = Cadence(self.poll_s, grid=False)  # its quiet key: `_situation` after a poll that did nothing
+        self.timeout = ProvisionTimeout(self.registration_ttl_s, sim)  # liveness' registration TTL
         self.nominated_version = 0  # bumps when a batch nominates nodes anew
-        self.quiet_key: tuple | None = None  # `_situation` after a poll that did nothing
-        self.poll_clocks: list[Clock] = []  # ... and what could change its candidates meanwhile
+        self.poll_clocks: list[Clock] = []  # what could change the candidates of a poll that did nothing
         self.nominated_free = np.zeros(0, bool)  # ... and, per nominated node, not nominated then
         self.command: tuple[int, int, np.ndarray] | None = None  # replacement slot, its instance, replaced
         self.validating: tuple[float, np.ndarray, int, bool] | None = None  # at, candidates, pool or -1, emptiness
@@ -241,14 +242,14 @@ class KarpenterAutoscaler:
     @property
     def next_scan(self) -> float:
         self._observe(self.sim.now)
-        t = self.next_poll if self.validating is None else self.validating[0]  # polls wait for the validation
+        t = self.polls.due(self.sim.now) if self.validating is None else self.validating[0]  # polls wait for it
         if self.window_start is not None:
             t = min(t, self._window_close())
         elif self.sim.queue:
             t = min(t, self.last_trigger + self.requeue_s)
         if self.command is not None and self.sim.state.status[self.command[0]] == READY:
             t = self.sim.now  # the replacement is ready: disrupt now
-        return min(t, self._registration_deadline())
+        return min(t, self.timeout.deadline())
 
     def _observe(self, now: float) -> None:
         """A new pending pod, or pods still pending a requeue period later, trigger the batcher."""
@@ -264,7 +265,7 @@ class KarpenterAutoscaler:
         return min(self.window_start + self.batch_max_s, self.last_trigger + self.batch_idle_s)
 
     def scan(self, now: float) -> None:
-        self._liveness(now)
+        self.timeout.give_up(now, self._unbind_all)  # liveness: no offering is marked unavailable for it
         self._observe(now)
         if self.window_start is not None and now >= self._window_close():
             self.window_start = None
@@ -273,12 +274,16 @@ class KarpenterAutoscaler:
             self._finish_command()
         if self.validating is not None and now >= self.validating[0]:
             # Karpenter's controller requeues at once after a command it executed, else after a period
-            self.next_poll = now if self._validate(now) else now + self.poll_s
-        if self.validating is None and now >= self.next_poll:
-            self.next_poll = now + self.poll_s
+            if self._validate(now):
+                self.polls.next = now
+            else:
+                self.polls.ran(now)
+        if self.validating is None and now >= self.polls.next:
+            self.polls.ran(now)
             acted = self._consolidate(now)
-            self.quiet_key = None if acted or self.command is not None else self._situation()
-            if self.quiet_key is not None:
+            quiet = not acted and self.command is None
+            self.polls.rest(self._situation() if quiet else None)
+            if quiet:
                 self._remember_poll(now)
 
     def _remember_poll(self, now: float) -> None:
@@ -304,7 +309,7 @@ class KarpenterAutoscaler:
         `requeue_s`, each launching nothing (as the last one did) and renewing the nominations.
         The cadence moves past them."""
         sim = self.sim
-        if self.quiet_key != self._situation() or self.window_start is not None:
+        if not self.polls.quiet(self._situation()) or self.window_start is not None:
             return NO_TICKS
         pending = bool(sim.queue)
         if pending and (self.idle_key != self._batch_key(sim.now)
@@ -313,7 +318,7 @@ class KarpenterAutoscaler:
         if pending and len(self.nominated) and self.nomination_s <= self.requeue_s:
             return NO_TICKS  # nominations lapse between batches: polls see nodes come and go
         end = min(before, ends(self.poll_clocks) + self.poll_s, self._next_expiry())
-        polls = every(self.next_poll, self.poll_s, end)  # as now + poll_s does
+        polls = self.polls.scans(self.polls.next, end)
         triggers = every(self.last_trigger + self.requeue_s, self.requeue_s, end) if pending else NO_TICKS
         for made in (polls, triggers):
             if len(made) == MAX_TICKS:  # cut short: none past its last
@@ -324,8 +329,7 @@ class KarpenterAutoscaler:
         if quiet < len(polls):
             end = polls[quiet]
         polls, triggers, closes = polls[polls < end], triggers[triggers < end], closes[closes < end]
-        if len(polls):
-            self.next_poll = polls[-1] + self.poll_s
+        self.polls.passed(polls)
         if len(triggers):
             self.last_trigger = triggers[-1]
             self.window_start = triggers[-1] if len(closes) < len(triggers) else None
@@ -338,7 +342,7 @@ class KarpenterAutoscaler:
         registration TTL, or an offering leaving the unavailable cache (both are deadlines: at
         that instant the loop already acts otherwise)."""
         until = self.unavailable_until[self.unavailable_until > self.sim.now]
-        return min(self._registration_deadline(), until.min() if len(until) else np.inf)
+        return min(self.timeout.deadline(), until.min() if len(until) else np.inf)
 
     def _renewals_agree(self, polls: np.ndarray, closes: np.ndarray) -> np.ndarray:
         """At each poll, whether every nominated node reads nominated or not as at the last
@@ -425,24 +429,11 @@ class KarpenterAutoscaler:
             return -1
         return int(slots[0])
 
-    def _registration_deadline(self) -> float:
-        """When the first node still booting reaches its registration TTL (inf: none boots)."""
-        booting = self.sim.state.status == BOOTING
-        return float(self.sim.node_requested_at[booting].min()) + self.registration_ttl_s if booting.any() else np.inf
-
-    def _liveness(self, now: float) -> None:
-        """Karpenter's liveness check: a NodeClaim whose node has not registered (still
-        booting) `registration_ttl_s` after it was asked for is deleted; pods planned on it
-        return to pending and are packed again. As upstream, no offering is marked unavailable
-        for it (only launch errors fill that cache)."""
-        st, sim = self.sim.state, self.sim
-        # the deadline's own sum (`_registration_deadline`): `now - requested_at` can round a hair
-        # under the TTL at that instant, and the loop would wake up there forever
-        late = np.flatnonzero((st.status == BOOTING) & (sim.node_requested_at + self.registration_ttl_s <= now))
-        for n in late.tolist():  # per late node, inherently: each is deleted, its pods re-queued
-            for pod in sim.pods_on(n):
-                sim.unbind(pod)
-            sim.remove_node(n)
+    def _unbind_all(self, n: int) -> None:
+        """Node n's NodeClaim is deleted (liveness): the pods planned on it return to pending and
+        are packed again."""
+        for pod in self.sim.pods_on(n):
+            self.sim.unbind(pod)
 
     def _offering(self, types: np.ndarray, allowed: np.ndarray, remaining: np.ndarray, committed: np.ndarray,
                   below: float = np.inf) -> int:
