@@ -507,6 +507,22 @@ class ClusterAutoscaler:
         self.in_flight[granted] = True
         return granted
 
+    # ---- gangs as units: what drives a whole-gang request (ProvisioningRequests, the scheduler) ----
+    def pending_gangs(self) -> list[np.ndarray]:
+        """The pending pods of each pending gang, in queue order, a gang per unit."""
+        return self._pending_units(gangs=True)
+
+    def scale_up_whole(self, now: float, unit: np.ndarray, atomic: bool) -> np.ndarray | None:
+        """Ask for every pod of the unit at once: the pool the expander picks among those (not
+        backed off) that could take them all, for the nodes its estimate needs (in the rack
+        the scheduler prefers, if it states one); `atomic`: all or nothing where the pool
+        honours it. The nodes granted, or None if no pool could take the unit."""
+        options = self._whole_unit_options(now, unit)
+        if not options:
+            return None
+        p, count = self._expand(options)
+        return self._ask(now, p, count, atomic=atomic, slots=self._preferred_slots(p, unit))
+
     def _whole_unit_options(self, now: float, unit: np.ndarray) -> list[Option]:
         """An option per pool (not backed off) that could take every pod of the unit at once."""
         options = []
@@ -516,7 +532,6 @@ class ClusterAutoscaler:
                 options.append(self._option(p, *estimate))
         return options
 
-    # ---- gangs as units: the scheduler's stated preference -----------------------------------
     def _gang_requests(self, now: float) -> None:
         """With `scheduler_prefers` (and no ProvisioningRequests): each pending gang that fits
         nowhere gets its whole capacity asked, best-effort, of the pool the scheduler prefers."""
@@ -524,13 +539,9 @@ class ClusterAutoscaler:
         if key == self.provreq_idle_key:
             return  # nothing changed since a pass that asked for nothing
         self.provreq_idle_key = key
-        for unit in self._unplaced(self._pending_units(gangs=True)):
-            options = self._whole_unit_options(now, unit)
-            if not options:
-                continue
-            p, count = self._expand(options)
-            self._ask(now, p, count, slots=self._preferred_slots(p, unit))
-            self.provreq_idle_key = None
+        for unit in self._unplaced(self.pending_gangs()):
+            if self.scale_up_whole(now, unit, atomic=False) is not None:
+                self.provreq_idle_key = None
 
     def _preferred_slots(self, p: int, unit: np.ndarray) -> np.ndarray | None:
         """The rack the scheduler prefers for a rack-local gang (else the cloud's choice)."""
