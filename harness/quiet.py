@@ -1,5 +1,6 @@
-"""Quiet stretches: the upcoming wake-ups of a loop's cadence at which it provably changes
-nothing, so they pass in bulk (see `Simulation.run`).
+"""Cadences and their quiet stretches: the upcoming wake-ups of a loop's cadence at which it
+provably changes nothing, so they pass in bulk (see `Simulation.run`). `Cadence` is the one
+cadence every loop and autoscaler that wakes on a period keeps.
 
 A loop knows a wake-up is quiet when nothing it reads changed since a scan that did nothing
 (no node, arrival or booking) and no clock of its own ran out: a scale-down delay, a backoff,
