@@ -1,5 +1,6 @@
-"""Quiet stretches: the upcoming wake-ups of a loop's cadence at which it provably changes
-nothing, so they pass in bulk (see `Simulation.run`).
+"""Cadences and their quiet stretches: the upcoming wake-ups of a loop's cadence at which it
+provably changes nothing, so they pass in bulk (see `Simulation.run`). `Cadence` is the one
+cadence every loop and autoscaler that wakes on a period keeps.
 
 A loop knows a wake-up is quiet when nothing it reads changed since a scan that did nothing
 (no node, arrival or booking) and no clock of its own ran out: a scale-down delay, a backoff,
@@ -11,6 +12,8 @@ at most MAX_TICKS long (memory stays small over a long gap).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -31,12 +34,6 @@ def grid_ticks(start: float, before: float, interval: float) -> np.ndarray:
     ticks = np.r_[start, (np.floor(start / interval + 1e-9) + np.arange(1, n)) * interval]
     exact = grid_after(ticks[:-1], interval) == ticks[1:]  # the recurrence holds (it does, bar huge t)
     return ticks[:min(leading(exact) + 1, leading(ticks < before))]
-
-
-def quiet_scans(start: float, before: float, interval: float, clocks: list[Clock]) -> np.ndarray:
-    """The scans on the grid from `start`, before `before`, that come before any clock runs out."""
-    ticks = grid_ticks(start, min(before, ends(clocks) + interval), interval)
-    return ticks[:still_quiet(ticks, clocks)]
 
 
 def every(first: float, step: float, before: float) -> np.ndarray:
@@ -64,6 +61,64 @@ def still_quiet(ticks: np.ndarray, clocks: list[Clock]) -> int:
 def leading(mask: np.ndarray) -> int:
     """How many leading entries of `mask` are true."""
     return len(mask) if mask.all() else int(np.argmin(mask))
+
+
+class Cadence:
+    """A loop's scans, one every `interval_s` seconds, and the quiet stretches between them:
+    the one cadence of every loop and autoscaler that wakes on a period.
+
+    On the grid (`grid`, the Cluster-Autoscaler-like autoscaler and the merged planner) scans
+    fall on 0, s, 2s, ...: a scan at t sets the next at `grid_after(t)`, and a loop an event
+    wakes scans at the first grid point not before it (`due`). Off the grid (Karpenter's
+    disruption poll, whose controller requeues itself a period after it ran, or at once) the
+    next scan is the last plus s. The two are kept apart, not folded into one: each is the
+    arithmetic its loop always did, so every wake-up stays the instant it was, bit for bit.
+    A scan that changed nothing leaves what it saw (`rest`); while the loop still sees that
+    (`quiet`), its next scans up to the first clock that runs out change nothing either and
+    pass in bulk (`skip`)."""
+
+    def __init__(self, interval_s: float, grid: bool = True):
+        self.interval_s, self.grid = float(interval_s), grid
+        self.next = 0.0  # the next scan's instant, at the earliest
+        self.quiet_key: tuple | None = None  # what the last scan saw, if it changed nothing
+
+    def due(self, now: float) -> float:
+        """When the next scan is due for a loop awake at `now`: on the grid, the first grid
+        point at or after `now`, never before `next`; off the grid, `next`."""
+        if not self.grid:
+            return self.next
+        return max(self.next, math.ceil(now / self.interval_s - 1e-9) * self.interval_s)
+
+    def ran(self, now: float) -> None:
+        """A scan ran at `now`: the next is a period on."""
+        self.next = grid_after(now, self.interval_s) if self.grid else now + self.interval_s
+
+    def rest(self, key: tuple | None) -> None:
+        """What the scan just run saw, if it changed nothing (None: it changed something)."""
+        self.quiet_key = key
+
+    def quiet(self, key: tuple) -> bool:
+        """Does the loop see now what a scan that changed nothing saw?"""
+        return self.quiet_key == key
+
+    def scans(self, start: float, before: float) -> np.ndarray:
+        """Its scans from `start` on, those before `before`, as it would set each from the last."""
+        if self.grid:
+            return grid_ticks(start, before, self.interval_s)
+        return every(start, self.interval_s, before)
+
+    def passed(self, ticks: np.ndarray) -> None:
+        """These scans passed in bulk: the next follows the last of them."""
+        if len(ticks):
+            self.ran(float(ticks[-1]))
+
+    def skip(self, start: float, before: float, clocks: list[Clock]) -> np.ndarray:
+        """The scans from `start` on, before `before`, that come before any of these clocks runs
+        out: they pass (call it only while `quiet`)."""
+        ticks = self.scans(start, min(before, ends(clocks) + self.interval_s))
+        ticks = ticks[:still_quiet(ticks, clocks)]
+        self.passed(ticks)
+        return ticks
 
 
 def _count(first: float, before: float, step: float) -> int:

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.autoscalers.karpenter import WhatIf
+from harness.autoscalers.karpenter_scheduling import WhatIf
 from harness.cluster import Cluster
 from harness.filters import feasible, fits_count
 from harness.sim import Simulation

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.autoscalers.karpenter import KarpenterAutoscaler
+from harness.autoscalers.karpenter_consolidation import Consolidation
 from harness.errors import ConfigError
 from harness.loops.separate import SeparateLoops
 from harness.scheduler import Scheduler
@@ -212,7 +213,7 @@ def test_loop_config_composes():
 
 
 # ---- consolidation candidates: the vector shortlist equals the node-by-node walk (property) -----
-def candidates_walk(ka: KarpenterAutoscaler, now: float) -> list[int]:
+def candidates_walk(ka: Consolidation, now: float) -> list[int]:
     """The shortlist as Karpenter's rules read, one node at a time: ready, untainted, not
     nominated, quiet nodes, cheapest to disrupt first (the sum over its pods of Karpenter's
     EvictionCost, 1 + priority / 2^25 clamped to [-10, 10], pod by pod; then slot); a node holding a
@@ -224,8 +225,9 @@ def candidates_walk(ka: KarpenterAutoscaler, now: float) -> list[int]:
     cost = {n: sum(min(10.0, max(-10.0, 1.0 + float(w.job_priority[w.job[q]]) / 2**25)) for q in sim.node_pods[n])
             for n in nodes}
     nodes.sort(key=lambda n: (cost[n], n))
-    room = [sum(1 for m in range(st.n_slots) if st.slot_pool[m] == p and st.status[m] != ABSENT) - ka.min_size[p]
-            for p in range(len(ka.min_size))]
+    min_size = ka.offerings.min_size
+    room = [sum(1 for m in range(st.n_slots) if st.slot_pool[m] == p and st.status[m] != ABSENT) - min_size[p]
+            for p in range(len(min_size))]
     out, busy = [], 0
     for n in nodes:
         p = st.slot_pool[n]
@@ -242,7 +244,7 @@ def candidates_walk(ka: KarpenterAutoscaler, now: float) -> list[int]:
     return out
 
 
-def may_move_walk(ka: KarpenterAutoscaler, cands) -> list[bool]:
+def may_move_walk(ka: Consolidation, cands) -> list[bool]:
     """`_may_move` pod by pod, in exact integers (GPU milli when sharing-aware, else whole GPUs
     with a share counted as one device)."""
     sim, st, w = ka.sim, ka.sim.state, ka.view
@@ -254,7 +256,7 @@ def may_move_walk(ka: KarpenterAutoscaler, cands) -> list[bool]:
         return int(st.cpu_free[n]), int(st.mem_free[n]), g
 
     total = [sum(free(n)[i] for n in keep) for i in range(3)]
-    remaining, committed = ka._supply()
+    remaining, committed = ka.offerings.supply()
     out = []
     for n in cands:
         pods = sim.node_pods[n]
@@ -262,9 +264,10 @@ def may_move_walk(ka: KarpenterAutoscaler, cands) -> list[bool]:
                 sum(int(w.gpus[q]) * (int(w.milli[q]) if ka.sharing_aware else 1) for q in pods))
         elsewhere = [total[i] - free(n)[i] for i in range(3)]
         ok = all(a <= b for a, b in zip(need, elsewhere, strict=True))
-        for p, t in enumerate(ka.pool_type):
-            price = 0.0 if committed[p] > 0 else ka.pool_price[p]
-            if price < ka.node_price[n] and remaining[p] > 0:
+        offerings = ka.offerings
+        for p, t in enumerate(offerings.pool_type):
+            price = 0.0 if committed[p] > 0 else offerings.pool_price[p]
+            if price < offerings.node_price[n] and remaining[p] > 0:
                 cap = (int(st.type_cpu[t]), int(st.type_mem[t]), int(st.type_gpus[t]) * unit)
                 ok |= all(a <= b + c for a, b, c in zip(need, elsewhere, cap, strict=True))
         out.append(bool(ok))
@@ -272,20 +275,27 @@ def may_move_walk(ka: KarpenterAutoscaler, cands) -> list[bool]:
 
 
 class CheckedKarpenter(KarpenterAutoscaler):
-    """Checks the vector shortlist and `_may_move` against the walks at every poll."""
+    """Checks its consolidation's vector shortlist and `_may_move` against the walks at every poll."""
 
     def __init__(self, **kw):
         super().__init__(**kw)
         self.checked = {"polls": 0, "busy": 0}
 
-    def _candidates(self, now):
-        got = super()._candidates(now)
-        assert got.dtype == np.int64 and got.tolist() == candidates_walk(self, now)
-        busy = got[self.sim.state.pods_on[got] > 0]
-        assert self._may_move(busy).tolist() == may_move_walk(self, busy)
-        self.checked["polls"] += 1
-        self.checked["busy"] += len(busy)
-        return got
+    def attach(self, sim, scheduler):
+        super().attach(sim, scheduler)
+        c = self.consolidation
+        candidates = c._candidates
+
+        def checked(now):
+            got = candidates(now)
+            assert got.dtype == np.int64 and got.tolist() == candidates_walk(c, now)
+            busy = got[c.sim.state.pods_on[got] > 0]
+            assert c._may_move(busy).tolist() == may_move_walk(c, busy)
+            self.checked["polls"] += 1
+            self.checked["busy"] += len(busy)
+            return got
+
+        c._candidates = checked
 
 
 @st.composite

@@ -20,7 +20,7 @@ from harness.autoscalers.karpenter import KarpenterAutoscaler
 from harness.cluster import Cluster
 from harness.loops.separate import SeparateLoops
 from harness.metrics import Timeline, jobs_frame, nodes_frame, summary_row
-from harness.quiet import NO_TICKS
+from harness.quiet import NO_TICKS, Cadence
 from harness.scheduler import Scheduler
 from harness.scores import LeastAllocated
 from harness.sim import Simulation
@@ -179,6 +179,23 @@ def test_quiet_ticks_stay_exact_against_a_silent_provider(name, table, horizon):
     stepped = replay(table, EXACT_LOOPS[name](), horizon, True, quiet=False, shortage="silent")
     for a, b in zip(bulk, stepped, strict=True):
         assert a.columns == b.columns and bits(a) == bits(b)
+
+
+@pytest.mark.parametrize("grid", [True, False])
+@pytest.mark.parametrize(("interval", "last"), [(10.0, 0.0), (0.1, 3.7), (7.3, 1e6 + 0.3)])
+def test_a_cadence_passes_in_bulk_exactly_the_scans_it_would_step(grid, interval, last):
+    # stepped: each scan runs at the due instant and sets the next; in bulk: `skip` hands the same
+    # instants over, bit for bit, stops before a deadline clock, and leaves the same next scan
+    stepped, bulk = Cadence(interval, grid), Cadence(interval, grid)
+    stepped.ran(last)
+    bulk.ran(last)
+    deadline = last + 100.5 * interval
+    instants = []
+    while (t := stepped.due(stepped.next)) < deadline:
+        instants.append(t)
+        stepped.ran(t)
+    ticks = bulk.skip(bulk.due(bulk.next), np.inf, [(deadline, 0.0)])
+    assert ticks.tolist() == instants and len(instants) == 100 and bulk.next == stepped.next
 
 
 def test_samples_of_a_quiet_stretch_are_taken_in_bulk_at_the_instants_of_one_by_one():

@@ -59,6 +59,7 @@ import numpy as np
 
 from harness.autoscalers.backoff import NodeGroupBackoff
 from harness.autoscalers.expanders import Chain, Expander, LeastWaste, Option, Reserved, SchedulerPreference, pod_prices
+from harness.autoscalers.provision_timeout import ProvisionTimeout
 from harness.autoscalers.provisioning_request import BEST_EFFORT_ATOMIC, ProvisioningRequests
 from harness.autoscalers.scale_down import ScaleDown
 from harness.loops.base import (
@@ -72,7 +73,7 @@ from harness.loops.base import (
     Description,
     SimulationView,
 )
-from harness.quiet import NO_TICKS, grid_after, quiet_scans
+from harness.quiet import NO_TICKS, Cadence
 from harness.scheduler import Scheduler
 from harness.settings import check
 from harness.status import ABSENT, BOOTING, PENDING, READY
@@ -155,10 +156,10 @@ class ClusterAutoscaler:
         self.in_flight = np.zeros(sim.state.n_slots, bool)  # nodes it asked for, not yet seen up
         self.rng = np.random.default_rng([sim.seed, 3])
         self.scale_down.attach(sim)
-        self.grid_next = 0.0
+        self.cadence = Cadence(self.scan_interval_s)  # its quiet key: `_situation` after a scan that did nothing
+        self.timeout = ProvisionTimeout(self.max_node_provision_time_s, sim)
         self.scanned_mutations = -1
         self.scanned_at = -np.inf
-        self.quiet_key: tuple | None = None  # `_situation` after a scan that did nothing
         self.idle_key: tuple | None = None  # situation in which the last scale-up found nothing to do
         self.provreq_idle_key: tuple | None = None
         self.provreq.attach()
@@ -187,33 +188,23 @@ class ClusterAutoscaler:
         if (not sim.queue and len(self.scale_down.low) == 0 and not self.provreq.booked and not self.provreq.open()
                 and sim.state.mutations == self.scanned_mutations and self.provreq.key() == self.provreq_seen
                 and self._buffer_key() == self.scanned_buffer):
-            deadline = self._provision_deadline()  # a node that never came up is still given up
+            deadline = self.timeout.deadline()  # a node that never came up is still given up
             if not math.isfinite(deadline):
                 return np.inf
             now = max(now, deadline)
-        return max(self.grid_next, math.ceil(now / self.scan_interval_s - 1e-9) * self.scan_interval_s)
-
-    def _provision_deadline(self) -> float:
-        """When the longest-booting node reaches max_node_provision_time_s (inf: none boots)."""
-        requested = self.sim.node_requested_at[self.sim.state.status == BOOTING]
-        return float(requested.min()) + self.max_node_provision_time_s if len(requested) else np.inf
+        return self.cadence.due(now)
 
     def idle_ticks(self, start: float, before: float) -> np.ndarray:
         """The scans from `start` (the next one) on, before `before`, that would provably do what
         the last one did, nothing: no node, arrival or booking changed since, and no backoff,
         booking or scale-down clock runs out. The cadence moves past them."""
-        if self.quiet_key != self._situation():
+        if not self.cadence.quiet(self._situation()):
             return NO_TICKS
         clocks = self.scale_down.clocks()
         clocks += self.backoff.clocks()  # a backoff runs out
-        requested = self.sim.node_requested_at[self.sim.state.status == BOOTING]
-        if len(requested):  # a node reaches max_node_provision_time_s
-            clocks.append((float(requested.min()), self.max_node_provision_time_s))
+        clocks += self.timeout.clocks()  # a node reaches max_node_provision_time_s
         clocks += self.provreq.clocks(self.scanned_at)  # a booking expires, a request retries
-        ticks = quiet_scans(start, before, self.scan_interval_s, clocks)
-        if len(ticks):
-            self.grid_next = grid_after(ticks[-1], self.scan_interval_s)
-        return ticks
+        return self.cadence.skip(start, before, clocks)
 
     def _situation(self) -> tuple:
         """What a scan's outcome depends on, but for time: nodes, arrivals and bookings."""
@@ -255,7 +246,7 @@ class ClusterAutoscaler:
         return keep
 
     def scan(self, now: float) -> None:
-        self.grid_next = grid_after(now, self.scan_interval_s)
+        self.cadence.ran(now)
         self.scanned_at = now
         if self.sim.cluster.autoscaling:
             self._track_requests(now)
@@ -275,7 +266,7 @@ class ClusterAutoscaler:
         self.scanned_mutations = self.sim.state.mutations
         self.provreq_seen = self.provreq.key()
         self.scanned_buffer = self._buffer_key()
-        self.quiet_key = self._situation() if self._did_nothing(now) else None
+        self.cadence.rest(self._situation() if self._did_nothing(now) else None)
 
     def _track_requests(self, now: float) -> None:
         """What its requests came to. A pool whose asked nodes are all up completed its scale-up:
@@ -295,13 +286,10 @@ class ClusterAutoscaler:
                 for p in np.unique(sim.state.slot_pool[up]).tolist():
                     if waiting[p] == 0:
                         self.backoff.succeeded(p)
-        late = np.flatnonzero((status == BOOTING) & (now - sim.node_requested_at >= self.max_node_provision_time_s))
+        late = self.timeout.give_up(now, self.provreq.release)  # harness/autoscalers/provision_timeout.py
         if len(late) == 0:
             return
         self.in_flight[late] = False
-        for n in late.tolist():
-            self.provreq.release(n)
-            sim.remove_node(n)
         for p in np.unique(sim.state.slot_pool[late]).tolist():
             self.backoff.failed(p, now)
         self.idle_key = self.provreq_idle_key = None
@@ -521,6 +509,22 @@ class ClusterAutoscaler:
         self.in_flight[granted] = True
         return granted
 
+    # ---- gangs as units: what drives a whole-gang request (ProvisioningRequests, the scheduler) ----
+    def pending_gangs(self) -> list[np.ndarray]:
+        """The pending pods of each pending gang, in queue order, a gang per unit."""
+        return self._pending_units(gangs=True)
+
+    def scale_up_whole(self, now: float, unit: np.ndarray, atomic: bool) -> np.ndarray | None:
+        """Ask for every pod of the unit at once: the pool the expander picks among those (not
+        backed off) that could take them all, for the nodes its estimate needs (in the rack
+        the scheduler prefers, if it states one); `atomic`: all or nothing where the pool
+        honours it. The nodes granted, or None if no pool could take the unit."""
+        options = self._whole_unit_options(now, unit)
+        if not options:
+            return None
+        p, count = self._expand(options)
+        return self._ask(now, p, count, atomic=atomic, slots=self._preferred_slots(p, unit))
+
     def _whole_unit_options(self, now: float, unit: np.ndarray) -> list[Option]:
         """An option per pool (not backed off) that could take every pod of the unit at once."""
         options = []
@@ -530,7 +534,6 @@ class ClusterAutoscaler:
                 options.append(self._option(p, *estimate))
         return options
 
-    # ---- gangs as units: the scheduler's stated preference -----------------------------------
     def _gang_requests(self, now: float) -> None:
         """With `scheduler_prefers` (and no ProvisioningRequests): each pending gang that fits
         nowhere gets its whole capacity asked, best-effort, of the pool the scheduler prefers."""
@@ -538,13 +541,9 @@ class ClusterAutoscaler:
         if key == self.provreq_idle_key:
             return  # nothing changed since a pass that asked for nothing
         self.provreq_idle_key = key
-        for unit in self._unplaced(self._pending_units(gangs=True)):
-            options = self._whole_unit_options(now, unit)
-            if not options:
-                continue
-            p, count = self._expand(options)
-            self._ask(now, p, count, slots=self._preferred_slots(p, unit))
-            self.provreq_idle_key = None
+        for unit in self._unplaced(self.pending_gangs()):
+            if self.scale_up_whole(now, unit, atomic=False) is not None:
+                self.provreq_idle_key = None
 
     def _preferred_slots(self, p: int, unit: np.ndarray) -> np.ndarray | None:
         """The rack the scheduler prefers for a rack-local gang (else the cloud's choice)."""

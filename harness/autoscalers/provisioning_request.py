@@ -33,7 +33,8 @@ from harness.status import ABSENT
 from harness.whatif import Snapshot, classes
 
 if TYPE_CHECKING:
-    from harness.autoscalers.cluster_autoscaler import ClusterAutoscaler
+    from harness.loops.base import SimulationView
+    from harness.workload import Workload
 
 BEST_EFFORT_ATOMIC = "best-effort-atomic-scale-up"
 CHECK_CAPACITY = "check-capacity"
@@ -55,8 +56,21 @@ class RequestSource(Protocol):
     def failed(self, j: int, now: float) -> None: ...
 
 
+class ScaleUp(Protocol):
+    """What the requests ask of the Cluster Autoscaler that processes them
+    (harness/autoscalers/cluster_autoscaler.py): its simulation and view of a pod, the pending
+    gangs, and a scale-up for a whole request."""
+
+    sim: SimulationView
+    view: Workload
+    view_class: np.ndarray
+
+    def pending_gangs(self) -> list[np.ndarray]: ...
+    def scale_up_whole(self, now: float, unit: np.ndarray, atomic: bool) -> np.ndarray | None: ...
+
+
 class ProvisioningRequests:
-    def __init__(self, ca: ClusterAutoscaler, provisioning_class: str, booking_s: float):
+    def __init__(self, ca: ScaleUp, provisioning_class: str, booking_s: float):
         self.ca, self.provisioning_class, self.booking_s = ca, provisioning_class, booking_s
         self.source: RequestSource | None = None  # None: the pending gangs are the requests
 
@@ -138,7 +152,7 @@ class ProvisioningRequests:
         if self.source is not None:
             return self.source.requests()
         ca = self.ca
-        return [(int(ca.sim.w.job[unit[0]]), unit) for unit in ca._pending_units(gangs=True)]
+        return [(int(ca.sim.w.job[unit[0]]), unit) for unit in ca.pending_gangs()]
 
     def _provision(self, now: float, j: int, unit: np.ndarray) -> None:
         nodes, rest = self._fit_existing(j, unit)
@@ -182,9 +196,5 @@ class ProvisioningRequests:
     def _scale_up(self, now: float, pods: np.ndarray) -> np.ndarray:
         """best-effort-atomic: one pool that can take all these pods, by the expander; the
         nodes it granted (all or nothing where the pool honours it; none if no pool can)."""
-        ca = self.ca
-        options = ca._whole_unit_options(now, pods)
-        if not options:
-            return pods[:0]
-        p, count = ca._expand(options)
-        return ca._ask(now, p, count, atomic=True, slots=ca._preferred_slots(p, pods))
+        granted = self.ca.scale_up_whole(now, pods, atomic=True)
+        return pods[:0] if granted is None else granted

@@ -151,7 +151,7 @@ class KueueLoop:
         if self.adm.flavor[j] >= 0:
             if self.admission_check is not None:
                 self.admission_check.withdraw(j)
-            self._release(j)
+            self.release(j)
         else:
             self.adm.withdraw(j)
         self.expired = [e for e in self.expired if e != j]
@@ -193,7 +193,7 @@ class KueueLoop:
             # a job preempted after its quota reservation in the same run holds none any more
             admitted = [j for j in dict.fromkeys(j for j, _ in ran) if self.adm.flavor[j] >= 0]
             for j in admitted:  # quota reserved: admitted now, or once its admission check is Ready
-                (self._admit if self.admission_check is None else self.admission_check.reserve)(j, now)
+                (self.admit if self.admission_check is None else self.admission_check.reserve)(j, now)
             if admitted:
                 self.active = np.concatenate([self.active, admitted]).astype(np.int64)
                 if self.wait_for_pods_ready:  # not PodsReady from its quota reservation on
@@ -245,7 +245,7 @@ class KueueLoop:
             if math.isnan(self.sim.job_started[j]):
                 self._evict(j, now)
 
-    def _admit(self, j: int, now: float) -> None:
+    def admit(self, j: int, now: float) -> None:
         """Job j, its quota reserved in flavor f (and its checks passed), reaches the scheduler,
         kept to f's pools (or to its TAS domain)."""
         f = int(self.adm.flavor[j])
@@ -287,7 +287,7 @@ class KueueLoop:
             sim.unbind(p)
         sim.dequeue(j)
         sim.acct.set_reasons(sim.unbound_pods(j), PendingReason.NOT_ADMITTED)
-        self._release(j)
+        self.release(j)
         self.unready = self.unready[self.unready != j]
         self.epoch[j] += 1
         self.evictions[j] += 1
@@ -295,16 +295,16 @@ class KueueLoop:
         if self.backoff_limit_count is not None and n > self.backoff_limit_count:
             return  # deactivated: exceeded the maximum number of re-queuing retries
         delay = min(self.backoff_base_s * 2.0 ** (n - 1), self.backoff_max_s)
-        sim.at(now + delay, self._requeue, j, now, int(self.epoch[j]))
+        sim.at(now + delay, self.requeue, j, now, int(self.epoch[j]))
 
-    def _release(self, j: int) -> None:
+    def release(self, j: int) -> None:
         """Job j gives its quota back (evicted, or its admission check failed)."""
         self.adm.release(j)
         self.active = self.active[self.active != j]
         self.unready = self.unready[self.unready != j]
         self.dirty = True
 
-    def _requeue(self, j: int, evicted_at: float, epoch: int) -> None:
+    def requeue(self, j: int, evicted_at: float, epoch: int) -> None:
         """Job j's backoff is over: it queues again, unless it was deleted meanwhile (epoch)."""
         if epoch == self.epoch[j]:
             self.adm.push(j, evicted_at)

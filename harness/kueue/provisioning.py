@@ -100,18 +100,18 @@ class ProvisioningCheck:
     def provisioned(self, j: int, now: float) -> None:
         """The check is Ready: workload j is admitted."""
         self._settle(j)
-        self.layer._admit(j, now)
+        self.layer.admit(j, now)
 
     def failed(self, j: int, now: float) -> None:
         """The request Failed: Retry (quota back, requeued after the backoff) or Rejected."""
         self._settle(j)
-        self.layer._release(j)
+        self.layer.release(j)
         if self.attempts[j] > self.backoff_limit_count:
             self.rejected[j] = True  # deactivated
             return
         self.layer.evictions[j] += 1
         delay = min(self.backoff_base_s * 2.0 ** (self.layer.evictions[j] - 1), self.backoff_max_s)
-        self.sim.at(now + delay, self.layer._requeue, j, now, int(self.layer.epoch[j]))
+        self.sim.at(now + delay, self.layer.requeue, j, now, int(self.layer.epoch[j]))
 
     def withdraw(self, j: int) -> None:
         """Workload j lost its quota to a preemption: its request, if still open, is dropped."""

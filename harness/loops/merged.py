@@ -49,10 +49,11 @@ import math
 import numpy as np
 
 from harness.autoscalers.backoff import NodeGroupBackoff
+from harness.autoscalers.provision_timeout import ProvisionTimeout
 from harness.autoscalers.scale_down import ScaleDown
 from harness.filters import feasible
 from harness.loops.base import Description, SimulationView
-from harness.quiet import NO_TICKS, grid_after, quiet_scans
+from harness.quiet import NO_TICKS, Cadence
 from harness.scheduler import Scheduler
 from harness.scores import ScorePlugin
 from harness.settings import check
@@ -90,10 +91,10 @@ class MergedLoop:
         self.sim = sim
         self.placer.attach(sim)
         self.scale_down.attach(sim)
-        self.next_scan = 0.0
+        self.cadence = Cadence(self.scan_interval_s)  # its quiet key: (node changes, arrivals, missing)
+        self.timeout = ProvisionTimeout(self.max_node_provision_time_s, sim)
         self.scanned_mutations = -1
         self.scanned_missing = b""  # `_missing_key` at the last scan
-        self.quiet_key: tuple | None = None  # (node changes, arrivals, missing) after a scan that changed nothing
         self.planned_at = np.full(sim.w.n_jobs, -1, np.int64)  # layout version of the last failed plan
         self.fits_pool = pools_fit(sim.cluster, sim.w)
         self.backoff = NodeGroupBackoff(len(sim.cluster.pools), self.backoff_s, self.max_backoff_s,
@@ -111,16 +112,12 @@ class MergedLoop:
         sim = self.sim
         if not sim.cluster.autoscaling:
             return np.inf
-        grid = max(self.next_scan, math.ceil(now / self.scan_interval_s - 1e-9) * self.scan_interval_s)
         if (sim.queue or len(self.scale_down.low) or sim.state.mutations != self.scanned_mutations
                 or self._missing_key() != self.scanned_missing):
-            return grid
+            return self.cadence.due(now)
         # idle, but a node asked for may never come up: the scan at its deadline gives it up
-        asked = self._asked_booting()
-        if len(asked) == 0:
-            return np.inf
-        deadline = asked.min() + self.max_node_provision_time_s
-        return max(grid, math.ceil(deadline / self.scan_interval_s - 1e-9) * self.scan_interval_s)
+        deadline = self.timeout.deadline()
+        return self.cadence.due(max(now, deadline)) if math.isfinite(deadline) else np.inf
 
     def idle_ticks(self, start: float, before: float) -> np.ndarray:
         """The scans from `start` (the next one) on, before `before`, that would provably do what
@@ -128,22 +125,16 @@ class MergedLoop:
         already failed to plan on this layout), no node ripens for scale-down, no backoff runs
         out and no node asked for reaches its provision timeout. The cadence moves past them."""
         sim = self.sim
-        if self.quiet_key != (sim.state.mutations, sim.arrived_version, self._missing_key()):
+        if not self.cadence.quiet((sim.state.mutations, sim.arrived_version, self._missing_key())):
             return NO_TICKS
-        clocks = self.scale_down.clocks() + self.backoff.clocks()
-        asked = self._asked_booting()
-        if len(asked):
-            clocks.append((float(asked.min()), self.max_node_provision_time_s))
-        ticks = quiet_scans(start, before, self.scan_interval_s, clocks)
-        if len(ticks):
-            self.next_scan = grid_after(ticks[-1], self.scan_interval_s)
-        return ticks
+        clocks = self.scale_down.clocks() + self.backoff.clocks() + self.timeout.clocks()
+        return self.cadence.skip(start, before, clocks)
 
     def step(self, sim: SimulationView, now: float) -> None:
         self.placer.cycle(now)  # 1. whole jobs onto ready capacity
         if not sim.cluster.autoscaling or now < self.next_wakeup(now):
             return
-        self.next_scan = grid_after(now, self.scan_interval_s)
+        self.cadence.ran(now)
         before = sim.state.mutations
         self._give_up_unserved(now)
         allowed = self.backoff.allowed(now)
@@ -164,7 +155,7 @@ class MergedLoop:
         self.scanned_mutations = sim.state.mutations
         self.scanned_missing = self._missing_key()
         # a plan binds or provisions and scale-down removes: each changes a node
-        self.quiet_key = ((sim.state.mutations, sim.arrived_version, self.scanned_missing)
+        self.cadence.rest((sim.state.mutations, sim.arrived_version, self.scanned_missing)
                           if sim.state.mutations == before else None)
         self.placer.cycle(now)
 
@@ -187,27 +178,23 @@ class MergedLoop:
         return self.fits_pool[:, pods] & self.sim.state.pool_allowed[w.placement[pods]].T
 
     # ---- what it learns by asking -----------------------------------------------------
-    def _asked_booting(self) -> np.ndarray:
-        """When it asked for each node still booting (the ones it may give up)."""
-        return self.sim.node_requested_at[self.sim.state.status == BOOTING]
-
     def _give_up_unserved(self, now: float) -> None:
-        """Remove every node still booting `max_node_provision_time_s` after it was asked for,
-        returning the pods planned on it to the queue (with their job's other not-started
-        members, so the job is planned again as a unit), and back its pool off."""
+        """Give up every node still booting `max_node_provision_time_s` after it was asked for
+        (harness/autoscalers/provision_timeout.py) and back its pool off, once per node."""
+        for n in self.timeout.give_up(now, self._unplan).tolist():
+            self._fell_short(int(self.sim.state.slot_pool[n]), now)
+
+    def _unplan(self, n: int) -> None:
+        """Return the pods planned on node n to the queue, with their job's other not-started
+        members, so the job is planned again as a unit."""
         sim = self.sim
-        waited = now - sim.node_requested_at
-        late = np.flatnonzero((sim.state.status == BOOTING) & (waited >= self.max_node_provision_time_s))
-        for n in late.tolist():  # rare: a request the provider accepted but never served
-            jobs = {int(sim.w.job[p]) for p in sim.pods_on(n)}
-            for j in sorted(jobs):
-                pods = sim.w.job_pods[j]
-                planned = pods[sim.pod_status[pods] == BOUND]
-                if not math.isnan(sim.job_started[j]):  # a started job loses only the pods on n
-                    planned = planned[sim.pod_node[planned] == n]
-                sim.unbind_many(planned)
-            sim.remove_node(n)
-            self._fell_short(int(sim.state.slot_pool[n]), now)
+        jobs = {int(sim.w.job[p]) for p in sim.pods_on(n)}
+        for j in sorted(jobs):
+            pods = sim.w.job_pods[j]
+            planned = pods[sim.pod_status[pods] == BOUND]
+            if not math.isnan(sim.job_started[j]):  # a started job loses only the pods on n
+                planned = planned[sim.pod_node[planned] == n]
+            sim.unbind_many(planned)
 
     def _present(self, p: int) -> int:
         return self.sim.cluster.pools[p].max_size - self.sim.cloud.room(p)

@@ -26,15 +26,23 @@ preemptionPolicy: Never).
 
 from __future__ import annotations
 
+from typing import Protocol, runtime_checkable
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.errors import ConfigError
-from harness.kueue.loop import KueueLoop
 from harness.loops.base import Loop
-from harness.loops.separate import SeparateLoops
 from harness.settings import check
+
+
+@runtime_checkable
+class BufferReader(Protocol):
+    """An autoscaler that reads a CapacityBuffer: its fake pods join every scale-up (the
+    Cluster-Autoscaler-like one)."""
+
+    def keep_buffer(self, buffer: CapacityBuffer) -> None: ...
 
 
 class Overprovisioning:
@@ -49,11 +57,12 @@ class Overprovisioning:
         """Refuse, naming the key, a loop that cannot have placeholders or services they would not
         yield to: the scheduler must preempt (DefaultPreemption) and no admission layer may sit
         in front (Kueue would admit pause pods as workloads); every replica must outrank them."""
-        if isinstance(loop, KueueLoop) or not isinstance(loop, SeparateLoops):
+        scheduler = getattr(loop, "scheduler", None)  # the separate loops' (none in front of Kueue, nor merged)
+        if scheduler is None:
             raise ConfigError("buffer", f"overprovisioning needs the separate loops without Kueue (loop "
                                         f"'{loop.name}'): placeholders are preempted by kube-scheduler's "
                                         "DefaultPreemption")
-        if not loop.scheduler.preempts:
+        if not scheduler.preempts:
             raise ConfigError("loop.scheduler.post_filter", f"loop '{loop.name}' does not preempt: overprovisioning "
                                                             "needs loop/scheduler/post_filter=default_preemption")
         lowest = int(pc.min(services.column("priority")).as_py())
@@ -103,14 +112,13 @@ class CapacityBuffer:
         self.replicas, self.percentage, self.limit_gpus = replicas, percentage, limit_gpus
 
     def fit(self, loop: Loop, services: pa.Table) -> None:
-        """Only Cluster Autoscaler reads CapacityBuffers here: refused elsewhere, naming the key."""
-        from harness.autoscalers.cluster_autoscaler import ClusterAutoscaler
-
-        if isinstance(loop, KueueLoop) or not isinstance(loop, SeparateLoops) \
-                or not isinstance(loop.autoscaler, ClusterAutoscaler):
+        """Only an autoscaler that reads CapacityBuffers (a `BufferReader`: Cluster Autoscaler's)
+        may have one: refused elsewhere, naming the key."""
+        autoscaler = getattr(loop, "autoscaler", None)  # the separate loops' (none in front of Kueue, nor merged)
+        if not isinstance(autoscaler, BufferReader):
             raise ConfigError("buffer", f"a CapacityBuffer is read by the Cluster-Autoscaler-like autoscaler of the "
                                         f"separate loops (without Kueue), not by loop '{loop.name}'")
-        loop.autoscaler.keep_buffer(self)
+        autoscaler.keep_buffer(self)
 
     def pods(self, scalable: np.ndarray, gpus_per_replica: np.ndarray) -> np.ndarray:
         """Fake pods per service (getBufferNumberOfPods) from its replicas now (the Deployment's

@@ -101,7 +101,7 @@ def test_candidates_sorted_by_disruption_cost():
     table = sc.trace([{"gpu_count": 8, "priority": p} for p in (2**26, 2**25, 0, -(2**24))])
     loop = karpenter()
     _, sim = sc.run(table, cl, loop, horizon_s=1000.0)
-    ka = loop.autoscaler
+    ka = loop.autoscaler.consolidation  # its disruption controller
     cands = ka._candidates(sim.now)
     cost = ka._disruption_cost(cands)
     assert len(cands) == 4 and (sim.state.status[cands] == READY).all()
