@@ -37,7 +37,7 @@ from harness.scheduler.preemption import NoPreemption
 from harness.scheduler.queue_sort import PrioritySort, QueueSort
 from harness.scheduler.sampling import walk_feasible
 from harness.scores import ScorePlugin
-from harness.settings import check
+from harness.settings import check, flag, integer
 from harness.status import BOOTING, PENDING
 from harness.workload import LOCALITY_CODE
 
@@ -66,10 +66,17 @@ def num_feasible_nodes_to_find(percentage: int, n_all: int) -> int:
 class Scheduler:
     """A scheduling profile: the plugins of each extension point, and the cycle that runs them."""
 
+    SETTINGS = {
+        "waits_for_capacity": flag("a gang reserves nothing until it fits ready + booting nodes"),
+        "percentage_of_nodes_to_score": integer("percentage of the nodes a cycle looks for feasible ones "
+                                                "among before scoring them (0: kube-scheduler's adaptive "
+                                                "default)", ge=0, le=100),
+    }
+
     def __init__(self, policy: ScorePlugin, gang: Gang | None = None, queue_sort: QueueSort | None = None,
                  filter: Filter | None = None, waits_for_capacity: bool = False,
                  percentage_of_nodes_to_score: int = 0, post_filter: NoPreemption | None = None):
-        check("harness.scheduler.Scheduler", "loop.scheduler", waits_for_capacity=waits_for_capacity,
+        check(self, "loop.scheduler", waits_for_capacity=waits_for_capacity,
               percentage_of_nodes_to_score=percentage_of_nodes_to_score)
         self.percentage_of_nodes_to_score = int(percentage_of_nodes_to_score)
         self.policy = policy

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from harness.errors import ConfigError
-from harness.settings import check
+from harness.settings import check, integer
 from harness.state import WHOLE
 from harness.status import BOUND, RUNNING
 
@@ -63,10 +63,17 @@ class NoPreemption:
 class DefaultPreemption(NoPreemption):
     """kube-scheduler's DefaultPreemption (module docstring)."""
 
+    SETTINGS = {
+        "min_candidate_nodes_percentage": integer("percentage of the potential nodes preemption dry-runs for "
+                                                  "candidates (upstream minCandidateNodesPercentage)", ge=0, le=100),
+        "min_candidate_nodes_absolute": integer("fewest candidate nodes preemption looks for (upstream "
+                                                "minCandidateNodesAbsolute)", ge=0),
+    }
+
     preempts = True
 
     def __init__(self, min_candidate_nodes_percentage: int = 10, min_candidate_nodes_absolute: int = 100):
-        check("harness.scheduler.preemption.DefaultPreemption", "loop.scheduler.post_filter",
+        check(self, "loop.scheduler.post_filter",
               min_candidate_nodes_percentage=min_candidate_nodes_percentage,
               min_candidate_nodes_absolute=min_candidate_nodes_absolute)
         if min_candidate_nodes_percentage == 0 and min_candidate_nodes_absolute == 0:
