@@ -10,9 +10,10 @@ A component declares its own rules beside it: a class in its `SETTINGS` attribut
 with `@declares`), keyed by the setting's path inside it, `*` standing for any one key (a
 queue's name, say); a class also has the rules of its base classes. `check_config` walks a
 composed Hydra config before instantiation (`loopbench replay`, every runner, `loopbench
-generate`), finding each node's component by importing its `_target_`; the constructors call
-`check(self, ...)` on what they are given, so a loop built from Python meets the same rules.
-The top level of a config (RUN, the component "") has rules here. A cluster is validated by
+generate`), finding each node's component by importing its `_target_` (one that names
+nothing has no rules: instantiating it says why); the constructors call `check(self, ...)`
+on what they are given, so a loop built from Python meets the same rules. The top level of a
+config (RUN, the component "") has its rules here. A cluster is validated by
 harness/cluster.py, against its own node types and pools.
 """
 
@@ -51,7 +52,7 @@ class Rule:
     hi_open: bool = False
     null: bool = False
     choices: tuple[str, ...] = ()
-    base: type | None = None
+    base: type = object
 
     def allows(self, value) -> bool:
         if value is None:
@@ -63,7 +64,7 @@ class Rule:
         if self.kind == "component":
             if isinstance(value, Mapping):
                 return "_target_" in value
-            return isinstance(value, cast(type, self.base))
+            return isinstance(value, self.base)
         if self.kind == "grid":
             return (isinstance(value, Sequence) and not isinstance(value, str) and len(value) in (2, 3)
                     and all(self._in_bounds(v, integer=True) for v in value)
@@ -85,7 +86,7 @@ class Rule:
         elif self.kind == "choice":
             text = "one of " + ", ".join(self.choices)
         elif self.kind == "component":
-            text = f"an instance of {cast(type, self.base).__name__} or a config with a _target_ that builds one"
+            text = f"an instance of {self.base.__name__} or a config with a _target_ that builds one"
         elif self.kind == "grid":
             assert self.lo is not None, "a grid's lower bound is part of its rule"
             text = (f"[lo, hi] or [lo, hi, step] of integers with {_num(self.lo)} <= lo <= hi"

@@ -186,9 +186,10 @@ def test_the_generator_refuses_rates_that_would_not_fit_in_memory():
 # ---- the rules cover every setting --------------------------------------------------------
 
 def replay_configs():
-    """Every loop, policy, cluster, experiment and expander, each with the others at their defaults."""
-    for group in ("loop", "policy", "cluster", "experiment"):
-        for option in sorted(p.stem for p in (CONF / group).glob("*.yaml")):
+    """Every loop, policy, cluster, experiment, replica autoscaler, buffer, scenario, setup and
+    expander, each with the others at their defaults."""
+    for group in ("loop", "policy", "cluster", "experiment", "replicas", "buffer", "+scenario", "+setup"):
+        for option in sorted(p.stem for p in (CONF / group.lstrip("+")).glob("*.yaml")):
             yield [f"{group}={option}"]
     for option in sorted(p.stem for p in (CONF / "loop" / "autoscaler" / "expander").glob("*.yaml")):
         yield [f"loop/autoscaler/expander={option}"]
