@@ -370,8 +370,7 @@ class SyntheticWorkload:
         services: dict | None = None,
     ):
         given = {"inference": inference, "training": training, "gangs": gangs, "cpu": cpu}
-        check(self, "workload", span_s=span_s, n_jobs=n_jobs, services=services,
-              **given)
+        check(self, "workload", span_s=span_s, n_jobs=n_jobs, services=services, **given)
         self.span_s = float(span_s)
         self.n_jobs = None if n_jobs is None else int(n_jobs)
         self.classes: dict[str, JobClass] = {name: _build_class(name, given[name]) for name in CLASSES}

@@ -285,7 +285,8 @@ def _components():
     for info in pkgutil.walk_packages(harness.__path__, "harness."):
         module = importlib.import_module(info.name)
         for obj in vars(module).values():
-            if getattr(obj, "__module__", None) == info.name and "SETTINGS" in vars(obj):
+            if ((isinstance(obj, type) or inspect.isfunction(obj)) and obj.__module__ == info.name
+                    and "SETTINGS" in vars(obj)):
                 yield obj
 
 

@@ -113,8 +113,7 @@ class CapacityBuffer:
     }
 
     def __init__(self, replicas: int | None = 1, percentage: int | None = None, limit_gpus: float | None = None):
-        check(self, "buffer", replicas=replicas, percentage=percentage,
-              limit_gpus=limit_gpus)
+        check(self, "buffer", replicas=replicas, percentage=percentage, limit_gpus=limit_gpus)
         if replicas is None and percentage is None and limit_gpus is None:
             raise ConfigError("buffer", "replicas, percentage and limit_gpus are all null: a CapacityBuffer needs one "
                                         "(upstream: 'replicas, percentage and limits are not defined')")
