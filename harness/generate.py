@@ -46,10 +46,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.errors import ConfigError, LoopbenchError, TraceError
-from harness.settings import MAX_JOBS, check, check_config
-from harness.trace import SCHEMA
+from harness.services.trace import MAX_REPLICAS
+from harness.settings import check, check_config, flag, fraction, grid, integer, number, weight
+from harness.trace import MAX_CPU_MILLI, MAX_GPUS_PER_POD, MAX_MEMORY_MIB, MAX_TIME_S, SCHEMA
 
 DAY_S = 86400.0
+#: how many jobs `loopbench generate` may draw: 100x the scale preset
+MAX_JOBS = 100_000_000
 #: Resolution of the piecewise-constant arrival intensity.
 BIN_S = 60.0
 #: Keep generated times readable (millisecond resolution) and stable across platforms.
@@ -192,7 +195,7 @@ def _build_class(name: str, cfg: dict | None) -> JobClass:
     unknown = sorted(set(cfg) - known)
     if unknown:
         raise ConfigError(f"workload.{name}", f"unknown key '{unknown[0]}' (known: {', '.join(sorted(known))})")
-    obj = cls(**cfg)  # each knob alone is checked by harness/settings.py; here how they relate
+    obj = cls(**cfg)  # each knob alone is checked by SyntheticWorkload.SETTINGS; here how they relate
     where = f"workload.{name}"
     if not obj.duration_min_s <= obj.duration_median_s <= obj.duration_max_s:
         raise ConfigError(where, "need duration_min_s <= duration_median_s <= duration_max_s")
@@ -299,6 +302,63 @@ LOCALITIES = ["none", "rack", "block"]
 class SyntheticWorkload:
     """Seeded synthetic AI workload (Hydra `_target_`); `table(seed)` gives a canonical trace."""
 
+    SETTINGS = {
+        "span_s": number("seconds over which jobs arrive", gt=0, le=MAX_TIME_S),
+        "n_jobs": integer("jobs in total, split over the classes by rate; null = drawn from the rates",
+                          ge=0, le=MAX_JOBS, null=True),
+        "*.rate_per_h": number("mean jobs per hour of the class; 0 disables it", ge=0),
+        "*.diurnal_amplitude": fraction("depth of the daily cycle of arrivals"),
+        "*.peak_hour": number("hour of the day at which arrivals peak", ge=0, le=24),
+        "*.bursts_per_day": number("mean burst windows per day", ge=0),
+        "*.burst_len_s": number("mean seconds a burst window lasts", gt=0),
+        "*.burst_factor": number("arrival rate multiplier within a burst", ge=1),
+        "*.duration_median_s": number("median seconds a job runs", gt=0, le=MAX_TIME_S),
+        "*.duration_sigma": number("spread of the lognormal job duration", ge=0),
+        "*.duration_min_s": number("shortest job, seconds", gt=0, le=MAX_TIME_S),
+        "*.duration_max_s": number("longest job, seconds", gt=0, le=MAX_TIME_S),
+        "*.queues.*.weight": weight("share of the class's jobs in this queue"),
+        "*.queues.*.priority": integer("priority of the queue's pods", ge=-2**31, le=2**31 - 1),
+        "*.share_milli.*": weight("weight of this GPU share among the class's share pods"),
+        "*.p_any_model": fraction("probability that a share pod accepts any GPU model"),
+        "*.p_partition": fraction("probability that a pod asks for a partition profile"),
+        "*.partitions.*": weight("weight of this partition profile"),
+        "*.cpu_milli": grid("per-pod CPU milli drawn on this grid", MAX_CPU_MILLI),
+        "*.memory_mib": grid("per-pod memory MiB drawn on this grid", MAX_MEMORY_MIB),
+        "*.gpu_counts.*": weight("weight of this GPU count per pod"),
+        "*.p_topology.*": fraction("probability that a pod of this GPU count claims topology"),
+        "*.numa_max_gpus": integer("largest pod that also claims one NUMA domain", ge=0, le=MAX_GPUS_PER_POD),
+        "*.nic_min_gpus": integer("smallest pod that also claims a NIC per GPU", ge=0, le=MAX_GPUS_PER_POD),
+        "*.cpu_milli_per_gpu": integer("CPU milli per GPU of a pod", ge=0, le=MAX_CPU_MILLI),
+        "*.memory_mib_per_gpu": integer("memory MiB per GPU of a pod", ge=0, le=MAX_MEMORY_MIB),
+        "*.gpus_per_pod": integer("GPUs of each gang pod", ge=0, le=MAX_GPUS_PER_POD),
+        "*.locality.*": weight("weight of this gang locality"),
+        "*.min_members": integer("fewest pods of a gang", ge=1),
+        "*.max_members.*": integer("most pods of a gang of this locality", ge=1),
+        "*.nvlink": flag("gang pods claim one NVLink domain"),
+        "*.nic_per_gpu": flag("gang pods claim a NIC per GPU"),
+        "*.cpu_milli_per_pod": integer("CPU milli of each gang pod", ge=0, le=MAX_CPU_MILLI),
+        "*.memory_mib_per_pod": integer("memory MiB of each gang pod", ge=0, le=MAX_MEMORY_MIB),
+        # a service's replica and demand (harness/services/trace.py checks how they relate)
+        "services.*.cpu_milli": integer("CPU milli of each replica", ge=0, le=MAX_CPU_MILLI),
+        "services.*.memory_mib": integer("memory MiB of each replica", ge=0, le=MAX_MEMORY_MIB),
+        "services.*.gpu_count": integer("GPUs of each replica", ge=0, le=MAX_GPUS_PER_POD),
+        "services.*.gpu_milli": integer("share of each GPU a replica takes (1000 = whole)", ge=0, le=1000),
+        "services.*.gpus_same_nvlink": flag("a replica's GPUs in one NVLink domain"),
+        "services.*.capacity_per_replica": number("tokens/s one ready replica serves", gt=0),
+        "services.*.cold_start_s": number("seconds of image pull and model load before a replica is ready",
+                                          ge=0, le=MAX_TIME_S),
+        "services.*.min_replicas": integer("fewest replicas of the service", ge=0, le=MAX_REPLICAS),
+        "services.*.max_replicas": integer("most replicas of the service", ge=1, le=MAX_REPLICAS),
+        "services.*.priority": integer("priority of the service's replica pods", ge=-2**31, le=2**31 - 1),
+        "services.*.mean_demand": number("mean tokens/s of the service's demand (before cycle and bursts)", ge=0),
+        "services.*.diurnal_amplitude": fraction("depth of the daily cycle of demand"),
+        "services.*.peak_hour": number("hour of the day at which demand peaks", ge=0, le=24),
+        "services.*.bursts_per_day": number("mean demand bursts per day", ge=0),
+        "services.*.burst_len_s": number("mean seconds a demand burst lasts", gt=0),
+        "services.*.burst_factor": number("demand multiplier within a burst", ge=1),
+        "services.*.window_s": number("seconds of each demand window", ge=1, le=MAX_TIME_S),
+    }
+
     def __init__(
         self,
         span_s: float = DAY_S,
@@ -310,8 +370,7 @@ class SyntheticWorkload:
         services: dict | None = None,
     ):
         given = {"inference": inference, "training": training, "gangs": gangs, "cpu": cpu}
-        check("harness.generate.SyntheticWorkload", "workload", span_s=span_s, n_jobs=n_jobs, services=services,
-              **given)
+        check(self, "workload", span_s=span_s, n_jobs=n_jobs, services=services, **given)
         self.span_s = float(span_s)
         self.n_jobs = None if n_jobs is None else int(n_jobs)
         self.classes: dict[str, JobClass] = {name: _build_class(name, given[name]) for name in CLASSES}

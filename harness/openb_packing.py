@@ -28,7 +28,7 @@ from harness.importers.openb import openb_node_slots, read_openb_nodes, read_ope
 from harness.output import atomic_dir, atomic_path, start_run, write_parquet, write_text
 from harness.provenance import RUN_INFO, provenance, write_report_provenance, write_run_info
 from harness.scores import FGD, ScorePlugin, WeightedSum
-from harness.settings import check, check_config
+from harness.settings import check, check_config, number
 from harness.state import ClusterState
 from harness.workload import Workload, compile_workload
 
@@ -64,9 +64,15 @@ def value_at(arrived_pct: np.ndarray, values: np.ndarray, pct: int) -> float:
 class OpenbPacking:
     """Runner of one packing run: one policy, one seed, one openb pod list on one node list."""
 
+    SETTINGS = {
+        "target_ratio": number("arrived GPU requests as a multiple of the cluster's GPUs, 1.3 in the paper",
+                               gt=0, le=10),
+        "coverage": number("share of pods the typical pod shapes cover", gt=0, le=1),
+    }
+
     def __init__(self, pods_csv: str | Path, nodes_csv: str | Path, target_ratio: float = 1.3,
                  coverage: float = COVERAGE):
-        check("harness.openb_packing.OpenbPacking", "runner", target_ratio=target_ratio, coverage=coverage)
+        check(self, "runner", target_ratio=target_ratio, coverage=coverage)
         self.pods_csv, self.nodes_csv = _resolve(pods_csv), _resolve(nodes_csv)
         self.target_ratio, self.coverage = float(target_ratio), float(coverage)
         table = read_openb_pods(self.pods_csv)

@@ -31,7 +31,7 @@ from harness.services.loop import ReplicaLoop
 from harness.services.replicas import HorizontalPodAutoscaler
 from harness.services.trace import read_services
 from harness.services.workload import compile_services
-from harness.settings import check, check_config
+from harness.settings import check, check_config, number
 from harness.sim import Simulation
 from harness.summary import readout
 from harness.trace import read_trace
@@ -193,8 +193,13 @@ class Replay:
     (on one, a bar); `+runner.progress_interval_s=60` for sparser logs.
     """
 
+    SETTINGS = {
+        "progress_interval_s": number("wall seconds between two progress lines off a terminal (0: every "
+                                      "update); null = 10 s", ge=0, null=True),
+    }
+
     def __init__(self, progress_interval_s: float | None = None):  # None: harness.progress.INTERVAL_S
-        check("harness.replay.Replay", "runner", progress_interval_s=progress_interval_s)
+        check(self, "runner", progress_interval_s=progress_interval_s)
         self.progress_interval_s = progress_interval_s
 
     def run(self, cfg: DictConfig, out_dir: Path, progress: bool = True) -> pl.DataFrame:

@@ -29,6 +29,8 @@ from harness.errors import ConfigError, LoopbenchError
 from harness.output import COMPLETE_MARKER
 from harness.progress import Progress
 from harness.provenance import PROVENANCE
+from harness.settings import declares, flag, number
+from harness.trace import MAX_TIME_S
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Seconds between two counts of a sweep's finished runs.
@@ -41,6 +43,12 @@ def _resolve(path) -> Path:
     return p if p.is_absolute() or p.exists() else ROOT / p
 
 
+@declares({
+    "autoscaled": flag("pools from 0 to the node list's count instead of the static inventory"),
+    "stock_low": number("each pool's stock is drawn between this share of its max_size and all of it; "
+                        "null = unlimited stock", ge=0, le=1, null=True),
+    "stock_period_s": number("seconds between two draws of a pool's stock", gt=0, le=MAX_TIME_S),
+})
 def openb_cluster(nodes_csv: str, autoscaled: bool = True, shortage: str | None = None,
                   stock_low: float | None = None, stock_period_s: float = 3600.0) -> Cluster:
     """The cluster of an openb node list, exactly as `loopbench import openb --nodes NODES
@@ -60,7 +68,7 @@ def openb_cluster(nodes_csv: str, autoscaled: bool = True, shortage: str | None 
         cfg = autoscaled_cluster(cfg)
     if shortage is not None:
         cfg["shortage"] = shortage
-    if stock_low is not None:  # its range: harness/settings.py
+    if stock_low is not None:  # its range: the rule above
         for pool in cfg["pools"]:
             high = int(pool["max_size"])
             pool["stock"] = {"low": int(stock_low * high), "high": high, "period_s": stock_period_s}

@@ -16,7 +16,7 @@ from numba import njit
 from harness.cluster import Cluster
 from harness.errors import ConfigError
 from harness.fragmentation import COVERAGE, TargetWorkload, node_fragmentation
-from harness.settings import check
+from harness.settings import check, integer, number
 from harness.state import WHOLE, ClusterState
 from harness.workload import Workload
 
@@ -25,8 +25,12 @@ class ScorePlugin:
     """Base class: `score` returns one float per candidate node index in `nodes`; `weight`
     is what `WeightedSum` multiplies them by (alone, a plugin's weight changes nothing)."""
 
+    SETTINGS = {
+        "weight": number("multiplies the plugin's scores in a weighted sum", gt=0),
+    }
+
     def __init__(self, weight: float = 1.0):
-        check("harness.scores.ScorePlugin", "policy", weight=weight)
+        check(self, "policy", weight=weight)
         self.weight = float(weight)
 
     @property
@@ -107,10 +111,15 @@ class ResourceAllocation(ScorePlugin):
     (1-100). An extended resource (`nvidia.com/gpu`) counts only when listed and when the pod
     requests it ("bypass" otherwise), and, as every resource, only on nodes that have it."""
 
+    SETTINGS = {
+        "resources.*": integer("weight of a resource (cpu, memory, nvidia.com/gpu) in the node's resource score, "
+                               "as kube-scheduler's scoringStrategy.resources", ge=1, le=100),
+    }
+
     def __init__(self, weight: float = 1.0, resources: dict[str, int] | None = None):
         super().__init__(weight)
         resources = dict(DEFAULT_RESOURCES if resources is None else resources)
-        check(f"harness.scores.{type(self).__name__}", "policy", resources=resources)
+        check(self, "policy", resources=resources)
         unknown = sorted(set(resources) - set(RESOURCES))
         if unknown or not resources:
             raise ConfigError("policy.resources", f"{unknown or '{}'}: must name one or more of {', '.join(RESOURCES)}")
@@ -267,9 +276,14 @@ class DotProd(ScorePlugin):
     """Tetris-style alignment: the node with the least left in the pod's direction wins,
     100 x (1 - <node left, pod request> / 2) over normalised [CPU, GPU milli]."""
 
+    SETTINGS = {
+        "cpu_scale": number("CPU milli that normalises a node's free CPU", gt=0),
+        "gpu_scale": number("GPU milli that normalises a node's free GPUs", gt=0),
+    }
+
     def __init__(self, weight: float = 1.0, cpu_scale: float = MAX_SPEC_CPU, gpu_scale: float = MAX_SPEC_GPU):
         super().__init__(weight)
-        check("harness.scores.DotProd", "policy", cpu_scale=cpu_scale, gpu_scale=gpu_scale)
+        check(self, "policy", cpu_scale=cpu_scale, gpu_scale=gpu_scale)
         self.cpu_scale, self.gpu_scale = float(cpu_scale), float(gpu_scale)
 
     def score(self, state, w, pod, nodes, rng):
@@ -289,9 +303,13 @@ class GpuClustering(ScorePlugin):
     ignored while it holds no pods (a partial release keeps its tags).
     """
 
+    SETTINGS = {
+        "gpu_scale": integer("GPU milli that normalises a node's free GPUs", ge=1),
+    }
+
     def __init__(self, weight: float = 1.0, gpu_scale: int = MAX_SPEC_GPU):
         super().__init__(weight)
-        check("harness.scores.GpuClustering", "policy", gpu_scale=gpu_scale)
+        check(self, "policy", gpu_scale=gpu_scale)
         self.gpu_scale = int(gpu_scale)
         self._cluster: Cluster | None = None
         self._bits: dict[tuple[int, int], int] = {}
@@ -363,9 +381,14 @@ class BestFit(ScorePlugin):
     100 x (1 - [0.5 x CPU left / 128000 + 0.5 x GPU milli left / 8000]) after placement,
     truncated, then min-max rescaled over the candidates (memory ignored)."""
 
+    SETTINGS = {
+        "cpu_scale": number("CPU milli that normalises a node's free CPU", gt=0),
+        "gpu_scale": number("GPU milli that normalises a node's free GPUs", gt=0),
+    }
+
     def __init__(self, weight: float = 1.0, cpu_scale: float = MAX_SPEC_CPU, gpu_scale: float = MAX_SPEC_GPU):
         super().__init__(weight)
-        check("harness.scores.BestFit", "policy", cpu_scale=cpu_scale, gpu_scale=gpu_scale)
+        check(self, "policy", cpu_scale=cpu_scale, gpu_scale=gpu_scale)
         self.cpu_scale, self.gpu_scale = float(cpu_scale), float(gpu_scale)
 
     def score(self, state, w, pod, nodes, rng):
@@ -393,12 +416,16 @@ class FGD(ScorePlugin):
     pod list), else the most frequent shapes of the replayed workload covering `coverage`.
     """
 
+    SETTINGS = {
+        "coverage": number("share of pods the typical pod shapes cover", gt=0, le=1),
+    }
+
     #: about how many (pod shape, node state) scores the cache holds before it starts afresh
     CACHE_SCORES = 1 << 21
 
     def __init__(self, weight: float = 1.0, coverage: float = COVERAGE):
         super().__init__(weight)
-        check("harness.scores.FGD", "policy", coverage=coverage)
+        check(self, "policy", coverage=coverage)
         self.coverage = float(coverage)
         self.target: TargetWorkload | None = None
         self._state: ClusterState | None = None  # the state synced last

@@ -80,7 +80,7 @@ def test_the_openb_scenario_makes_stock_scarce_so_the_provider_matters(tmp_path)
                and p.stock_varies.period_s == 3600.0 for p in cl.pools)
     assert all(p.stock is None for p in results.openb_cluster(str(nodes)).pools)
     with pytest.raises(ConfigError, match=r"cluster.stock_low"):
-        check("harness.results.openb_cluster", "cluster", stock_low=1.5)
+        check(results.openb_cluster, "cluster", stock_low=1.5)
 
 
 def test_the_openb_cluster_queues_one_tenant_on_a_flavor_per_node_model():

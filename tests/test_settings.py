@@ -1,13 +1,16 @@
-"""No setting can hang or crash a run: every setting has a rule in harness/settings.py, a bad
-one is refused by key, value and rule before anything is built, from the command line (one
-line, exit 1) and from Python (the constructors check the same table)."""
+"""No setting can hang or crash a run: every setting has a rule, declared beside its component
+(a class's SETTINGS), a bad one is refused by key, value and rule before anything is built,
+from the command line (one line, exit 1) and from Python (the constructors check the same
+rules)."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import itertools
 import numbers
 import os
+import pkgutil
 import re
 import shutil
 import subprocess
@@ -19,6 +22,7 @@ import yaml
 from hydra.utils import get_object
 from omegaconf import OmegaConf
 
+import harness
 from harness.autoscalers.cluster_autoscaler import ClusterAutoscaler
 from harness.autoscalers.karpenter import KarpenterAutoscaler
 from harness.autoscalers.scale_down import ScaleDown
@@ -29,7 +33,19 @@ from harness.loops.merged import MergedLoop
 from harness.scheduler import Scheduler
 from harness.scheduler.gang import Coscheduling
 from harness.scores import FGD, LeastAllocated
-from harness.settings import ELSEWHERE, Rule, SettingError, check_config, fraction, integer, number, rule_for, walk
+from harness.settings import (
+    ELSEWHERE,
+    Rule,
+    SettingError,
+    check,
+    check_config,
+    fraction,
+    integer,
+    number,
+    rule_for,
+    rules_of,
+    walk,
+)
 from harness.sim import Simulation
 from harness.workload import compile_workload
 from tests import scenarios as sc
@@ -129,7 +145,7 @@ def test_a_cluster_error_names_the_yaml_file_the_pool_and_the_value(tmp_path):
                                            "cluster.pools[1].stock: must be >= 0 or null (unlimited), got -2")
 
 
-# ---- Python: the constructors check the same table ------------------------------------------
+# ---- Python: the constructors check the same rules ------------------------------------------
 
 def tiny_sim(**kw) -> Simulation:
     cl = sc.cluster([sc.node_type("h8")], [sc.pool("h", "h8")])
@@ -167,12 +183,13 @@ def test_the_generator_refuses_rates_that_would_not_fit_in_memory():
     SyntheticWorkload(span_s=86400.0 * 365, inference={"rate_per_h": 1e3})  # ~10M jobs: allowed
 
 
-# ---- the table covers every setting --------------------------------------------------------
+# ---- the rules cover every setting --------------------------------------------------------
 
 def replay_configs():
-    """Every loop, policy, cluster, experiment and expander, each with the others at their defaults."""
-    for group in ("loop", "policy", "cluster", "experiment"):
-        for option in sorted(p.stem for p in (CONF / group).glob("*.yaml")):
+    """Every loop, policy, cluster, experiment, replica autoscaler, buffer, scenario, setup and
+    expander, each with the others at their defaults."""
+    for group in ("loop", "policy", "cluster", "experiment", "replicas", "buffer", "+scenario", "+setup"):
+        for option in sorted(p.stem for p in (CONF / group.lstrip("+")).glob("*.yaml")):
             yield [f"{group}={option}"]
     for option in sorted(p.stem for p in (CONF / "loop" / "autoscaler" / "expander").glob("*.yaml")):
         yield [f"loop/autoscaler/expander={option}"]
@@ -193,7 +210,7 @@ def test_every_setting_of_every_config_has_a_rule_and_the_defaults_pass(name, ov
     cfg = compose(name, overrides)
     check_config(cfg)  # the shipped configs are valid
     unruled = [s.key for s in walk(cfg) if s.rule is None and isinstance(s.value, (numbers.Number, bool))]
-    assert not unruled, f"settings without a rule in harness/settings.py: {unruled}"
+    assert not unruled, f"settings without a rule in their component's SETTINGS: {unruled}"
 
 
 def test_hydra_s_own_settings_are_left_to_hydra():
@@ -226,7 +243,7 @@ def test_every_numeric_constructor_parameter_has_a_rule():
             # a mapping of numbers (e.g. a policy's resource weights) has a rule for each entry
             if numeric and rule_for(target, (p.name,)) is None and rule_for(target, (p.name, "*")) is None:
                 missing.append(f"{target}({p.name})")
-    assert not missing, f"constructor settings without a rule in harness/settings.py: {missing}"
+    assert not missing, f"constructor settings without a rule in their class's SETTINGS: {missing}"
 
 
 # ---- the rules themselves -------------------------------------------------------------------
@@ -247,3 +264,49 @@ def test_an_unknown_component_or_setting_has_no_rule():
     assert rule_for("harness.nope.Nothing", ("weight",)) is None
     assert rule_for("", ("trace", "path")) is None
     assert rule_for("harness.scores.FGD", ("weight",)) is rule_for("harness.scores.ScorePlugin", ("weight",))
+
+
+def test_a_component_s_rules_are_found_by_its_target_and_by_the_class_itself():
+    assert rules_of("harness.scheduler.Scheduler") == rules_of(Scheduler)  # by its public name too
+    assert rule_for(Coscheduling, ("timeout_s",)) is Coscheduling.SETTINGS["timeout_s"]
+    assert rule_for("", ("seed",)) is not None
+
+
+def test_check_takes_the_component_not_a_name():
+    """A typed name could name nothing and check nothing: check derives it from `self`."""
+    with pytest.raises(TypeError, match="pass the component itself"):
+        check("harness.scores.FGD", "policy", coverage=0)
+    with pytest.raises(SettingError, match=r"^policy.coverage = 0: must be a number in \(0, 1\]"):
+        check(FGD(), "policy", coverage=0)
+
+
+def _components():
+    """Every class and function of the package that declares rules (its own SETTINGS)."""
+    for info in pkgutil.walk_packages(harness.__path__, "harness."):
+        module = importlib.import_module(info.name)
+        for obj in vars(module).values():
+            if ((isinstance(obj, type) or inspect.isfunction(obj)) and obj.__module__ == info.name
+                    and "SETTINGS" in vars(obj)):
+                yield obj
+
+
+def test_every_rule_names_a_setting_its_component_takes():
+    """A rule keyed by a misspelt setting would check nothing: its first key is a parameter."""
+    components = list(_components())
+    assert {ScaleDown, Coscheduling, SyntheticWorkload} <= set(components)
+    wrong = [f"{c.__qualname__}.SETTINGS[{key!r}]" for c in components for key in c.SETTINGS
+             if key.split(".")[0] not in {"*", *inspect.signature(c).parameters}]
+    assert not wrong, f"rules of no setting: {wrong}"
+
+
+@pytest.mark.parametrize("target, error", [
+    ("harness.nope.Nothing", "Error loading 'harness.nope.Nothing'"),
+    ("harness.scores.Nothing", "Error loading 'harness.scores.Nothing'"),
+])
+def test_an_unknown_target_is_left_to_hydra_s_error(target, error, tiny_trace, tmp_path):
+    """A `_target_` naming nothing has no rules here; instantiating it says what is wrong."""
+    overrides = [f"loop.autoscaler._target_={target}"]
+    check_config(compose("config", overrides))
+    r = loopbench("replay", f"trace.path={tiny_trace}", f"hydra.run.dir={tmp_path}/run", *overrides, cwd=tmp_path)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert r.stderr.startswith(f"loopbench replay: error: loop: cannot instantiate: {error}"), r.stderr

@@ -60,7 +60,7 @@ import numpy as np
 from harness.autoscalers.backoff import NodeGroupBackoff
 from harness.autoscalers.expanders import Chain, Expander, LeastWaste, Option, Reserved, SchedulerPreference, pod_prices
 from harness.autoscalers.provision_timeout import ProvisionTimeout
-from harness.autoscalers.provisioning_request import BEST_EFFORT_ATOMIC, ProvisioningRequests
+from harness.autoscalers.provisioning_request import BEST_EFFORT_ATOMIC, CHECK_CAPACITY, ProvisioningRequests
 from harness.autoscalers.scale_down import ScaleDown
 from harness.loops.base import (
     GANG,
@@ -75,7 +75,7 @@ from harness.loops.base import (
 )
 from harness.quiet import NO_TICKS, Cadence
 from harness.scheduler import Scheduler
-from harness.settings import check
+from harness.settings import check, component, duration, flag, integer, number, one_of, period
 from harness.status import ABSENT, BOOTING, PENDING, READY
 from harness.whatif import Snapshot, classes, equivalence_classes, first_fit_count, view_of
 from harness.workload import LOCALITY_CODE, pools_fit
@@ -90,6 +90,33 @@ MAX_CLUSTER_MEMORY_GIB = 5000 * 64 * 20
 
 
 class ClusterAutoscaler:
+    SETTINGS = {
+        "scan_interval_s": period("seconds between autoscaler scans"),
+        "expander": component(Expander, "how the autoscaler picks a pool; null = least-waste; pick one with "
+                              "loop/autoscaler/expander=NAME, NAME a file of conf/loop/autoscaler/expander",
+                              null=True),
+        "topology_aware": flag("the autoscaler sees NVLink/NUMA/NIC claims"),
+        "sharing_aware": flag("the autoscaler packs GPU shares per device instead of whole GPUs"),
+        "gang_aware": flag("the autoscaler sizes a gang's pods together, all or nothing"),
+        "reservation_aware": flag("the autoscaler prefers pools with free committed slots"),
+        "provisioning_request": flag("gangs become ProvisioningRequests"),
+        "scheduler_sees": flag("the autoscaler simulates with the scheduler's full view of a pod"),
+        "scheduler_prefers": flag("the autoscaler asks for the capacity the scheduler prefers"),
+        "booking_s": duration("seconds a ProvisioningRequest's capacity stays booked in the autoscaler's "
+                              "snapshot, unless its pods are scheduled first"),
+        "provisioning_class": one_of((BEST_EFFORT_ATOMIC, CHECK_CAPACITY),
+                                     "what a ProvisioningRequest does: scale up for the whole gang "
+                                     "at once, or only check the capacity that exists"),
+        "backoff_s": duration("seconds a pool whose request came back short is first skipped (then doubled)"),
+        "max_backoff_s": duration("the longest a pool's backoff grows to by doubling"),
+        "backoff_reset_s": duration("seconds after its last failure a pool's backoff is forgotten"),
+        "max_nodes_total": integer("nodes the cluster may hold in all; 0 = no limit", ge=0),
+        "max_cores_total": number("cores the cluster may hold in all", ge=0),
+        "max_memory_total_gib": number("GiB of memory the cluster may hold in all", ge=0),
+        "max_node_provision_time_s": period("seconds a node may boot before the autoscaler deletes it and backs "
+                                            "its pool off (--max-node-provision-time)"),
+    }
+
     def __init__(self, scan_interval_s: float = 10.0, expander: Expander | None = None,
                  topology_aware: bool = False, sharing_aware: bool = False, gang_aware: bool = False,
                  reservation_aware: bool = False, provisioning_request: bool = False,
@@ -99,7 +126,7 @@ class ClusterAutoscaler:
                  max_cores_total: float = MAX_CLUSTER_CORES, max_memory_total_gib: float = MAX_CLUSTER_MEMORY_GIB,
                  scale_down: ScaleDown | None = None, provisioning_class: str = BEST_EFFORT_ATOMIC,
                  max_node_provision_time_s: float = 900.0):
-        check("harness.autoscalers.cluster_autoscaler.ClusterAutoscaler", "loop.autoscaler",
+        check(self, "loop.autoscaler",
               scan_interval_s=scan_interval_s,
               expander=expander, topology_aware=topology_aware, sharing_aware=sharing_aware, gang_aware=gang_aware,
               reservation_aware=reservation_aware, provisioning_request=provisioning_request,

@@ -52,7 +52,7 @@ from harness.autoscalers.provision_timeout import ProvisionTimeout
 from harness.loops.base import SHARING, TOPOLOGY, Description, SimulationView
 from harness.quiet import MAX_TICKS, NO_TICKS, Cadence, Clock, ends, every, leading, still_quiet
 from harness.scheduler import Scheduler
-from harness.settings import check
+from harness.settings import check, duration, flag, fraction, integer, number, period
 from harness.status import BOOTING, PENDING, READY
 from harness.whatif import Snapshot, equivalence_classes, view_of
 
@@ -69,12 +69,32 @@ def _agree(polls: np.ndarray, until: np.ndarray, was_free: np.ndarray) -> np.nda
 
 
 class KarpenterAutoscaler:
+    SETTINGS = {
+        "batch_idle_s": duration("seconds without a new pending pod that close a batch window"),
+        "batch_max_s": duration("seconds after which a batch window closes anyway"),
+        "requeue_s": period("seconds after which a still-pending pod re-triggers provisioning"),
+        "poll_s": period("seconds between consolidation polls"),
+        "consolidate_underutilized": flag("consolidationPolicy WhenEmptyOrUnderutilized (true) or WhenEmpty "
+                                          "(false: only empty nodes are removed); conf/loop/separate_karpenter.yaml "
+                                          "sets it from the global `consolidation`"),
+        "consolidate_after_s": duration("seconds a node's pods stay unchanged before it may be consolidated"),
+        "budget_nodes": fraction("share of the NodePool's nodes disrupted at once"),
+        "max_candidates": integer("nodes multi-node consolidation considers at most", ge=0),
+        "validation_s": duration("seconds a consolidation command waits before it is re-validated and executed"),
+        "unavailable_ttl_s": duration("seconds an offering that answered with an insufficient-capacity error "
+                                      "stays in the unavailable-offerings cache (0: never cached)"),
+        "registration_ttl_s": number("seconds a node may boot before its NodeClaim is deleted as never "
+                                     "registered", gt=0),
+        "topology_aware": flag("read DRA-style claims (NVLink/NUMA/NIC)"),
+        "sharing_aware": flag("pack GPU shares per device instead of whole GPUs"),
+    }
+
     def __init__(self, batch_idle_s: float = 1.0, batch_max_s: float = 10.0, requeue_s: float = 10.0,
                  poll_s: float = 10.0, consolidate_underutilized: bool = True,
                  consolidate_after_s: float = 0.0, budget_nodes: float = 0.1, max_candidates: int = 100,
                  validation_s: float = 15.0, unavailable_ttl_s: float = 180.0, registration_ttl_s: float = 900.0,
                  topology_aware: bool = False, sharing_aware: bool = False):
-        check("harness.autoscalers.karpenter.KarpenterAutoscaler", "loop.autoscaler", batch_idle_s=batch_idle_s,
+        check(self, "loop.autoscaler", batch_idle_s=batch_idle_s,
               batch_max_s=batch_max_s, requeue_s=requeue_s, poll_s=poll_s,
               consolidate_underutilized=consolidate_underutilized, consolidate_after_s=consolidate_after_s,
               budget_nodes=budget_nodes, max_candidates=max_candidates, validation_s=validation_s,

@@ -17,7 +17,7 @@ import numpy as np
 
 from harness.loops.base import SimulationView
 from harness.quiet import Clock, leading
-from harness.settings import check
+from harness.settings import check, duration, flag, fraction, integer
 from harness.status import ABSENT, READY
 from harness.whatif import Snapshot
 
@@ -38,11 +38,25 @@ class ScaleDown:
     `drain_underutilized`: false, only empty nodes are candidates (no node is drained; upstream's
     closest is `--max-drain-parallelism=0`); the loops set it from the global `consolidation`."""
 
+    SETTINGS = {
+        "utilization_threshold": fraction("a node below this accelerator utilisation is unneeded"),
+        "unneeded_time_s": duration("seconds a node stays unneeded before it is removed"),
+        "delay_after_add_s": duration("seconds after a scale-up before scale-down resumes"),
+        "max_scale_down_parallelism": integer("nodes deleted at most per pass, empty and drained", ge=1),
+        "max_drain_parallelism": integer("non-empty nodes drained at most per pass", ge=0),
+        "unremovable_recheck_s": duration("seconds before a node found unremovable is simulated again"),
+        "count_gpu_shares": flag("a GPU node's utilisation counts GPU shares and partitions, not only whole GPUs"),
+        "simulate_every_scan": flag("simulate every candidate's removal at every pass (upstream's planner, "
+                                    "slow), not only before a drain"),
+        "drain_underutilized": flag("under-used nodes are drained and removed too (false: only empty nodes); "
+                                    "conf/loop/*.yaml set it from the global `consolidation`"),
+    }
+
     def __init__(self, utilization_threshold: float = 0.5, unneeded_time_s: float = 600.0,
                  delay_after_add_s: float = 600.0, max_scale_down_parallelism: int = 10,
                  max_drain_parallelism: int = 1, unremovable_recheck_s: float = 300.0,
                  count_gpu_shares: bool = False, simulate_every_scan: bool = False, drain_underutilized: bool = True):
-        check("harness.autoscalers.scale_down.ScaleDown", "scale_down", utilization_threshold=utilization_threshold,
+        check(self, "scale_down", utilization_threshold=utilization_threshold,
               unneeded_time_s=unneeded_time_s, delay_after_add_s=delay_after_add_s,
               max_scale_down_parallelism=max_scale_down_parallelism, max_drain_parallelism=max_drain_parallelism,
               unremovable_recheck_s=unremovable_recheck_s, count_gpu_shares=count_gpu_shares,

@@ -62,7 +62,7 @@ from harness.kueue.queues import Kueue
 from harness.kueue.tas import TopologyAssigner
 from harness.loops.base import KUEUE, Description, Loop, SimulationView, conform
 from harness.scores import ScorePlugin
-from harness.settings import check
+from harness.settings import check, component, duration, flag, integer, number
 from harness.status import BOUND, RUNNING, PendingReason
 from harness.workload import Workload, pools_fit
 
@@ -73,12 +73,31 @@ def unknown_queues(kueue: Kueue, w: Workload) -> list[str]:
 
 
 class KueueLoop:
+    SETTINGS = {
+        "wait_for_pods_ready": flag("Kueue's waitForPodsReady: a job admitted but not started within "
+                                    "pods_ready_timeout_s is evicted and queued again (upstream: off)"),
+        "pods_ready_timeout_s": number("seconds an admitted job may take to start before waitForPodsReady "
+                                       "evicts it (upstream: 300)", gt=0),
+        "block_admission": flag("with waitForPodsReady, nothing is admitted while an admitted job has not "
+                                "started (upstream: true)"),
+        "backoff_base_s": duration("seconds before an evicted job is queued again, doubled at each eviction "
+                                   "(upstream: 60)"),
+        "backoff_max_s": duration("the longest requeue backoff (upstream: 3600)"),
+        "backoff_limit_count": integer("evictions after which a job is deactivated; null = never (upstream)",
+                                       ge=0, null=True),
+        "tas": flag("Kueue's Topology Aware Scheduling: a job's gang locality claim (rack, block) is a required "
+                    "topology request, admitted only with a domain of its flavor's topology (default false)"),
+        "admission_check": component(ProvisioningCheck, "the ClusterQueues' ProvisioningRequest admission "
+                                     "check: a job with quota reserved is admitted once its request is "
+                                     "Provisioned; null = none", null=True),
+    }
+
     def __init__(self, inner: Loop, name: str = "separate_kueue", wait_for_pods_ready: bool = False,
                  pods_ready_timeout_s: float = 300.0, block_admission: bool = True,
                  backoff_base_s: float = 60.0, backoff_max_s: float = 3600.0,
                  backoff_limit_count: int | None = None, tas: bool = False,
                  admission_check: ProvisioningCheck | None = None):
-        check("harness.kueue.loop.KueueLoop", "loop", wait_for_pods_ready=wait_for_pods_ready,
+        check(self, "loop", wait_for_pods_ready=wait_for_pods_ready,
               pods_ready_timeout_s=pods_ready_timeout_s, block_admission=block_admission,
               backoff_base_s=backoff_base_s, backoff_max_s=backoff_max_s, backoff_limit_count=backoff_limit_count,
               tas=tas, admission_check=admission_check)

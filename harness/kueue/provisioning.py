@@ -34,7 +34,7 @@ import numpy as np
 
 from harness.autoscalers.provisioning_request import BEST_EFFORT_ATOMIC, CHECK_CAPACITY
 from harness.errors import ConfigError
-from harness.settings import check
+from harness.settings import check, duration, flag, integer, one_of
 
 if TYPE_CHECKING:
     from harness.kueue.loop import KueueLoop
@@ -46,9 +46,22 @@ class ProvisioningCheck:
     (its `noRetry` parameter) and its retryStrategy (upstream's defaults: 3 retries, 60 s
     doubling to 1800 s)."""
 
+    SETTINGS = {
+        "provisioning_class": one_of((BEST_EFFORT_ATOMIC, CHECK_CAPACITY),
+                                     "the ProvisioningRequestConfig's class: scale up for the whole workload "
+                                     "at once, or only check the capacity that exists"),
+        "no_retry": flag("the config's noRetry parameter: a check-capacity request that does not fit is "
+                         "Failed at once instead of retried by the autoscaler"),
+        "backoff_limit_count": integer("retries (requests Failed) before the workload is deactivated "
+                                       "(upstream: 3)", ge=0),
+        "backoff_base_s": duration("seconds before a workload whose request Failed is queued again, doubled "
+                                   "at each requeue (upstream: 60)"),
+        "backoff_max_s": duration("the longest such backoff (upstream: 1800)"),
+    }
+
     def __init__(self, provisioning_class: str = BEST_EFFORT_ATOMIC, no_retry: bool = False,
                  backoff_limit_count: int = 3, backoff_base_s: float = 60.0, backoff_max_s: float = 1800.0):
-        check("harness.kueue.provisioning.ProvisioningCheck", "loop.admission_check",
+        check(self, "loop.admission_check",
               provisioning_class=provisioning_class, no_retry=no_retry, backoff_limit_count=backoff_limit_count,
               backoff_base_s=backoff_base_s, backoff_max_s=backoff_max_s)
         if no_retry and provisioning_class != CHECK_CAPACITY:

@@ -56,19 +56,30 @@ from harness.loops.base import Description, SimulationView
 from harness.quiet import NO_TICKS, Cadence
 from harness.scheduler import Scheduler
 from harness.scores import ScorePlugin
-from harness.settings import check
+from harness.settings import check, duration, number, period
 from harness.status import BOOTING, BOUND, NOT_ARRIVED, PENDING, RUNNING
 from harness.whatif import Snapshot
 from harness.workload import LOCALITY_CODE, pools_fit
 
 
 class MergedLoop:
+    SETTINGS = {
+        "scan_interval_s": period("seconds between the merged loop's scans"),
+        "max_node_provision_time_s": number("seconds a node asked for may stay booting before it is given "
+                                            "up and its pool backed off", gt=0),
+        "backoff_s": duration("seconds a pool whose request came back short is first skipped (then doubled)"),
+        "max_backoff_s": duration("the longest a pool's backoff grows to by doubling"),
+        "backoff_reset_s": duration("seconds after its last failure a pool's backoff is forgotten"),
+        "demand_window_s": duration("seconds of past arrivals a plan counts as demand for the free GPUs of "
+                                    "the nodes it buys (0: the queue only)"),
+    }
+
     def __init__(self, placer: Scheduler, scan_interval_s: float = 10.0,
                  scale_down: ScaleDown | None = None, name: str = "merged",
                  max_node_provision_time_s: float = 900.0, backoff_s: float = 300.0,
                  max_backoff_s: float = 1800.0, backoff_reset_s: float = 10800.0,
                  demand_window_s: float = 600.0):
-        check("harness.loops.merged.MergedLoop", "loop", scan_interval_s=scan_interval_s,
+        check(self, "loop", scan_interval_s=scan_interval_s,
               max_node_provision_time_s=max_node_provision_time_s, backoff_s=backoff_s,
               max_backoff_s=max_backoff_s, backoff_reset_s=backoff_reset_s, demand_window_s=demand_window_s)
         self.placer = placer  # whole jobs onto ready nodes: a profile whose gang plugin is Atomic

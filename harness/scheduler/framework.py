@@ -42,11 +42,11 @@ from harness.filters import groups_that_fit
 from harness.scheduler.bind import DefaultBinder
 from harness.scheduler.filter import NodeResourcesFit
 from harness.scheduler.gang import Coscheduling
-from harness.scheduler.plugin import by_point, implements
+from harness.scheduler.plugin import Plugin, by_point, implements
 from harness.scheduler.queue_sort import PrioritySort, QueueSort
 from harness.scheduler.sampling import walk_feasible
 from harness.scores import ScorePlugin
-from harness.settings import check
+from harness.settings import check, component, integer
 from harness.status import BOOTING, PENDING
 from harness.workload import LOCALITY_CODE
 
@@ -94,12 +94,23 @@ def default_plugins() -> dict[str, Any]:
 class Scheduler:
     """A scheduling profile: its plugins, listed per extension point, and the cycle that runs them."""
 
+    SETTINGS = {
+        "percentage_of_nodes_to_score": integer("percentage of the nodes a cycle looks for feasible ones "
+                                                "among before scoring them (0: kube-scheduler's adaptive "
+                                                "default)", ge=0, le=100),
+        "policy": component(ScorePlugin, "the Score plugin (policy=NAME)"),
+        "queue_sort": component(QueueSort, "the QueueSort plugin (null: PrioritySort)", null=True),
+        "*": component(Plugin, "a plugin of the profile, at every extension point it implements (null: none "
+                       "of that name), e.g. loop/scheduler/gang=NAME, loop/scheduler/pre_filter=waits_for_capacity",
+                       null=True),
+    }
+
     def __init__(self, policy: ScorePlugin, queue_sort: QueueSort | None = None,
                  percentage_of_nodes_to_score: int = 0, **plugins):
         """`policy` is the Score plugin named `policy` (the global `policy=`); `plugins` the
         others by name (gang=..., post_filter=..., pre_filter=..., ...), after the defaults
         (`default_plugins`) in their order; None drops a default."""
-        check("harness.scheduler.Scheduler", "loop.scheduler", policy=policy, queue_sort=queue_sort,
+        check(self, "loop.scheduler", policy=policy, queue_sort=queue_sort,
               percentage_of_nodes_to_score=percentage_of_nodes_to_score, **plugins)
         self.percentage_of_nodes_to_score = int(percentage_of_nodes_to_score)
         self.queue_sort = queue_sort if queue_sort is not None else PrioritySort()

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from harness.scheduler.plugin import Plugin
-from harness.settings import check
+from harness.settings import check, duration, integer, period
 from harness.status import BOUND
 
 if TYPE_CHECKING:
@@ -41,8 +41,16 @@ class Coscheduling(Plugin):
     """Permit waits `timeout_s` for a partly bound gang to start, then releases it; PostFilter
     releases it at once when a member fits nowhere and the gap to quorum is too wide."""
 
+    SETTINGS = {
+        "timeout_s": period("seconds a partly placed gang holds its nodes before releasing them"),
+        "reject_percentage": integer("PostFilter releases a partly placed gang at once when a member fits "
+                                     "nowhere and more than this percentage of min_member is unassigned",
+                                     ge=0, le=100),
+        "backoff_s": duration("seconds PreFilter refuses a gang after PostFilter released it (0: no backoff)"),
+    }
+
     def __init__(self, timeout_s: float = 60.0, reject_percentage: int = 10, backoff_s: float = 0.0):
-        check("harness.scheduler.gang.Coscheduling", "loop.scheduler.gang", timeout_s=timeout_s,
+        check(self, "loop.scheduler.gang", timeout_s=timeout_s,
               reject_percentage=reject_percentage, backoff_s=backoff_s)
         self.timeout_s = float(timeout_s)
         self.reject_percentage = int(reject_percentage)

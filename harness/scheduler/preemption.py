@@ -36,7 +36,7 @@ import numpy as np
 
 from harness.errors import ConfigError
 from harness.scheduler.plugin import Plugin
-from harness.settings import check
+from harness.settings import check, integer
 from harness.state import WHOLE
 from harness.status import BOUND, RUNNING
 
@@ -55,11 +55,18 @@ class NoPreemption(Plugin):
 class DefaultPreemption(Plugin):
     """kube-scheduler's DefaultPreemption (module docstring), a PostFilter plugin."""
 
+    SETTINGS = {
+        "min_candidate_nodes_percentage": integer("percentage of the potential nodes preemption dry-runs for "
+                                                  "candidates (upstream minCandidateNodesPercentage)", ge=0, le=100),
+        "min_candidate_nodes_absolute": integer("fewest candidate nodes preemption looks for (upstream "
+                                                "minCandidateNodesAbsolute)", ge=0),
+    }
+
     #: `post_filter` may evict pods (a failure then depends on the pod's priority)
     preempts = True
 
     def __init__(self, min_candidate_nodes_percentage: int = 10, min_candidate_nodes_absolute: int = 100):
-        check("harness.scheduler.preemption.DefaultPreemption", "loop.scheduler.post_filter",
+        check(self, "loop.scheduler.post_filter",
               min_candidate_nodes_percentage=min_candidate_nodes_percentage,
               min_candidate_nodes_absolute=min_candidate_nodes_absolute)
         if min_candidate_nodes_percentage == 0 and min_candidate_nodes_absolute == 0:

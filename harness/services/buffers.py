@@ -34,7 +34,8 @@ import pyarrow.compute as pc
 
 from harness.errors import ConfigError
 from harness.loops.base import Loop
-from harness.settings import check
+from harness.services.trace import MAX_REPLICAS
+from harness.settings import check, integer, number
 
 
 @runtime_checkable
@@ -48,8 +49,16 @@ class BufferReader(Protocol):
 class Overprovisioning:
     """Per service, `placeholders` pause pods of the replica's shape at PriorityClass `priority`."""
 
+    SETTINGS = {
+        "placeholders": integer("pause pods per service, each of its replica's shape (the Deployment's "
+                                "spec.replicas)", ge=1, le=MAX_REPLICAS),
+        "priority": integer("the pause pods' PriorityClass value: below every service's, and not below Cluster "
+                            "Autoscaler's --expendable-pods-priority-cutoff (-10), under which no node is bought "
+                            "for them", ge=-10, le=2**31 - 1),
+    }
+
     def __init__(self, placeholders: int = 1, priority: int = -1):
-        check("harness.services.buffers.Overprovisioning", "buffer", placeholders=placeholders, priority=priority)
+        check(self, "buffer", placeholders=placeholders, priority=priority)
         self.placeholders = int(placeholders)
         self.priority = int(priority)
 
@@ -103,9 +112,17 @@ class CapacityBuffer:
     without one the autoscaler would remove the empty node it bought and buy it back).
     """
 
+    SETTINGS = {
+        "replicas": integer("fake pods of the service's replica shape the buffer keeps room for, at least "
+                            "(spec.replicas; null: none)", ge=0, le=MAX_REPLICAS, null=True),
+        "percentage": integer("... or this percent of the service's replicas now, if more (spec.percentage, "
+                              "of its scalableRef; null: none)", ge=0, le=10_000, null=True),
+        "limit_gpus": number("at most this many GPUs of fake pods (spec.limits of nvidia.com/gpu; null: no limit)",
+                             ge=0, null=True),
+    }
+
     def __init__(self, replicas: int | None = 1, percentage: int | None = None, limit_gpus: float | None = None):
-        check("harness.services.buffers.CapacityBuffer", "buffer", replicas=replicas, percentage=percentage,
-              limit_gpus=limit_gpus)
+        check(self, "buffer", replicas=replicas, percentage=percentage, limit_gpus=limit_gpus)
         if replicas is None and percentage is None and limit_gpus is None:
             raise ConfigError("buffer", "replicas, percentage and limit_gpus are all null: a CapacityBuffer needs one "
                                         "(upstream: 'replicas, percentage and limits are not defined')")

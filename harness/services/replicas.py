@@ -44,10 +44,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.errors import ConfigError
-from harness.settings import SettingError, check
+from harness.settings import SettingError, check, duration, integer, number, one_of, period
 
-_HPA = "harness.services.replicas.HorizontalPodAutoscaler"
-_KEDA = "harness.services.replicas.KedaScaledObject"
 #: where conf/replicas/*.yaml put the settings (`replicas=hpa|keda`)
 WHERE = "replicas"
 #: a usage above this many milli-units is capped, as upstream caps its int64 sum
@@ -127,12 +125,33 @@ class _Log:
 class HorizontalPodAutoscaler:
     """kube-controller-manager's HPA (pkg/controller/podautoscaler), behaviour field included."""
 
+    SETTINGS = {
+        "sync_period_s": period("seconds between two HPA syncs (--horizontal-pod-autoscaler-sync-period, 15)"),
+        "tolerance": number("a usage ratio within 1 +- this leaves the replicas as they are "
+                            "(--horizontal-pod-autoscaler-tolerance, 0.1)", ge=0, lt=1),
+        "scale_up_stabilization_s": number("seconds of past proposals whose lowest caps a scale-up "
+                                           "(behavior.scaleUp.stabilizationWindowSeconds, 0)", ge=0, le=3600),
+        "scale_down_stabilization_s": number("seconds of past proposals whose highest holds a scale-down "
+                                             "(behavior.scaleDown.stabilizationWindowSeconds, 300)", ge=0, le=3600),
+        "scale_up_select": one_of(("Max", "Min", "Disabled"), "which scale-up policy applies: the largest change, "
+                                  "the smallest, or none (behavior.scaleUp.selectPolicy, Max)"),
+        "scale_down_select": one_of(("Max", "Min", "Disabled"), "which scale-down policy applies: the largest "
+                                    "change, the smallest, or none (behavior.scaleDown.selectPolicy, Max)"),
+        **{f"scale_{d}_policies.*.{i}": rule for d in ("up", "down") for i, rule in enumerate((
+            one_of(("Pods", "Percent"), f"a scale-{d} policy's type (behavior.scale{d.title()}.policies[].type)"),
+            integer(f"replicas, or percent of those at the period's start, a scale-{d} policy allows per "
+                    "period (policies[].value)", ge=1),
+            number(f"seconds of a scale-{d} policy's sliding period (policies[].periodSeconds)", gt=0, le=1800)))},
+        "target_utilization": number("share of capacity_per_replica each replica is sized to serve: the "
+                                     "external metric's AverageValue target", gt=0, le=1),
+    }
+
     def __init__(self, *, sync_period_s=15.0, tolerance=0.1,
                  scale_up_stabilization_s=0.0, scale_down_stabilization_s=300.0,
                  scale_up_policies=(("Pods", 4, 15.0), ("Percent", 100, 15.0)), scale_up_select="Max",
                  scale_down_policies=(("Percent", 100, 15.0),), scale_down_select="Max",
                  target_utilization=0.7):
-        check(_HPA, WHERE, sync_period_s=sync_period_s, tolerance=tolerance,
+        check(self, WHERE, sync_period_s=sync_period_s, tolerance=tolerance,
               scale_up_stabilization_s=scale_up_stabilization_s,
               scale_down_stabilization_s=scale_down_stabilization_s, scale_up_policies=scale_up_policies,
               scale_up_select=scale_up_select, scale_down_policies=scale_down_policies,
@@ -249,9 +268,19 @@ class HorizontalPodAutoscaler:
 class KedaScaledObject(HorizontalPodAutoscaler):
     """KEDA's ScaledObject on top: activation threshold, scale to and from zero, cooldownPeriod."""
 
+    SETTINGS = {
+        "polling_interval_s": period("seconds between two KEDA polls of the triggers (pollingInterval, 30)"),
+        "cooldown_period_s": duration("seconds after the last active poll before a service goes to zero "
+                                      "(cooldownPeriod, 300)"),
+        "activation_threshold": number("a service is active, and leaves zero, when its demand is above this "
+                                       "(activationThreshold, 0)", ge=0),
+        "min_replica_count": integer("minReplicaCount of every service, raised to the service's own "
+                                     "min_replicas (0: scale to zero allowed)", ge=0),
+    }
+
     def __init__(self, *, polling_interval_s=30.0, cooldown_period_s=300.0,
                  activation_threshold=0.0, min_replica_count=0, **hpa):
-        check(_KEDA, WHERE, polling_interval_s=polling_interval_s, cooldown_period_s=cooldown_period_s,
+        check(self, WHERE, polling_interval_s=polling_interval_s, cooldown_period_s=cooldown_period_s,
               activation_threshold=activation_threshold, min_replica_count=min_replica_count)
         self.polling_interval_s = float(polling_interval_s)
         self.cooldown_period_s = float(cooldown_period_s)
