@@ -11,7 +11,7 @@ until the loop gives up on them (`Simulation.remove_node`). A stock drop never r
 that exists. Granted nodes take the lowest free slots, so committed (reserved) slots fill first.
 
 The Simulation keeps its Cloud to itself; loops get a `ProviderFacade` with only what a real
-controller can read of its provider (harness/loops/base.py `Provider`): free slots and room
+controller can read of its provider (harness/view.py `Provider`): free slots and room
 under its own limits, never stock.
 """
 
@@ -113,7 +113,7 @@ class Cloud:
 
 
 class ProviderFacade:
-    """What loops may read of the provider (harness/loops/base.py `Provider`): nothing of stock."""
+    """What loops may read of the provider (harness/view.py `Provider`): nothing of stock."""
 
     def __init__(self, cloud: Cloud, clock: Callable[[], float]):
         self._cloud, self._clock = cloud, clock

@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.errors import ConfigError, TraceError
 from harness.kueue.loop import KueueLoop, unknown_queues
-from harness.loops.base import Loop, conform
+from harness.loops.base import conform
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.output import is_complete, start_run, write_parquet, write_text
 from harness.progress import Progress, duration
@@ -35,6 +35,7 @@ from harness.settings import check, check_config, number
 from harness.sim import Simulation
 from harness.summary import readout
 from harness.trace import read_trace
+from harness.view import Loop
 from harness.workload import Workload, compile_workload
 
 DEFAULT_TAIL_S = 86400.0

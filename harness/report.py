@@ -45,8 +45,8 @@ import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
 from harness import grid
+from harness.description import Description
 from harness.errors import LoopbenchError
-from harness.loops.base import Description
 from harness.output import COMPLETE_MARKER, atomic_dir, write_text
 from harness.provenance import RUN_INFO, run_info, write_report_provenance
 from harness.status import REASON_NAMES

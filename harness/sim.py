@@ -43,11 +43,9 @@ from harness.state import ClusterState
 from harness.status import BOOTING, BOUND, DONE, NOT_ARRIVED, PENDING, READY, REFUSED, RUNNING, PendingReason
 from harness.workload import Workload
 
-if TYPE_CHECKING:  # the loops' package is above the simulation: for annotations only
-    from harness.loops.base import Loop
-    from harness.scheduler.queue_sort import QueueSort
+if TYPE_CHECKING:  # what the simulation drives and orders its queue by (harness/view.py)
+    from harness.view import Loop, QueueOrder
 
-__all__ = ["BOUND", "DONE", "NOT_ARRIVED", "PENDING", "RUNNING", "NodeRecord", "Simulation"]
 
 
 # `unbind_many` of fewer pods calls `unbind` for each: its vector steps cost more than a few
@@ -92,7 +90,7 @@ class Simulation(Engine):
         self.job_admitted = np.full(w.n_jobs, np.nan)  # when a job's pods first reached the scheduler
         self.job_admissions = np.zeros(w.n_jobs, np.int32)  # times an admission layer let a job through
         self.queue: list[tuple[tuple, int]] = []  # (the QueueSort plugin's key, job), sorted
-        self.queue_sort: QueueSort | None = None  # the scheduler's QueueSort plugin (`order_queue`)
+        self.queue_sort: QueueOrder | None = None  # the scheduler's QueueSort plugin (`order_queue`)
         self._queue_entry: dict[int, tuple[tuple, int]] = {}  # a queued job's entry in `queue`
         self._queued_jobs: np.ndarray | None = None  # the queue's jobs as an array, until it changes
         self.in_queue = np.zeros(w.n_jobs, bool)
@@ -151,7 +149,7 @@ class Simulation(Engine):
         """A loop that may preempt (`evict`) says so on attach: its runs report preemptions."""
         self.may_preempt = True
 
-    def order_queue(self, queue_sort: QueueSort) -> None:
+    def order_queue(self, queue_sort: QueueOrder) -> None:
         """Keep the queue in the order of this QueueSort plugin (the scheduler's, on attach)."""
         self.queue_sort = queue_sort
 

@@ -23,10 +23,11 @@ import pytest
 
 from harness.config import compose
 from harness.errors import LoopbenchError
-from harness.loops.base import Provider, SimulationView, members
+from harness.loops.base import members
 from harness.replay import build
 from harness.status import PENDING
 from harness.trace import TraceMeta, write_trace
+from harness.view import Provider, SimulationView
 from harness.workload import Workload
 from tests import scenarios as sc
 

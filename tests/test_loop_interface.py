@@ -1,4 +1,4 @@
-"""A loop is what harness/loops/base.py declares, nothing more: a new one is one module plus
+"""A loop is what harness/view.py declares, nothing more: a new one is one module plus
 one YAML and runs through `replay`, `compare` and `report` untouched; an object that is not a
 loop is refused by config key before the replay starts."""
 
@@ -16,11 +16,12 @@ import pytest
 from harness.autoscalers.cluster_autoscaler import ClusterAutoscaler
 from harness.config import compose
 from harness.errors import ConfigError
-from harness.loops.base import Autoscaler, Loop, SimulationView, conform, members
+from harness.loops.base import Autoscaler, conform, members
 from harness.loops.separate import SeparateLoops
 from harness.replay import build
 from harness.scheduler import Scheduler
 from harness.scores import LeastAllocated
+from harness.view import Loop, SimulationView
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +30,7 @@ STATIC_LOOP = '''
 """A static cluster: the scheduler places pods on the nodes there are; nothing adds or removes any."""
 import numpy as np
 
-from harness.loops.base import Description
+from harness.description import Description
 from harness.scheduler import Scheduler
 
 
@@ -133,7 +134,7 @@ def test_an_object_that_is_not_a_loop_is_refused_by_its_config(user):
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert r.stderr.strip().splitlines() == [
         ("loopbench replay: error: loop 'unfinished': static_loop.Unfinished is no Loop: it has no policy, "
-         "describe, next_wakeup, idle_ticks, step (see Loop in harness/loops/base.py)")]
+         "describe, next_wakeup, idle_ticks, step (see Loop in harness/view.py)")]
     assert not (root / "runs" / "bad" / "metrics.parquet").exists()
 
 

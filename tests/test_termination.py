@@ -19,7 +19,8 @@ from harness.config import compose
 from harness.errors import ConfigError
 from harness.metrics import MILLI_HOUR, jobs_frame, nodes_frame, summary_row
 from harness.replay import build
-from harness.sim import BOUND, DONE, NOT_ARRIVED, PENDING, RUNNING, Simulation
+from harness.sim import Simulation
+from harness.status import BOUND, DONE, NOT_ARRIVED, PENDING, RUNNING
 from harness.trace import TraceMeta, write_trace
 from harness.workload import compile_workload
 from tests import scenarios as sc

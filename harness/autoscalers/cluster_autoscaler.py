@@ -62,7 +62,7 @@ from harness.autoscalers.expanders import Chain, Expander, LeastWaste, Option, R
 from harness.autoscalers.provision_timeout import ProvisionTimeout
 from harness.autoscalers.provisioning_request import BEST_EFFORT_ATOMIC, CHECK_CAPACITY, ProvisioningRequests
 from harness.autoscalers.scale_down import ScaleDown
-from harness.loops.base import (
+from harness.description import (
     GANG,
     PROVISIONING_REQUEST,
     RESERVATION,
@@ -71,12 +71,12 @@ from harness.loops.base import (
     SHARING,
     TOPOLOGY,
     Description,
-    SimulationView,
 )
 from harness.quiet import NO_TICKS, Cadence
 from harness.scheduler import Scheduler
 from harness.settings import check, component, duration, flag, integer, number, one_of, period
 from harness.status import ABSENT, BOOTING, PENDING, READY
+from harness.view import SimulationView
 from harness.whatif import Snapshot, classes, equivalence_classes, first_fit_count, view_of
 from harness.workload import LOCALITY_CODE, pools_fit
 

@@ -49,11 +49,12 @@ from harness.autoscalers.karpenter_consolidation import Consolidation
 from harness.autoscalers.karpenter_offerings import Offerings
 from harness.autoscalers.karpenter_scheduling import WhatIf, queue_order
 from harness.autoscalers.provision_timeout import ProvisionTimeout
-from harness.loops.base import SHARING, TOPOLOGY, Description, SimulationView
+from harness.description import SHARING, TOPOLOGY, Description
 from harness.quiet import MAX_TICKS, NO_TICKS, Cadence, Clock, ends, every, leading, still_quiet
 from harness.scheduler import Scheduler
 from harness.settings import check, duration, flag, fraction, integer, number, period
 from harness.status import BOOTING, PENDING, READY
+from harness.view import SimulationView
 from harness.whatif import Snapshot, equivalence_classes, view_of
 
 

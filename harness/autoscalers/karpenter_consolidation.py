@@ -44,8 +44,8 @@ from harness.status import ABSENT, BOOTING, READY
 from harness.whatif import Snapshot
 
 if TYPE_CHECKING:
-    from harness.loops.base import SimulationView
     from harness.scheduler import Scheduler
+    from harness.view import SimulationView
     from harness.workload import Workload
 
 TAINT = -2  # `scheduler.booked_for` of a node being disrupted: usable by no job

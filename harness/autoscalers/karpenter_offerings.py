@@ -15,7 +15,7 @@ import numpy as np
 from harness.status import ABSENT
 
 if TYPE_CHECKING:
-    from harness.loops.base import SimulationView
+    from harness.view import SimulationView
 
 
 class Offerings:

@@ -23,7 +23,7 @@ from harness.quiet import Clock
 from harness.status import BOOTING
 
 if TYPE_CHECKING:
-    from harness.loops.base import SimulationView
+    from harness.view import SimulationView
 
 
 class ProvisionTimeout:

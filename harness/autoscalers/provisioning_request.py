@@ -33,7 +33,7 @@ from harness.status import ABSENT
 from harness.whatif import Snapshot, classes
 
 if TYPE_CHECKING:
-    from harness.loops.base import SimulationView
+    from harness.view import SimulationView
     from harness.workload import Workload
 
 BEST_EFFORT_ATOMIC = "best-effort-atomic-scale-up"

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.loops.base import SimulationView
 from harness.quiet import Clock, leading
 from harness.settings import check, duration, flag, fraction, integer
 from harness.status import ABSENT, READY
+from harness.view import SimulationView
 from harness.whatif import Snapshot
 
 

@@ -54,16 +54,18 @@ from dataclasses import replace
 
 import numpy as np
 
+from harness.description import KUEUE, Description
 from harness.errors import ConfigError, LoopbenchError
 from harness.kueue.admission import Admission
 from harness.kueue.preemption import KueuePreemption
 from harness.kueue.provisioning import ProvisioningCheck
 from harness.kueue.queues import Kueue
 from harness.kueue.tas import TopologyAssigner
-from harness.loops.base import KUEUE, Description, Loop, SimulationView, conform
+from harness.loops.base import conform
 from harness.scores import ScorePlugin
 from harness.settings import check, component, duration, flag, integer, number
 from harness.status import BOUND, RUNNING, PendingReason
+from harness.view import Loop, SimulationView
 from harness.workload import Workload, pools_fit
 
 

@@ -28,7 +28,7 @@ booked node that never comes up leaves its request Provisioned, harness/autoscal
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -37,8 +37,30 @@ from harness.errors import ConfigError
 from harness.settings import check, duration, flag, integer, one_of
 
 if TYPE_CHECKING:
-    from harness.kueue.loop import KueueLoop
-    from harness.loops.base import Loop, SimulationView
+    import numpy as np
+
+    from harness.view import Gate, Loop, SimulationView
+
+
+class AdmissionLayer(Protocol):
+    """What the check drives of the Kueue layer it belongs to (harness/kueue/loop.py's
+    `KueueLoop`, which builds the check and so is named here by what the check uses)."""
+
+    name: str
+    gate: Gate
+    #: per job: evictions so far (the requeue backoff doubles with them), admissions so far
+    evictions: np.ndarray
+    epoch: np.ndarray
+
+    def admit(self, j: int, now: float) -> None:
+        """Job j's checks passed: it reaches the scheduler."""
+        ...
+    def release(self, j: int) -> None:
+        """Job j gives its quota back (evicted, or its admission check failed)."""
+        ...
+    def requeue(self, j: int, evicted_at: float, epoch: int) -> None:
+        """Job j's backoff is over: it queues again, unless it was deleted meanwhile (epoch)."""
+        ...
 
 
 class ProvisioningCheck:
@@ -72,7 +94,7 @@ class ProvisioningCheck:
         self.backoff_limit_count = int(backoff_limit_count)
         self.backoff_base_s, self.backoff_max_s = float(backoff_base_s), float(backoff_max_s)
 
-    def attach(self, layer: KueueLoop, inner: Loop, sim: SimulationView) -> None:
+    def attach(self, layer: AdmissionLayer, inner: Loop, sim: SimulationView) -> None:
         """Hand the requests to the wrapped loop's Cluster Autoscaler, which must serve them."""
         autoscaler = getattr(inner, "autoscaler", None)
         if autoscaler is None or not getattr(autoscaler, "provisioning_request", False):

@@ -51,13 +51,14 @@ import numpy as np
 from harness.autoscalers.backoff import NodeGroupBackoff
 from harness.autoscalers.provision_timeout import ProvisionTimeout
 from harness.autoscalers.scale_down import ScaleDown
+from harness.description import Description
 from harness.filters import feasible
-from harness.loops.base import Description, SimulationView
 from harness.quiet import NO_TICKS, Cadence
 from harness.scheduler import Scheduler
 from harness.scores import ScorePlugin
 from harness.settings import check, duration, number, period
 from harness.status import BOOTING, BOUND, NOT_ARRIVED, PENDING, RUNNING
+from harness.view import SimulationView
 from harness.whatif import Snapshot
 from harness.workload import LOCALITY_CODE, pools_fit
 

@@ -12,9 +12,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from harness.loops.base import GANGS_WAIT, PREEMPTION, Autoscaler, Description, SimulationView, conform
+from harness.description import GANGS_WAIT, PREEMPTION, Description
+from harness.loops.base import Autoscaler, conform
 from harness.scheduler import Scheduler
 from harness.scores import ScorePlugin
+from harness.view import SimulationView
 
 
 class SeparateLoops:

@@ -51,7 +51,7 @@ from harness.status import BOOTING, PENDING
 from harness.workload import LOCALITY_CODE
 
 if TYPE_CHECKING:  # the loops' package is above the scheduler: for annotations only
-    from harness.loops.base import SimulationView
+    from harness.view import SimulationView
 
 GANG = -2  # the group of a failure key for a whole gang
 

@@ -20,16 +20,12 @@ reserved with it are rejected; a job whose PostFilter rejects before anything is
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from harness.scheduler.plugin import Plugin
+from harness.scheduler.plugin import Plugin, Profile
 from harness.settings import check, duration, integer, period
 from harness.status import BOUND
-
-if TYPE_CHECKING:
-    from harness.scheduler.framework import Scheduler
 
 
 class NoGang(Plugin):
@@ -56,7 +52,7 @@ class Coscheduling(Plugin):
         self.reject_percentage = int(reject_percentage)
         self.backoff_s = float(backoff_s)
 
-    def attach(self, scheduler: Scheduler) -> None:
+    def attach(self, scheduler: Profile) -> None:
         super().attach(scheduler)
         self.armed = np.zeros(self.sim.w.n_jobs, bool)  # a timeout is pending for the job
         self.epoch = np.zeros(self.sim.w.n_jobs, np.int64)  # bumps when the job's members are released

@@ -25,13 +25,41 @@ built. A point no plugin implements costs a cycle nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Protocol
 
 from harness.errors import ConfigError
 
-if TYPE_CHECKING:  # the framework is built of plugins: for annotations only
-    from harness.scheduler.framework import Scheduler
+if TYPE_CHECKING:
+    import numpy as np
+
+    from harness.view import SimulationView
+
+
+class Profile(Protocol):
+    """What a plugin is given of the profile it is part of (harness/scheduler/framework.py's
+    `Scheduler`, which is built of plugins and so is named here by what they use)."""
+
+    @property
+    def sim(self) -> SimulationView: ...
+    #: the profile's Filter plugins as one mask: filter(state, w, pod, usable, at=None)
+    filter: Callable[..., np.ndarray]
+
+    def evict(self, pods: np.ndarray) -> None:
+        """Preempt these pods (gangs whole), through the simulation."""
+        ...
+    def back_off(self, j: int) -> None:
+        """Job j is not retried until capacity changes again (its gang was released)."""
+        ...
+    def ready_order(self) -> np.ndarray:
+        """The ready nodes in the seeded node order (the order filters walk them in)."""
+        ...
+    def groups_of(self, j: int) -> np.ndarray | None:
+        """The rack or block of each slot, for a job whose gang must keep to one (None: anywhere)."""
+        ...
+    def try_place(self, pods: np.ndarray, usable: np.ndarray, keep: bool = False) -> list | None:
+        """Place pods one by one as a trial on the real state; None if one fits nowhere."""
+        ...
 
 #: each extension point after QueueSort and the hooks that register a plugin there
 HOOKS = {"PreFilter": ("pre_filter",), "Filter": ("filter",),
@@ -45,7 +73,7 @@ class Plugin:
     """A plugin of the framework (not a Score plugin: those are the policies of harness.scores).
     `attach` gives it the scheduler and the simulation before the replay starts."""
 
-    def attach(self, scheduler: Scheduler) -> None:
+    def attach(self, scheduler: Profile) -> None:
         self.scheduler = scheduler
         self.sim = scheduler.sim
 

@@ -30,18 +30,13 @@ without every lower-priority pod are masks; only candidates in the walk get the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from harness.errors import ConfigError
-from harness.scheduler.plugin import Plugin
+from harness.scheduler.plugin import Plugin, Profile
 from harness.settings import check, integer
 from harness.state import WHOLE
 from harness.status import BOUND, RUNNING
-
-if TYPE_CHECKING:
-    from harness.scheduler.framework import Scheduler
 
 #: priorities are offset by 2^31 before they are summed, so that negative ones count less (upstream)
 PRIORITY_OFFSET = 1 << 31
@@ -76,7 +71,7 @@ class DefaultPreemption(Plugin):
         self.percentage = int(min_candidate_nodes_percentage)
         self.absolute = int(min_candidate_nodes_absolute)
 
-    def attach(self, scheduler: Scheduler) -> None:
+    def attach(self, scheduler: Profile) -> None:
         super().attach(scheduler)
         self.rng = np.random.default_rng([self.sim.seed, 3])  # the offset's own stream
         self.sim.allow_preemption()

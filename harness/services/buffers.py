@@ -33,9 +33,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.errors import ConfigError
-from harness.loops.base import Loop
 from harness.services.trace import MAX_REPLICAS
 from harness.settings import check, integer, number
+from harness.view import Loop
 
 
 @runtime_checkable

@@ -23,7 +23,7 @@ from harness.services.replicaset import deletion_order
 from harness.status import RUNNING
 
 if TYPE_CHECKING:
-    from harness.services.workload import Services
+    from harness.workload import Services
 
 
 class ReplicaSets:

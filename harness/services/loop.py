@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.loops.base import Description, Loop, SimulationView, conform
+from harness.description import Description
+from harness.loops.base import conform
 from harness.scores import ScorePlugin
 from harness.services.replicas import HorizontalPodAutoscaler, KedaScaledObject
+from harness.view import Loop, SimulationView
 
 
 class ReplicaLoop:

@@ -14,15 +14,25 @@ counted among `capacity_episodes_open`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 import polars as pl
 
 from harness.metrics import add_rows_in_turn
 
-if TYPE_CHECKING:  # the replicas build their accounts
-    from harness.services.engine import ReplicaSets
+if TYPE_CHECKING:
+    from harness.workload import Services
+
+
+class ServiceState(Protocol):
+    """What the accounts read of the services' replicas (harness/services/engine.py's
+    `ReplicaSets`, which builds the accounts and so is named here by what they read)."""
+
+    svc: Services
+    demand: np.ndarray  # each service's demand now
+    ready: np.ndarray  # its ready replicas
+    replicas: np.ndarray  # its created replicas
 
 QUANTILES = {"p50": 0.5, "p99": 0.99}
 
@@ -31,7 +41,7 @@ class ServiceAccounting:
     """Integrates each service's demand, unserved demand and warm idle accelerators, and keeps
     its time-to-capacity episodes, cold starts, replicas created and deleted, and a timeline."""
 
-    def __init__(self, replicas: ReplicaSets):
+    def __init__(self, replicas: ServiceState):
         self.rs = replicas
         n = replicas.svc.n
         self.demand_units = np.zeros(n)

@@ -1,0 +1,223 @@
+"""What a loop is to the simulation (`Loop`: what the simulation calls) and what a loop may ask
+of it (`SimulationView`: the narrow, typed surface of harness/sim.py that loops, autoscalers and
+scheduler plugins read and act through).
+
+Nothing here tells a provider's stock, a pod's run time, a future arrival or when a booting node
+will be ready (tests/test_audit.py holds it so). It sits in the simulation's layer, so that
+everything built on the simulation (the scheduler, the autoscalers, the loops) names it without
+importing the layers above.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from harness.cluster import Cluster
+    from harness.description import Description
+    from harness.metrics import Accounting
+    from harness.scores import ScorePlugin
+    from harness.state import ClusterState
+    from harness.workload import Workload
+
+
+class QueueOrder(Protocol):
+    """The order the simulation keeps its queue in: the scheduler's QueueSort plugin
+    (harness/scheduler/queue_sort.py)."""
+
+    def key(self, w: Workload, j: int) -> tuple:
+        """Where job j goes in the queue (smaller first), as it enters it."""
+        ...
+
+
+class Provider(Protocol):
+    """What a loop may read of the cloud provider: its free slots and the room left under the
+    limits the user configured, never its stock. Capacity is learned by asking
+    (`SimulationView.provision`): an `error` pool grants fewer nodes at once, a `silent` one
+    accepts them all and some never come up (harness/cloud.py)."""
+
+    def free_slots(self, p: int) -> np.ndarray: ...
+    def free_slots_in_emptiest_rack(self, p: int) -> np.ndarray: ...
+    def free_committed(self, p: int) -> int: ...
+    def room(self, p: int) -> int:
+        """Nodes pool p may still add under its max_size (nodes present, phantoms too, count)."""
+        ...
+
+
+class Gate(Protocol):
+    """What an admission layer in front of the scheduler lets through (harness/admission.py)."""
+
+    def admit(self, j: int, nodes: np.ndarray | None = None) -> None:
+        """A gated job's pending pods reach the scheduler's queue, kept to the node slots
+        of the mask `nodes` from now on (None: any)."""
+        ...
+    def reserve(self, j: int) -> None:
+        """Quota is reserved for a gated job whose admission checks must pass before `admit`
+        (the wait between the two is reported per queue)."""
+        ...
+
+
+class Replicas(Protocol):
+    """The services' replicas per service, created and deleted by a replica autoscaler."""
+
+    @property
+    def replicas(self) -> np.ndarray:
+        """Each service's created replicas (its Deployment's spec.replicas)."""
+        ...
+    @property
+    def recommended(self) -> np.ndarray:
+        """Each service's count its replica autoscaler last recommended, before the rate
+        limits of its scaling policies (the replica loop writes it at each sync): what the
+        replicas reach within a few periods unless demand falls. A planner integrated with
+        the replica autoscaler may read it; today's node autoscalers see only pods."""
+        ...
+    def demand_now(self) -> np.ndarray:
+        """Each service's demand now (units per second), never a later one."""
+        ...
+    def create(self, s: int, k: int) -> None:
+        """k more replicas of service s: pods that arrive now."""
+        ...
+    def delete(self, s: int, k: int) -> None:
+        """k replicas of service s go, in the ReplicaSet's deletion order."""
+        ...
+
+
+class SimulationView(Protocol):
+    """What a loop may ask of the simulation (harness.sim.Simulation): the cluster, the
+    workload (without run times), pod and job status, the queue, the provider's `Provider`
+    face, and the few actions that change them. Loops read these and act only through the
+    methods. Nothing here tells a provider's stock, a pod's run time, a future arrival or when
+    a booting node will be ready (tests/test_audit.py holds it so)."""
+
+    @property
+    def w(self) -> Workload: ...
+    @property
+    def cluster(self) -> Cluster: ...
+    @property
+    def state(self) -> ClusterState: ...
+    @property
+    def cloud(self) -> Provider: ...
+    @property
+    def acct(self) -> Accounting: ...
+    @property
+    def now(self) -> float: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def rng(self) -> np.random.Generator: ...
+    @property
+    def node_rank(self) -> np.ndarray: ...
+    @property
+    def queue(self) -> Sequence[tuple[tuple, int]]: ...
+    @property
+    def arrived_version(self) -> int: ...
+    @property
+    def last_scale_up(self) -> float: ...
+    # per pod
+    @property
+    def pod_status(self) -> np.ndarray: ...
+    @property
+    def pod_node(self) -> np.ndarray: ...
+    @property
+    def pod_gpus(self) -> list[np.ndarray | None]: ...
+    @property
+    def pod_start(self) -> np.ndarray:
+        """When each pod started its current run (nan: not started), as its status says."""
+        ...
+    # per job
+    @property
+    def job_anchor(self) -> np.ndarray: ...
+    @property
+    def job_placed(self) -> np.ndarray: ...
+    @property
+    def job_ready_bound(self) -> np.ndarray: ...
+    @property
+    def job_started(self) -> np.ndarray: ...
+    @property
+    def job_admissions(self) -> np.ndarray:
+        """Times an admission layer let each job through (`admit`; 0 without one)."""
+        ...
+    @property
+    def job_done(self) -> np.ndarray:
+        """Pods of each job that ran to completion (a finished job: all of them)."""
+        ...
+    # per node slot
+    @property
+    def held(self) -> np.ndarray: ...
+    @property
+    def gang_pods_on(self) -> np.ndarray: ...
+    @property
+    def gpus_on(self) -> np.ndarray: ...
+    @property
+    def node_instance(self) -> np.ndarray: ...
+    @property
+    def node_pods(self) -> list[set[int]]: ...
+    @property
+    def node_requested_at(self) -> np.ndarray:
+        """When the node in each slot was asked for (nan: no node): a loop's own timeouts."""
+        ...
+
+    def at(self, time: float, fn: Callable[..., Any], *args: Any) -> None: ...
+    def order_queue(self, queue_sort: QueueOrder) -> None: ...
+    def queued_jobs(self) -> np.ndarray: ...
+    def unbound_pods(self, j: int) -> np.ndarray: ...
+    def pods_on(self, n: int) -> list[int]: ...
+    def bind(self, p: int, n: int, gpu_idx: np.ndarray, on_state: bool = False) -> None: ...
+    def unbind(self, p: int) -> None: ...
+    def unbind_many(self, pods: np.ndarray | list[int]) -> None: ...
+    def dequeue(self, j: int) -> None: ...
+    def gate_arrivals(self, gate: Callable[[int], None], withdraw: Callable[[int], None]) -> Gate:
+        """Arriving jobs go to `gate` (an admission layer), not the scheduler's queue; a
+        replica deleted after it arrived goes to `withdraw`. The layer admits through the
+        `Gate` returned."""
+        ...
+    def allow_preemption(self) -> None:
+        """A loop that may preempt says so on attach: its runs report the preemption metrics."""
+        ...
+    def evict(self, pods: np.ndarray) -> None:
+        """Preempt bound or running pods (gangs whole): they restart from scratch."""
+        ...
+    @property
+    def replicasets(self) -> Replicas | None:
+        """The services' replicas (harness/services/engine.py; None: a trace without services)."""
+        ...
+    def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None) -> np.ndarray: ...
+    def remove_node(self, n: int) -> None:
+        """Remove node n (empty, or booting: pods planned there go back to the queue)."""
+        ...
+
+
+class Loop(Protocol):
+    """A control loop: places pending pods and, if it autoscales, adds and removes nodes."""
+
+    #: the loop's name in run folders and tables (conf/loop/<name>.yaml sets it)
+    name: str
+
+    @property
+    def policy(self) -> ScorePlugin:
+        """The score plugin it places pods with (the runs' `policy` column)."""
+        ...
+
+    def describe(self) -> Description:
+        """Its family and switches, for reports; needs no `attach`."""
+        ...
+
+    def attach(self, sim: SimulationView) -> None:
+        """Called once before the replay starts: size per-pod and per-node arrays."""
+        ...
+
+    def next_wakeup(self, now: float) -> float:
+        """When the loop next has something to do with nothing else happening (inf: never)."""
+        ...
+
+    def idle_ticks(self, start: float, before: float) -> np.ndarray:
+        """Its wake-ups from `start` on, before `before`, that provably change nothing: they pass
+        in bulk (harness/quiet.py); empty when it cannot tell."""
+        ...
+
+    def step(self, sim: SimulationView, now: float) -> None:
+        """Act at `now`, after the instant's events and arrivals."""
+        ...
