@@ -84,7 +84,7 @@ class ReplicaSets:
         live = slots[self.created[slots]]
         assert len(live) >= k, f"service {svc.name[s]}: {k} replicas to delete, {len(live)} created"
         pods = sim.w.pods_by_job[sim.w.job_bounds[live]]  # a slot is one pod
-        victims = live[deletion_order(sim, self.ready_at, pods)[:k]]
+        victims = live[deletion_order(sim, pods, self.ready_at)[:k]]
         for j in victims.tolist():
             sim.withdraw(j)
         self.created[victims] = False

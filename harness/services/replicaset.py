@@ -28,14 +28,15 @@ def log2_age(now: float, t: np.ndarray) -> np.ndarray:
         return np.where(age_ns > 0, np.floor(np.log2(np.maximum(age_ns, 1.0))), -1).astype(np.int64)
 
 
-def deletion_order(sim, ready_at: np.ndarray, pods: np.ndarray) -> np.ndarray:
+def deletion_order(sim, pods: np.ndarray, ready_at: np.ndarray | None = None) -> np.ndarray:
     """Positions into `pods` (one service's created replicas, one pod each) in the order a
-    ReplicaSet deletes them; `ready_at`: when each job became a ready replica (nan: not ready)."""
+    ReplicaSet deletes them; `ready_at`: when each job became a ready replica (nan: not ready;
+    None: `sim.job_ready_at`, a view that carries it)."""
     status, node = sim.pod_status[pods], sim.pod_node[pods]
     jobs = sim.w.job[pods]
     assigned = np.isin(status, (BOUND, RUNNING))
     running = status == RUNNING
-    ready_at = ready_at[jobs]
+    ready_at = (sim.job_ready_at if ready_at is None else ready_at)[jobs]
     ready = ~np.isnan(ready_at)
     _, where, count = np.unique(np.where(assigned, node, -1), return_inverse=True, return_counts=True)
     rank = count[where.ravel()]
