@@ -1,0 +1,112 @@
+"""docs/architecture.md's "How to add" steps, followed as a user would: a placement policy and an
+autoscaler of one's own, each one module outside the package and one YAML in a copy of conf/,
+run through `loopbench replay` with their settings checked by the rules they declare."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.test_loop_interface import RUN, loopbench
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: A policy: score plugins read the struct-of-arrays state of the candidate nodes only.
+USER_POLICY = '''
+"""Fewest free whole GPUs first: pack GPU pods onto the nodes already most used."""
+from harness.scores import ScorePlugin
+from harness.settings import check, number
+
+
+class FewestFreeGpus(ScorePlugin):
+    SETTINGS = {"per_gpu": number("score lost per free whole GPU of a node", gt=0)}
+
+    def __init__(self, per_gpu=1.0, weight=1.0):
+        super().__init__(weight)
+        check(self, "policy", per_gpu=per_gpu)
+        self.per_gpu = float(per_gpu)
+
+    def score(self, state, w, pod, nodes, rng):
+        return -self.per_gpu * state.free_whole[nodes]
+'''
+
+#: An autoscaler for the separate loops: one node of the first pool per scan while pods wait.
+USER_AUTOSCALER = '''
+"""One node at a time: every scan, while a pod is pending and no node boots, ask for one node."""
+import numpy as np
+
+from harness.description import Description
+from harness.settings import check, period
+from harness.status import BOOTING, PENDING
+
+
+class OneAtATime:
+    SETTINGS = {"scan_interval_s": period("seconds between scans")}
+
+    def __init__(self, scan_interval_s=30.0):
+        check(self, "loop.autoscaler", scan_interval_s=scan_interval_s)
+        self.scan_interval_s = float(scan_interval_s)
+        self.next_scan = 0.0
+
+    def attach(self, sim, scheduler):
+        self.sim = sim
+
+    def scan(self, now):
+        self.next_scan = now + self.scan_interval_s
+        sim = self.sim
+        waiting = (sim.pod_status == PENDING).any()
+        if waiting and not (sim.state.status == BOOTING).any() and sim.cloud.room(0) > 0:
+            sim.provision(0, 1, atomic=False)
+
+    def idle_ticks(self, start, before):
+        return np.zeros(0)
+
+    def describe(self):
+        return Description("one node at a time", rank=4)
+'''
+
+
+@pytest.fixture(scope="module")
+def user(tmp_path_factory) -> tuple[Path, Path, Path]:
+    root = tmp_path_factory.mktemp("user")
+    mods, conf = root / "mods", root / "conf"
+    mods.mkdir()
+    (mods / "my_policy.py").write_text(USER_POLICY)
+    (mods / "my_autoscaler.py").write_text(USER_AUTOSCALER)
+    shutil.copytree(ROOT / "conf", conf)
+    (conf / "policy" / "fewest_gpus.yaml").write_text(
+        "# Fewest free whole GPUs first.\n_target_: my_policy.FewestFreeGpus\nper_gpu: 2\n")
+    (conf / "loop" / "one_at_a_time.yaml").write_text(
+        "# The scheduler beside an autoscaler that adds one node per scan.\n"
+        "defaults:\n  - scheduler: default\n  - _self_\n"
+        "_target_: harness.loops.separate.SeparateLoops\nname: one_at_a_time\n"
+        "autoscaler:\n  _target_: my_autoscaler.OneAtATime\n  scan_interval_s: 30\n")
+    r = loopbench("generate", "workload.n_jobs=60", "workload.span_s=7200", f"out={root / 'small.parquet'}",
+                  cwd=root, mods=mods, conf=conf)
+    assert r.returncode == 0, r.stderr
+    return root, mods, conf
+
+
+def test_a_policy_of_ones_own_places_pods_and_its_rule_refuses_a_bad_setting(user):
+    root, mods, conf = user
+    r = loopbench("replay", "policy=fewest_gpus", *RUN, "hydra.run.dir=runs/policy", cwd=root, mods=mods, conf=conf)
+    assert r.returncode == 0, r.stderr
+    metrics = pl.read_parquet(root / "runs" / "policy" / "metrics.parquet")
+    assert metrics["policy"][0] == "FewestFreeGpus" and metrics["pods_done"][0] > 0
+    r = loopbench("replay", "policy=fewest_gpus", "policy.per_gpu=0", *RUN, cwd=root, mods=mods, conf=conf)
+    assert r.returncode == 1 and "policy.per_gpu = 0: must be a number > 0" in r.stderr, r.stderr
+
+
+def test_an_autoscaler_of_ones_own_adds_nodes_beside_the_scheduler(user):
+    root, mods, conf = user
+    r = loopbench("replay", "loop=one_at_a_time", *RUN, "hydra.run.dir=runs/scaler", cwd=root, mods=mods, conf=conf)
+    assert r.returncode == 0, r.stderr
+    metrics = pl.read_parquet(root / "runs" / "scaler" / "metrics.parquet")
+    floor = 4  # RUN's four nodes there from the start
+    assert metrics["loop"][0] == "one_at_a_time" and metrics["nodes_provisioned"][0] > floor
+    r = loopbench("replay", "loop=one_at_a_time", "loop.autoscaler.scan_interval_s=0", *RUN, cwd=root, mods=mods,
+                  conf=conf)
+    assert r.returncode == 1 and "loop.autoscaler.scan_interval_s = 0" in r.stderr, r.stderr
