@@ -18,8 +18,8 @@ from harness.scheduler import Scheduler
 from harness.scheduler.gang import Atomic
 from harness.scheduler.preemption import DefaultPreemption
 from harness.scores import LeastAllocated, MostAllocated
-from harness.sim import BOUND, RUNNING, Simulation
-from harness.status import ABSENT, BOOTING, READY
+from harness.sim import Simulation
+from harness.status import ABSENT, BOOTING, BOUND, READY, RUNNING
 from harness.workload import LOCALITY_CODE, compile_workload
 from tests import scenarios as sc
 
