@@ -366,7 +366,7 @@ class Scheduler:
         return self.node_order
 
     def job_shape(self, j: int) -> int:
-        """The shape of all of job j's pods now (an admission may change it: `Simulation.admit`),
+        """The shape of all of job j's pods now (an admission may change it: `AdmissionGate.admit`),
         -1 if they differ."""
         return int(self.sim.w.shape[self.job_first_pod[j]]) if self.job_uniform[j] else -1
 
