@@ -46,7 +46,7 @@ class AdmissionGate:
         sim.job_admissions[j] += 1
         self._keep_to(j, 0 if nodes is None else sim.state.placement(nodes))
         sim.acct.set_reasons(sim.unbound_pods(j), PendingReason.SHORTAGE)
-        sim.enqueue(j)
+        sim.queue.push(j)
 
     def reserve(self, j: int) -> None:
         """The layer reserved quota for gated job j, its admission checks still to pass: the

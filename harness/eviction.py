@@ -47,5 +47,5 @@ def evict(sim, pods: np.ndarray) -> None:
         for j in np.unique(w.job[done]).tolist():
             if sim.job_placed[j] == 0:
                 sim.job_anchor[j] = -1
-            sim.enqueue(j)
+            sim.queue.push(j)
     sim.job_started[jobs[sim.job_placed[jobs] == 0]] = np.nan  # none of it runs: it starts again

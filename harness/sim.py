@@ -19,7 +19,6 @@ node's ready time stays in the event heap. The provider's truth is `_cloud`, the
 from __future__ import annotations
 
 import math
-from bisect import insort
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -34,6 +33,7 @@ from harness.engine import Engine
 from harness.eviction import evict
 from harness.fragmentation import TargetWorkload
 from harness.hooks import Hooks
+from harness.job_queue import JobQueue
 from harness.ledger import Ledger
 from harness.metrics import Accounting, NodeRecord
 from harness.sealed import Sealed
@@ -43,8 +43,8 @@ from harness.state import ClusterState
 from harness.status import BOOTING, BOUND, DONE, NOT_ARRIVED, PENDING, READY, REFUSED, RUNNING, PendingReason
 from harness.workload import Workload
 
-if TYPE_CHECKING:  # what the simulation drives and orders its queue by (harness/view.py)
-    from harness.view import Loop, QueueOrder
+if TYPE_CHECKING:  # what the simulation drives (harness/view.py)
+    from harness.view import Loop
 
 
 
@@ -89,12 +89,7 @@ class Simulation(Engine):
         self.job_finished = np.full(w.n_jobs, np.nan)
         self.job_admitted = np.full(w.n_jobs, np.nan)  # when a job's pods first reached the scheduler
         self.job_admissions = np.zeros(w.n_jobs, np.int32)  # times an admission layer let a job through
-        self.queue: list[tuple[tuple, int]] = []  # (the QueueSort plugin's key, job), sorted
-        self.queue_sort: QueueOrder | None = None  # the scheduler's QueueSort plugin (`order_queue`)
-        self._queue_entry: dict[int, tuple[tuple, int]] = {}  # a queued job's entry in `queue`
-        self._queued_jobs: np.ndarray | None = None  # the queue's jobs as an array, until it changes
-        self.in_queue = np.zeros(w.n_jobs, bool)
-        self.arrived_version = 0  # bumps when jobs arrive or re-enter the queue
+        self.queue = JobQueue(w)  # the jobs waiting for the scheduler, in its QueueSort order
         order = np.lexsort((np.arange(w.n_jobs), w.job_submit))
         self.arrival_order = order[w.job_service[order] < 0]  # replica slots arrive when created
         self.stream(w.job_submit[self.arrival_order], lambda i: self.arrive(int(self.arrival_order[i])))
@@ -139,7 +134,7 @@ class Simulation(Engine):
             self.acct.set_reason(int(pods[0]), PendingReason.SHORTAGE)
         else:
             self.acct.set_reasons(pods, PendingReason.SHORTAGE)
-        self.enqueue(j)
+        self.queue.push(j)
 
     def gate_arrivals(self, gate: Callable[[int], None], withdraw: Callable[[int], None]) -> AdmissionGate:
         """An admission layer (Kueue) in front of the scheduler: see `AdmissionGate`."""
@@ -148,32 +143,6 @@ class Simulation(Engine):
     def allow_preemption(self) -> None:
         """A loop that may preempt (`evict`) says so on attach: its runs report preemptions."""
         self.may_preempt = True
-
-    def order_queue(self, queue_sort: QueueOrder) -> None:
-        """Keep the queue in the order of this QueueSort plugin (the scheduler's, on attach)."""
-        self.queue_sort = queue_sort
-
-    def enqueue(self, j: int) -> None:
-        if not self.in_queue[j]:
-            assert self.queue_sort is not None, "the scheduler orders the queue when it attaches"
-            entry = self._queue_entry[j] = (self.queue_sort.key(self.w, j), j)
-            insort(self.queue, entry)
-            self._queued_jobs = None
-            self.in_queue[j] = True
-            self.arrived_version += 1
-
-    def dequeue(self, j: int) -> None:
-        if self.in_queue[j]:
-            self.queue.remove(self._queue_entry.pop(j))
-            self._queued_jobs = None
-            self.in_queue[j] = False
-
-    def queued_jobs(self) -> np.ndarray:
-        """The queued jobs in queue order, as an array (read-only: shared until the queue changes)."""
-        if self._queued_jobs is None:
-            self._queued_jobs = np.fromiter((j for _, j in self.queue), np.int64, len(self.queue))
-            self._queued_jobs.flags.writeable = False
-        return self._queued_jobs
 
     def unbound_pods(self, j: int) -> np.ndarray:
         pods = self.w.job_pods[j]
@@ -199,7 +168,7 @@ class Simulation(Engine):
             self._bound_on_ready(p)
         self.ledger.placed(n, p, held)
         if self.job_placed[j] == len(w.job_pods[j]):  # no pod of it is pending any more
-            self.dequeue(j)
+            self.queue.remove(j)
 
     def _bound_on_ready(self, p: int) -> None:
         """A bound pod's node is ready: it runs if its job started, else the gang may start."""
@@ -246,7 +215,7 @@ class Simulation(Engine):
         for hook in self.hooks.unbound:
             hook(j)
         self.acct.set_reason(p, PendingReason.SHORTAGE)
-        self.enqueue(j)
+        self.queue.push(j)
 
     def unbind_many(self, pods: np.ndarray | list[int]) -> None:
         """`unbind` each of these distinct bound or running pods, in turn: the same outcome bit
@@ -276,7 +245,7 @@ class Simulation(Engine):
                 hook(j)
         self.acct.set_reasons(pods, PendingReason.SHORTAGE)
         for j in order:
-            self.enqueue(j)
+            self.queue.push(j)
 
     def evict(self, pods: np.ndarray) -> None:
         """Preempt these bound or running pods (gangs whole): they restart from scratch (`evict`)."""
@@ -289,7 +258,7 @@ class Simulation(Engine):
         p = int(self.w.job_pods[j][0])
         if self.pod_status[p] in (BOUND, RUNNING):
             self.unbind(p)  # releases the node (and readiness); queues the job, dequeued below
-        self.dequeue(j)
+        self.queue.remove(j)
         self.pod_status[p] = NOT_ARRIVED
         self.pod_epoch[p] += 1
         self.acct.set_reason(p, -1)

@@ -10,7 +10,7 @@ importing the layers above.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -18,19 +18,11 @@ if TYPE_CHECKING:
 
     from harness.cluster import Cluster
     from harness.description import Description
+    from harness.job_queue import JobQueue
     from harness.metrics import Accounting
     from harness.scores import ScorePlugin
     from harness.state import ClusterState
     from harness.workload import Workload
-
-
-class QueueOrder(Protocol):
-    """The order the simulation keeps its queue in: the scheduler's QueueSort plugin
-    (harness/scheduler/queue_sort.py)."""
-
-    def key(self, w: Workload, j: int) -> tuple:
-        """Where job j goes in the queue (smaller first), as it enters it."""
-        ...
 
 
 class Provider(Protocol):
@@ -111,9 +103,9 @@ class SimulationView(Protocol):
     @property
     def node_rank(self) -> np.ndarray: ...
     @property
-    def queue(self) -> Sequence[tuple[tuple, int]]: ...
-    @property
-    def arrived_version(self) -> int: ...
+    def queue(self) -> JobQueue:
+        """The jobs waiting for the scheduler (harness/job_queue.py)."""
+        ...
     @property
     def last_scale_up(self) -> float: ...
     # per pod
@@ -161,14 +153,11 @@ class SimulationView(Protocol):
         ...
 
     def at(self, time: float, fn: Callable[..., Any], *args: Any) -> None: ...
-    def order_queue(self, queue_sort: QueueOrder) -> None: ...
-    def queued_jobs(self) -> np.ndarray: ...
     def unbound_pods(self, j: int) -> np.ndarray: ...
     def pods_on(self, n: int) -> list[int]: ...
     def bind(self, p: int, n: int, gpu_idx: np.ndarray, on_state: bool = False) -> None: ...
     def unbind(self, p: int) -> None: ...
     def unbind_many(self, pods: np.ndarray | list[int]) -> None: ...
-    def dequeue(self, j: int) -> None: ...
     def gate_arrivals(self, gate: Callable[[int], None], withdraw: Callable[[int], None]) -> Gate:
         """Arriving jobs go to `gate` (an admission layer), not the scheduler's queue; a
         replica deleted after it arrived goes to `withdraw`. The layer admits through the

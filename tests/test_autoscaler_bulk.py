@@ -293,7 +293,7 @@ def pending_units_one_by_one(ca, gangs):
     """The reference: the queue walked job by job."""
     sim, w = ca.sim, ca.sim.w
     units = []
-    for j in sim.queued_jobs().tolist():
+    for j in sim.queue.jobs().tolist():
         is_gang = w.job_min_member[j] > 1
         if gangs is not None and is_gang != gangs:
             continue
@@ -315,7 +315,7 @@ def test_pending_units_in_queue_order(setup, gang_aware, data):
         pods = sim.w.job_pods[j]
         sim.pod_status[pods] = PENDING
         sim.pod_status[pods[data.draw(st.lists(st.booleans(), min_size=len(pods), max_size=len(pods)))]] = BOUND
-        sim.enqueue(j)
+        sim.queue.push(j)
     for gangs in (None, True, False):
         got, expected = ca._pending_units(gangs), pending_units_one_by_one(ca, gangs)
         assert [u.tolist() for u in got] == [u.tolist() for u in expected]

@@ -1,15 +1,19 @@
 """docs/architecture.md's "How to add" steps, followed as a user would: a placement policy and an
 autoscaler of one's own, each one module outside the package and one YAML in a copy of conf/,
-run through `loopbench replay` with their settings checked by the rules they declare."""
+run through `loopbench replay` with their settings checked by the rules they declare; and an
+importer, one module and one entry in `importers/cli.py::formats`, whose trace replays."""
 
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 
+from harness.importers import cli as importers
+from harness.trace import read_trace
 from tests.test_loop_interface import RUN, loopbench
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,3 +114,83 @@ def test_an_autoscaler_of_ones_own_adds_nodes_beside_the_scheduler(user):
     r = loopbench("replay", "loop=one_at_a_time", "loop.autoscaler.scan_interval_s=0", *RUN, cwd=root, mods=mods,
                   conf=conf)
     assert r.returncode == 1 and "loop.autoscaler.scan_interval_s = 0" in r.stderr, r.stderr
+
+
+#: An importer: one row per job of a made-up log, mapped by the shared job-table helpers.
+USER_IMPORTER = '''
+"""A made-up job log (`id,team,gpus,machines,submitted,seconds`, epoch seconds) to the trace:
+a job on `machines` machines is a gang of that many pods, `gpus` each, 4 cores each."""
+from pathlib import Path
+
+import numpy as np
+import pyarrow.compute as pc
+
+from harness.importers.common import Tally, concat, csv_batches, float_np, job_rows_to_pods, rebase, require
+
+COLUMNS = ["id", "team", "gpus", "machines", "submitted", "seconds"]
+
+
+def read_toy(path):
+    file, tally, tables = str(path), Tally(), []
+    for row0, b in csv_batches(path, COLUMNS):
+        gpus = float_np(b.column("gpus"), file, "gpus", row0)
+        require(gpus, gpus < 0, file, "gpus", row0, "must be >= 0")
+        machines = float_np(b.column("machines"), file, "machines", row0)
+        table = job_rows_to_pods(tally, file, row0, job_id=pc.utf8_trim_whitespace(b.column("id")),
+                                 submit=float_np(b.column("submitted"), file, "submitted", row0),
+                                 duration=float_np(b.column("seconds"), file, "seconds", row0),
+                                 nodes=machines, gpus_per_pod=gpus, cpu_per_pod=np.full(len(gpus), 4.0),
+                                 queue=b.column("team"), nodes_column="machines", submit_column="submitted")
+        if table is not None:
+            tables.append(table)
+    table, meta = rebase(concat(tables, file), f"toy {Path(path).name}", "CC0", "a made-up log")
+    return tally.result(table, meta, "jobs")
+'''
+
+TOY_LOG = """id,team,gpus,machines,submitted,seconds
+a,vision,8,2,1700000000,600
+b,speech,1,1,1700000060,300
+c,vision,2,1,1700000120,0
+d,speech,4,1,1700000180,1200
+"""
+
+
+@pytest.fixture()
+def toy_format(user, monkeypatch):
+    """The importer's module on the path and its entry in the table of formats."""
+    root, mods, _ = user
+    (mods / "my_importer.py").write_text(USER_IMPORTER)
+    monkeypatch.syspath_prepend(str(mods))
+    monkeypatch.delitem(sys.modules, "my_importer", raising=False)
+    import my_importer
+
+    known = importers.formats()
+    monkeypatch.setattr(importers, "formats", lambda: {
+        **known, "toy": importers.Format(importers.one_file(my_importer.read_toy), None, False, "toy.csv")})
+    return root
+
+
+def test_an_importer_of_ones_own_writes_a_trace_that_replays(toy_format, user, capsys):
+    root, mods, conf = user
+    (root / "toy.csv").write_text(TOY_LOG)
+    assert importers.main(["toy", str(root / "toy.csv"), "-o", str(root / "toy.parquet")]) == 0
+    assert "zero duration" in capsys.readouterr().out  # job c never ran: dropped, counted
+    table, _ = read_trace(root / "toy.parquet")
+    pods = table.to_pydict()
+    assert pods["submit_s"] == [0.0, 0.0, 60.0, 180.0] and pods["gpu_count"] == [8, 8, 1, 4]
+    assert pods["min_member"] == [2, 2, 1, 1]
+    assert pods["queue"] == ["vision", "vision", "speech", "speech"]
+    r = loopbench("replay", "trace.path=toy.parquet", "horizon_s=3600", "hydra.run.dir=runs/toy", cwd=root,
+                  mods=mods, conf=conf)
+    assert r.returncode == 0, r.stderr
+    assert pl.read_parquet(root / "runs" / "toy" / "metrics.parquet")["pods_done"][0] == 4
+
+
+def test_an_importer_of_ones_own_refuses_a_bad_row_by_file_column_and_row(toy_format, capsys):
+    """Rows count from 0, the first after the header."""
+    root = toy_format
+    (root / "bad.csv").write_text(TOY_LOG.replace("b,speech,1,", "b,speech,-1,"))
+    assert importers.main(["toy", str(root / "bad.csv"), "-o", str(root / "bad.parquet")]) == 1
+    err = capsys.readouterr().err
+    assert "bad.csv" in err and "gpus" in err and "row 1" in err and "must be >= 0 (got -1.0)" in err, err
+    assert not (root / "bad.parquet").exists()

@@ -114,7 +114,7 @@ def test_evict_takes_a_gang_whole_even_its_finished_members():
     assert sim.acct.preempted_lost / 3.6e6 == pytest.approx(8 * (1000 + 1800 + 1800) / 3600)
     assert sim.acct.job_preemptions.tolist() == [1]
     assert sim.job_placed[0] == 0 and sim.job_done[0] == 0 and sim.job_ready_bound[0] == 0
-    assert math.isnan(sim.job_started[0]) and sim.job_anchor[0] == -1 and sim.in_queue[0]
+    assert math.isnan(sim.job_started[0]) and sim.job_anchor[0] == -1 and sim.queue.holds[0]
     assert (sim.state.free_whole[:3] == 8).all() and sim.ledger.held_ready == 0
     assert sim.acct.reason_count.sum() == 3  # all three pending again
 

@@ -154,9 +154,9 @@ def test_removing_a_booting_node_returns_its_planned_pods_to_the_queue():
     pods = sim.unbound_pods(0)
     for p in pods.tolist():
         sim.bind(p, int(n), sim.state.pick_devices(int(n), 1, 1000, False, False))
-    assert not sim.in_queue[0]
+    assert not sim.queue.holds[0]
     sim.remove_node(int(n))
-    assert sim.in_queue[0] and len(sim.unbound_pods(0)) == 2 and sim.state.status[n] == ABSENT
+    assert sim.queue.holds[0] and len(sim.unbound_pods(0)) == 2 and sim.state.status[n] == ABSENT
 
 
 def test_loops_cannot_read_durations():

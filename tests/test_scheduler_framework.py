@@ -119,7 +119,7 @@ def test_the_queue_sort_plugin_orders_the_queue(queue_sort, first):
     sched = Scheduler(LeastAllocated(), queue_sort=queue_sort)
     sched.attach(sim)
     sim.advance_to(0.0)
-    assert sim.queued_jobs().tolist() == [first, 1 - first]
+    assert sim.queue.jobs().tolist() == [first, 1 - first]
     sched.cycle(0.0)
     assert sim.pod_status.tolist()[first] != PENDING and sim.pod_status.tolist()[1 - first] == PENDING
 

@@ -84,7 +84,7 @@ def hand_sim(cold_start_s: float = 100.0, windows=None, horizon_s: float = 3600.
     sim = sc.service_sim([], [{"service": "a", "max_replicas": 6, "capacity_per_replica": 10.0,
                                "cold_start_s": cold_start_s}],
                          windows or {"a": [(0.0, 5.0), (600.0, 50.0)]}, one_node_cluster(True), horizon_s)
-    sim.order_queue(PrioritySort())
+    sim.queue.order_by(PrioritySort())
     return sim
 
 

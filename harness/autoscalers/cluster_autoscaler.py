@@ -235,12 +235,12 @@ class ClusterAutoscaler:
 
     def _situation(self) -> tuple:
         """What a scan's outcome depends on, but for time: nodes, arrivals and bookings."""
-        return self.sim.state.mutations, self.sim.arrived_version, self.provreq.key(), self._buffer_key()
+        return self.sim.state.mutations, self.sim.queue.version, self.provreq.key(), self._buffer_key()
 
     def _scan_key(self, now: float) -> tuple:
         """What a scale-up's outcome depends on: nodes, arrivals, backoffs, the buffer's count."""
         sim = self.sim
-        return sim.state.mutations, sim.arrived_version, tuple(self.backoff.allowed(now)), self._buffer_key()
+        return sim.state.mutations, sim.queue.version, tuple(self.backoff.allowed(now)), self._buffer_key()
 
     def _buffer_key(self) -> tuple:
         """The CapacityBuffer's fake pods per service now (() without one)."""
@@ -338,7 +338,7 @@ class ClusterAutoscaler:
         whole gangs if gang-aware, else pod by pod. gangs=True/False selects gang jobs only
         or non-gang jobs only (for the ProvisioningRequest split), None takes all."""
         sim, w = self.sim, self.sim.w
-        jobs = sim.queued_jobs()
+        jobs = sim.queue.jobs()
         if gangs is not None:
             jobs = jobs[(w.job_min_member[jobs] > 1) == gangs]
         if len(jobs) == 0:

@@ -156,11 +156,11 @@ class KarpenterAutoscaler:
     def _observe(self, now: float) -> None:
         """A new pending pod, or pods still pending a requeue period later, trigger the batcher."""
         sim = self.sim
-        if sim.queue and (sim.arrived_version != self.seen_version or now >= self.last_trigger + self.requeue_s):
+        if sim.queue and (sim.queue.version != self.seen_version or now >= self.last_trigger + self.requeue_s):
             if self.window_start is None:
                 self.window_start = now
             self.last_trigger = now
-        self.seen_version = sim.arrived_version
+        self.seen_version = sim.queue.version
 
     def _window_close(self) -> float:
         assert self.window_start is not None, "a batch window is open"
@@ -262,7 +262,7 @@ class KarpenterAutoscaler:
     def _situation(self) -> tuple[int, int, int, int]:
         """What a poll's outcome depends on, but for time: nodes, arrivals, bookings and the
         nominated nodes."""
-        return self.sim.state.mutations, self.sim.arrived_version, self.scheduler.bookings, self.nominated_version
+        return self.sim.state.mutations, self.sim.queue.version, self.scheduler.bookings, self.nominated_version
 
     # ---- provisioning --------------------------------------------------------------------
     def _order(self, pods: np.ndarray) -> np.ndarray:
@@ -271,7 +271,7 @@ class KarpenterAutoscaler:
 
     def _pending(self) -> np.ndarray:
         sim = self.sim
-        pods = sim.w.pods_of(sim.queued_jobs())
+        pods = sim.w.pods_of(sim.queue.jobs())
         return pods[sim.pod_status[pods] == PENDING]
 
     def _unbind_all(self, n: int) -> None:
@@ -282,7 +282,7 @@ class KarpenterAutoscaler:
 
     def _batch_key(self, now: float) -> tuple:
         """What a batch's outcome depends on: nodes, arrivals and the offerings available."""
-        return self.sim.state.mutations, self.sim.arrived_version, self.offerings.offered(now).tobytes()
+        return self.sim.state.mutations, self.sim.queue.version, self.offerings.offered(now).tobytes()
 
     def _provision(self, now: float) -> None:
         st = self.sim.state

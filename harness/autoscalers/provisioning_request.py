@@ -101,7 +101,7 @@ class ProvisioningRequests:
         self.idle = not done
         if self.failed:  # a request whose gang left the queue (or its source) is gone with it
             jobs = np.fromiter(self.failed, np.int64, len(self.failed))
-            live = self.ca.sim.queued_jobs() if self.source is None else self.source.jobs()
+            live = self.ca.sim.queue.jobs() if self.source is None else self.source.jobs()
             gone = set(jobs[~np.isin(jobs, live)].tolist())
             if gone:
                 self.failed = {j: t for j, t in self.failed.items() if j not in gone}

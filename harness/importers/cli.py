@@ -58,7 +58,8 @@ def _openb_nodes(path: str) -> dict:
     return {"_target_": "harness.cluster.Cluster", **cluster}
 
 
-def _single(read: Callable[[str], ImportResult]) -> Callable[[list[str]], ImportResult]:
+def one_file(read: Callable[[str], ImportResult]) -> Callable[[list[str]], ImportResult]:
+    """A reader of one source file as a `Format.read` (which is given the list of SOURCEs)."""
     return lambda paths: read(paths[0])
 
 
@@ -70,7 +71,8 @@ class Format:
     sources: str  # what SOURCE is, for --help
 
 
-def _formats() -> dict[str, Format]:
+def formats() -> dict[str, Format]:
+    """The formats `loopbench import` reads, by name: a new importer adds its entry here."""
     from harness.importers import acme, alibaba_spot, dlrm, helios, pai, philly
 
     return {
@@ -79,11 +81,11 @@ def _formats() -> dict[str, Format]:
                       "pai_task_table.csv [pai_job_table.csv]; nodes: pai_machine_spec.csv"),
         "philly": Format(philly.read_philly, philly.read_philly_machines, True,
                          "cluster_job_log [more parts]; nodes: cluster_machine_list"),
-        "helios": Format(_single(helios.read_helios), None, False, "cluster_log.csv"),
-        "acme": Format(_single(acme.read_acme), None, False, "trace_seren.csv or trace_kalos.csv"),
-        "alibaba_spot": Format(_single(alibaba_spot.read_spot_jobs), alibaba_spot.read_spot_nodes, False,
+        "helios": Format(one_file(helios.read_helios), None, False, "cluster_log.csv"),
+        "acme": Format(one_file(acme.read_acme), None, False, "trace_seren.csv or trace_kalos.csv"),
+        "alibaba_spot": Format(one_file(alibaba_spot.read_spot_jobs), alibaba_spot.read_spot_nodes, False,
                                "job_info_df.csv; nodes: node_info_df.csv"),
-        "dlrm": Format(_single(dlrm.read_dlrm), None, False, "disaggregated_DLRM_trace.csv"),
+        "dlrm": Format(one_file(dlrm.read_dlrm), None, False, "disaggregated_DLRM_trace.csv"),
     }
 
 
@@ -304,9 +306,9 @@ def _azure_llm(argv: list[str]) -> int:
 def run(argv: list[str]) -> int:
     if argv[:1] == ["azure-llm"]:
         return _azure_llm(argv[1:])
-    formats = _formats()
-    args = _parser(formats).parse_args(argv)
-    fmt = formats[args.format]
+    known = formats()
+    args = _parser(known).parse_args(argv)
+    fmt = known[args.format]
     if not args.sources and not args.nodes:
         raise ConfigError("loopbench import", "give SOURCE files, --nodes NODELIST, or both")
     if args.sources and not args.output:

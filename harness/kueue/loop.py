@@ -287,7 +287,7 @@ class KueueLoop:
                 sim.evict(on_nodes)
             else:  # quota reserved, no pod bound yet: preempted all the same, nothing lost
                 sim.acct.preempted(np.array([v]), 0.0)
-            sim.dequeue(v)
+            sim.queue.remove(v)
             sim.acct.set_reasons(sim.unbound_pods(v), PendingReason.NOT_ADMITTED)
             if self.admission_check is not None:
                 self.admission_check.withdraw(v)
@@ -306,7 +306,7 @@ class KueueLoop:
         pods = sim.w.job_pods[j]
         for p in pods[sim.pod_status[pods] == BOUND].tolist():
             sim.unbind(p)
-        sim.dequeue(j)
+        sim.queue.remove(j)
         sim.acct.set_reasons(sim.unbound_pods(j), PendingReason.NOT_ADMITTED)
         self.release(j)
         self.unready = self.unready[self.unready != j]

@@ -137,7 +137,7 @@ class MergedLoop:
         already failed to plan on this layout), no node ripens for scale-down, no backoff runs
         out and no node asked for reaches its provision timeout. The cadence moves past them."""
         sim = self.sim
-        if not self.cadence.quiet((sim.state.mutations, sim.arrived_version, self._missing_key())):
+        if not self.cadence.quiet((sim.state.mutations, sim.queue.version, self._missing_key())):
             return NO_TICKS
         clocks = self.scale_down.clocks() + self.backoff.clocks() + self.timeout.clocks()
         return self.cadence.skip(start, before, clocks)
@@ -155,7 +155,7 @@ class MergedLoop:
         self.allowed = allowed
         self.unplanned: list[int] = []  # nodes of short grants, kept while a plan may use them
         self.demand_milli = self._demand(now)
-        for j in sim.queued_jobs().tolist():  # 2. in-flight and provisionable capacity
+        for j in sim.queue.jobs().tolist():  # 2. in-flight and provisionable capacity
             if self.planned_at[j] != sim.state.layout_version and not self._provision_for(j):
                 self.planned_at[j] = sim.state.layout_version
         self._warm_for_recommended()
@@ -167,7 +167,7 @@ class MergedLoop:
         self.scanned_mutations = sim.state.mutations
         self.scanned_missing = self._missing_key()
         # a plan binds or provisions and scale-down removes: each changes a node
-        self.cadence.rest((sim.state.mutations, sim.arrived_version, self.scanned_missing)
+        self.cadence.rest((sim.state.mutations, sim.queue.version, self.scanned_missing)
                           if sim.state.mutations == before else None)
         self.placer.cycle(now)
 
@@ -176,7 +176,7 @@ class MergedLoop:
         replicas created) in the last `demand_window_s` and were placed since, and the replicas
         recommended but not created yet, that a node of the pool could hold."""
         sim = self.sim
-        queued = sim.w.pods_of(sim.queued_jobs())
+        queued = sim.w.pods_of(sim.queue.jobs())
         lo, hi = np.searchsorted(self.submits, [now - self.demand_window_s, now], side="right")
         recent = sim.w.pods_of(self.by_submit[lo:hi])
         pods = np.r_[queued[sim.pod_status[queued] == PENDING], recent[sim.pod_status[recent] != PENDING],

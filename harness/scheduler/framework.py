@@ -154,7 +154,7 @@ class Scheduler:
     def attach(self, sim: SimulationView) -> None:
         self.sim = sim
         w = sim.w
-        sim.order_queue(self.queue_sort)
+        sim.queue.order_by(self.queue_sort)
         for plugin in self.plugins.values():
             if implements(plugin, "attach"):
                 plugin.attach(self)
@@ -203,7 +203,7 @@ class Scheduler:
         """One pass over the queue with a new CycleState; whether it preempted."""
         sim = self.sim
         st = sim.state
-        key = (st.version, sim.arrived_version, st.layout_version)
+        key = (st.version, sim.queue.version, st.layout_version)
         if key == self.seen:
             return False
         if not sim.queue:  # nothing waits: only remember that capacity was seen
@@ -217,7 +217,7 @@ class Scheduler:
             self.any_tainted = bool((self.booked_for != -1).any())
             self.booting_slots = np.flatnonzero(st.status == BOOTING)  # pending reasons: room on its way
         cs = self.cycle_state = CycleState()
-        jobs = sim.queued_jobs()
+        jobs = sim.queue.jobs()
         back = sim.job_admissions[jobs] != self.admissions[jobs]
         if back.any():  # let through again by an admission layer: new pods, whatever failed before
             self.tried_at[jobs[back]] = -1
@@ -240,7 +240,7 @@ class Scheduler:
                 waiting.append(j)
         if waiting:
             self._relabel(waiting)
-        self.seen = (st.version, sim.arrived_version, st.layout_version)
+        self.seen = (st.version, sim.queue.version, st.layout_version)
         return cs.preempted
 
     def _skip_unhelped(self, jobs: np.ndarray) -> None:

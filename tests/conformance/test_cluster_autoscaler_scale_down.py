@@ -45,7 +45,7 @@ def world(nodes: list[tuple[int, int, int]], pods: list[tuple], counts=None, min
             if sim.state.status[n] == ABSENT:
                 sim._add_node(n, ready=True)
             slots.append(n)
-    sim.order_queue(PrioritySort())
+    sim.queue.order_by(PrioritySort())
     sim.advance_to(0.0)
     for p, pod in enumerate(pods):
         n = slots[pod[3]]

@@ -192,4 +192,4 @@ def test_less(case, first, second):
     sim = Simulation(w, cl, seed=0, horizon_s=3600.0)
     Scheduler(LeastAllocated()).attach(sim)
     sim.advance_to(2.0)
-    assert w.job_id[sim.queued_jobs()].tolist() == ["a", "b"]
+    assert w.job_id[sim.queue.jobs()].tolist() == ["a", "b"]

@@ -161,7 +161,7 @@ def test_booking_capacity_time_is_expired():
     cl = sc.cluster([CPU_NODE], [sc.pool("test-cpu", "test-cpu", min_size=1, max_size=1)])  # the booked node alone
     sim, ca = attach(request("atomicScaleUpProvReq", 5, 5, 2), cl)
     ca.scan(0.0)
-    sim.dequeue(0)
+    sim.queue.remove(0)
     assert 0 in ca.provreq.booked
     for t in (600.0, 610.0):
         assert ca.next_scan < np.inf  # a scan is due
@@ -220,7 +220,7 @@ def test_the_scheduler_may_place_any_pod_on_booked_nodes():
     sim, ca = attach(request("atomicScaleUpProvReq", 100, 1, 2) + [other], cl)
     ca.scan(0.0)
     assert (ca.provreq.booked_for[:2] == 0).all()
-    sim.dequeue(0)
+    sim.queue.remove(0)
     sim.advance_to(5.0)
     ca.scheduler.cycle(5.0)
     assert ca.provreq.booked_for[sim.pod_node[2]] == 0

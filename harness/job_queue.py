@@ -1,0 +1,66 @@
+"""`JobQueue`: the jobs waiting for the scheduler, kept in its QueueSort plugin's order.
+
+A job is queued while any pod of it is pending and it has reached the scheduler (arrived, or
+admitted by an admission layer); it leaves once all its pods have a node. `version` bumps when
+a job joins, so a loop can tell that nothing new has arrived since it last looked.
+"""
+
+from __future__ import annotations
+
+from bisect import insort
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from harness.workload import Workload
+
+
+class QueueOrder(Protocol):
+    """The order the queue is kept in: the scheduler's QueueSort plugin
+    (harness/scheduler/queue_sort.py)."""
+
+    def key(self, w: Workload, j: int) -> tuple:
+        """Where job j goes in the queue (smaller first), as it enters it."""
+        ...
+
+
+
+class JobQueue:
+    def __init__(self, w: Workload) -> None:
+        self.w = w
+        self.entries: list[tuple[tuple, int]] = []  # (the QueueSort plugin's key, job), sorted
+        self.sort: QueueOrder | None = None  # the scheduler's QueueSort plugin (`order_by`)
+        self._entry: dict[int, tuple[tuple, int]] = {}  # a queued job's entry in `entries`
+        self._jobs: np.ndarray | None = None  # the queue's jobs as an array, until it changes
+        self.holds = np.zeros(w.n_jobs, bool)  # per job: queued
+        self.version = 0  # bumps when jobs arrive or re-enter the queue
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def order_by(self, sort: QueueOrder) -> None:
+        """Keep the queue in the order of this QueueSort plugin (the scheduler's, on attach)."""
+        self.sort = sort
+
+    def push(self, j: int) -> None:
+        if not self.holds[j]:
+            assert self.sort is not None, "the scheduler orders the queue when it attaches"
+            entry = self._entry[j] = (self.sort.key(self.w, j), j)
+            insort(self.entries, entry)
+            self._jobs = None
+            self.holds[j] = True
+            self.version += 1
+
+    def remove(self, j: int) -> None:
+        if self.holds[j]:
+            self.entries.remove(self._entry.pop(j))
+            self._jobs = None
+            self.holds[j] = False
+
+    def jobs(self) -> np.ndarray:
+        """The queued jobs in queue order, as an array (read-only: shared until the queue changes)."""
+        if self._jobs is None:
+            self._jobs = np.fromiter((j for _, j in self.entries), np.int64, len(self.entries))
+            self._jobs.flags.writeable = False
+        return self._jobs
