@@ -8,6 +8,7 @@ a job joins, so a loop can tell that nothing new has arrived since it last looke
 from __future__ import annotations
 
 from bisect import insort
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -27,13 +28,15 @@ class QueueOrder(Protocol):
 
 
 class JobQueue:
-    def __init__(self, w: Workload) -> None:
-        self.w = w
+    def __init__(self, workload: Callable[[], Workload], n_jobs: int) -> None:
+        """`workload`: the simulation's workload as it is now (the services' engine replaces it
+        with one whose replica slots get their submission times as they are created)."""
+        self.workload = workload
         self.entries: list[tuple[tuple, int]] = []  # (the QueueSort plugin's key, job), sorted
         self.sort: QueueOrder | None = None  # the scheduler's QueueSort plugin (`order_by`)
         self._entry: dict[int, tuple[tuple, int]] = {}  # a queued job's entry in `entries`
         self._jobs: np.ndarray | None = None  # the queue's jobs as an array, until it changes
-        self.holds = np.zeros(w.n_jobs, bool)  # per job: queued
+        self.holds = np.zeros(n_jobs, bool)  # per job: queued
         self.version = 0  # bumps when jobs arrive or re-enter the queue
 
     def __len__(self) -> int:
@@ -46,7 +49,7 @@ class JobQueue:
     def push(self, j: int) -> None:
         if not self.holds[j]:
             assert self.sort is not None, "the scheduler orders the queue when it attaches"
-            entry = self._entry[j] = (self.sort.key(self.w, j), j)
+            entry = self._entry[j] = (self.sort.key(self.workload(), j), j)
             insort(self.entries, entry)
             self._jobs = None
             self.holds[j] = True

@@ -89,7 +89,7 @@ class Simulation(Engine):
         self.job_finished = np.full(w.n_jobs, np.nan)
         self.job_admitted = np.full(w.n_jobs, np.nan)  # when a job's pods first reached the scheduler
         self.job_admissions = np.zeros(w.n_jobs, np.int32)  # times an admission layer let a job through
-        self.queue = JobQueue(w)  # the jobs waiting for the scheduler, in its QueueSort order
+        self.queue = JobQueue(lambda: self.w, w.n_jobs)  # the jobs waiting for the scheduler, in QueueSort order
         order = np.lexsort((np.arange(w.n_jobs), w.job_submit))
         self.arrival_order = order[w.job_service[order] < 0]  # replica slots arrive when created
         self.stream(w.job_submit[self.arrival_order], lambda i: self.arrive(int(self.arrival_order[i])))

@@ -92,6 +92,20 @@ def pod_of(sim, k: int) -> int:
     return int(sim.w.job_pods[sim.replicasets.svc.slots(0)[k]][0])
 
 
+def test_replicas_are_queued_by_when_they_were_created():
+    """PrioritySort orders replicas by their creation time, read from the workload the services'
+    engine keeps (it replaces the simulation's, so the queue must not keep the first one): a
+    replica created at t=50 waits behind one created at t=10, both behind nothing else."""
+    sim = hand_sim()
+    sim.advance_to(10.0)
+    sim.replicasets.create(0, 1)
+    sim.advance_to(50.0)
+    sim.replicasets.create(0, 1)
+    first, second = (int(sim.w.job[pod_of(sim, k)]) for k in (0, 1))
+    assert sim.queue.jobs().tolist() == [first, second]
+    assert [key[1] for key, _ in sim.queue.entries] == [10.0, 50.0]
+
+
 def test_created_replicas_arrive_now_and_are_ready_a_cold_start_after_they_run():
     sim = hand_sim()
     sim.advance_to(0.0)
