@@ -42,7 +42,7 @@ from harness.filters import groups_that_fit
 from harness.scheduler.bind import DefaultBinder
 from harness.scheduler.filter import NodeResourcesFit
 from harness.scheduler.gang import Coscheduling
-from harness.scheduler.plugin import Plugin, by_point, implements
+from harness.scheduler.plugin import CycleState, Plugin, by_point, implements
 from harness.scheduler.queue_sort import PrioritySort, QueueSort
 from harness.scheduler.sampling import walk_feasible
 from harness.scores import ScorePlugin
@@ -70,19 +70,6 @@ def num_feasible_nodes_to_find(percentage: int, n_all: int) -> int:
     if percentage == 0:
         percentage = max(50 - n_all // 125, MIN_FEASIBLE_PERCENTAGE)
     return max(n_all * percentage // 100, MIN_FEASIBLE_NODES)
-
-
-class CycleState:
-    """What one cycle learns, forgotten when it ends (upstream's CycleState): the failure keys
-    it found (`_failed_key` -> fewest pods of it that found no place), the pending reasons by
-    reason key, and whether it preempted."""
-
-    __slots__ = ("failed", "reasons", "preempted")
-
-    def __init__(self) -> None:
-        self.failed: dict[tuple, int] = {}
-        self.reasons: dict[int, int] = {}
-        self.preempted = False
 
 
 def default_plugins() -> dict[str, Any]:

@@ -40,12 +40,27 @@ if TYPE_CHECKING:
     from harness.view import SimulationView
 
 
+class CycleState:
+    """What one cycle learns, forgotten when it ends (upstream's CycleState): the failure keys
+    it found (a key -> fewest pods of it that found no place; a plugin may add keys of its
+    own), the pending reasons by reason key, and whether it preempted."""
+
+    __slots__ = ("failed", "reasons", "preempted")
+
+    def __init__(self) -> None:
+        self.failed: dict[tuple, int] = {}
+        self.reasons: dict[int, int] = {}
+        self.preempted = False
+
+
 class Profile(Protocol):
     """What a plugin is given of the profile it is part of (harness/scheduler/framework.py's
     `Scheduler`, which is built of plugins and so is named here by what they use)."""
 
     @property
     def sim(self) -> SimulationView: ...
+    #: what the current cycle learned (a new one per cycle)
+    cycle_state: CycleState
     #: the profile's Filter plugins as one mask: filter(state, w, pod, usable, at=None)
     filter: Callable[..., np.ndarray]
 

@@ -131,6 +131,14 @@ class GangScheduling(Plugin):
         pods = pods[np.argsort(first[inverse], kind="stable")]  # sub-groups by signature, first seen first
         scheduled = int(sim.job_placed[j])
         need = max(int(w.job_min_member[j]) - scheduled, 1)  # and at least one pod of this cycle
+        # within a cycle capacity only shrinks: where `need` pods of one shape found no place,
+        # as many or more of that shape (and locality) will not either
+        failed = sched.cycle_state.failed
+        memo = ("pod_group", int(shapes[0]), int(w.job_locality[j]), int(w.job_priority[j]) if sched.preempts else 0)
+        uniform = scheduled == 0 and bool((shapes == shapes[0]).all())  # no bound members to keep to
+        if uniform and failed.get(memo, len(pods) + 1) <= need:
+            self.reject(j, len(pods))
+            return False
         plan = None
         if len(pods) >= need:
             usable = sched.usable(j)
@@ -146,6 +154,8 @@ class GangScheduling(Plugin):
             else:
                 plan = self._best_placement(j, pods, usable, groups, need, scheduled)
         if plan is None:
+            if uniform and not sched.cycle_state.preempted:
+                failed[memo] = min(failed.get(memo, need), need)
             self.reject(j, len(pods))
             return False
         st = sim.state
@@ -192,6 +202,7 @@ class GangScheduling(Plugin):
         st.revert()
         if victims:
             sched.evict(np.concatenate(victims))
+            sched.cycle_state.failed.clear()  # the victims' room: what failed may fit now
         for p, n, _ in plan:
             sched.bind(p, n, sched.pick_devices(st, w, p, n))
             sched.reserve(st, w, p, n)
