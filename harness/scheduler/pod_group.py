@@ -30,7 +30,10 @@ as any pod), and `gang_locality` (rack, block) its `TopologyConstraint{key}`.
                jobs not backing off; without it, when the back-off ends.
 
 Exact shortcuts: a retry over an unchanged cluster fails as the attempt before it did, so a
-rejected group is retried only once capacity changed (the framework's rule for every job).
+group popped from the backoff queue is retried only once capacity changed (the framework's
+rule for every job); without SchedulerPopFromBackoffQ it is retried when its back-off ends,
+changed or not, each failure counted, as upstream. Within a cycle, where a group of one shape
+found no place for `need` pods, as many or more of that shape and locality are not tried.
 """
 
 from __future__ import annotations
