@@ -11,6 +11,7 @@ from harness.loops.separate import SeparateLoops
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.scheduler import Scheduler
 from harness.scheduler.gang import Atomic, Coscheduling, NoGang
+from harness.scheduler.pod_group import GangScheduling
 from harness.scores import LeastAllocated
 from harness.sim import Simulation
 from harness.trace import DEFAULTS, table_from_columns, validate_table
@@ -42,7 +43,7 @@ def trace(pods: list[dict]):
 
 
 #: the gang plugin of each gang mode (conf/loop/scheduler/gang/*.yaml)
-GANG = {"none": NoGang, "coscheduling": Coscheduling, "atomic": Atomic}
+GANG = {"none": NoGang, "coscheduling": Coscheduling, "atomic": Atomic, "workload": GangScheduling}
 
 
 def separate(gang_mode: str = "coscheduling", policy=None, pre_filter=None, **autoscaler) -> SeparateLoops:

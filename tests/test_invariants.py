@@ -16,6 +16,7 @@ from harness.loops.separate import SeparateLoops
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.scheduler import Scheduler
 from harness.scheduler.gang import Atomic
+from harness.scheduler.pod_group import GangScheduling
 from harness.scheduler.preemption import DefaultPreemption
 from harness.scores import LeastAllocated, MostAllocated
 from harness.sim import Simulation
@@ -27,6 +28,10 @@ LOOPS = {
     "separate_none": lambda: sc.separate(gang_mode="none", expander=Chain()),
     "separate_cosched": lambda: sc.separate(gang_mode="coscheduling", expander=Chain([LeastWaste()])),
     "separate_atomic": lambda: sc.separate(gang_mode="atomic", expander=Chain([Priority()]), sharing_aware=True),
+    "separate_workload": lambda: SeparateLoops(
+        Scheduler(LeastAllocated(), gang=GangScheduling(pop_from_backoff_queue=False),
+                  post_filter=DefaultPreemption(min_candidate_nodes_absolute=1)),
+        ClusterAutoscaler(scale_down=ScaleDown(), expander=Chain([LeastWaste()]))),
     "separate_provreq": lambda: sc.separate(provisioning_request=True, gang_aware=True, topology_aware=True),
     "merged": lambda: sc.merged(policy=MostAllocated()),
     "separate_preemption": lambda: SeparateLoops(

@@ -42,7 +42,7 @@ from harness.filters import groups_that_fit
 from harness.scheduler.bind import DefaultBinder
 from harness.scheduler.filter import NodeResourcesFit
 from harness.scheduler.gang import Coscheduling
-from harness.scheduler.plugin import Plugin, by_point, implements
+from harness.scheduler.plugin import CycleState, Plugin, by_point, implements
 from harness.scheduler.queue_sort import PrioritySort, QueueSort
 from harness.scheduler.sampling import walk_feasible
 from harness.scores import ScorePlugin
@@ -70,19 +70,6 @@ def num_feasible_nodes_to_find(percentage: int, n_all: int) -> int:
     if percentage == 0:
         percentage = max(50 - n_all // 125, MIN_FEASIBLE_PERCENTAGE)
     return max(n_all * percentage // 100, MIN_FEASIBLE_NODES)
-
-
-class CycleState:
-    """What one cycle learns, forgotten when it ends (upstream's CycleState): the failure keys
-    it found (`_failed_key` -> fewest pods of it that found no place), the pending reasons by
-    reason key, and whether it preempted."""
-
-    __slots__ = ("failed", "reasons", "preempted")
-
-    def __init__(self) -> None:
-        self.failed: dict[tuple, int] = {}
-        self.reasons: dict[int, int] = {}
-        self.preempted = False
 
 
 def default_plugins() -> dict[str, Any]:
@@ -140,6 +127,8 @@ class Scheduler:
         self.reserve = self.reservers[0].on_bind if len(self.reservers) == 1 else self._reserve_all
         self.pick_devices = next(p.pick_devices for p in self.reservers if implements(p, "pick_devices"))
         self.permits = tuple(p.permit for p in at["Permit"])
+        #: a plugin that schedules gangs in pod-group cycles (GangScheduling), or None
+        self.pod_groups = at["PodGroup"][0] if at["PodGroup"] else None
         self.on_evicted = tuple(p.evicted for p in at["Permit"] if implements(p, "evicted"))
         self.bind = at["Bind"][0].bind
 
@@ -227,14 +216,20 @@ class Scheduler:
         retry = self.tried_at[jobs] != st.version
         # jobs with pods still pending after this cycle whose reason may have changed
         waiting = jobs[~retry].tolist() if relabel else []
-        for j in jobs[retry].tolist():
+        groups = self.pod_groups
+        for j in self._in_turn(jobs[retry]):
             if self._failed_key(j, self.job_shape(j)) in failed:  # its only shape found no node
                 self.tried_at[j] = st.version
                 waiting.append(j)
+                if groups is not None and groups.is_gang(j):
+                    groups.reject(j, len(sim.unbound_pods(j)))
                 continue
-            atomic = self.rejects_all is not None and self.rejects_all(j)
-            place = self._place_atomic if atomic else self._place_incremental
-            placed = place(j, failed)
+            if groups is not None and groups.is_gang(j):
+                placed = groups.schedule_group(j)
+            else:
+                atomic = self.rejects_all is not None and self.rejects_all(j)
+                place = self._place_atomic if atomic else self._place_incremental
+                placed = place(j, failed)
             self.tried_at[j] = -1 if placed else st.version  # an evicted job comes back new
             if not placed:
                 waiting.append(j)
@@ -242,6 +237,20 @@ class Scheduler:
             self._relabel(waiting)
         self.seen = (st.version, sim.queue.version, st.layout_version)
         return cs.preempted
+
+    def _in_turn(self, jobs: np.ndarray) -> list[int]:
+        """The jobs to try, in queue order; gangs in the backoff queue after the others (popped
+        once the active queue is empty) or, without that, not until their back-off ends."""
+        groups = self.pod_groups
+        if groups is None:
+            return jobs.tolist()
+        backing = groups.backing_off(jobs)
+        if not backing.any():
+            return jobs.tolist()
+        if groups.pop_from_backoff_queue:
+            return np.r_[jobs[~backing], jobs[backing]].tolist()
+        self.tried_at[jobs[backing]] = self.sim.state.version  # their back-off's end requeues them
+        return jobs[~backing].tolist()
 
     def _skip_unhelped(self, jobs: np.ndarray) -> None:
         """Like kube-scheduler's QueueingHints: a job that failed is worth retrying only if
@@ -325,6 +334,11 @@ class Scheduler:
     def usable(self, j: int) -> np.ndarray:
         """Ready nodes job j may use: all but the tainted ones."""
         return self.free_ready
+
+    def requeue(self, j: int) -> None:
+        """Job j is tried again in the next cycle, whatever changed (its back-off ended)."""
+        self.tried_at[j] = -1
+        self.seen = (-1, -1, -1)
 
     def back_off(self, j: int) -> None:
         """Job j is not retried until capacity changes again (its gang was released)."""
@@ -419,26 +433,32 @@ class Scheduler:
             self.bind(p, n, gpu_idx, on_state=True)
         return True
 
-    def try_place(self, pods: np.ndarray, usable: np.ndarray, keep: bool = False) -> list | None:
+    def try_place(self, pods: np.ndarray, usable: np.ndarray, keep: bool = False,
+                  need: int | None = None) -> list | None:
         """Place pods one by one on the real state as a trial, then undo it (unless `keep`
         and it succeeded: the caller then binds the plan with `on_state`). The policy sees
         each trial placement (`on_bind`) and forgets them with the trial.
-        Returns [(pod, node, gpus)] if every pod found a node, else None."""
+        `need`: the trial succeeds once that many pods found a node; a pod that fits nowhere
+        is passed over, and the trial stops as soon as `need` is out of reach (upstream's
+        PlacementFeasible for a PodGroup's minCount). By default every pod must fit.
+        Returns [(pod, node, gpus)] of the pods that found a node, or None if too few did."""
         st, w = self.sim.state, self.sim.w
+        need = len(pods) if need is None else need
         st.fork()
         saved = [plugin.checkpoint() for plugin in self.reservers]
         plan = []
-        ok = True
-        for p in pods:
-            p = int(p)
+        remaining = len(pods)
+        for p in pods.tolist():
+            remaining -= 1
             n = self.choose(p, self.filter(st, w, p, usable))
-            if n < 0:
-                ok = False
+            if n >= 0:
+                gpu_idx = self.pick_devices(st, w, p, n)
+                st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+                self.reserve(st, w, p, n)
+                plan.append((p, n, gpu_idx))
+            elif len(plan) + remaining < need:
                 break
-            gpu_idx = self.pick_devices(st, w, p, n)
-            st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
-            self.reserve(st, w, p, n)
-            plan.append((p, n, gpu_idx))
+        ok = len(plan) >= need
         if ok and keep:
             st.keep()
             return plan

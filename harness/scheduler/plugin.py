@@ -20,6 +20,10 @@ built. A point no plugin implements costs a cycle nothing.
               Reserve plugin that defines it; a Score plugin of harness.scores is one)
   Permit      permit(j) after the members that fit were bound; evicted(j): they were
               preempted, their wait is over
+  PodGroup    schedule_group(j) -> bool places a gang in one pod-group cycle, whole or not at
+              all (kube-scheduler's GangScheduling: PreEnqueue, PlacementFeasible and the
+              placements of a topology constraint); is_gang(j) says which jobs it takes,
+              backing_off(jobs) which of them wait in the backoff queue (tried after the others)
   Bind        bind(p, n, devices, on_state) puts the pod on the node (the first plugin)
 """
 
@@ -36,12 +40,27 @@ if TYPE_CHECKING:
     from harness.view import SimulationView
 
 
+class CycleState:
+    """What one cycle learns, forgotten when it ends (upstream's CycleState): the failure keys
+    it found (a key -> fewest pods of it that found no place; a plugin may add keys of its
+    own), the pending reasons by reason key, and whether it preempted."""
+
+    __slots__ = ("failed", "reasons", "preempted")
+
+    def __init__(self) -> None:
+        self.failed: dict[tuple, int] = {}
+        self.reasons: dict[int, int] = {}
+        self.preempted = False
+
+
 class Profile(Protocol):
     """What a plugin is given of the profile it is part of (harness/scheduler/framework.py's
     `Scheduler`, which is built of plugins and so is named here by what they use)."""
 
     @property
     def sim(self) -> SimulationView: ...
+    #: what the current cycle learned (a new one per cycle)
+    cycle_state: CycleState
     #: the profile's Filter plugins as one mask: filter(state, w, pod, usable, at=None)
     filter: Callable[..., np.ndarray]
 
@@ -57,14 +76,36 @@ class Profile(Protocol):
     def groups_of(self, j: int) -> np.ndarray | None:
         """The rack or block of each slot, for a job whose gang must keep to one (None: anywhere)."""
         ...
-    def try_place(self, pods: np.ndarray, usable: np.ndarray, keep: bool = False) -> list | None:
-        """Place pods one by one as a trial on the real state; None if one fits nowhere."""
+    def try_place(self, pods: np.ndarray, usable: np.ndarray, keep: bool = False,
+                  need: int | None = None) -> list | None:
+        """Place pods one by one as a trial on the real state; None if fewer than `need` (all)
+        found a node."""
+        ...
+    def usable(self, j: int) -> np.ndarray:
+        """Ready nodes job j may use (not tainted)."""
+        ...
+    def bind(self, p: int, n: int, gpu_idx: np.ndarray, on_state: bool = False) -> None:
+        """The Bind point: pod p onto node n on these devices."""
+        ...
+    def reserve(self, state, w, p: int, n: int) -> None:
+        """The Reserve point: the placement of pod p on node n is recorded."""
+        ...
+    #: a PostFilter may evict pods (DefaultPreemption): a gang then preempts as one unit
+    preempts: bool
+    def choose(self, p: int, mask: np.ndarray) -> int:
+        """Score: the best node for pod p among the feasible ones (`mask`), or -1."""
+        ...
+    def pick_devices(self, state, w, p: int, n: int) -> np.ndarray:
+        """The devices pod p takes on node n (the Reserve point's device choice)."""
+        ...
+    def requeue(self, j: int) -> None:
+        """Job j is tried again in the next cycle, whatever changed."""
         ...
 
 #: each extension point after QueueSort and the hooks that register a plugin there
 HOOKS = {"PreFilter": ("pre_filter",), "Filter": ("filter",),
          "PostFilter": ("post_filter", "post_filter_gang", "rejects_all"), "Score": ("score",),
-         "Reserve": ("on_bind",), "Permit": ("permit",), "Bind": ("bind",)}
+         "Reserve": ("on_bind",), "Permit": ("permit",), "PodGroup": ("schedule_group",), "Bind": ("bind",)}
 #: the hooks a profile cannot do without, and the point they belong to
 NEEDED = {"filter": "Filter", "reason": "Filter", "score": "Score", "pick_devices": "Reserve", "bind": "Bind"}
 

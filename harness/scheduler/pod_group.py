@@ -1,0 +1,324 @@
+"""Gang scheduling as kube-scheduler itself does it: the Workload / PodGroup API (KEP-4671, the
+`GenericWorkload` feature gate, beta and off by default in 1.37), topology-aware placement
+(KEP-5732) and the pod-group cycle (kubernetes/kubernetes pkg/scheduler/schedule_one_podgroup.go,
+plugins/gangscheduling).
+
+A job of the trace is a PodGroup: `min_member > 1` is the policy `gang{minCount: min_member}`,
+a job of several pods with `min_member = 1` the policy `basic` (its pods are scheduled one by one,
+as any pod), and `gang_locality` (rack, block) its `TopologyConstraint{key}`.
+
+  PreEnqueue   a gang's pods wait until minCount of them have arrived;
+  the cycle    the group's pending pods, sorted into sub-groups of one pod signature (shape) in
+               the order each first appears, are placed one by one on one snapshot, each
+               assumed before the next (a trial of the state: no pod is bound and then
+               released); it stops once scheduled + remaining < minCount (PlacementFeasible,
+               counting members bound earlier), and succeeds if at least minCount are
+               scheduled and at least one pod in this cycle: those bind, the others stay
+               pending. Otherwise the whole group is rejected and backs off;
+  placement    a group with a topology constraint is tried in each domain (rack or block) as a
+               placement of its own, in a seeded random order, until
+               `numFeasiblePlacementsToFind` have succeeded (PercentageOfPlacementsToScore:
+               max(5, 100 - N * 9 / 500) % of the placements, N their nodes, at least one);
+               the feasible ones are scored by PodGroupPodsCount (pods placed, normalised to
+               100) plus NodeResourcesFit's MostAllocated over the placement's nodes (CPU and
+               memory, weight 1 each), ties at random;
+  backoff      a rejected group's back-off is min(1 s * 2^(n-1), 10 s * sqrt(pods)) after its
+               n-th rejection, aligned down to whole seconds. The group goes back to the
+               backoff queue, not to the unschedulable pool: it is retried without a cluster
+               event. With SchedulerPopFromBackoffQ (on by default) it is popped once the
+               active queue is empty, before its back-off ends: in one instant, after the
+               jobs not backing off; without it, when the back-off ends.
+
+Exact shortcuts: a retry over an unchanged cluster fails as the attempt before it did, so a
+group popped from the backoff queue is retried only once capacity changed (the framework's
+rule for every job); without SchedulerPopFromBackoffQ it is retried when its back-off ends,
+changed or not, each failure counted, as upstream. Within a cycle, where a group of one shape
+found no place for `need` pods, as many or more of that shape and locality are not tried.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from harness.filters import groups_that_fit
+from harness.scheduler.plugin import Plugin, Profile
+from harness.settings import check, duration, flag, integer
+from harness.status import BOUND, NOT_ARRIVED, REFUSED, RUNNING
+
+#: the backoff queue's ordering window: expirations are aligned down to it (upstream 1 s)
+BACKOFF_WINDOW_S = 1.0
+#: NodeResourcesFit's default scoring resources and weights, for a placement's MostAllocated score
+PLACEMENT_RESOURCE_WEIGHTS = {"cpu": 1, "memory": 1}
+MAX_SCORE = 100
+
+
+def percentage_of_placements(percentage: int, n_nodes: int) -> int:
+    """PercentageOfPlacementsToScore: the configured percentage, or (0) adaptive: from 100 %
+    down to 10 % at 5,000 nodes over all placements, never below 5 %."""
+    return percentage if percentage > 0 else max(5, 100 - n_nodes * 9 // 500)
+
+
+def feasible_placements_to_find(percentage: int, n_placements: int, n_nodes: int) -> int:
+    """How many feasible placements a group's cycle looks for before it scores them."""
+    return max(1, n_placements * percentage_of_placements(percentage, n_nodes) // 100)
+
+
+def group_backoff_s(attempts: int, pods: int, initial_s: float, max_s: float) -> float:
+    """The back-off after a group's `attempts`-th rejection: initial_s doubling per attempt,
+    up to max_s times the square root of its size (upstream's calculateBackoffDuration)."""
+    if max_s <= 0 or attempts <= 0:
+        return 0.0
+    cap = max_s * math.sqrt(pods) if pods > 1 else max_s
+    return min(initial_s * 2.0 ** (attempts - 1), cap)
+
+
+class GangScheduling(Plugin):
+    """kube-scheduler's GangScheduling plugin and pod-group cycle (module docstring)."""
+
+    SETTINGS = {
+        "initial_backoff_s": duration("the pod back-off after a group's first rejection (podInitialBackoffSeconds)"),
+        "max_backoff_s": duration("the most a pod backs off (podMaxBackoffSeconds; a group's cap is this times "
+                                  "the square root of its size; 0: no back-off)"),
+        "pop_from_backoff_queue": flag("SchedulerPopFromBackoffQ: a backing-off group is tried once nothing else "
+                                       "waits (false: only when its back-off ends)"),
+        "percentage_of_placements_to_score": integer("percentage of a topology-constrained group's placements "
+                                                     "evaluated before scoring (0: adaptive)", ge=0, le=100),
+    }
+
+    def __init__(self, initial_backoff_s: float = 1.0, max_backoff_s: float = 10.0,
+                 pop_from_backoff_queue: bool = True, percentage_of_placements_to_score: int = 0):
+        check(self, "loop.scheduler.gang", initial_backoff_s=initial_backoff_s, max_backoff_s=max_backoff_s,
+              pop_from_backoff_queue=pop_from_backoff_queue,
+              percentage_of_placements_to_score=percentage_of_placements_to_score)
+        self.initial_backoff_s = float(initial_backoff_s)
+        self.max_backoff_s = float(max_backoff_s)
+        self.pop_from_backoff_queue = bool(pop_from_backoff_queue)
+        self.percentage_of_placements_to_score = int(percentage_of_placements_to_score)
+
+    def attach(self, scheduler: Profile) -> None:
+        super().attach(scheduler)
+        n_jobs = self.sim.w.n_jobs
+        self.rejections = np.zeros(n_jobs, np.int64)  # the group's UnschedulableCount
+        self.backoff_until = np.full(n_jobs, -np.inf)
+        self.rng = np.random.default_rng([self.sim.seed, 4])  # placements' order and score ties
+
+    # ---- PreEnqueue and the queue ----------------------------------------------------------
+    def is_gang(self, j: int) -> bool:
+        """Job j is a PodGroup with the gang policy (minCount > 1)."""
+        return bool(self.sim.w.job_min_member[j] > 1)
+
+    def pre_enqueue(self, j: int) -> bool:
+        """GangScheduling's PreEnqueue: a gang's pods wait until minCount of them have arrived."""
+        sim = self.sim
+        pods = sim.w.job_pods[j]
+        status = sim.pod_status[pods]
+        return int(((status != NOT_ARRIVED) & (status != REFUSED)).sum()) >= int(sim.w.job_min_member[j])
+
+    def backing_off(self, jobs: np.ndarray) -> np.ndarray:
+        """Which of these jobs wait in the backoff queue (their back-off has not ended)."""
+        return self.backoff_until[jobs] > self.sim.now
+
+    # ---- the pod-group cycle --------------------------------------------------------------
+    def schedule_group(self, j: int) -> bool:
+        """One pod-group cycle for gang j: bind what the best feasible placement scheduled, or
+        reject the whole group (nothing bound) and back it off. Whether it was scheduled."""
+        sim, sched = self.sim, self.scheduler
+        w = sim.w
+        if not self.pre_enqueue(j):
+            return False
+        pods = sim.unbound_pods(j)
+        shapes = w.shape[pods]
+        _, first, inverse = np.unique(shapes, return_index=True, return_inverse=True)
+        pods = pods[np.argsort(first[inverse], kind="stable")]  # sub-groups by signature, first seen first
+        scheduled = int(sim.job_placed[j])
+        need = max(int(w.job_min_member[j]) - scheduled, 1)  # and at least one pod of this cycle
+        # within a cycle capacity only shrinks: where `need` pods of one shape found no place,
+        # as many or more of that shape (and locality) will not either
+        failed = sched.cycle_state.failed
+        memo = ("pod_group", int(shapes[0]), int(w.job_locality[j]), int(w.job_priority[j]) if sched.preempts else 0)
+        uniform = scheduled == 0 and bool((shapes == shapes[0]).all())  # no bound members to keep to
+        if uniform and failed.get(memo, len(pods) + 1) <= need:
+            self.reject(j, len(pods))
+            return False
+        plan = None
+        if len(pods) >= need:
+            usable = sched.usable(j)
+            groups = sched.groups_of(j)
+            if groups is None:
+                plan = sched.try_place(pods, usable, keep=True, need=need)
+                if plan is not None:
+                    for p, n, gpu_idx in plan:
+                        sched.bind(p, n, gpu_idx, on_state=True)
+                    return True
+                if sched.preempts:
+                    return self._preempt_for(j, pods, usable, need)
+            else:
+                plan = self._best_placement(j, pods, usable, groups, need, scheduled)
+        if plan is None:
+            if uniform and not sched.cycle_state.preempted:
+                failed[memo] = min(failed.get(memo, need), need)
+            self.reject(j, len(pods))
+            return False
+        st = sim.state
+        for p, n, gpu_idx in plan:
+            sched.bind(p, n, gpu_idx)
+            sched.reserve(st, w, p, n)
+        return True
+
+    def _preempt_for(self, j: int, pods: np.ndarray, usable: np.ndarray, need: int) -> bool:
+        """KEP-5710's PodGroupPostFilter, the cluster as one domain: remove every unit of lower
+        priority (a gang whole, any other pod alone) on the usable nodes, place the group; if
+        it fits, give the units back from the most important (higher priority, then longer
+        running) while every placed member still fits on its node; evict the rest and bind.
+        Victims are chosen only if the whole group (minCount) then fits."""
+        sim, sched = self.sim, self.scheduler
+        st, w = sim.state, sim.w
+        priority = w.job_priority[j]
+        active = np.flatnonzero((sim.pod_status == BOUND) | (sim.pod_status == RUNNING))
+        lower = active[(w.job_priority[w.job[active]] < priority) & usable[sim.pod_node[active]]]
+        if len(lower) == 0:
+            self.reject(j, len(pods))
+            return False
+        jobs = w.job[lower]
+        start = np.where(np.isnan(sim.pod_start[lower]), sim.now, sim.pod_start[lower])
+        units, first, inverse = np.unique(jobs, return_index=True, return_inverse=True)
+        unit_start = np.full(len(units), np.inf)
+        np.minimum.at(unit_start, inverse, start)
+        ranked = np.lexsort((units, unit_start, -w.job_priority[units].astype(np.int64)))  # most important first
+        st.fork()
+        self._move(lower, bind=False)
+        plan = self._place_on_trial(pods, usable, need)
+        if plan is None:
+            st.revert()
+            self.reject(j, len(pods))
+            return False
+        nodes = [n for _, n, _ in plan]
+        victims = []
+        for u in ranked.tolist():
+            members = lower[inverse == u]
+            self._move(members, bind=True)
+            if not self._fits_on(pods=[p for p, _, _ in plan], nodes=nodes, usable=usable):
+                self._move(members, bind=False)
+                victims.append(members)
+        st.revert()
+        if victims:
+            sched.evict(np.concatenate(victims))
+            sched.cycle_state.failed.clear()  # the victims' room: what failed may fit now
+        for p, n, _ in plan:
+            sched.bind(p, n, sched.pick_devices(st, w, p, n))
+            sched.reserve(st, w, p, n)
+        return True
+
+    def _place_on_trial(self, pods: np.ndarray, usable: np.ndarray, need: int) -> list | None:
+        """The pods one by one on the open trial (as `try_place`, without a trial of its own),
+        then taken off again: [(pod, node, devices)] if `need` of them found a node, else None."""
+        sched, st, w = self.scheduler, self.sim.state, self.sim.w
+        plan, remaining = [], len(pods)
+        for p in pods.tolist():
+            remaining -= 1
+            n = sched.choose(p, sched.filter(st, w, p, usable))
+            if n >= 0:
+                gpu_idx = sched.pick_devices(st, w, p, n)
+                st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+                plan.append((p, n, gpu_idx))
+            elif len(plan) + remaining < need:
+                break
+        for p, n, gpu_idx in reversed(plan):
+            st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+        return plan if len(plan) >= need else None
+
+    def _fits_on(self, pods: list[int], nodes: list[int], usable: np.ndarray) -> bool:
+        """Whether each pod, in turn, still passes the Filter on its node (each taken as it
+        passes), on the open trial; the state is as before on return."""
+        sched, st, w = self.scheduler, self.sim.state, self.sim.w
+        taken = []
+        ok = True
+        for p, n in zip(pods, nodes, strict=True):
+            if not sched.filter(st, w, p, usable, at=n):
+                ok = False
+                break
+            gpu_idx = sched.pick_devices(st, w, p, n)
+            st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+            taken.append((p, n, gpu_idx))
+        for p, n, gpu_idx in reversed(taken):
+            st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+        return ok
+
+    def _move(self, pods: np.ndarray, bind: bool) -> None:
+        """Give these pods' resources on their nodes back to the trial state, or take them again."""
+        sim, st, w = self.sim, self.sim.state, self.sim.w
+        op = st.bind if bind else st.release
+        for q in pods.tolist():
+            gpus = sim.pod_gpus[q]
+            assert gpus is not None, "a pod on a node holds its devices"
+            op(int(sim.pod_node[q]), int(w.cpu[q]), int(w.mem[q]), gpus, int(w.milli[q]))
+
+    def _best_placement(self, j: int, pods: np.ndarray, usable: np.ndarray, groups: np.ndarray, need: int,
+                        scheduled: int) -> list | None:
+        """KEP-5732: evaluate the group in each domain of its topology key, in a random order,
+        until enough placements succeeded; the best of them by score."""
+        sim, sched = self.sim, self.scheduler
+        st, w = sim.state, sim.w
+        anchor = sim.job_anchor[j]
+        nodes = np.flatnonzero(usable)
+        domain_of = groups[nodes]
+        domains = np.unique(domain_of)
+        if anchor >= 0:  # members already placed: only the placement holding them
+            domains = domains[domains == groups[anchor]]
+        if len(domains) == 0:
+            return None
+        to_find = feasible_placements_to_find(self.percentage_of_placements_to_score, len(domains),
+                                              int(np.isin(domain_of, domains).sum()))
+        order = domains[self.rng.permutation(len(domains))] if len(domains) > 1 else domains
+        if need == len(pods) or (w.shape[pods] == w.shape[pods[0]]).all():  # an exact test first:
+            order = order[np.isin(order, groups_that_fit(st, w, pods[:need], usable, groups))]  # fails anyway
+        found: list[tuple[int, list]] = []
+        for d in order.tolist():
+            plan = sched.try_place(pods, usable & (groups == d), need=need)
+            if plan is not None:
+                found.append((d, plan))
+                if len(found) >= to_find:
+                    break
+        if not found:
+            return None
+        if len(found) == 1:
+            return found[0][1]
+        score = self._score_placements(found, groups, usable, scheduled)
+        best = np.flatnonzero(score == score.max())
+        pick = int(best[0]) if len(best) == 1 else int(best[self.rng.integers(len(best))])
+        return found[pick][1]
+
+    def _score_placements(self, found: list[tuple[int, list]], groups: np.ndarray, usable: np.ndarray,
+                          scheduled: int) -> np.ndarray:
+        """PodGroupPodsCount (normalised to MAX_SCORE) plus NodeResourcesFit MostAllocated of
+        each placement: (allocated + requested) / allocatable over its nodes, CPU and memory."""
+        st, w = self.sim.state, self.sim.w
+        counts = np.array([scheduled + len(plan) for _, plan in found], float)
+        score = counts * MAX_SCORE / counts.max()
+        weights = PLACEMENT_RESOURCE_WEIGHTS
+        for i, (d, plan) in enumerate(found):
+            nodes = np.flatnonzero(usable & (groups == d))
+            pods = np.fromiter((p for p, _, _ in plan), np.int64, len(plan))
+            cpu = (st.cpu_cap[nodes] - st.cpu_free[nodes]).sum() + w.cpu[pods].sum()
+            mem = (st.mem_cap[nodes] - st.mem_free[nodes]).sum() + w.mem[pods].sum()
+            fractions = {"cpu": cpu / st.cpu_cap[nodes].sum(), "memory": mem / st.mem_cap[nodes].sum()}
+            score[i] += sum(weights[r] * fractions[r] * MAX_SCORE for r in weights) / sum(weights.values())
+        return score
+
+    def reject(self, j: int, pods: int) -> None:
+        """The group is rejected whole (`pods` of it pending) and goes back to the backoff queue."""
+        self.rejections[j] += 1
+        wait = group_backoff_s(int(self.rejections[j]), pods, self.initial_backoff_s, self.max_backoff_s)
+        now = self.sim.now
+        until = math.floor((now + wait) / BACKOFF_WINDOW_S) * BACKOFF_WINDOW_S if wait > 0 else now
+        self.backoff_until[j] = until
+        if until > now and not self.pop_from_backoff_queue:
+            self.sim.at(until, self._backoff_ended, j, int(self.rejections[j]))
+
+    def _backoff_ended(self, j: int, rejections: int) -> None:
+        """The back-off ran out: the group is tried again (if it was not tried meanwhile)."""
+        if rejections == self.rejections[j]:
+            self.scheduler.requeue(j)
+
