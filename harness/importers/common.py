@@ -217,7 +217,9 @@ def require(values: np.ndarray, bad: np.ndarray, file: str, column: str, row0: i
     """Refuse the batch at the first row where `bad` holds."""
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise TraceError(file, f"{rule} (got {np.asarray(values)[i].item()!r})", column=column, row=row0 + i)
+        value = values[i]
+        value = value.item() if isinstance(value, np.generic) else value  # -1.0, not np.float64(-1.0)
+        raise TraceError(file, f"{rule} (got {value!r})", column=column, row=row0 + i)
 
 
 def epoch_seconds(col: pa.Array, file: str, column: str, row0: int, tz: str | None = None,

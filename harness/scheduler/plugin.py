@@ -92,6 +92,8 @@ class Profile(Protocol):
         ...
     #: a PostFilter may evict pods (DefaultPreemption): a gang then preempts as one unit
     preempts: bool
+    #: the PreFilter point: pre_filter(j, usable, group) -> group | None of each plugin, in order
+    pre_filters: tuple
     def choose(self, p: int, mask: np.ndarray) -> int:
         """Score: the best node for pod p among the feasible ones (`mask`), or -1."""
         ...

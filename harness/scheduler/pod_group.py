@@ -71,7 +71,10 @@ def group_backoff_s(attempts: int, pods: int, initial_s: float, max_s: float) ->
     if max_s <= 0 or attempts <= 0:
         return 0.0
     cap = max_s * math.sqrt(pods) if pods > 1 else max_s
-    return min(initial_s * 2.0 ** (attempts - 1), cap)
+    shift = attempts - 1
+    if shift >= 63 or initial_s * 2.0 ** shift > cap:  # upstream: initial > max >> shift
+        return cap
+    return initial_s * 2.0 ** shift
 
 
 class GangScheduling(Plugin):
@@ -143,9 +146,13 @@ class GangScheduling(Plugin):
             self.reject(j, len(pods))
             return False
         plan = None
+        usable = sched.usable(j)
+        groups = sched.groups_of(j)
+        for pre_filter in sched.pre_filters:  # e.g. WaitsForCapacity: wait for in-flight room
+            if pre_filter(j, usable, -1 if groups is None or sim.job_anchor[j] < 0
+                          else int(groups[sim.job_anchor[j]])) is None:
+                return False
         if len(pods) >= need:
-            usable = sched.usable(j)
-            groups = sched.groups_of(j)
             if groups is None:
                 plan = sched.try_place(pods, usable, keep=True, need=need)
                 if plan is not None:
