@@ -34,6 +34,8 @@ SCHEDULER_PREFERS = Switch("scheduler prefers provisionable capacity", 7, interf
 KUEUE = Switch("Kueue admission", 8)
 # Not a step toward the merged loop: the scheduler's own PostFilter (harness/scheduler/preemption.py).
 PREEMPTION = Switch("preemption", 9)
+#: kube-scheduler's own gang scheduling (harness/scheduler/pod_group.py) instead of Coscheduling
+POD_GROUPS = Switch("PodGroup gang scheduling", 10)
 
 
 @dataclass(frozen=True)

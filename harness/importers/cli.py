@@ -73,7 +73,7 @@ class Format:
 
 def formats() -> dict[str, Format]:
     """The formats `loopbench import` reads, by name: a new importer adds its entry here."""
-    from harness.importers import acme, alibaba_spot, dlrm, helios, pai, philly
+    from harness.importers import acme, alibaba_spot, dlrm, helios, pai, philly, workloads
 
     return {
         "openb": Format(_openb_pods, _openb_nodes, False, "openb_pod_list_*.csv; nodes: openb_node_list_*.csv"),
@@ -86,6 +86,8 @@ def formats() -> dict[str, Format]:
         "alibaba_spot": Format(one_file(alibaba_spot.read_spot_jobs), alibaba_spot.read_spot_nodes, False,
                                "job_info_df.csv; nodes: node_info_df.csv"),
         "dlrm": Format(one_file(dlrm.read_dlrm), None, False, "disaggregated_DLRM_trace.csv"),
+        "workloads": Format(workloads.read_workloads, None, True,
+                            "Pod, PodGroup and Workload manifests (YAML or JSON as kubectl prints them)"),
     }
 
 

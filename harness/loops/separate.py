@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from harness.description import GANGS_WAIT, PREEMPTION, Description
+from harness.description import GANGS_WAIT, POD_GROUPS, PREEMPTION, Description
 from harness.loops.base import Autoscaler, conform
 from harness.scheduler import Scheduler
 from harness.scores import ScorePlugin
@@ -37,7 +37,8 @@ class SeparateLoops:
         """The autoscaler's family, with the scheduler's switches among its own."""
         d = self.autoscaler.describe()
         mine = ((GANGS_WAIT,) if self.scheduler.waits_for_capacity else ()) + (
-            (PREEMPTION,) if self.scheduler.preempts else ())
+            (PREEMPTION,) if self.scheduler.preempts else ()) + (
+            (POD_GROUPS,) if self.scheduler.pod_groups is not None else ())
         return replace(d, switches=tuple(sorted(d.switches + mine, key=lambda s: s.rank)))
 
     def attach(self, sim: SimulationView) -> None:
