@@ -73,12 +73,20 @@ import yaml
 
 from harness.errors import TraceError
 from harness.importers.common import ImportResult, canonical
-from harness.trace import MAX_CPU_MILLI, MAX_GPUS_PER_POD, MAX_MEMORY_MIB, MAX_TIME_S, TraceMeta, validate_table
+from harness.trace import (
+    DEFAULTS,
+    MAX_CPU_MILLI,
+    MAX_GPUS_PER_POD,
+    MAX_MEMORY_MIB,
+    MAX_TIME_S,
+    TraceMeta,
+    validate_table,
+)
 
 GROUP_VERSION = "scheduling.k8s.io/v1beta1"
 DURATION_ANNOTATION = "loopbench.io/duration-s"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-NO_QUEUE = "default"  # harness.trace.DEFAULTS["queue"]
+NO_QUEUE = DEFAULTS["queue"]  # the trace's default queue, which the bundled clusters' Kueue config names
 GPU = "nvidia.com/gpu"
 LOCALITY = {"rack": "rack", "block": "block"}  # last part of a topology key -> gang_locality
 SUPPORTED_KEYS = "a key whose last part is rack (e.g. topology.kubernetes.io/rack) or block (e.g. example.com/block)"
