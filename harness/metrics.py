@@ -20,7 +20,6 @@ Fragmentation is the FGD measure over ready nodes (`harness.fragmentation`).
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, cast
 
@@ -48,18 +47,6 @@ from harness.status import (
 )
 
 MILLI_HOUR = 1000.0 * 3600.0
-
-
-@dataclass
-class NodeRecord:
-    """One node instance's life, for the per-node output."""
-
-    slot: int
-    pool: int
-    requested_at: float
-    ready_at: float = float("nan")
-    removed_at: float = float("nan")
-    used: bool = False  # ran a pod of a started job at some point
 
 
 class ExtensionAccount(Protocol):

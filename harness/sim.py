@@ -31,11 +31,12 @@ from harness.cloud import Cloud, ProviderFacade
 from harness.cluster import Cluster
 from harness.engine import Engine
 from harness.eviction import evict
+from harness.fleet import Fleet
 from harness.fragmentation import TargetWorkload
 from harness.hooks import Hooks
 from harness.job_queue import JobQueue
 from harness.ledger import Ledger
-from harness.metrics import Accounting, NodeRecord
+from harness.metrics import Accounting
 from harness.sealed import Sealed
 from harness.services.engine import ReplicaSets
 from harness.settings import check
@@ -96,13 +97,13 @@ class Simulation(Engine):
         self.job_never_fits = np.bincount(w.job, weights=w.never_fits, minlength=w.n_jobs) > 0
         self.may_preempt = False  # a loop that may preempt said so (`allow_preemption`)
         self.node_pods: list[set[int]] = [set() for _ in range(self.state.n_slots)]
-        self.node_instance = np.full(self.state.n_slots, -1, np.int64)
-        self.node_requested_at = np.full(self.state.n_slots, np.nan)  # when a loop asked for the node
-        self.nodes: list[NodeRecord] = []
-        self.last_scale_up = -np.inf
         self.ledger = Ledger(self.state, w.job_min_member[w.job] > 1, w.gpus, target or TargetWorkload.from_pods(
             w.cpu, w.gpus.astype(np.int64), w.milli, w.model_mask))
         self.held, self.gang_pods_on, self.gpus_on = self.ledger.held, self.ledger.gang_pods_on, self.ledger.gpus_on
+        self.fleet = Fleet(self, self.state, self._cloud, self.ledger, self._came_up)
+        #: every node instance the run had; each slot's instance, and when a loop asked for it
+        self.nodes, self.node_instance, self.node_requested_at = (
+            self.fleet.records, self.fleet.instance, self.fleet.requested_at)
         self.hooks = Hooks()  # where extensions attach
         self.admission: AdmissionGate | None = None  # an admission layer's gate (`gate_arrivals`)
         self.acct = Accounting(self, self._cloud.phantom, timeline_interval_s)
@@ -111,7 +112,7 @@ class Simulation(Engine):
         for p, pool in enumerate(cluster.pools):
             if pool.min_size:
                 for n in self._cloud.free_slots(p)[:pool.min_size]:
-                    self._add_node(int(n), ready=True)
+                    self.fleet.add(int(n), ready=True)
 
     def advance_to(self, t: float) -> None:
         """Integrate metrics up to t, then run the events and arrivals due at t."""
@@ -284,7 +285,7 @@ class Simulation(Engine):
         if self.placeholder[p]:  # holds room, does no work: its node is not used by it
             self.ledger.buffering(n, self._milli(p))
             return
-        self.nodes[self.node_instance[n]].used = True
+        self.fleet.used(n)
         if math.isfinite(self._duration[p]):
             self.at(self.now + self._duration[p], self._finish, p, int(self.pod_epoch[p]))
         else:
@@ -304,31 +305,14 @@ class Simulation(Engine):
 
     # ---- nodes -------------------------------------------------------------------------
     def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None) -> np.ndarray:
-        """Ask the cloud for nodes of pool p; accepted nodes boot (a phantom, forever). Returns
-        the accepted slots: what the provider said yes to, phantoms included."""
-        slots, delays = self._cloud.request(p, count, atomic, self.now, slots)
-        for n, d in zip(slots.tolist(), delays.tolist(), strict=True):
-            self._add_node(n, ready=False)
-            if math.isfinite(d):
-                self.at(self.now + d, self._node_ready, n, self.node_instance[n])
-        if len(slots):
-            self.last_scale_up = self.now
-        return slots
+        """Ask the cloud for nodes of pool p (`Fleet.provision`)."""
+        return self.fleet.provision(p, count, atomic, slots)
 
-    def _add_node(self, n: int, ready: bool) -> None:
-        self.state.add_node(n, ready)
-        self.node_instance[n] = len(self.nodes)
-        self.node_requested_at[n] = self.now
-        self.nodes.append(NodeRecord(slot=n, pool=int(self.state.slot_pool[n]), requested_at=self.now,
-                                     ready_at=self.now if ready else np.nan))
-        self.ledger.node_added(n)
+    @property
+    def last_scale_up(self) -> float:
+        return self.fleet.last_scale_up
 
-    def _node_ready(self, n: int, instance: int) -> None:
-        if self.node_instance[n] != instance or self.state.status[n] != BOOTING:
-            return
-        self.state.make_ready(n)
-        self.nodes[instance].ready_at = self.now
-        self.ledger.node_ready(n)
+    def _came_up(self, n: int) -> None:
         for p in sorted(self.node_pods[n]):  # pods planned onto this node while it booted
             if self.pod_status[p] == BOUND:
                 self._bound_on_ready(int(p))
@@ -338,12 +322,7 @@ class Simulation(Engine):
         queue (a loop giving up on a node that does not come up)."""
         if self.state.status[n] == BOOTING:
             self.unbind_many(sorted(self.node_pods[n]))
-        self.ledger.node_removed(n)
-        self.state.remove_node(n)
-        self._cloud.released(n)
-        self.nodes[self.node_instance[n]].removed_at = self.now
-        self.node_instance[n] = -1
-        self.node_requested_at[n] = np.nan
+        self.fleet.remove(n)
 
     def pods_on(self, n: int) -> list[int]:
         return sorted(self.node_pods[n])

@@ -43,7 +43,7 @@ def world(nodes: list[tuple[int, int, int]], pods: list[tuple], counts=None, min
     for p, k in enumerate(counts):  # min_size nodes are there from the start
         for n in range(sim.state.pool_slots(p).start, sim.state.pool_slots(p).start + k):
             if sim.state.status[n] == ABSENT:
-                sim._add_node(n, ready=True)
+                sim.fleet.add(n, ready=True)
             slots.append(n)
     sim.queue.order_by(PrioritySort())
     sim.advance_to(0.0)

@@ -1,0 +1,88 @@
+"""The nodes of a run: how each came and went, and what a loop asked for.
+
+A slot of the cluster state holds one node instance at a time; the fleet keeps which
+instance that is, when a loop asked for it and a record of every instance the run had (what
+the metrics bill and the per-node output lists). A node asked for boots until its ready event
+(a phantom, one the provider will never deliver, boots forever); then the pods planned on it
+while it booted may run (`came_up`, the simulation's).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.cloud import Cloud
+from harness.engine import Engine
+from harness.ledger import Ledger
+from harness.state import ClusterState
+from harness.status import BOOTING
+
+
+@dataclass
+class NodeRecord:
+    """One node instance's life, for the per-node output."""
+
+    slot: int
+    pool: int
+    requested_at: float
+    ready_at: float = float("nan")
+    removed_at: float = float("nan")
+    used: bool = False  # ran a pod of a started job at some point
+
+
+class Fleet:
+    def __init__(self, engine: Engine, state: ClusterState, cloud: Cloud, ledger: Ledger,
+                 came_up: Callable[[int], None]):
+        self.engine, self.state, self.cloud, self.ledger, self.came_up = engine, state, cloud, ledger, came_up
+        self.records: list[NodeRecord] = []
+        self.instance = np.full(state.n_slots, -1, np.int64)  # the record of each slot's node (-1: none)
+        self.requested_at = np.full(state.n_slots, np.nan)  # when a loop asked for the node
+        self.last_scale_up = -np.inf
+
+    def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None) -> np.ndarray:
+        """Ask the cloud for nodes of pool p; accepted nodes boot (a phantom, forever). Returns
+        the accepted slots: what the provider said yes to, phantoms included."""
+        now = self.engine.now
+        slots, delays = self.cloud.request(p, count, atomic, now, slots)
+        for n, d in zip(slots.tolist(), delays.tolist(), strict=True):
+            self.add(n, ready=False)
+            if math.isfinite(d):
+                self.engine.at(now + d, self._ready, n, self.instance[n])
+        if len(slots):
+            self.last_scale_up = now
+        return slots
+
+    def add(self, n: int, ready: bool) -> None:
+        """A node in slot n, asked for now (ready: at once, as a pool's minimum at the start)."""
+        now = self.engine.now
+        self.state.add_node(n, ready)
+        self.instance[n] = len(self.records)
+        self.requested_at[n] = now
+        self.records.append(NodeRecord(slot=n, pool=int(self.state.slot_pool[n]), requested_at=now,
+                                       ready_at=now if ready else np.nan))
+        self.ledger.node_added(n)
+
+    def _ready(self, n: int, instance: int) -> None:
+        if self.instance[n] != instance or self.state.status[n] != BOOTING:
+            return
+        self.state.make_ready(n)
+        self.records[instance].ready_at = self.engine.now
+        self.ledger.node_ready(n)
+        self.came_up(n)
+
+    def remove(self, n: int) -> None:
+        """Node n is gone, its pods already off it."""
+        self.ledger.node_removed(n)
+        self.state.remove_node(n)
+        self.cloud.released(n)
+        self.records[self.instance[n]].removed_at = self.engine.now
+        self.instance[n] = -1
+        self.requested_at[n] = np.nan
+
+    def used(self, n: int) -> None:
+        """Node n ran a pod of a started job."""
+        self.records[self.instance[n]].used = True
