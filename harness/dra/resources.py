@@ -195,7 +195,7 @@ def _attribute(value, where: str) -> str | int | bool | Version:
     if not isinstance(v, types[kind]) or (kind == "int" and isinstance(v, bool)):
         raise ConfigError(f"{where}.{kind}", f"expected {_kind(types[kind])}, got {v!r}")
     if kind == "version":
-        return Version(v)
+        return Version(str(v))
     return cast(str | int | bool, v)
 
 
