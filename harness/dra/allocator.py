@@ -1,0 +1,350 @@
+"""The structured allocator, vectorized over nodes: can a pod's claims be allocated on each of
+these nodes, and with which devices.
+
+As upstream's allocator (k8s.io/dynamic-resource-allocation/structured) it takes the claims'
+requests in order and, for each, the devices in the order the node publishes them, a device
+taken only if it matches the request's class and selectors, is free (or, multi-allocatable,
+has the capacity asked left), its counters fit what its slice's shared counters have left, and
+it agrees with every matchAttribute constraint on the request; where a later request cannot be
+met, it backtracks to the last choice. A request's `firstAvailable` alternatives are tried in
+order; `All` takes every matching device of the node, all of them free.
+
+What does not change during a run (which devices match which request, what each capacity
+request rounds to, the constraint attribute values) is compiled once per node type and claim
+set (`compile_claims`); the search itself, which visits one node's devices at a time, is
+compiled (numba, `_search`). A node's allocation state is three arrays of `DeviceState`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from harness.dra.cel import SelectorError, compile_selector
+from harness.dra.resources import ALL, Claim, Device, DeviceClass, DeviceRequest, RequestPolicy, ResourceSlice
+from harness.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class NodeDevices:
+    """What one node type publishes, flattened in publishing order (slices, then devices)."""
+
+    slices: tuple[ResourceSlice, ...]
+    drivers: tuple[str, ...]  # per device
+    names: tuple[str, ...]  # per device, "driver/pool/device" as an allocation result names it
+    counters: tuple[tuple[str, str, str], ...]  # (pool, counter set, counter) per counter column
+    counter_cap: np.ndarray  # (K,) milli-units each shared counter holds
+    consumes: np.ndarray  # (D, K) what each device draws on them
+    multi: np.ndarray  # (D,) allowMultipleAllocations
+    capacities: tuple[str, ...]  # capacity column names
+    capacity: np.ndarray  # (D, Q) milli-units (0: absent)
+
+    @classmethod
+    def of(cls, slices: tuple[ResourceSlice, ...]) -> NodeDevices:
+        devices = [(s, d) for s in slices for d in s.devices]
+        counters = tuple(dict.fromkeys((s.pool, cset, c) for s in slices for cset, cs in s.shared_counters.items()
+                                       for c in cs))
+        capacities = tuple(sorted({k for _, d in devices for k in d.capacity}))
+        cap_of = {(s.pool, cset, c): v for s in slices for cset, cs in s.shared_counters.items() for c, v in cs.items()}
+        consumes = np.zeros((len(devices), len(counters)), np.int64)
+        capacity = np.zeros((len(devices), len(capacities)), np.int64)
+        for i, (s, d) in enumerate(devices):
+            for cset, cs in d.consumes.items():
+                for c, v in cs.items():
+                    consumes[i, counters.index((s.pool, cset, c))] = v
+            for q, v in d.capacity.items():
+                capacity[i, capacities.index(q)] = v
+        return cls(slices, tuple(s.driver for s, _ in devices), tuple(f"{s.driver}/{s.pool}/{d.name}"
+                                                                      for s, d in devices),
+                   counters, np.array([cap_of[k] for k in counters], np.int64), consumes,
+                   np.array([d.multi for _, d in devices], bool), capacities, capacity)
+
+    @property
+    def n_devices(self) -> int:
+        return len(self.drivers)
+
+    @property
+    def items(self) -> tuple[Device, ...]:
+        return tuple(d for s in self.slices for d in s.devices)
+
+
+@dataclass
+class DeviceState:
+    """The allocation state of nodes of one type: devices taken whole, capacity left on the
+    multi-allocatable ones, counters left (rows: nodes)."""
+
+    taken: np.ndarray  # (N, D) bool
+    cap_left: np.ndarray  # (N, D, Q) int64
+    counter_left: np.ndarray  # (N, K) int64
+
+    @classmethod
+    def fresh(cls, devices: NodeDevices, n: int) -> DeviceState:
+        return cls(np.zeros((n, devices.n_devices), bool),
+                   np.repeat(devices.capacity[None], n, axis=0).copy(),
+                   np.repeat(devices.counter_cap[None], n, axis=0).copy())
+
+
+@dataclass(frozen=True)
+class CompiledClaims:
+    """A pod's claims against one node type: its requests' alternatives as arrays."""
+
+    requests: tuple[str, ...]  # "claim/request" per request
+    options: tuple[str, ...]  # the alternative each option is ("claim/request" or ".../sub")
+    opt_start: np.ndarray  # (R,) first option of each request
+    opt_end: np.ndarray  # (R,)
+    match: np.ndarray  # (O, D) the device matches the option's class, selectors and capacity asked
+    need: np.ndarray  # (O,) devices the option takes (All: every matching one)
+    take_cap: np.ndarray  # (O, D, Q) capacity taken from a multi-allocatable device
+    con_value: np.ndarray  # (C, D) code of the constraint's attribute on each device (-1: none)
+    con_req: np.ndarray  # (C, R) the constraint binds the request
+    error: str = ""  # a selector's evaluation error on a device: no node of the type can allocate
+
+
+def _rounded(asked: int | None, capacity: int, policy: RequestPolicy | None) -> int:
+    """What a capacity request takes of a multi-allocatable device (KEP-5075): the policy's
+    default if none is asked (the whole capacity without a policy), rounded up to a valid value
+    or step; -1 where no valid amount covers it."""
+    if asked is None:
+        return policy.default if policy and policy.default is not None else capacity
+    if policy is None:
+        return asked
+    if policy.valid_values:
+        fits = [v for v in policy.valid_values if v >= asked]
+        return fits[0] if fits else -1
+    low = policy.valid_min if policy.valid_min is not None else 0
+    amount = max(asked, low)
+    if policy.step:
+        amount = low + -(-(amount - low) // policy.step) * policy.step
+    return -1 if policy.valid_max is not None and amount > policy.valid_max else amount
+
+
+def _matches(devices: NodeDevices, req: DeviceRequest, classes: dict[str, DeviceClass], where: str):
+    """Per device: the class's and the request's selectors hold (SelectorError if one errs)."""
+    if req.device_class not in classes:
+        raise ConfigError(f"{where}.deviceClassName", f"no DeviceClass {req.device_class!r}")
+    selectors = [compile_selector(t, f"DeviceClass {req.device_class!r}") for t in classes[req.device_class].selectors]
+    selectors += [compile_selector(t, where) for t in req.selectors]
+    out = np.ones(devices.n_devices, bool)
+    for i, (dev, driver) in enumerate(zip(devices.items, devices.drivers, strict=True)):
+        for s in selectors:
+            if not s.matches(dev, driver):
+                out[i] = False
+                break
+        tolerated = all(any(k in ("", t.key) and e in ("", t.effect) for k, _, e in req.tolerations)
+                        for t in dev.taints)
+        out[i] &= tolerated
+    return out
+
+
+def compile_claims(claims: tuple[Claim, ...], devices: NodeDevices, classes: dict[str, DeviceClass]) -> CompiledClaims:
+    """The arrays `allocate` searches with, for these claims on nodes publishing `devices`."""
+    D, Q = devices.n_devices, len(devices.capacities)
+    requests: list[str] = []
+    options: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    match: list[np.ndarray] = []
+    need: list[int] = []
+    take: list[np.ndarray] = []
+    constraints: list[tuple[str, set[int]]] = []
+    error = ""
+    for c in claims:
+        first = len(requests)
+        for r in c.requests:
+            starts.append(len(options))
+            for alt in (r.first_available or (r,)):
+                where = f"claim {c.name!r} request {r.name!r}"
+                try:
+                    m = _matches(devices, alt, classes, where)
+                except SelectorError as e:
+                    error, m = f"claim {c.name!r}: {e}", np.zeros(D, bool)
+                t = np.zeros((D, Q), np.int64)
+                for i, dev in enumerate(devices.items):
+                    for q, name in enumerate(devices.capacities):
+                        asked = alt.capacity.get(name)
+                        if not dev.multi:
+                            m[i] &= asked is None or asked <= devices.capacity[i, q]
+                            continue
+                        amount = _rounded(asked, int(devices.capacity[i, q]), dev.policies.get(name))
+                        m[i] &= 0 <= amount <= devices.capacity[i, q]
+                        t[i, q] = max(amount, 0)
+                    m[i] &= not (set(alt.capacity) - set(dev.capacity))
+                options.append(f"{c.name}/{r.name}" + (f"/{alt.name}" if r.first_available else ""))
+                match.append(m)
+                need.append(int(m.sum()) if alt.mode == ALL else alt.count)
+                take.append(t)
+            ends.append(len(options))
+            requests.append(f"{c.name}/{r.name}")
+        names = [r.name for r in c.requests]
+        for con in c.constraints:
+            bound = {first + names.index(r) for r in (con.requests or names)}
+            constraints.append((con.match_attribute, bound))
+    codes: dict[object, int] = {}
+    con_value = np.full((len(constraints), D), -1, np.int64)
+    for k, (attr, _) in enumerate(constraints):
+        for i, dev in enumerate(devices.items):
+            v = dev.attributes.get(attr)
+            if v is not None:
+                con_value[k, i] = codes.setdefault((type(v).__name__, v), len(codes))
+    con_req = np.zeros((len(constraints), len(requests)), bool)
+    for k, (_, bound) in enumerate(constraints):
+        con_req[k, sorted(bound)] = True
+    need_arr = np.array(need, np.int64)
+    if any(n == 0 for n in need):  # All with no matching device: nothing to allocate, not allocatable
+        need_arr[need_arr == 0] = D + 1
+    return CompiledClaims(tuple(requests), tuple(options), np.array(starts, np.int64), np.array(ends, np.int64),
+                          np.array(match, bool).reshape(len(options), D), need_arr,
+                          np.array(take, np.int64).reshape(len(options), D, Q), con_value, con_req, error)
+
+
+@njit(cache=True)
+def _search(taken, cap_left, counter_left, opt_start, opt_end, match, need, take_cap, consumes, multi,
+            con_value, con_req, picks, opt):
+    """Depth-first over the requests in order, each request's devices in publishing order
+    (ascending, so a set of devices is tried once), backtracking to the last choice where a
+    request cannot be met. State arrays are this node's, updated in place while searching and
+    restored on failure; on success `picks[r, j]` are the devices of request r, `opt[r]` its
+    alternative. Returns whether an allocation exists."""
+    R, D, C = len(opt_start), match.shape[1], con_value.shape[0]
+    if R == 0:
+        return True
+    con_n = np.zeros(C, np.int64)
+    con_v = np.full(C, -1, np.int64)
+    r, j, cursor = 0, 0, 0
+    opt[0] = opt_start[0]
+    while True:
+        if r == R:
+            return True
+        o = opt[r]
+        if j == need[o]:
+            r += 1
+            j, cursor = 0, 0
+            if r < R:
+                opt[r] = opt_start[r]
+            continue
+        found = -1
+        for d in range(cursor, D):
+            if not match[o, d] or (taken[d] and not multi[d]):
+                continue
+            if multi[d]:
+                if np.any(cap_left[d] < take_cap[o, d]):
+                    continue
+            elif np.any(counter_left < consumes[d]):
+                continue
+            ok = True
+            for c in range(C):
+                if con_req[c, r] and (con_value[c, d] < 0 or (con_n[c] > 0 and con_value[c, d] != con_v[c])):
+                    ok = False
+                    break
+            if ok:
+                found = d
+                break
+        if found >= 0:
+            d = found
+            if multi[d]:
+                cap_left[d] -= take_cap[o, d]
+            else:
+                taken[d] = True
+                counter_left -= consumes[d]
+            for c in range(C):
+                if con_req[c, r]:
+                    con_n[c] += 1
+                    con_v[c] = con_value[c, d]
+            picks[r, j] = d
+            j += 1
+            cursor = d + 1
+            continue
+        # backtrack: give back the last device taken (in this request, else in the one before)
+        while True:
+            if j == 0:
+                if opt[r] + 1 < opt_end[r]:
+                    opt[r] += 1
+                    cursor = 0
+                    break
+                if r == 0:
+                    return False
+                r -= 1
+                j = need[opt[r]]
+            o = opt[r]
+            j -= 1
+            d = picks[r, j]
+            picks[r, j] = -1
+            if multi[d]:
+                cap_left[d] += take_cap[o, d]
+            else:
+                taken[d] = False
+                counter_left += consumes[d]
+            for c in range(C):
+                if con_req[c, r]:
+                    con_n[c] -= 1
+            cursor = d + 1
+            break
+
+
+@njit(cache=True)
+def _allocate_nodes(rows, taken, cap_left, counter_left, opt_start, opt_end, match, need, take_cap, consumes,
+                    multi, con_value, con_req, width):
+    """`_search` on each node of `rows`; the state is left as it was. Returns feasibility, the
+    devices (padded with -1) and the alternative of each request, per node."""
+    R = len(opt_start)
+    ok = np.zeros(len(rows), np.bool_)
+    picks = np.full((len(rows), R, width), -1, np.int64)
+    opts = np.full((len(rows), R), -1, np.int64)
+    for i in range(len(rows)):
+        n = rows[i]
+        t, cl, kl = taken[n].copy(), cap_left[n].copy(), counter_left[n].copy()
+        ok[i] = _search(t, cl, kl, opt_start, opt_end, match, need, take_cap, consumes, multi, con_value, con_req,
+                        picks[i], opts[i])
+    return ok, picks, opts
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """The devices a pod's claims got on one node: per request, its alternative and devices."""
+
+    option: tuple[int, ...]  # per request, the index into CompiledClaims.options
+    devices: tuple[tuple[int, ...], ...]  # per request, device indices
+
+
+def allocate(cc: CompiledClaims, devices: NodeDevices, state: DeviceState,
+             rows: np.ndarray) -> tuple[np.ndarray, list[Allocation | None]]:
+    """For each node row: can the claims be allocated there, and how (None: not)."""
+    rows = np.asarray(rows, np.int64)
+    if cc.error or (len(cc.need) and (cc.need > devices.n_devices).all()):
+        return np.zeros(len(rows), bool), [None] * len(rows)
+    width = max(int(min(cc.need.max(), devices.n_devices)), 1) if len(cc.need) else 1
+    ok, picks, opts = _allocate_nodes(rows, state.taken, state.cap_left, state.counter_left, cc.opt_start,
+                                      cc.opt_end, cc.match, cc.need, cc.take_cap, devices.consumes, devices.multi,
+                                      cc.con_value, cc.con_req, width)
+    out: list[Allocation | None] = []
+    for i in range(len(rows)):
+        if not ok[i]:
+            out.append(None)
+            continue
+        out.append(Allocation(tuple(int(o) for o in opts[i]),
+                              tuple(tuple(int(d) for d in picks[i, r] if d >= 0) for r in range(len(cc.opt_start)))))
+    return ok, out
+
+
+def commit(cc: CompiledClaims, devices: NodeDevices, state: DeviceState, row: int, a: Allocation,
+           sign: int = 1) -> None:
+    """Take (sign 1) or give back (-1) an allocation on node `row`."""
+    for o, devs in zip(a.option, a.devices, strict=True):
+        for d in devs:
+            if devices.multi[d]:
+                state.cap_left[row, d] -= sign * cc.take_cap[o, d]
+            else:
+                state.taken[row, d] = sign > 0
+                state.counter_left[row] -= sign * devices.consumes[d]
+
+
+def result(cc: CompiledClaims, devices: NodeDevices, a: Allocation) -> list[dict]:
+    """The allocation as a ResourceClaim's status.allocation.devices.results lists it."""
+    out = []
+    for o, devs in zip(a.option, a.devices, strict=True):
+        for d in devs:
+            driver, pool, name = devices.names[d].split("/", 2)
+            out.append({"request": cc.options[o].split("/", 1)[1], "driver": driver, "pool": pool, "device": name})
+    return out
