@@ -27,5 +27,5 @@ def test_asv_quick_run(tmp_path):
     out = run.stdout + run.stderr
     assert run.returncode == 0, f"asv run failed:\n{out}"
     assert " failed" not in out, out
-    for name in ["asv_replay", "asv_packing", "asv_import", "asv_quality", "asv_scale"]:
+    for name in ["asv_replay", "asv_packing", "asv_import", "asv_quality", "asv_scale", "asv_dra"]:
         assert f"{name}." in out, f"no {name} benchmark ran:\n{out}"

@@ -95,6 +95,7 @@ class CompiledClaims:
     opt_start: np.ndarray  # (R,) first option of each request
     opt_end: np.ndarray  # (R,)
     match: np.ndarray  # (O, D) the device matches the option's class, selectors and capacity asked
+    left: np.ndarray  # (O, D + 1) matching devices from each index on: the search's bound
     need: np.ndarray  # (O,) devices the option takes (All: every matching one)
     take_cap: np.ndarray  # (O, D, Q) capacity taken from a multi-allocatable device
     con_value: np.ndarray  # (C, D) code of the constraint's attribute on each device (-1: none)
@@ -194,24 +195,61 @@ def compile_claims(claims: tuple[Claim, ...], devices: NodeDevices, classes: dic
     need_arr = np.array(need, np.int64)
     if any(n == 0 for n in need):  # All with no matching device: nothing to allocate, not allocatable
         need_arr[need_arr == 0] = D + 1
+    match_arr = np.array(match, bool).reshape(len(options), D)
+    left = np.zeros((len(options), D + 1), np.int64)
+    left[:, :D] = np.cumsum(match_arr[:, ::-1], axis=1)[:, ::-1]
     return CompiledClaims(tuple(requests), tuple(options), np.array(starts, np.int64), np.array(ends, np.int64),
-                          np.array(match, bool).reshape(len(options), D), need_arr,
+                          match_arr, left, need_arr,
                           np.array(take, np.int64).reshape(len(options), D, Q), con_value, con_req, error)
 
 
+@njit(cache=True, inline="always")
+def _fits(d, o, r, taken, cap_left, counter_left, match, take_cap, consumes, multi, con_value, con_req, con_n, con_v):
+    """Device d can serve option o of request r now."""
+    if not match[o, d] or (taken[d] and not multi[d]):
+        return False
+    if multi[d]:
+        for q in range(cap_left.shape[1]):
+            if cap_left[d, q] < take_cap[o, d, q]:
+                return False
+    else:
+        for k in range(len(counter_left)):
+            if counter_left[k] < consumes[d, k]:
+                return False
+    for c in range(len(con_n)):
+        if con_req[c, r] and (con_value[c, d] < 0 or (con_n[c] > 0 and con_value[c, d] != con_v[c])):
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def _take(d, o, r, sign, taken, cap_left, counter_left, take_cap, consumes, multi, con_value, con_req, con_n, con_v):
+    """Device d taken for (sign 1) or given back from (-1) option o of request r."""
+    if multi[d]:
+        for q in range(cap_left.shape[1]):
+            cap_left[d, q] -= sign * take_cap[o, d, q]
+    else:
+        taken[d] = sign > 0
+        for k in range(len(counter_left)):
+            counter_left[k] -= sign * consumes[d, k]
+    for c in range(len(con_n)):
+        if con_req[c, r]:
+            con_n[c] += sign
+            con_v[c] = con_value[c, d]
+
+
 @njit(cache=True)
-def _search(taken, cap_left, counter_left, opt_start, opt_end, match, need, take_cap, consumes, multi,
-            con_value, con_req, picks, opt):
+def _search(taken, cap_left, counter_left, opt_start, opt_end, match, left, need, take_cap, consumes, multi,
+            con_value, con_req, con_n, con_v, picks, opt):
     """Depth-first over the requests in order, each request's devices in publishing order
     (ascending, so a set of devices is tried once), backtracking to the last choice where a
     request cannot be met. State arrays are this node's, updated in place while searching and
     restored on failure; on success `picks[r, j]` are the devices of request r, `opt[r]` its
     alternative. Returns whether an allocation exists."""
-    R, D, C = len(opt_start), match.shape[1], con_value.shape[0]
+    R, D = len(opt_start), match.shape[1]
     if R == 0:
         return True
-    con_n = np.zeros(C, np.int64)
-    con_v = np.full(C, -1, np.int64)
+    con_n[:] = 0
     r, j, cursor = 0, 0, 0
     opt[0] = opt_start[0]
     while True:
@@ -225,78 +263,55 @@ def _search(taken, cap_left, counter_left, opt_start, opt_end, match, need, take
                 opt[r] = opt_start[r]
             continue
         found = -1
-        for d in range(cursor, D):
-            if not match[o, d] or (taken[d] and not multi[d]):
-                continue
-            if multi[d]:
-                if np.any(cap_left[d] < take_cap[o, d]):
-                    continue
-            elif np.any(counter_left < consumes[d]):
-                continue
-            ok = True
-            for c in range(C):
-                if con_req[c, r] and (con_value[c, d] < 0 or (con_n[c] > 0 and con_value[c, d] != con_v[c])):
-                    ok = False
+        if left[o, cursor] >= need[o] - j:  # else too few matching devices are left to try
+            for d in range(cursor, D):
+                if _fits(d, o, r, taken, cap_left, counter_left, match, take_cap, consumes, multi, con_value,
+                         con_req, con_n, con_v):
+                    found = d
                     break
-            if ok:
-                found = d
-                break
         if found >= 0:
-            d = found
-            if multi[d]:
-                cap_left[d] -= take_cap[o, d]
-            else:
-                taken[d] = True
-                counter_left -= consumes[d]
-            for c in range(C):
-                if con_req[c, r]:
-                    con_n[c] += 1
-                    con_v[c] = con_value[c, d]
-            picks[r, j] = d
+            _take(found, o, r, 1, taken, cap_left, counter_left, take_cap, consumes, multi, con_value, con_req,
+                  con_n, con_v)
+            picks[r, j] = found
             j += 1
-            cursor = d + 1
+            cursor = found + 1
             continue
         # backtrack: give back the last device taken (in this request, else in the one before)
-        while True:
-            if j == 0:
-                if opt[r] + 1 < opt_end[r]:
-                    opt[r] += 1
-                    cursor = 0
-                    break
-                if r == 0:
-                    return False
-                r -= 1
-                j = need[opt[r]]
-            o = opt[r]
-            j -= 1
-            d = picks[r, j]
-            picks[r, j] = -1
-            if multi[d]:
-                cap_left[d] += take_cap[o, d]
-            else:
-                taken[d] = False
-                counter_left += consumes[d]
-            for c in range(C):
-                if con_req[c, r]:
-                    con_n[c] -= 1
-            cursor = d + 1
-            break
+        if j == 0:
+            if opt[r] + 1 < opt_end[r]:
+                opt[r] += 1
+                cursor = 0
+                continue
+            if r == 0:
+                return False
+            r -= 1
+            j = need[opt[r]]
+        j -= 1
+        d = picks[r, j]
+        picks[r, j] = -1
+        _take(d, opt[r], r, -1, taken, cap_left, counter_left, take_cap, consumes, multi, con_value, con_req,
+              con_n, con_v)
+        cursor = d + 1
 
 
 @njit(cache=True)
-def _allocate_nodes(rows, taken, cap_left, counter_left, opt_start, opt_end, match, need, take_cap, consumes,
+def _allocate_nodes(rows, taken, cap_left, counter_left, opt_start, opt_end, match, left, need, take_cap, consumes,
                     multi, con_value, con_req, width):
     """`_search` on each node of `rows`; the state is left as it was. Returns feasibility, the
     devices (padded with -1) and the alternative of each request, per node."""
-    R = len(opt_start)
+    R, C = len(opt_start), con_value.shape[0]
     ok = np.zeros(len(rows), np.bool_)
     picks = np.full((len(rows), R, width), -1, np.int64)
     opts = np.full((len(rows), R), -1, np.int64)
+    t, cl, kl = np.empty_like(taken[0]), np.empty_like(cap_left[0]), np.empty_like(counter_left[0])
+    con_n, con_v = np.zeros(C, np.int64), np.zeros(C, np.int64)
     for i in range(len(rows)):
         n = rows[i]
-        t, cl, kl = taken[n].copy(), cap_left[n].copy(), counter_left[n].copy()
-        ok[i] = _search(t, cl, kl, opt_start, opt_end, match, need, take_cap, consumes, multi, con_value, con_req,
-                        picks[i], opts[i])
+        t[:] = taken[n]
+        cl[:] = cap_left[n]
+        kl[:] = counter_left[n]
+        ok[i] = _search(t, cl, kl, opt_start, opt_end, match, left, need, take_cap, consumes, multi, con_value, con_req,
+                        con_n, con_v, picks[i], opts[i])
     return ok, picks, opts
 
 
@@ -308,24 +323,37 @@ class Allocation:
     devices: tuple[tuple[int, ...], ...]  # per request, device indices
 
 
+@dataclass(frozen=True)
+class Allocations:
+    """`allocate`'s answer per node row, as arrays; `[i]` is row i's Allocation (None: none)."""
+
+    ok: np.ndarray  # (N,) bool
+    picks: np.ndarray  # (N, R, width) device indices, -1 padded
+    opts: np.ndarray  # (N, R) the option of each request
+
+    def __len__(self) -> int:
+        return len(self.ok)
+
+    def __getitem__(self, i: int) -> Allocation | None:
+        if not self.ok[i]:
+            return None
+        return Allocation(tuple(int(o) for o in self.opts[i]),
+                          tuple(tuple(int(d) for d in row if d >= 0) for row in self.picks[i]))
+
+
 def allocate(cc: CompiledClaims, devices: NodeDevices, state: DeviceState,
-             rows: np.ndarray) -> tuple[np.ndarray, list[Allocation | None]]:
-    """For each node row: can the claims be allocated there, and how (None: not)."""
+             rows: np.ndarray) -> tuple[np.ndarray, Allocations]:
+    """For each node row: can the claims be allocated there, and how."""
     rows = np.asarray(rows, np.int64)
-    if cc.error or (len(cc.need) and (cc.need > devices.n_devices).all()):
-        return np.zeros(len(rows), bool), [None] * len(rows)
-    width = max(int(min(cc.need.max(), devices.n_devices)), 1) if len(cc.need) else 1
+    R = len(cc.opt_start)
+    if cc.error or (R and (cc.need > devices.n_devices).all()):
+        return np.zeros(len(rows), bool), Allocations(np.zeros(len(rows), bool), np.zeros((len(rows), R, 1), np.int64),
+                                                      np.zeros((len(rows), R), np.int64))
+    width = max(int(min(cc.need.max(), devices.n_devices)), 1) if R else 1
     ok, picks, opts = _allocate_nodes(rows, state.taken, state.cap_left, state.counter_left, cc.opt_start,
-                                      cc.opt_end, cc.match, cc.need, cc.take_cap, devices.consumes, devices.multi,
-                                      cc.con_value, cc.con_req, width)
-    out: list[Allocation | None] = []
-    for i in range(len(rows)):
-        if not ok[i]:
-            out.append(None)
-            continue
-        out.append(Allocation(tuple(int(o) for o in opts[i]),
-                              tuple(tuple(int(d) for d in picks[i, r] if d >= 0) for r in range(len(cc.opt_start)))))
-    return ok, out
+                                      cc.opt_end, cc.match, cc.left, cc.need, cc.take_cap, devices.consumes,
+                                      devices.multi, cc.con_value, cc.con_req, width)
+    return ok, Allocations(ok, picks, opts)
 
 
 def commit(cc: CompiledClaims, devices: NodeDevices, state: DeviceState, row: int, a: Allocation,
