@@ -16,7 +16,9 @@ metadata (uid, resourceVersion, managedFields, ...) and status:
 
 ResourceSlices are grouped by `spec.nodeName`; a node's type is given by `--node-type
 NODE=TYPE`, else is its name without a trailing `-<digits>` (gpu-node-3 -> gpu-node). Nodes of
-one type must publish the same devices (slice and pool names aside). A slice of devices
+one type must publish the same devices: slice and pool names aside, and the values of the
+attributes that name one physical device (uuid, serialNumber, pciBusID, macAddress, of any
+domain), which differ from node to node by nature and are compared by type only. A slice of devices
 reachable from several nodes (`allNodes`, `nodeSelector`, `perDeviceNodeSelection`) is
 refused: network-attached devices are not modelled. Objects of other API groups are counted
 and ignored; other resource.k8s.io kinds (DeviceTaintRule, ...) and versions are refused.
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import yaml
 
@@ -39,6 +41,7 @@ KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim
 GROUP = r.API_VERSION.split("/")[0]
 _SUFFIX = re.compile(r"-\d+$")
 NETWORK = ("allNodes", "nodeSelector", "perDeviceNodeSelection")
+IDENTITY = frozenset({"uuid", "serialNumber", "pciBusID", "macAddress"})  # one device's, not its type's
 
 
 def default_node_type(node: str) -> str:
@@ -96,6 +99,30 @@ class DraInput:
         for kind, n in sorted(self.ignored.items()):
             lines.append(f"  ignored        {n:>6} {kind} (not resource.k8s.io)")
         return lines
+
+
+def _kind_of(d: r.Device) -> r.Device:
+    """A device as its node type publishes it: identity attributes by type, not value."""
+    attrs = {k: type(v).__name__ if k.rsplit("/", 1)[-1] in IDENTITY else v for k, v in d.attributes.items()}
+    return replace(d, attributes=attrs)  # a type's name stands for the value
+
+
+def _published(s: r.ResourceSlice) -> tuple:
+    return (s.driver, s.shared_counters, [_kind_of(d) for d in s.devices])
+
+
+def _first_difference(a: list[r.ResourceSlice], b: list[r.ResourceSlice]) -> str:
+    for sa, sb in zip(a, b, strict=False):
+        if sa.driver != sb.driver:
+            return f"driver {sa.driver!r} against {sb.driver!r}"
+        if sa.shared_counters != sb.shared_counters:
+            return f"the sharedCounters of driver {sa.driver!r}"
+        for da, db in zip(sa.devices, sb.devices, strict=False):
+            if _kind_of(da) != _kind_of(db):
+                return f"device {da.name!r} of driver {sa.driver!r}"
+        if len(sa.devices) != len(sb.devices):
+            return f"{len(sa.devices)} devices of driver {sa.driver!r} against {len(sb.devices)}"
+    return f"{len(a)} slices against {len(b)}"
 
 
 def _slice_key(s: r.ResourceSlice) -> tuple:
@@ -196,7 +223,7 @@ def _group(slices: list[tuple[Obj, r.ResourceSlice]], mapping: dict[str, str], o
     for node in sorted(by_node):
         items = sorted(by_node[node], key=lambda item: _slice_key(item[1]))
         tname = mapping.get(node) or default_node_type(node)
-        here = [(s.driver, s.devices, s.shared_counters) for _, s in items]
+        here = [_published(s) for _, s in items]
         t = out.node_types.get(tname)
         if t is None:
             t = out.node_types[tname] = NodeType(tname, first=node, specs=[o.body["spec"] for o, _ in items],
@@ -206,7 +233,8 @@ def _group(slices: list[tuple[Obj, r.ResourceSlice]], mapping: dict[str, str], o
             where = ", ".join(f"{o.file}: ResourceSlice {o.name!r}" for o, _ in items)
             raise ConfigError(f"{where}.spec.devices",
                               f"node {node!r} and node {t.first!r} are both of node type {tname!r} but publish "
-                              "different devices; give them different types (--node-type NODE=TYPE)")
+                              f"different devices ({_first_difference([s for _, s in items], t.slices)}); "
+                              "give them different types (--node-type NODE=TYPE)")
         t.nodes.append(node)
 
 
