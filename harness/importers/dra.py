@@ -35,7 +35,7 @@ import yaml
 from harness.dra import resources as r
 from harness.dra.cel import compile_selector
 from harness.errors import ConfigError, LoopbenchError, TraceError
-from harness.importers.workloads import Obj, _objects
+from harness.importers.workloads import Obj, manifest_objects
 
 KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim")
 GROUP = r.API_VERSION.split("/")[0]
@@ -158,7 +158,7 @@ def read_dra(paths: list[str], node_types: dict[str, str] | None = None) -> DraI
     slices: list[tuple[Obj, r.ResourceSlice]] = []
     claims: list[Obj] = []
     for path in paths:
-        for obj in _objects(str(path)):
+        for obj in manifest_objects(str(path)):
             version = obj.body.get("apiVersion")
             group = version.split("/")[0] if isinstance(version, str) and "/" in version else ""
             if obj.kind not in KINDS and group != GROUP:

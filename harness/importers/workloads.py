@@ -188,7 +188,8 @@ def _documents(file: str) -> Iterator[tuple[str, Any]]:
         raise TraceError(file, f"document {n + 1}{at}: not valid YAML ({problem})") from None
 
 
-def _objects(file: str) -> Iterator[Obj]:
+def manifest_objects(file: str) -> Iterator[Obj]:
+    """The objects of a manifest file (YAML or JSON, `kind: List`, several documents), each with where it is."""
     for where, doc in _documents(file):
         if doc is None:  # an empty document (a trailing `---`)
             continue
@@ -342,7 +343,7 @@ class _Input:
         self.by_kind: dict[str, dict[tuple[str, str], Obj]] = {k: {} for k in KINDS}
         self.ignored: Counter = Counter()
         for path in paths:
-            for obj in _objects(str(path)):
+            for obj in manifest_objects(str(path)):
                 if obj.kind not in KINDS:
                     self.ignored[obj.kind] += 1
                     continue
