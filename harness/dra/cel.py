@@ -20,7 +20,7 @@ from harness.dra.resources import Device, quantity
 from harness.errors import ConfigError
 
 _TOKEN = re.compile(r"""\s*(?:(?P<num>\d+(?:\.\d+)?)|(?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')"""
-                    r"""|(?P<op>==|!=|<=|>=|&&|\|\||[<>!()\[\].,])|(?P<id>[A-Za-z_][A-Za-z_0-9]*))""")
+                    r"""|(?P<op>==|!=|<=|>=|&&|\|\||[<>!()\[\].,-])|(?P<id>[A-Za-z_][A-Za-z_0-9]*))""")
 
 
 class SelectorError(Exception):
@@ -113,6 +113,10 @@ class _Parser:
 
     def operand(self):
         kind, value = self.take()
+        if kind == "end":
+            raise ConfigError(self.where, "CEL: the expression ends where an operand was expected")
+        if value == "-" and self.peek()[0] == "num" and "." not in self.peek()[1]:
+            return ("lit", -int(self.take()[1]))
         if kind == "num":
             if "." in value:
                 self.refuse(f"the double {value}")
