@@ -34,7 +34,7 @@ class NodeDevices:
     slices: tuple[ResourceSlice, ...]
     drivers: tuple[str, ...]  # per device
     names: tuple[str, ...]  # per device, "driver/pool/device" as an allocation result names it
-    counters: tuple[tuple[str, str, str], ...]  # (pool, counter set, counter) per counter column
+    counters: tuple[tuple[str, str, str], ...]  # ("driver/pool", counter set, counter) per counter column
     counter_cap: np.ndarray  # (K,) milli-units each shared counter holds
     consumes: np.ndarray  # (D, K) what each device draws on them
     multi: np.ndarray  # (D,) allowMultipleAllocations
@@ -44,16 +44,17 @@ class NodeDevices:
     @classmethod
     def of(cls, slices: tuple[ResourceSlice, ...]) -> NodeDevices:
         devices = [(s, d) for s in slices for d in s.devices]
-        counters = tuple(dict.fromkeys((s.pool, cset, c) for s in slices for cset, cs in s.shared_counters.items()
-                                       for c in cs))
+        counters = tuple(dict.fromkeys((f"{s.driver}/{s.pool}", cset, c) for s in slices
+                                       for cset, cs in s.shared_counters.items() for c in cs))
         capacities = tuple(sorted({k for _, d in devices for k in d.capacity}))
-        cap_of = {(s.pool, cset, c): v for s in slices for cset, cs in s.shared_counters.items() for c, v in cs.items()}
+        cap_of = {(f"{s.driver}/{s.pool}", cset, c): v for s in slices for cset, cs in s.shared_counters.items()
+                  for c, v in cs.items()}
         consumes = np.zeros((len(devices), len(counters)), np.int64)
         capacity = np.zeros((len(devices), len(capacities)), np.int64)
         for i, (s, d) in enumerate(devices):
             for cset, cs in d.consumes.items():
                 for c, v in cs.items():
-                    consumes[i, counters.index((s.pool, cset, c))] = v
+                    consumes[i, counters.index((f"{s.driver}/{s.pool}", cset, c))] = v
             for q, v in d.capacity.items():
                 capacity[i, capacities.index(q)] = v
         return cls(slices, tuple(s.driver for s, _ in devices), tuple(f"{s.driver}/{s.pool}/{d.name}"
