@@ -23,7 +23,17 @@ import numpy as np
 from numba import njit
 
 from harness.dra.cel import SelectorError, compile_selector
-from harness.dra.resources import ALL, Claim, Device, DeviceClass, DeviceRequest, RequestPolicy, ResourceSlice
+from harness.dra.resources import (
+    ALL,
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    Claim,
+    Device,
+    DeviceClass,
+    DeviceRequest,
+    RequestPolicy,
+    ResourceSlice,
+)
 from harness.errors import ConfigError
 
 
@@ -48,6 +58,14 @@ class NodeDevices:
                                        for c in cs))
         capacities = tuple(sorted({k for _, d in devices for k in d.capacity}))
         cap_of = {(s.pool, cset, c): v for s in slices for cset, cs in s.shared_counters.items() for c, v in cs.items()}
+        for s in slices:  # a pool's counter sets may be published in another of its slices, as upstream's are
+            for d in s.devices:
+                for cset, cs in d.consumes.items():
+                    missing = sorted(c for c in cs if (s.pool, cset, c) not in cap_of)
+                    if missing:
+                        raise ConfigError(f"ResourceSlice {s.name!r} (device {d.name!r}).consumesCounters",
+                                          f"counter set {cset!r} with counters {missing} is not among the "
+                                          f"sharedCounters of pool {s.pool!r}")
         consumes = np.zeros((len(devices), len(counters)), np.int64)
         capacity = np.zeros((len(devices), len(capacities)), np.int64)
         for i, (s, d) in enumerate(devices):
@@ -132,7 +150,7 @@ def _matches(devices: NodeDevices, req: DeviceRequest, classes: dict[str, Device
             if not s.matches(dev, driver):
                 out[i] = False
                 break
-        tolerated = all(any(k in ("", t.key) and e in ("", t.effect) for k, _, e in req.tolerations)
+        tolerated = all(t.effect not in (NO_SCHEDULE, NO_EXECUTE) or any(tol.tolerates(t) for tol in req.tolerations)
                         for t in dev.taints)
         out[i] &= tolerated
     return out
