@@ -36,6 +36,8 @@ from harness.dra.resources import (
 )
 from harness.errors import ConfigError
 
+MAX_RESULTS = 32  # devices one claim may be allocated (upstream's AllocationResultsMaxSize)
+
 
 @dataclass(frozen=True)
 class NodeDevices:
@@ -54,6 +56,13 @@ class NodeDevices:
     @classmethod
     def of(cls, slices: tuple[ResourceSlice, ...]) -> NodeDevices:
         devices = [(s, d) for s in slices for d in s.devices]
+        published: dict[tuple[str, str], str] = {}
+        for s in slices:
+            for cset in s.shared_counters:
+                if (s.pool, cset) in published:
+                    raise ConfigError(f"ResourceSlice {s.name!r}.spec.sharedCounters", f"counter set {cset!r} of pool "
+                                      f"{s.pool!r} is also in ResourceSlice {published[s.pool, cset]!r}")
+                published[s.pool, cset] = s.name
         counters = tuple(dict.fromkeys((s.pool, cset, c) for s in slices for cset, cs in s.shared_counters.items()
                                        for c in cs))
         capacities = tuple(sorted({k for _, d in devices for k in d.capacity}))
@@ -116,7 +125,8 @@ class CompiledClaims:
     need: np.ndarray  # (O,) devices the option takes (All: every matching one)
     take_cap: np.ndarray  # (O, D, Q) capacity taken from a multi-allocatable device
     con_value: np.ndarray  # (C, D) code of the constraint's attribute on each device (-1: none)
-    con_req: np.ndarray  # (C, R) the constraint binds the request
+    con_req: np.ndarray  # (C, O) the constraint binds the option (a request names all its alternatives)
+    req_claim: np.ndarray  # (R,) the claim each request belongs to
     error: str = ""  # a selector's evaluation error on a device: no node of the type can allocate
 
 
@@ -167,11 +177,15 @@ def compile_claims(claims: tuple[Claim, ...], devices: NodeDevices, classes: dic
     need: list[int] = []
     take: list[np.ndarray] = []
     constraints: list[tuple[str, set[int]]] = []
+    req_claim: list[int] = []
     error = ""
-    for c in claims:
-        first = len(requests)
+    for ci, c in enumerate(claims):
+        bound_by: dict[str, set[int]] = {}  # a request's name, or "request/alternative", -> its options
         for r in c.requests:
             starts.append(len(options))
+            bound_by[r.name] = set(range(len(options), len(options) + len(r.first_available or (r,))))
+            for k, alt in enumerate(r.first_available):
+                bound_by[f"{r.name}/{alt.name}"] = {len(options) + k}
             for alt in (r.first_available or (r,)):
                 where = f"claim {c.name!r} request {r.name!r}"
                 try:
@@ -195,9 +209,9 @@ def compile_claims(claims: tuple[Claim, ...], devices: NodeDevices, classes: dic
                 take.append(t)
             ends.append(len(options))
             requests.append(f"{c.name}/{r.name}")
-        names = [r.name for r in c.requests]
+            req_claim.append(ci)
         for con in c.constraints:
-            bound = {first + names.index(r) for r in (con.requests or names)}
+            bound = set().union(*(bound_by[name] for name in (con.requests or [q.name for q in c.requests])))
             constraints.append((con.match_attribute, bound))
     codes: dict[object, int] = {}
     con_value = np.full((len(constraints), D), -1, np.int64)
@@ -206,7 +220,7 @@ def compile_claims(claims: tuple[Claim, ...], devices: NodeDevices, classes: dic
             v = dev.attributes.get(attr)
             if v is not None:
                 con_value[k, i] = codes.setdefault((type(v).__name__, v), len(codes))
-    con_req = np.zeros((len(constraints), len(requests)), bool)
+    con_req = np.zeros((len(constraints), len(options)), bool)
     for k, (_, bound) in enumerate(constraints):
         con_req[k, sorted(bound)] = True
     need_arr = np.array(need, np.int64)
@@ -214,22 +228,25 @@ def compile_claims(claims: tuple[Claim, ...], devices: NodeDevices, classes: dic
         need_arr[need_arr == 0] = D + 1
     return CompiledClaims(tuple(requests), tuple(options), np.array(starts, np.int64), np.array(ends, np.int64),
                           np.array(match, bool).reshape(len(options), D), need_arr,
-                          np.array(take, np.int64).reshape(len(options), D, Q), con_value, con_req, error)
+                          np.array(take, np.int64).reshape(len(options), D, Q), con_value, con_req,
+                          np.array(req_claim, np.int64), error)
 
 
 @njit(cache=True)
 def _search(taken, cap_left, counter_left, opt_start, opt_end, match, need, take_cap, consumes, multi,
-            con_value, con_req, picks, opt):
+            con_value, con_req, req_claim, limit, picks, opt):
     """Depth-first over the requests in order, each request's devices in publishing order
     (ascending, so a set of devices is tried once), backtracking to the last choice where a
     request cannot be met. State arrays are this node's, updated in place while searching and
     restored on failure; on success `picks[r, j]` are the devices of request r, `opt[r]` its
-    alternative. Returns whether an allocation exists."""
+    alternative. An alternative that would give its claim more than `limit` devices is not
+    tried (upstream's AllocationResultsMaxSize). Returns whether an allocation exists."""
     R, D, C = len(opt_start), match.shape[1], con_value.shape[0]
     if R == 0:
         return True
     con_n = np.zeros(C, np.int64)
     con_v = np.full(C, -1, np.int64)
+    claim_used = np.zeros(req_claim.max() + 1, np.int64)
     r, j, cursor = 0, 0, 0
     opt[0] = opt_start[0]
     while True:
@@ -237,13 +254,14 @@ def _search(taken, cap_left, counter_left, opt_start, opt_end, match, need, take
             return True
         o = opt[r]
         if j == need[o]:
+            claim_used[req_claim[r]] += need[o]
             r += 1
             j, cursor = 0, 0
             if r < R:
                 opt[r] = opt_start[r]
             continue
         found = -1
-        for d in range(cursor, D):
+        for d in range(cursor if j > 0 or claim_used[req_claim[r]] + need[o] <= limit else D, D):
             if not match[o, d] or (taken[d] and not multi[d]):
                 continue
             if multi[d]:
@@ -253,7 +271,7 @@ def _search(taken, cap_left, counter_left, opt_start, opt_end, match, need, take
                 continue
             ok = True
             for c in range(C):
-                if con_req[c, r] and (con_value[c, d] < 0 or (con_n[c] > 0 and con_value[c, d] != con_v[c])):
+                if con_req[c, o] and (con_value[c, d] < 0 or (con_n[c] > 0 and con_value[c, d] != con_v[c])):
                     ok = False
                     break
             if ok:
@@ -267,7 +285,7 @@ def _search(taken, cap_left, counter_left, opt_start, opt_end, match, need, take
                 taken[d] = True
                 counter_left -= consumes[d]
             for c in range(C):
-                if con_req[c, r]:
+                if con_req[c, o]:
                     con_n[c] += 1
                     con_v[c] = con_value[c, d]
             picks[r, j] = d
@@ -285,6 +303,7 @@ def _search(taken, cap_left, counter_left, opt_start, opt_end, match, need, take
                     return False
                 r -= 1
                 j = need[opt[r]]
+                claim_used[req_claim[r]] -= j
             o = opt[r]
             j -= 1
             d = picks[r, j]
@@ -295,7 +314,7 @@ def _search(taken, cap_left, counter_left, opt_start, opt_end, match, need, take
                 taken[d] = False
                 counter_left += consumes[d]
             for c in range(C):
-                if con_req[c, r]:
+                if con_req[c, o]:
                     con_n[c] -= 1
             cursor = d + 1
             break
@@ -303,7 +322,7 @@ def _search(taken, cap_left, counter_left, opt_start, opt_end, match, need, take
 
 @njit(cache=True)
 def _allocate_nodes(rows, taken, cap_left, counter_left, opt_start, opt_end, match, need, take_cap, consumes,
-                    multi, con_value, con_req, width):
+                    multi, con_value, con_req, req_claim, limit, width):
     """`_search` on each node of `rows`; the state is left as it was. Returns feasibility, the
     devices (padded with -1) and the alternative of each request, per node."""
     R = len(opt_start)
@@ -314,7 +333,7 @@ def _allocate_nodes(rows, taken, cap_left, counter_left, opt_start, opt_end, mat
         n = rows[i]
         t, cl, kl = taken[n].copy(), cap_left[n].copy(), counter_left[n].copy()
         ok[i] = _search(t, cl, kl, opt_start, opt_end, match, need, take_cap, consumes, multi, con_value, con_req,
-                        picks[i], opts[i])
+                        req_claim, limit, picks[i], opts[i])
     return ok, picks, opts
 
 
@@ -335,7 +354,7 @@ def allocate(cc: CompiledClaims, devices: NodeDevices, state: DeviceState,
     width = max(int(min(cc.need.max(), devices.n_devices)), 1) if len(cc.need) else 1
     ok, picks, opts = _allocate_nodes(rows, state.taken, state.cap_left, state.counter_left, cc.opt_start,
                                       cc.opt_end, cc.match, cc.need, cc.take_cap, devices.consumes, devices.multi,
-                                      cc.con_value, cc.con_req, width)
+                                      cc.con_value, cc.con_req, cc.req_claim, MAX_RESULTS, width)
     out: list[Allocation | None] = []
     for i in range(len(rows)):
         if not ok[i]:

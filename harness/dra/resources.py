@@ -362,9 +362,10 @@ def claim(manifest: dict, where: str) -> Claim:
         w = f"{where}.constraints[{i}]"
         _known(c, {"requests", "matchAttribute"}, w)
         reqs = tuple(_get(c, "requests", list, w, []))
+        known = names + [f"{r.name}/{s.name}" for r in requests for s in r.first_available]
         for r in reqs:
-            if r not in names:
-                raise ConfigError(f"{w}.requests", f"no request {r!r} in this claim (it has {names})")
+            if r not in known:
+                raise ConfigError(f"{w}.requests", f"no request {r!r} in this claim (it has {known})")
         attr = _get(c, "matchAttribute", str, w, required=True)
         if "/" not in attr:
             raise ConfigError(f"{w}.matchAttribute", f"a fully qualified name (domain/name), got {attr!r}")
