@@ -18,7 +18,7 @@ LAYERS: list[tuple[str, str]] = [
     ("codes", r"harness(\.errors|\.status|\.output|\.progress|\.description|\.hooks|\.sealed)?"),
     ("data", r"harness\.(dra\.(resources|cel|translate)|dra|trace|cluster|workload|transforms|generate|settings|kueue\.queues|importers(\..*)?"
              r"|services(\.(trace|workload|transforms))?)"),
-    ("cluster state and scoring", r"harness\.(dra\.allocator|node_devices|state|cloud|packer|filters|scores|fragmentation"
+    ("cluster state and scoring", r"harness\.(dra\.(allocator|utilization)|node_devices|state|cloud|packer|filters|scores|fragmentation"
                                   r"|idle_rates|whatif)"),
     ("simulation", r"harness\.(sim|engine|fleet|job_queue|ledger|metrics|view|quiet|eviction|admission|services\.(metrics|replicaset|engine))"),
     ("scheduler", r"harness\.scheduler(\..*)?"),

@@ -23,8 +23,22 @@ import numpy as np
 from numba import njit
 
 from harness.dra.cel import SelectorError, compile_selector
-from harness.dra.resources import ALL, Claim, Device, DeviceClass, DeviceRequest, RequestPolicy, ResourceSlice
+from harness.dra.resources import (
+    ALL,
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    Claim,
+    Device,
+    DeviceClass,
+    DeviceRequest,
+    RequestPolicy,
+    ResourceSlice,
+    check_pools,
+    qualified,
+)
 from harness.errors import ConfigError
+
+MAX_RESULTS = 32  # devices one claim may be allocated (upstream's AllocationResultsMaxSize)
 
 
 @dataclass(frozen=True)
@@ -44,6 +58,7 @@ class NodeDevices:
     @classmethod
     def of(cls, slices: tuple[ResourceSlice, ...]) -> NodeDevices:
         devices = [(s, d) for s in slices for d in s.devices]
+        check_pools(slices, lambda s: f"ResourceSlice {s.name!r}")
         counters = tuple(dict.fromkeys((f"{s.driver}/{s.pool}", cset, c) for s in slices
                                        for cset, cs in s.shared_counters.items() for c in cs))
         capacities = tuple(sorted({k for _, d in devices for k in d.capacity}))
@@ -100,7 +115,9 @@ class CompiledClaims:
     need: np.ndarray  # (O,) devices the option takes (All: every matching one)
     take_cap: np.ndarray  # (O, D, Q) capacity taken from a multi-allocatable device
     con_value: np.ndarray  # (C, D) code of the constraint's attribute on each device (-1: none)
-    con_req: np.ndarray  # (C, R) the constraint binds the request
+    con_req: np.ndarray  # (C, O) the constraint binds the option (a request names all its alternatives)
+    req_claim: np.ndarray  # (R,) the claim each request belongs to
+    rest_min: np.ndarray  # (R,) the fewest devices the claim's later requests can take
     error: str = ""  # a selector's evaluation error on a device: no node of the type can allocate
 
 
@@ -134,7 +151,7 @@ def _matches(devices: NodeDevices, req: DeviceRequest, classes: dict[str, Device
             if not s.matches(dev, driver):
                 out[i] = False
                 break
-        tolerated = all(any(k in ("", t.key) and e in ("", t.effect) for k, _, e in req.tolerations)
+        tolerated = all(t.effect not in (NO_SCHEDULE, NO_EXECUTE) or any(tol.tolerates(t) for tol in req.tolerations)
                         for t in dev.taints)
         out[i] &= tolerated
     return out
@@ -151,11 +168,15 @@ def compile_claims(claims: tuple[Claim, ...], devices: NodeDevices, classes: dic
     need: list[int] = []
     take: list[np.ndarray] = []
     constraints: list[tuple[str, set[int]]] = []
+    req_claim: list[int] = []
     error = ""
-    for c in claims:
-        first = len(requests)
+    for ci, c in enumerate(claims):
+        bound_by: dict[str, set[int]] = {}  # a request's name, or "request/alternative", -> its options
         for r in c.requests:
             starts.append(len(options))
+            bound_by[r.name] = set(range(len(options), len(options) + len(r.first_available or (r,))))
+            for k, alt in enumerate(r.first_available):
+                bound_by[f"{r.name}/{alt.name}"] = {len(options) + k}
             for alt in (r.first_available or (r,)):
                 where = f"claim {c.name!r} request {r.name!r}"
                 try:
@@ -163,25 +184,26 @@ def compile_claims(claims: tuple[Claim, ...], devices: NodeDevices, classes: dic
                 except SelectorError as e:
                     error, m = f"claim {c.name!r}: {e}", np.zeros(D, bool)
                 t = np.zeros((D, Q), np.int64)
-                for i, dev in enumerate(devices.items):
+                for i, (dev, driver) in enumerate(zip(devices.items, devices.drivers, strict=True)):
+                    asked_of = {qualified(k, driver): v for k, v in alt.capacity.items()}  # the device's domain
                     for q, name in enumerate(devices.capacities):
-                        asked = alt.capacity.get(name)
+                        asked = asked_of.get(name)
                         if not dev.multi:
                             m[i] &= asked is None or asked <= devices.capacity[i, q]
                             continue
                         amount = _rounded(asked, int(devices.capacity[i, q]), dev.policies.get(name))
                         m[i] &= 0 <= amount <= devices.capacity[i, q]
                         t[i, q] = max(amount, 0)
-                    m[i] &= not (set(alt.capacity) - set(dev.capacity))
+                    m[i] &= not (set(asked_of) - set(dev.capacity))
                 options.append(f"{c.name}/{r.name}" + (f"/{alt.name}" if r.first_available else ""))
                 match.append(m)
                 need.append(int(m.sum()) if alt.mode == ALL else alt.count)
                 take.append(t)
             ends.append(len(options))
             requests.append(f"{c.name}/{r.name}")
-        names = [r.name for r in c.requests]
+            req_claim.append(ci)
         for con in c.constraints:
-            bound = {first + names.index(r) for r in (con.requests or names)}
+            bound = set().union(*(bound_by[name] for name in (con.requests or [q.name for q in c.requests])))
             constraints.append((con.match_attribute, bound))
     codes: dict[object, int] = {}
     con_value = np.full((len(constraints), D), -1, np.int64)
@@ -190,23 +212,27 @@ def compile_claims(claims: tuple[Claim, ...], devices: NodeDevices, classes: dic
             v = dev.attributes.get(attr)
             if v is not None:
                 con_value[k, i] = codes.setdefault((type(v).__name__, v), len(codes))
-    con_req = np.zeros((len(constraints), len(requests)), bool)
+    con_req = np.zeros((len(constraints), len(options)), bool)
     for k, (_, bound) in enumerate(constraints):
         con_req[k, sorted(bound)] = True
     need_arr = np.array(need, np.int64)
     if any(n == 0 for n in need):  # All with no matching device: nothing to allocate, not allocatable
         need_arr[need_arr == 0] = D + 1
     match_arr = np.array(match, bool).reshape(len(options), D)
+    fewest = np.array([need_arr[a:b].min() for a, b in zip(starts, ends, strict=True)], np.int64)
+    claim_of = np.array(req_claim, np.int64)
+    rest_min = np.array([fewest[r + 1:][claim_of[r + 1:] == claim_of[r]].sum() for r in range(len(starts))], np.int64)
     left = np.zeros((len(options), D + 1), np.int64)
     left[:, :D] = np.cumsum(match_arr[:, ::-1], axis=1)[:, ::-1]
     return CompiledClaims(tuple(requests), tuple(options), np.array(starts, np.int64), np.array(ends, np.int64),
                           match_arr, left, need_arr,
-                          np.array(take, np.int64).reshape(len(options), D, Q), con_value, con_req, error)
+                          np.array(take, np.int64).reshape(len(options), D, Q), con_value, con_req,
+                          claim_of, rest_min, error)
 
 
 @njit(cache=True, inline="always")
-def _fits(d, o, r, taken, cap_left, counter_left, match, take_cap, consumes, multi, con_value, con_req, con_n, con_v):
-    """Device d can serve option o of request r now."""
+def _fits(d, o, taken, cap_left, counter_left, match, take_cap, consumes, multi, con_value, con_req, con_n, con_v):
+    """Device d can serve option o now."""
     if not match[o, d] or (taken[d] and not multi[d]):
         return False
     if multi[d]:
@@ -218,14 +244,14 @@ def _fits(d, o, r, taken, cap_left, counter_left, match, take_cap, consumes, mul
             if counter_left[k] < consumes[d, k]:
                 return False
     for c in range(len(con_n)):
-        if con_req[c, r] and (con_value[c, d] < 0 or (con_n[c] > 0 and con_value[c, d] != con_v[c])):
+        if con_req[c, o] and (con_value[c, d] < 0 or (con_n[c] > 0 and con_value[c, d] != con_v[c])):
             return False
     return True
 
 
 @njit(cache=True, inline="always")
-def _take(d, o, r, sign, taken, cap_left, counter_left, take_cap, consumes, multi, con_value, con_req, con_n, con_v):
-    """Device d taken for (sign 1) or given back from (-1) option o of request r."""
+def _take(d, o, sign, taken, cap_left, counter_left, take_cap, consumes, multi, con_value, con_req, con_n, con_v):
+    """Device d taken for (sign 1) or given back from (-1) option o."""
     if multi[d]:
         for q in range(cap_left.shape[1]):
             cap_left[d, q] -= sign * take_cap[o, d, q]
@@ -234,23 +260,26 @@ def _take(d, o, r, sign, taken, cap_left, counter_left, take_cap, consumes, mult
         for k in range(len(counter_left)):
             counter_left[k] -= sign * consumes[d, k]
     for c in range(len(con_n)):
-        if con_req[c, r]:
+        if con_req[c, o]:
             con_n[c] += sign
             con_v[c] = con_value[c, d]
 
 
 @njit(cache=True)
 def _search(taken, cap_left, counter_left, opt_start, opt_end, match, left, need, take_cap, consumes, multi,
-            con_value, con_req, con_n, con_v, picks, opt):
+            con_value, con_req, req_claim, rest_min, limit, claim_used, con_n, con_v, picks, opt):
     """Depth-first over the requests in order, each request's devices in publishing order
     (ascending, so a set of devices is tried once), backtracking to the last choice where a
     request cannot be met. State arrays are this node's, updated in place while searching and
     restored on failure; on success `picks[r, j]` are the devices of request r, `opt[r]` its
-    alternative. Returns whether an allocation exists."""
+    alternative. An alternative that would give its claim more than `limit` devices, counting
+    the fewest its later requests take, is not tried (upstream's AllocationResultsMaxSize).
+    Returns whether an allocation exists."""
     R, D = len(opt_start), match.shape[1]
     if R == 0:
         return True
     con_n[:] = 0
+    claim_used[:] = 0
     r, j, cursor = 0, 0, 0
     opt[0] = opt_start[0]
     while True:
@@ -258,20 +287,22 @@ def _search(taken, cap_left, counter_left, opt_start, opt_end, match, left, need
             return True
         o = opt[r]
         if j == need[o]:
+            claim_used[req_claim[r]] += need[o]
             r += 1
             j, cursor = 0, 0
             if r < R:
                 opt[r] = opt_start[r]
             continue
         found = -1
-        if left[o, cursor] >= need[o] - j:  # else too few matching devices are left to try
+        # too few matching devices are left to try, or the claim would get too many
+        if left[o, cursor] >= need[o] - j and (j > 0 or claim_used[req_claim[r]] + need[o] + rest_min[r] <= limit):
             for d in range(cursor, D):
-                if _fits(d, o, r, taken, cap_left, counter_left, match, take_cap, consumes, multi, con_value,
+                if _fits(d, o, taken, cap_left, counter_left, match, take_cap, consumes, multi, con_value,
                          con_req, con_n, con_v):
                     found = d
                     break
         if found >= 0:
-            _take(found, o, r, 1, taken, cap_left, counter_left, take_cap, consumes, multi, con_value, con_req,
+            _take(found, o, 1, taken, cap_left, counter_left, take_cap, consumes, multi, con_value, con_req,
                   con_n, con_v)
             picks[r, j] = found
             j += 1
@@ -287,17 +318,18 @@ def _search(taken, cap_left, counter_left, opt_start, opt_end, match, left, need
                 return False
             r -= 1
             j = need[opt[r]]
+            claim_used[req_claim[r]] -= j
         j -= 1
         d = picks[r, j]
         picks[r, j] = -1
-        _take(d, opt[r], r, -1, taken, cap_left, counter_left, take_cap, consumes, multi, con_value, con_req,
+        _take(d, opt[r], -1, taken, cap_left, counter_left, take_cap, consumes, multi, con_value, con_req,
               con_n, con_v)
         cursor = d + 1
 
 
 @njit(cache=True)
 def _allocate_nodes(rows, taken, cap_left, counter_left, opt_start, opt_end, match, left, need, take_cap, consumes,
-                    multi, con_value, con_req, width):
+                    multi, con_value, con_req, req_claim, rest_min, limit, width):
     """`_search` on each node of `rows`; the state is left as it was. Returns feasibility, the
     devices (padded with -1) and the alternative of each request, per node."""
     R, C = len(opt_start), con_value.shape[0]
@@ -306,13 +338,14 @@ def _allocate_nodes(rows, taken, cap_left, counter_left, opt_start, opt_end, mat
     opts = np.full((len(rows), R), -1, np.int64)
     t, cl, kl = np.empty_like(taken[0]), np.empty_like(cap_left[0]), np.empty_like(counter_left[0])
     con_n, con_v = np.zeros(C, np.int64), np.zeros(C, np.int64)
+    claim_used = np.zeros(req_claim.max() + 1 if R else 1, np.int64)
     for i in range(len(rows)):
         n = rows[i]
         t[:] = taken[n]
         cl[:] = cap_left[n]
         kl[:] = counter_left[n]
         ok[i] = _search(t, cl, kl, opt_start, opt_end, match, left, need, take_cap, consumes, multi, con_value, con_req,
-                        con_n, con_v, picks[i], opts[i])
+                        req_claim, rest_min, limit, claim_used, con_n, con_v, picks[i], opts[i])
     return ok, picks, opts
 
 
@@ -353,7 +386,8 @@ def allocate(cc: CompiledClaims, devices: NodeDevices, state: DeviceState,
     width = max(int(min(cc.need.max(), devices.n_devices)), 1) if R else 1
     ok, picks, opts = _allocate_nodes(rows, state.taken, state.cap_left, state.counter_left, cc.opt_start,
                                       cc.opt_end, cc.match, cc.left, cc.need, cc.take_cap, devices.consumes,
-                                      devices.multi, cc.con_value, cc.con_req, width)
+                                      devices.multi, cc.con_value, cc.con_req, cc.req_claim, cc.rest_min,
+                                      MAX_RESULTS, width)
     return ok, Allocations(ok, picks, opts)
 
 

@@ -1,4 +1,5 @@
 """The CEL that device selectors are written in, the part people write: `device.driver`,
+`device.allowMultipleAllocations`,
 `device.attributes["domain"].name` and `device.capacity["domain"].name`, literals, `==`, `!=`,
 `<`, `<=`, `>`, `>=`, `in [...]`, a presence test (`"name" in device.attributes["domain"]`),
 `&&`, `||`, `!`, parentheses, and a quantity's `compareTo(quantity("40Gi"))`,
@@ -153,6 +154,8 @@ class _Parser:
         _, what = self.take()
         if what == "driver":
             return ("driver",)
+        if what == "allowMultipleAllocations":
+            return ("multi",)
         if what not in ("attributes", "capacity"):
             self.refuse(f"device.{what}")
         self.take("[")
@@ -204,6 +207,8 @@ def _eval(node, device: Device, driver: str):
         return node[1]
     if kind == "driver":
         return driver
+    if kind == "multi":
+        return device.multi
     if kind == "field":
         if node[1] == "capacity":
             return _Quantity(device.capacity[node[2]]) if node[2] in device.capacity else _Error(

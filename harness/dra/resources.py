@@ -11,6 +11,7 @@ Quantities (capacities, counters, capacity requests) are held as integer milli-u
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import cast
@@ -19,7 +20,8 @@ from harness.errors import ConfigError
 
 API_VERSION = "resource.k8s.io/v1"
 ALL, EXACT_COUNT = "All", "ExactCount"
-NO_SCHEDULE, NO_EXECUTE = "NoSchedule", "NoExecute"
+NO_SCHEDULE, NO_EXECUTE, NO_EFFECT = "NoSchedule", "NoExecute", "None"
+EQUAL, EXISTS = "Equal", "Exists"
 
 _QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
 _SUFFIX = {None: Fraction(1), "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000),
@@ -57,7 +59,26 @@ class Version:
 class DeviceTaint:
     key: str
     value: str
-    effect: str  # NoSchedule or NoExecute
+    effect: str  # NoSchedule or NoExecute (both block allocation), or None (informational)
+
+
+@dataclass(frozen=True)
+class DeviceToleration:
+    """A request's toleration of device taints (KEP-5055), as upstream's ToleratesTaint reads
+    it: an empty key matches every key (operator Exists), an empty effect every effect; Equal
+    compares the value, Exists does not."""
+
+    key: str = ""
+    operator: str = EQUAL
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: DeviceTaint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        return self.operator == EXISTS or self.value == taint.value
 
 
 @dataclass(frozen=True)
@@ -110,7 +131,7 @@ class DeviceRequest:
     mode: str = EXACT_COUNT
     count: int = 1
     capacity: dict[str, int] = field(default_factory=dict)  # qualified name -> milli-units asked
-    tolerations: tuple[tuple[str, str, str], ...] = ()  # (key, operator, effect); "" matches any
+    tolerations: tuple[DeviceToleration, ...] = ()
     first_available: tuple[DeviceRequest, ...] = ()  # KEP-4816: the first that can be met is used
 
 
@@ -238,8 +259,8 @@ def _device(raw: dict, driver: str, where: str) -> Device:
     for i, t in enumerate(_get(raw, "taints", list, where, [])):
         w = f"{where}.taints[{i}]"
         effect = _get(t, "effect", str, w, required=True)
-        if effect not in (NO_SCHEDULE, NO_EXECUTE):
-            raise ConfigError(f"{w}.effect", f"effect is {NO_SCHEDULE} or {NO_EXECUTE}, got {effect!r}")
+        if effect not in (NO_SCHEDULE, NO_EXECUTE, NO_EFFECT):
+            raise ConfigError(f"{w}.effect", f"effect is {NO_SCHEDULE}, {NO_EXECUTE} or {NO_EFFECT}, got {effect!r}")
         taints.append(DeviceTaint(_get(t, "key", str, w, required=True), _get(t, "value", str, w, ""), effect))
     return Device(name, attrs, capacity, policies, consumes,
                   bool(_get(raw, "allowMultipleAllocations", bool, where, False)), tuple(taints))
@@ -265,13 +286,44 @@ def resource_slice(manifest: dict, where: str) -> ResourceSlice:
         w = f"{where}.spec.sharedCounters[{i}]"
         shared[_get(s, "name", str, w, required=True)] = _counters(_get(s, "counters", dict, w, required=True),
                                                                     f"{w}.counters")
-    for d in devices:
-        for cset, counters in d.consumes.items():
-            if cset not in shared or set(counters) - set(shared[cset]):
-                raise ConfigError(f"{where}.spec.devices (device {d.name!r}).consumesCounters",
-                                  f"counter set {cset!r} with counters {sorted(counters)} is not among the "
-                                  "slice's sharedCounters")
     return ResourceSlice(name, driver, pool, devices, shared)
+
+
+def check_pools(slices: tuple[ResourceSlice, ...], where: Callable[[ResourceSlice], str]) -> None:
+    """The slices one node publishes agree per pool: a counter set is published once, and every
+    counter a device consumes is in a counter set of its pool (upstream keeps the counter sets
+    in a slice of their own). `where` names a slice in an error."""
+    published: dict[tuple[str, str, str], ResourceSlice] = {}
+    for s in slices:
+        for cset in s.shared_counters:
+            first = published.setdefault((s.driver, s.pool, cset), s)
+            if first is not s:
+                raise ConfigError(f"{where(s)}.spec.sharedCounters", f"counter set {cset!r} of pool {s.pool!r} "
+                                  f"is also in ResourceSlice {first.name!r}")
+    for s in slices:
+        for d in s.devices:
+            for cset, cs in d.consumes.items():
+                own = published.get((s.driver, s.pool, cset))
+                missing = sorted(set(cs) - set(own.shared_counters[cset] if own else ()))
+                if missing:
+                    raise ConfigError(f"{where(s)}.spec.devices (device {d.name!r}).consumesCounters",
+                                      f"counter set {cset!r} with counters {missing} is not among the "
+                                      f"sharedCounters of pool {s.pool!r}")
+
+
+def _toleration(raw: object, where: str) -> DeviceToleration:
+    if not isinstance(raw, dict):
+        raise ConfigError(where, f"a toleration is a mapping, got {raw!r}")
+    _known(raw, {"key", "operator", "value", "effect", "tolerationSeconds"}, where)
+    operator = _get(raw, "operator", str, where, EQUAL)
+    if operator not in (EQUAL, EXISTS):
+        raise ConfigError(f"{where}.operator", f"is {EQUAL} or {EXISTS}, got {operator!r}")
+    key, value = _get(raw, "key", str, where, ""), _get(raw, "value", str, where, "")
+    if operator == EXISTS and value:
+        raise ConfigError(f"{where}.value", f"must be empty with operator {EXISTS}")
+    if operator == EQUAL and not key:
+        raise ConfigError(f"{where}.key", f"an empty key needs operator {EXISTS}")
+    return DeviceToleration(key, operator, value, _get(raw, "effect", str, where, ""))
 
 
 def _request(raw: dict, where: str, alternative: bool) -> DeviceRequest:
@@ -306,8 +358,8 @@ def _request(raw: dict, where: str, alternative: bool) -> DeviceRequest:
     if mode == EXACT_COUNT and count < 1:
         raise ConfigError(f"{where}.count", f"at least 1, got {count}")
     cap = _get(_get(spec, "capacity", dict, where, {}), "requests", dict, f"{where}.capacity", {})
-    tolerations = tuple((str(t.get("key", "")), str(t.get("operator", "Equal")), str(t.get("effect", "")))
-                        for t in _get(spec, "tolerations", list, where, []))
+    tolerations = tuple(_toleration(t, f"{where}.tolerations[{i}]")
+                        for i, t in enumerate(_get(spec, "tolerations", list, where, [])))
     return DeviceRequest(name, _get(spec, "deviceClassName", str, where, required=True), _selectors(spec, where),
                          mode, count if mode == EXACT_COUNT else 0,
                          {k: quantity(v, f"{where}.capacity.requests.{k}") for k, v in cap.items()}, tolerations)
@@ -333,9 +385,10 @@ def claim(manifest: dict, where: str) -> Claim:
         w = f"{where}.constraints[{i}]"
         _known(c, {"requests", "matchAttribute"}, w)
         reqs = tuple(_get(c, "requests", list, w, []))
+        known = names + [f"{r.name}/{s.name}" for r in requests for s in r.first_available]
         for r in reqs:
-            if r not in names:
-                raise ConfigError(f"{w}.requests", f"no request {r!r} in this claim (it has {names})")
+            if r not in known:
+                raise ConfigError(f"{w}.requests", f"no request {r!r} in this claim (it has {known})")
         attr = _get(c, "matchAttribute", str, w, required=True)
         if "/" not in attr:
             raise ConfigError(f"{w}.matchAttribute", f"a fully qualified name (domain/name), got {attr!r}")

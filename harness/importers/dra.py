@@ -220,8 +220,10 @@ def _group(slices: list[tuple[Obj, r.ResourceSlice]], mapping: dict[str, str], o
         raise ConfigError("--node-type", f"node {unknown[0]!r} publishes no ResourceSlice in the input "
                           f"(nodes: {', '.join(sorted(by_node)) or 'none'})")
     published: dict[str, list] = {}
+    file_of = {id(s): o.file for o, s in slices}
     for node in sorted(by_node):
         items = sorted(by_node[node], key=lambda item: _slice_key(item[1]))
+        r.check_pools(tuple(s for _, s in items), lambda s: f"{file_of[id(s)]}: ResourceSlice {s.name!r}")
         tname = mapping.get(node) or default_node_type(node)
         here = [_published(s) for _, s in items]
         t = out.node_types.get(tname)
