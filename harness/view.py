@@ -11,7 +11,7 @@ importing the layers above.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -210,3 +210,13 @@ class Loop(Protocol):
     def step(self, sim: SimulationView, now: float) -> None:
         """Act at `now`, after the instant's events and arrivals."""
         ...
+
+
+@runtime_checkable
+class WithAutoscaler(Protocol):
+    """A loop with an autoscaler of its own beside the scheduler (the separate loops): what a
+    component served by that autoscaler (a CapacityBuffer, Kueue's ProvisioningRequest check)
+    asks a loop for."""
+
+    @property
+    def autoscaler(self) -> object: ...

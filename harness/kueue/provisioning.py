@@ -28,13 +28,14 @@ booked node that never comes up leaves its request Provisioned, harness/autoscal
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from harness.autoscalers.provisioning_request import BEST_EFFORT_ATOMIC, CHECK_CAPACITY
+from harness.autoscalers.provisioning_request import BEST_EFFORT_ATOMIC, CHECK_CAPACITY, ProvisioningRequests
 from harness.errors import ConfigError
 from harness.settings import check, duration, flag, integer, one_of
+from harness.view import WithAutoscaler
 
 if TYPE_CHECKING:
     import numpy as np
@@ -61,6 +62,14 @@ class AdmissionLayer(Protocol):
     def requeue(self, j: int, evicted_at: float, epoch: int) -> None:
         """Job j's backoff is over: it queues again, unless it was deleted meanwhile (epoch)."""
         ...
+
+
+@runtime_checkable
+class ServesRequests(Protocol):
+    """An autoscaler that may serve ProvisioningRequests (the Cluster-Autoscaler-like one)."""
+
+    provisioning_request: bool  # it does (loop.autoscaler.provisioning_request)
+    provreq: ProvisioningRequests
 
 
 class ProvisioningCheck:
@@ -96,8 +105,8 @@ class ProvisioningCheck:
 
     def attach(self, layer: AdmissionLayer, inner: Loop, sim: SimulationView) -> None:
         """Hand the requests to the wrapped loop's Cluster Autoscaler, which must serve them."""
-        autoscaler = getattr(inner, "autoscaler", None)
-        if autoscaler is None or not getattr(autoscaler, "provisioning_request", False):
+        autoscaler = inner.autoscaler if isinstance(inner, WithAutoscaler) else None
+        if not isinstance(autoscaler, ServesRequests) or not autoscaler.provisioning_request:
             raise ConfigError("loop.admission_check", f"the ProvisioningRequest check needs an autoscaler that serves "
                                                       f"ProvisioningRequests: loop '{layer.name}' wraps "
                                                       f"{type(inner).__name__} without "

@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from harness.errors import ConfigError
 from harness.services.trace import MAX_REPLICAS
 from harness.settings import check, integer, number
-from harness.view import Loop
+from harness.view import Loop, WithAutoscaler
 
 
 @runtime_checkable
@@ -131,7 +131,7 @@ class CapacityBuffer:
     def fit(self, loop: Loop, services: pa.Table) -> None:
         """Only an autoscaler that reads CapacityBuffers (a `BufferReader`: Cluster Autoscaler's)
         may have one: refused elsewhere, naming the key."""
-        autoscaler = getattr(loop, "autoscaler", None)  # the separate loops' (none in front of Kueue, nor merged)
+        autoscaler = loop.autoscaler if isinstance(loop, WithAutoscaler) else None  # none behind Kueue, nor merged
         if not isinstance(autoscaler, BufferReader):
             raise ConfigError("buffer", f"a CapacityBuffer is read by the Cluster-Autoscaler-like autoscaler of the "
                                         f"separate loops (without Kueue), not by loop '{loop.name}'")
