@@ -1,7 +1,8 @@
 """Speed of DRA's structured allocator over a fleet: a pod's claims answered on 10,000 nodes at
 once (`harness.dra.allocator.allocate`), half of them with devices already taken, for the
 claims today's columns make (harness/dra/translate.py): a whole-GPU pair in one NUMA node with
-its NICs, and a share of one GPU. The compiled search is warmed in setup."""
+its NICs, a share of one GPU, eight GPUs in one NVLink domain and a MIG partition (the node
+type is partitionable: its GPUs publish counters and 96 partition devices beside them). The compiled search is warmed in setup."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ SHAPES = {  # (gpus, milli, profile_bit, model_mask, nvlink, numa, nic)
     "pair_numa_nic": (2, 1000, 0, 0, False, True, True),
     "share": (1, 300, 0, 0, False, False, False),
     "eight_nvlink": (8, 1000, 0, 0, True, False, False),
+    "partition_1g": (1, 143, 1, 0, False, False, False),  # bit 1: 1g.10gb, first of the sorted profiles
 }
 
 
@@ -30,7 +32,7 @@ class Allocate:
 
         cluster = instantiate(compose("config", []).cluster)
         nt = next(t for t in cluster.node_types if t.nic_per_gpu)
-        self.al, self.devices = al, al.NodeDevices.of(tr.slices_of(nt))
+        self.al, self.devices = al, al.NodeDevices.of(tr.slices_of(nt, cluster.partition_profiles))
         classes = tr.device_classes()
         self.cc = al.compile_claims((tr.claim_of(cluster, *SHAPES[claim]),), self.devices, classes)
         self.state = al.DeviceState.fresh(self.devices, NODES)

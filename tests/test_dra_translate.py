@@ -26,11 +26,9 @@ CLUSTERS: dict[str, Cluster] = {name: instantiate(compose("config", [f"cluster={
 CLASSES = tr.device_classes()
 
 
-def dra_fits(cluster: Cluster, nt, shape) -> bool | None:
+def dra_fits(cluster: Cluster, nt, shape) -> bool:
     c = tr.claim_of(cluster, *shape)
-    if c is None:
-        return None
-    devices = al.NodeDevices.of(tr.slices_of(nt))
+    devices = al.NodeDevices.of(tr.slices_of(nt, cluster.partition_profiles))
     cc = al.compile_claims((c,), devices, CLASSES)
     return bool(al.allocate(cc, devices, al.DeviceState.fresh(devices, 1), np.arange(1))[0][0])
 
@@ -55,19 +53,19 @@ def test_every_bundled_pod_shape_fits_where_it_fits_today(trace, cluster):
     checked = 0
     for shape in sorted(shapes_of(trace, cl)):
         for nt in cl.node_types:
-            got = dra_fits(cl, nt, shape)
-            if got is None:
-                continue  # a partition profile: not yet mapped
-            assert got == today_fits(cl, nt, shape), (nt.name, shape)
+            assert dra_fits(cl, nt, shape) == today_fits(cl, nt, shape), (nt.name, shape)
             checked += 1
     assert checked > 20
 
 
 @given(gpus=st.integers(0, 9), milli=st.sampled_from([100, 250, 500, 1000]), model=st.integers(0, 3),
-       nvl=st.booleans(), numa=st.booleans(), nic=st.booleans())
-def test_drawn_shapes_fit_where_they_fit_today(gpus, milli, model, nvl, numa, nic):
+       nvl=st.booleans(), numa=st.booleans(), nic=st.booleans(), profile=st.integers(-1, 3))
+def test_drawn_shapes_fit_where_they_fit_today(gpus, milli, model, nvl, numa, nic, profile):
     cl = CLUSTERS["default"]
     shape = (gpus, milli if gpus == 1 or milli == 1000 else 1000, 0, model, nvl, numa, nic)
+    if profile >= 0:  # a partition: one device of the profile (the trace's rule)
+        name = cl.profiles[profile]
+        shape = (1, cl.partition_profiles[name], 1 << profile, model, nvl, numa, nic)
     for nt in cl.node_types:
         assert dra_fits(cl, nt, shape) == today_fits(cl, nt, shape), (nt.name, shape)
 
@@ -77,7 +75,7 @@ def test_shares_of_one_gpu_add_up_as_milli_do():
     # then a 400 share still fits beside a 600 on gpu-0
     cl = CLUSTERS["default"]
     nt = next(t for t in cl.node_types if t.gpus == 4)
-    devices = al.NodeDevices.of(tr.slices_of(nt))
+    devices = al.NodeDevices.of(tr.slices_of(nt, cl.partition_profiles))
     state = al.DeviceState.fresh(devices, 1)
     share = al.compile_claims((tr.claim_of(cl, 1, 600, 0, 0, False, False, False),), devices, CLASSES)
     got = []
@@ -91,3 +89,43 @@ def test_shares_of_one_gpu_add_up_as_milli_do():
     assert al.allocate(small, devices, state, np.arange(1))[0][0]
     whole = al.compile_claims((tr.claim_of(cl, 1, 1000, 0, 0, False, False, False),), devices, CLASSES)
     assert not al.allocate(whole, devices, state, np.arange(1))[0][0]
+
+
+def test_partitions_draw_on_their_gpus_counters_as_milli_do():
+    # H100 NVL: 3g.40gb is 429 milli, 1g.10gb 143. The allocator takes devices in publishing
+    # order: two 3g.40gb on gpu-0 (858 of its 1000 drawn), the third on gpu-1 (142 left on
+    # gpu-0); a 1g.10gb no longer fits gpu-0 (143 > 142) and goes to gpu-1 (571 left); a whole
+    # GPU skips gpu-0 and gpu-1, whose counters partitions hold, and takes gpu-2
+    cl = CLUSTERS["default"]
+    nt = next(t for t in cl.node_types if t.partition_profiles)
+    devices = al.NodeDevices.of(tr.slices_of(nt, cl.partition_profiles))
+    state = al.DeviceState.fresh(devices, 1)
+    bit = {p: 1 << cl.profiles.index(p) for p in cl.profiles}
+    got = []
+    for profile_bit, milli in ((bit["3g.40gb"], 429),) * 3 + ((bit["1g.10gb"], 143), (0, 1000)):
+        cc = al.compile_claims((tr.claim_of(cl, 1, milli, profile_bit, 0, False, False, False),), devices, CLASSES)
+        _, [a] = al.allocate(cc, devices, state, np.arange(1))
+        al.commit(cc, devices, state, 0, a)
+        got.append(devices.names[a.devices[0][0]].rsplit("/", 1)[1])
+    assert got == ["gpu-0-3g-40gb-0", "gpu-0-3g-40gb-1", "gpu-1-3g-40gb-0", "gpu-1-1g-10gb-0", "gpu-2"]
+    counters = dict(zip(devices.counters, state.counter_left[0], strict=True))
+    assert [counters[(f"{tr.GPU_DRIVER}/node", f"gpu-{g}", "milli")] for g in range(3)] == [142, 428, 0]
+
+
+def test_a_share_and_a_partition_do_not_mix_on_one_gpu():
+    # the difference from today's milli: a shared GPU draws all its counters on its first
+    # allocation (KEP-4815 with KEP-5075), so a 1g.10gb partition cannot join a 300 share there
+    cl = CLUSTERS["default"]
+    nt = next(t for t in cl.node_types if t.partition_profiles)
+    devices = al.NodeDevices.of(tr.slices_of(nt, cl.partition_profiles))
+    state = al.DeviceState.fresh(devices, 1)
+    share = al.compile_claims((tr.claim_of(cl, 1, 300, 0, 0, False, False, False),), devices, CLASSES)
+    _, [a] = al.allocate(share, devices, state, np.arange(1))
+    al.commit(share, devices, state, 0, a)
+    mig = al.compile_claims((tr.claim_of(cl, 1, 143, 1 << cl.profiles.index("1g.10gb"), 0, False, False, False),),
+                            devices, CLASSES)
+    _, [b] = al.allocate(mig, devices, state, np.arange(1))
+    assert devices.names[b.devices[0][0]].endswith("/gpu-1-1g-10gb-0")
+    al.commit(share, devices, state, 0, a, sign=-1)  # the share leaves: gpu-0's counters are whole again
+    _, [c] = al.allocate(mig, devices, state, np.arange(1))
+    assert devices.names[c.devices[0][0]].endswith("/gpu-0-1g-10gb-0")

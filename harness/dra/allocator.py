@@ -111,7 +111,8 @@ class CompiledClaims:
     opt_start: np.ndarray  # (R,) first option of each request
     opt_end: np.ndarray  # (R,)
     match: np.ndarray  # (O, D) the device matches the option's class, selectors and capacity asked
-    left: np.ndarray  # (O, D + 1) matching devices from each index on: the search's bound
+    members: np.ndarray  # (O, D) the matching devices, ascending (-1 padded): what the search visits
+    before: np.ndarray  # (O, D + 1) matching devices below each index: where in `members` a search resumes
     need: np.ndarray  # (O,) devices the option takes (All: every matching one)
     take_cap: np.ndarray  # (O, D, Q) capacity taken from a multi-allocatable device
     con_value: np.ndarray  # (C, D) code of the constraint's attribute on each device (-1: none)
@@ -222,10 +223,14 @@ def compile_claims(claims: tuple[Claim, ...], devices: NodeDevices, classes: dic
     fewest = np.array([need_arr[a:b].min() for a, b in zip(starts, ends, strict=True)], np.int64)
     claim_of = np.array(req_claim, np.int64)
     rest_min = np.array([fewest[r + 1:][claim_of[r + 1:] == claim_of[r]].sum() for r in range(len(starts))], np.int64)
-    left = np.zeros((len(options), D + 1), np.int64)
-    left[:, :D] = np.cumsum(match_arr[:, ::-1], axis=1)[:, ::-1]
+    before = np.zeros((len(options), D + 1), np.int64)
+    before[:, 1:] = np.cumsum(match_arr, axis=1)
+    members = np.full((len(options), D), -1, np.int64)
+    for o in range(len(options)):
+        found = np.flatnonzero(match_arr[o])
+        members[o, :len(found)] = found
     return CompiledClaims(tuple(requests), tuple(options), np.array(starts, np.int64), np.array(ends, np.int64),
-                          match_arr, left, need_arr,
+                          match_arr, members, before, need_arr,
                           np.array(take, np.int64).reshape(len(options), D, Q), con_value, con_req,
                           claim_of, rest_min, error)
 
@@ -239,7 +244,7 @@ def _fits(d, o, taken, cap_left, counter_left, match, take_cap, consumes, multi,
         for q in range(cap_left.shape[1]):
             if cap_left[d, q] < take_cap[o, d, q]:
                 return False
-    else:
+    if not (multi[d] and taken[d]):  # a shared device draws its counters on its first allocation only
         for k in range(len(counter_left)):
             if counter_left[k] < consumes[d, k]:
                 return False
@@ -250,13 +255,27 @@ def _fits(d, o, taken, cap_left, counter_left, match, take_cap, consumes, multi,
 
 
 @njit(cache=True, inline="always")
-def _take(d, o, sign, taken, cap_left, counter_left, take_cap, consumes, multi, con_value, con_req, con_n, con_v):
-    """Device d taken for (sign 1) or given back from (-1) option o."""
+def _take(d, o, sign, taken, cap_left, cap_full, counter_left, take_cap, consumes, multi, con_value, con_req, con_n,
+          con_v):
+    """Device d taken for (sign 1) or given back from (-1) option o. A multi-allocatable device
+    is `taken` while any allocation holds it: it draws its counters on the first and gives them
+    back when its capacity is whole again."""
+    draw = True
     if multi[d]:
         for q in range(cap_left.shape[1]):
             cap_left[d, q] -= sign * take_cap[o, d, q]
+        if sign > 0:
+            draw = not taken[d]
+            taken[d] = True
+        else:
+            for q in range(cap_left.shape[1]):
+                if cap_left[d, q] != cap_full[d, q]:
+                    draw = False
+            if draw:
+                taken[d] = False
     else:
         taken[d] = sign > 0
+    if draw:
         for k in range(len(counter_left)):
             counter_left[k] -= sign * consumes[d, k]
     for c in range(len(con_n)):
@@ -266,8 +285,8 @@ def _take(d, o, sign, taken, cap_left, counter_left, take_cap, consumes, multi, 
 
 
 @njit(cache=True)
-def _search(taken, cap_left, counter_left, opt_start, opt_end, match, left, need, take_cap, consumes, multi,
-            con_value, con_req, req_claim, rest_min, limit, claim_used, con_n, con_v, picks, opt):
+def _search(taken, cap_left, cap_full, counter_left, opt_start, opt_end, match, members, before, need, take_cap,
+            consumes, multi, con_value, con_req, req_claim, rest_min, limit, claim_used, con_n, con_v, picks, opt):
     """Depth-first over the requests in order, each request's devices in publishing order
     (ascending, so a set of devices is tried once), backtracking to the last choice where a
     request cannot be met. State arrays are this node's, updated in place while searching and
@@ -295,14 +314,16 @@ def _search(taken, cap_left, counter_left, opt_start, opt_end, match, left, need
             continue
         found = -1
         # too few matching devices are left to try, or the claim would get too many
-        if left[o, cursor] >= need[o] - j and (j > 0 or claim_used[req_claim[r]] + need[o] + rest_min[r] <= limit):
-            for d in range(cursor, D):
+        if (before[o, D] - before[o, cursor] >= need[o] - j
+                and (j > 0 or claim_used[req_claim[r]] + need[o] + rest_min[r] <= limit)):
+            for p in range(before[o, cursor], before[o, D]):
+                d = members[o, p]
                 if _fits(d, o, taken, cap_left, counter_left, match, take_cap, consumes, multi, con_value,
                          con_req, con_n, con_v):
                     found = d
                     break
         if found >= 0:
-            _take(found, o, 1, taken, cap_left, counter_left, take_cap, consumes, multi, con_value, con_req,
+            _take(found, o, 1, taken, cap_left, cap_full, counter_left, take_cap, consumes, multi, con_value, con_req,
                   con_n, con_v)
             picks[r, j] = found
             j += 1
@@ -322,14 +343,14 @@ def _search(taken, cap_left, counter_left, opt_start, opt_end, match, left, need
         j -= 1
         d = picks[r, j]
         picks[r, j] = -1
-        _take(d, opt[r], -1, taken, cap_left, counter_left, take_cap, consumes, multi, con_value, con_req,
+        _take(d, opt[r], -1, taken, cap_left, cap_full, counter_left, take_cap, consumes, multi, con_value, con_req,
               con_n, con_v)
         cursor = d + 1
 
 
 @njit(cache=True)
-def _allocate_nodes(rows, taken, cap_left, counter_left, opt_start, opt_end, match, left, need, take_cap, consumes,
-                    multi, con_value, con_req, req_claim, rest_min, limit, width):
+def _allocate_nodes(rows, taken, cap_left, cap_full, counter_left, opt_start, opt_end, match, members, before,
+                    need, take_cap, consumes, multi, con_value, con_req, req_claim, rest_min, limit, width):
     """`_search` on each node of `rows`; the state is left as it was. Returns feasibility, the
     devices (padded with -1) and the alternative of each request, per node."""
     R, C = len(opt_start), con_value.shape[0]
@@ -344,8 +365,9 @@ def _allocate_nodes(rows, taken, cap_left, counter_left, opt_start, opt_end, mat
         t[:] = taken[n]
         cl[:] = cap_left[n]
         kl[:] = counter_left[n]
-        ok[i] = _search(t, cl, kl, opt_start, opt_end, match, left, need, take_cap, consumes, multi, con_value, con_req,
-                        req_claim, rest_min, limit, claim_used, con_n, con_v, picks[i], opts[i])
+        ok[i] = _search(t, cl, cap_full, kl, opt_start, opt_end, match, members, before, need, take_cap, consumes,
+                        multi, con_value, con_req, req_claim, rest_min, limit, claim_used, con_n, con_v, picks[i],
+                        opts[i])
     return ok, picks, opts
 
 
@@ -384,23 +406,29 @@ def allocate(cc: CompiledClaims, devices: NodeDevices, state: DeviceState,
         return np.zeros(len(rows), bool), Allocations(np.zeros(len(rows), bool), np.zeros((len(rows), R, 1), np.int64),
                                                       np.zeros((len(rows), R), np.int64))
     width = max(int(min(cc.need.max(), devices.n_devices)), 1) if R else 1
-    ok, picks, opts = _allocate_nodes(rows, state.taken, state.cap_left, state.counter_left, cc.opt_start,
-                                      cc.opt_end, cc.match, cc.left, cc.need, cc.take_cap, devices.consumes,
-                                      devices.multi, cc.con_value, cc.con_req, cc.req_claim, cc.rest_min,
-                                      MAX_RESULTS, width)
+    ok, picks, opts = _allocate_nodes(rows, state.taken, state.cap_left, devices.capacity, state.counter_left,
+                                      cc.opt_start, cc.opt_end, cc.match, cc.members, cc.before, cc.need, cc.take_cap,
+                                      devices.consumes, devices.multi, cc.con_value, cc.con_req, cc.req_claim,
+                                      cc.rest_min, MAX_RESULTS, width)
     return ok, Allocations(ok, picks, opts)
 
 
 def commit(cc: CompiledClaims, devices: NodeDevices, state: DeviceState, row: int, a: Allocation,
            sign: int = 1) -> None:
     """Take (sign 1) or give back (-1) an allocation on node `row`."""
-    for o, devs in zip(a.option, a.devices, strict=True):
-        for d in devs:
-            if devices.multi[d]:
-                state.cap_left[row, d] -= sign * cc.take_cap[o, d]
-            else:
-                state.taken[row, d] = sign > 0
-                state.counter_left[row] -= sign * devices.consumes[d]
+    pairs = np.array([(o, d) for o, devs in zip(a.option, a.devices, strict=True) for d in devs], np.int64)
+    _commit(pairs.reshape(-1, 2), sign, state.taken[row], state.cap_left[row], devices.capacity,
+            state.counter_left[row], cc.take_cap, devices.consumes, devices.multi)
+
+
+@njit(cache=True)
+def _commit(pairs, sign, taken, cap_left, cap_full, counter_left, take_cap, consumes, multi):
+    """`_take` for each (option, device) of an allocation, on one node's state rows."""
+    none = np.zeros((0, take_cap.shape[0]), np.bool_)
+    counts = np.zeros(0, np.int64)
+    for i in range(len(pairs)):
+        _take(pairs[i, 1], pairs[i, 0], sign, taken, cap_left, cap_full, counter_left, take_cap, consumes, multi,
+              np.zeros((0, len(taken)), np.int64), none, counts, counts)
 
 
 def result(cc: CompiledClaims, devices: NodeDevices, a: Allocation) -> list[dict]:
