@@ -2,7 +2,8 @@
 once (`harness.dra.allocator.allocate`), half of them with devices already taken, for the
 claims today's columns make (harness/dra/translate.py): a whole-GPU pair in one NUMA node with
 its NICs, a share of one GPU, eight GPUs in one NVLink domain and a MIG partition (the node
-type is partitionable: its GPUs publish counters and 96 partition devices beside them). The compiled search is warmed in setup."""
+type is partitionable: its GPUs publish counters and 96 partition devices beside them). The
+compiled search is warmed in setup."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from harness.status import PendingReason
+from harness.status import Event, PendingReason
 
 
 class AdmissionGate:
@@ -47,6 +47,8 @@ class AdmissionGate:
         self._keep_to(j, 0 if nodes is None else sim.state.placement(nodes))
         sim.acct.set_reasons(sim.unbound_pods(j), PendingReason.SHORTAGE)
         sim.queue.push(j)
+        if sim.hooks.event:
+            sim.hooks.emit(Event.QUEUED, job=j)
 
     def reserve(self, j: int) -> None:
         """The layer reserved quota for gated job j, its admission checks still to pass: the

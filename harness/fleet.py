@@ -17,9 +17,10 @@ import numpy as np
 
 from harness.cloud import Cloud
 from harness.engine import Engine
+from harness.hooks import Hooks
 from harness.ledger import Ledger
 from harness.state import ClusterState
-from harness.status import BOOTING
+from harness.status import BOOTING, Event
 
 
 @dataclass
@@ -36,8 +37,9 @@ class NodeRecord:
 
 class Fleet:
     def __init__(self, engine: Engine, state: ClusterState, cloud: Cloud, ledger: Ledger,
-                 came_up: Callable[[int], None]):
+                 came_up: Callable[[int], None], hooks: Hooks):
         self.engine, self.state, self.cloud, self.ledger, self.came_up = engine, state, cloud, ledger, came_up
+        self.hooks = hooks
         self.records: list[NodeRecord] = []
         self.instance = np.full(state.n_slots, -1, np.int64)  # the record of each slot's node (-1: none)
         self.requested_at = np.full(state.n_slots, np.nan)  # when a loop asked for the node
@@ -54,6 +56,9 @@ class Fleet:
                 self.engine.at(now + d, self._ready, n, self.instance[n])
         if len(slots):
             self.last_scale_up = now
+        if self.hooks.event:
+            self.hooks.emit(Event.SCALE_UP, detail=f"pool={self.state.cluster.pools[p].name} asked={count} "
+                                                   f"granted={len(slots)}")
         return slots
 
     def add(self, n: int, ready: bool) -> None:
@@ -65,6 +70,8 @@ class Fleet:
         self.records.append(NodeRecord(slot=n, pool=int(self.state.slot_pool[n]), requested_at=now,
                                        ready_at=now if ready else np.nan))
         self.ledger.node_added(n)
+        if self.hooks.event:
+            self.hooks.emit(Event.NODE_REQUESTED, node=n, detail="ready" if ready else "")
 
     def _ready(self, n: int, instance: int) -> None:
         if self.instance[n] != instance or self.state.status[n] != BOOTING:
@@ -72,10 +79,14 @@ class Fleet:
         self.state.make_ready(n)
         self.records[instance].ready_at = self.engine.now
         self.ledger.node_ready(n)
+        if self.hooks.event:
+            self.hooks.emit(Event.NODE_READY, node=n)
         self.came_up(n)
 
     def remove(self, n: int) -> None:
         """Node n is gone, its pods already off it."""
+        if self.hooks.event:
+            self.hooks.emit(Event.NODE_REMOVED, node=n)
         self.ledger.node_removed(n)
         self.state.remove_node(n)
         self.cloud.released(n)

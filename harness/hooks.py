@@ -20,3 +20,10 @@ class Hooks:
     endless: list[Callable[[int], None]] = field(default_factory=list)
     #: a job is withdrawn before it finished (a deleted replica)
     withdrawn: list[Callable[[int], None]] = field(default_factory=list)
+    #: anything the decision trace records: (harness.status.Event, pod, job, node, detail), -1
+    #: where none; the simulation builds a detail only when a handler listens
+    event: list[Callable[[int, int, int, int, str], None]] = field(default_factory=list)
+
+    def emit(self, kind: int, pod: int = -1, job: int = -1, node: int = -1, detail: str = "") -> None:
+        for handler in self.event:
+            handler(kind, pod, job, node, detail)

@@ -43,6 +43,7 @@ from harness.status import (
     REASON_NAMES,
     REFUSED,
     RUNNING,
+    Event,
     PendingReason,
 )
 
@@ -125,6 +126,8 @@ class Accounting:
         old = self.reason[p]
         if old >= 0:
             self.reason_count[old] -= 1
+        if self.sim.hooks.event and reason != old and reason >= 0:
+            self.sim.hooks.emit(Event.REASON, p, int(self.sim.w.job[p]), detail=REASON_NAMES[reason])
         self.reason[p] = reason
         if reason >= 0:
             self.reason_count[reason] += 1
@@ -140,6 +143,11 @@ class Accounting:
         old = self.reason[pods]
         if (old >= 0).any():
             self.reason_count -= np.bincount(old[old >= 0], minlength=n)
+        if self.sim.hooks.event:
+            new = np.broadcast_to(reasons, pods.shape)
+            for p, r in zip(pods[(new != old) & (new >= 0)].tolist(), new[(new != old) & (new >= 0)].tolist(),
+                            strict=True):
+                self.sim.hooks.emit(Event.REASON, p, int(self.sim.w.job[p]), detail=REASON_NAMES[r])
         self.reason[pods] = reasons
         if isinstance(reasons, np.ndarray) and reasons.ndim:
             self.reason_count += np.bincount(reasons[reasons >= 0], minlength=n)

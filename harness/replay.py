@@ -19,6 +19,7 @@ import pyarrow as pa
 from hydra.utils import instantiate, to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
+from harness.decisions import DecisionTrace
 from harness.errors import ConfigError, TraceError
 from harness.kueue.loop import KueueLoop, unknown_queues
 from harness.loops.base import conform
@@ -41,7 +42,8 @@ from harness.workload import Workload, compile_workload
 DEFAULT_TAIL_S = 86400.0
 #: what a run writes besides metrics.parquet (its completion marker, written last)
 OUTPUTS = ("jobs.parquet", "nodes.parquet", "timeline.parquet", RUN_INFO, "config.yaml",
-           "services.parquet", "services_timeline.parquet")  # the last two: a trace with services
+           "services.parquet", "services_timeline.parquet",  # these two: a trace with services
+           "events.parquet")  # the decision trace (trace_events=true)
 
 
 def build(cfg: DictConfig) -> tuple[Simulation, Loop]:
@@ -213,6 +215,7 @@ class Replay:
                 print(note, file=sys.stderr, flush=True)
             meta = provenance(cfg, trace_meta(to_absolute_path(str(cfg.trace.path))))
             sim.acct.timeline.stream_to(out_dir / "timeline.parquet", meta)
+            events = DecisionTrace(sim) if cfg.get("trace_events") else None
             with replay_progress(sim, loop.name, self.progress_interval_s, progress) as bar:
                 sim.run(loop, progress=bar.update_to if progress else None)
             wall = time.perf_counter() - started
@@ -227,6 +230,8 @@ class Replay:
                 write_parquet(sim.replicasets.acct.timeline(), out_dir / "services_timeline.parquet", meta)
             write_parquet(jobs, out_dir / "jobs.parquet", meta)
             write_parquet(nodes, out_dir / "nodes.parquet", meta)
+            if events is not None:
+                write_parquet(events.frame(), out_dir / "events.parquet", meta)
             sim.acct.timeline.close()
             write_run_info(out_dir, wall, loop.describe().as_record())
             write_text(OmegaConf.to_yaml(cfg), out_dir / "config.yaml")

@@ -165,6 +165,7 @@ RUN: dict[str, Rule] = {
     "check_fits": flag("check that every generated pod fits some node type of the cluster"),
     "consolidation": flag("every loop that scales down also removes under-used nodes, moving their pods "
                           "(false: only empty nodes are removed)"),
+    "trace_events": flag("write the decision trace, events.parquet: one row per pod, job and node event"),
 }
 
 

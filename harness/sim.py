@@ -41,7 +41,18 @@ from harness.sealed import Sealed
 from harness.services.engine import ReplicaSets
 from harness.settings import check
 from harness.state import ClusterState
-from harness.status import BOOTING, BOUND, DONE, NOT_ARRIVED, PENDING, READY, REFUSED, RUNNING, PendingReason
+from harness.status import (
+    BOOTING,
+    BOUND,
+    DONE,
+    NOT_ARRIVED,
+    PENDING,
+    READY,
+    REFUSED,
+    RUNNING,
+    Event,
+    PendingReason,
+)
 from harness.workload import Workload
 
 if TYPE_CHECKING:  # what the simulation drives (harness/view.py)
@@ -100,11 +111,11 @@ class Simulation(Engine):
         self.ledger = Ledger(self.state, w.job_min_member[w.job] > 1, w.gpus, target or TargetWorkload.from_pods(
             w.cpu, w.gpus.astype(np.int64), w.milli, w.model_mask))
         self.held, self.gang_pods_on, self.gpus_on = self.ledger.held, self.ledger.gang_pods_on, self.ledger.gpus_on
-        self.fleet = Fleet(self, self.state, self._cloud, self.ledger, self._came_up)
+        self.hooks = Hooks()  # where extensions attach
+        self.fleet = Fleet(self, self.state, self._cloud, self.ledger, self._came_up, self.hooks)
         #: every node instance the run had; each slot's instance, and when a loop asked for it
         self.nodes, self.node_instance, self.node_requested_at = (
             self.fleet.records, self.fleet.instance, self.fleet.requested_at)
-        self.hooks = Hooks()  # where extensions attach
         self.admission: AdmissionGate | None = None  # an admission layer's gate (`gate_arrivals`)
         self.acct = Accounting(self, self._cloud.phantom, timeline_interval_s)
         #: the services' replicas (None: a trace without services)
@@ -123,8 +134,10 @@ class Simulation(Engine):
     def arrive(self, j: int) -> None:
         """Job j arrives: refused if no node type can ever hold it, else held by a gate or queued."""
         pods = self.w.job_pods[j]
+        self.hooks.emit(Event.ARRIVED, job=j)
         if self.job_never_fits[j]:
             self.pod_status[pods] = REFUSED  # no node type can ever hold it: refused, not waited on
+            self.hooks.emit(Event.REFUSED, job=j)
             return
         self.pod_status[pods] = PENDING
         for gate in self.hooks.arrival:
@@ -136,6 +149,7 @@ class Simulation(Engine):
         else:
             self.acct.set_reasons(pods, PendingReason.SHORTAGE)
         self.queue.push(j)
+        self.hooks.emit(Event.QUEUED, job=j)
 
     def gate_arrivals(self, gate: Callable[[int], None], withdraw: Callable[[int], None]) -> AdmissionGate:
         """An admission layer (Kueue) in front of the scheduler: see `AdmissionGate`."""
@@ -163,10 +177,13 @@ class Simulation(Engine):
         if self.job_anchor[j] < 0:
             self.job_anchor[j] = n
         self.node_pods[n].add(p)
-        self.acct.set_reason(p, PendingReason.BOOTING)
         held = int(w.milli[p]) * len(gpu_idx) if math.isnan(self.job_started[j]) else 0
-        if st.status[n] == READY:
+        if self.hooks.event:
+            self.hooks.emit(Event.BOUND, p, j, n, ",".join(str(g) for g in gpu_idx.tolist()))
+        if st.status[n] == READY:  # it runs, or waits for its gang: its reason is set there
             self._bound_on_ready(p)
+        else:
+            self.acct.set_reason(p, PendingReason.BOOTING)
         self.ledger.placed(n, p, held)
         if self.job_placed[j] == len(w.job_pods[j]):  # no pod of it is pending any more
             self.queue.remove(j)
@@ -217,6 +234,7 @@ class Simulation(Engine):
             hook(j)
         self.acct.set_reason(p, PendingReason.SHORTAGE)
         self.queue.push(j)
+        self.hooks.emit(Event.RELEASED, p, j, n)
 
     def unbind_many(self, pods: np.ndarray | list[int]) -> None:
         """`unbind` each of these distinct bound or running pods, in turn: the same outcome bit
@@ -231,6 +249,7 @@ class Simulation(Engine):
         status = self.pod_status[pods]
         assert ((status == BOUND) | (status == RUNNING)).all(), "only pods on a node are unbound"
         jobs = w.job[pods]
+        nodes = self.pod_node[pods].copy() if self.hooks.event else None
         np.subtract.at(self.job_ready_bound, jobs[self.state.status[self.pod_node[pods]] == READY], 1)
         for p in pods.tolist():
             self._leave(p)
@@ -247,9 +266,15 @@ class Simulation(Engine):
         self.acct.set_reasons(pods, PendingReason.SHORTAGE)
         for j in order:
             self.queue.push(j)
+        if nodes is not None:
+            for p, j, n in zip(pods.tolist(), jobs.tolist(), nodes.tolist(), strict=True):
+                self.hooks.emit(Event.RELEASED, p, j, n)
 
     def evict(self, pods: np.ndarray) -> None:
         """Preempt these bound or running pods (gangs whole): they restart from scratch (`evict`)."""
+        if self.hooks.event:
+            for p in np.asarray(pods).tolist():
+                self.hooks.emit(Event.PREEMPTED, p, int(self.w.job[p]), int(self.pod_node[p]))
         evict(self, pods)
 
     def withdraw(self, j: int) -> None:
@@ -266,6 +291,7 @@ class Simulation(Engine):
         self.job_started[j] = np.nan
         for hook in self.hooks.withdrawn:
             hook(j)
+        self.hooks.emit(Event.WITHDRAWN, p, j)
 
     def start_job(self, j: int) -> None:
         """min_member pods are bound on ready nodes: the job starts, its duration runs from now."""
@@ -282,6 +308,7 @@ class Simulation(Engine):
         self.pod_status[p] = RUNNING
         self.pod_start[p] = self.now
         self.acct.set_reason(p, -1)
+        self.hooks.emit(Event.STARTED, p, int(self.w.job[p]), n)
         if self.placeholder[p]:  # holds room, does no work: its node is not used by it
             self.ledger.buffering(n, self._milli(p))
             return
@@ -295,8 +322,10 @@ class Simulation(Engine):
     def _finish(self, p: int, epoch: int) -> None:
         if epoch != self.pod_epoch[p] or self.pod_status[p] != RUNNING:
             return
+        n = int(self.pod_node[p])
         self._leave(p)
         j = int(self.w.job[p])
+        self.hooks.emit(Event.FINISHED, p, j, n)
         self.pod_status[p] = DONE
         self.pod_end[p] = self.now
         self.job_done[j] += 1

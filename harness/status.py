@@ -28,3 +28,26 @@ class PendingReason(IntEnum):
 
 
 REASON_NAMES = [r.name.lower() for r in PendingReason]
+
+
+class Event(IntEnum):
+    """What happened to a pod, a job or a node: one row of the decision trace (`Hooks.event`,
+    harness/decisions.py)."""
+
+    ARRIVED = 0  # a job's pods reached the cluster
+    REFUSED = 1  # no node type can ever hold the job: it is not waited on
+    QUEUED = 2  # the job's pending pods reached the scheduler's queue (past any admission layer)
+    REASON = 3  # a pod's pending reason changed (detail: the new reason)
+    BOUND = 4  # a pod was bound to a node (detail: its GPUs)
+    STARTED = 5  # a bound pod runs
+    PREEMPTED = 6  # a pod is evicted (preemption, consolidation): it restarts from scratch
+    RELEASED = 7  # a pod left its node back to pending (gang timeout, a booting node given up, evicted)
+    FINISHED = 8
+    WITHDRAWN = 9  # a replica deleted before it finished
+    SCALE_UP = 10  # a loop asked a pool for nodes (detail: pool, asked, granted)
+    NODE_REQUESTED = 11
+    NODE_READY = 12
+    NODE_REMOVED = 13
+
+
+EVENT_NAMES = [e.name.lower() for e in Event]

@@ -1,0 +1,75 @@
+"""The decision trace (harness/decisions.py, `trace_events=true`): what it records, worked out
+by hand on a preemption, and that recording it changes no other output of a run."""
+
+from __future__ import annotations
+
+import polars as pl
+from polars.testing import assert_frame_equal
+
+from harness.config import compose
+from harness.decisions import DecisionTrace
+from harness.replay import Replay
+from harness.scheduler import Scheduler
+from harness.scheduler.pod_group import GangScheduling
+from harness.scheduler.preemption import DefaultPreemption
+from harness.scores import LeastAllocated
+from harness.sim import Simulation
+from harness.workload import compile_workload
+from tests.conformance.test_gang_scheduling import SchedulerOnly
+from tests.scenarios import cluster, node_type, pool, trace
+
+
+def test_a_preemption_reads_as_it_happened():
+    """Two 8-GPU nodes, present from the start. `low` (a gang of 2 x 8 GPUs) arrives at 0: both
+    pods shortage, queued, bound one per node (the first waits for its gang), both start. At
+    100 `high` (2 x 4 GPUs, priority 100, 50 s) preempts it whole: each `low` pod is preempted
+    and released back to pending (shortage again), `high` binds and starts. At 150 `high`
+    finishes and `low` binds and starts again on the same nodes."""
+    cl = cluster([node_type("g8")], [pool(f"n{i}", "g8", min_size=1, max_size=1) for i in range(2)],
+                 autoscaling=False)
+    pods = [{"job_id": "low", "min_member": 2, "gpu_count": 8, "priority": 10, "duration_s": 1e6}] * 2 + \
+           [{"job_id": "high", "min_member": 2, "gpu_count": 4, "priority": 100, "submit_s": 100.0,
+             "duration_s": 50.0}] * 2
+    sim = Simulation(compile_workload(trace(pods), cl), cl, seed=0, horizon_s=200.0)
+    events = DecisionTrace(sim)
+    sim.run(SchedulerOnly(Scheduler(LeastAllocated(), gang=GangScheduling(), post_filter=DefaultPreemption())))
+    got = [(r["t"], r["event"], r["job_id"], r["pod"], r["node"], r["detail"]) for r in events.frame().iter_rows(named=True)]
+    gpus8, gpus4 = "0,1,2,3,4,5,6,7", "0,1,2,3"
+
+    def start(t, job, a, b, gpus):  # a gang of two bound on nodes 0 and 1, then started
+        return [(t, "bound", job, a, 0, gpus), (t, "reason", job, a, None, "gang_wait"), (t, "bound", job, b, 1, gpus),
+                (t, "started", job, a, 0, None), (t, "started", job, b, 1, None)]
+
+    def arrive(t, job, a, b):
+        return [(t, "arrived", job, None, None, None), (t, "reason", job, a, None, "shortage"),
+                (t, "reason", job, b, None, "shortage"), (t, "queued", job, None, None, None)]
+
+    assert got == [
+        (0.0, "node_requested", None, None, 0, "ready"), (0.0, "node_requested", None, None, 1, "ready"),
+        *arrive(0.0, "low", 0, 1), *start(0.0, "low", 0, 1, gpus8),
+        *arrive(100.0, "high", 2, 3),
+        (100.0, "preempted", "low", 0, 0, None), (100.0, "preempted", "low", 1, 1, None),
+        (100.0, "reason", "low", 0, None, "shortage"), (100.0, "released", "low", 0, 0, None),
+        (100.0, "reason", "low", 1, None, "shortage"), (100.0, "released", "low", 1, 1, None),
+        *start(100.0, "high", 2, 3, gpus4),
+        (150.0, "finished", "high", 2, 0, None), (150.0, "finished", "high", 3, 1, None),
+        *start(150.0, "low", 0, 1, gpus8),
+    ]
+    assert events.frame()["pool"].to_list()[:2] == ["n0", "n1"]
+
+
+def test_recording_changes_no_other_output(tmp_path):
+    """The bundled trace through the separate loops (autoscaling, Coscheduling's released
+    gangs) to 20,000 s, with the trace off and on: every other table is the same."""
+    runs = {}
+    for on in (False, True):
+        cfg = compose("config", ["horizon_s=20000", f"trace_events={str(on).lower()}"])
+        Replay().run(cfg, tmp_path / str(on), progress=False)
+        runs[on] = tmp_path / str(on)
+    assert not (runs[False] / "events.parquet").exists()
+    events = pl.read_parquet(runs[True] / "events.parquet")
+    assert {"arrived", "bound", "scale_up", "node_ready", "released"} <= set(events["event"].cast(pl.String))
+    assert events["t"].is_sorted()
+    for name in ("jobs", "nodes", "timeline", "metrics"):
+        off, on = (pl.read_parquet(runs[k] / f"{name}.parquet") for k in (False, True))
+        assert_frame_equal(off, on, check_exact=True)
