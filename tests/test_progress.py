@@ -159,6 +159,7 @@ def test_on_a_terminal_a_bar_shows_the_same_status(tiny, tmp_path, capsys, monke
     monkeypatch.setattr(progress, "BAR_REFRESH_S", 0.0)
     err = replay_err(tiny, tmp_path / "run", capsys)
     assert "\r" in err and "replay merged" in err and "%|" in err and "events/s)" in err
+    assert ", ETA " in err and "s<" not in err, "the ETA after the warm-up, not tqdm's from the start"
 
 
 def test_an_import_off_a_terminal_prints_progress_lines(capsys, monkeypatch):
