@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Self
 
@@ -19,6 +20,8 @@ from tqdm import tqdm
 INTERVAL_S = 10.0
 #: Seconds between two refreshes of a terminal bar (its updates cost nothing in between).
 BAR_REFRESH_S = 0.5
+#: Seconds of paced progress (after the warm-up) before an ETA is shown: a shorter span is noise.
+MIN_PACE_S = 1.0
 
 
 def on_terminal() -> bool:
@@ -29,34 +32,44 @@ class Progress:
     """`update_to(done)` as often as wanted; it shows at most every refresh interval.
 
     `status(done)` adds what the task knows (simulated time, events per second) to the
-    elapsed time and the ETA, which come from `done` against `total`.
+    elapsed time and the ETA. The ETA is the pace of `done` after the warm-up (until the first
+    update that reaches `warmup` of `total`: whatever came before, such as compiling kernels,
+    says nothing about the pace to come), over the last `window_s` seconds (None: all of it
+    since), so it follows a task whose pace changes; "ETA (warming up)" until there is a pace.
+    `clock` is the wall clock (tests pass a fake one).
     """
 
     def __init__(self, desc: str, total: float, unit: str = "", *, status: Callable[[float], str] | None = None,
-                 interval_s: float | None = None, enabled: bool = True, **bar_options):
+                 interval_s: float | None = None, enabled: bool = True, warmup: float = 0.0,
+                 window_s: float | None = None, clock: Callable[[], float] = time.monotonic, **bar_options):
         self.desc, self.total, self.unit, self.status = desc, float(total), unit, status
-        self.enabled = enabled
-        if status is not None:  # the status says what was done: the bar shows only how far and how long
-            bar_options.setdefault("bar_format", "{desc} {percentage:3.0f}%|{bar}| {elapsed}<{remaining}{postfix}")
+        self.enabled, self.warmup, self.window_s, self.clock = enabled, warmup, window_s, clock
+        if status is not None:  # the status says what was done and the ETA: the bar shows how far and how long
+            bar_options.setdefault("bar_format", "{desc} {percentage:3.0f}%|{bar}| {elapsed}{postfix}")
         on_tty = enabled and on_terminal()
         bar_options.setdefault("mininterval", 0)  # we pace redraws ourselves (BAR_REFRESH_S)
         self.bar = tqdm(total=round(total), desc=desc, unit=unit, leave=False, **bar_options) if on_tty else None
         self.every = BAR_REFRESH_S if self.bar is not None else INTERVAL_S if interval_s is None else interval_s
-        self.started = self.last = time.monotonic()
+        self.started = self.last = clock()
         self.done = 0.0
+        self.paced: deque[tuple[float, float]] = deque()  # (wall, done) since the warm-up, oldest first
 
     def update(self, n: float) -> None:
         self.update_to(self.done + n)
 
     def update_to(self, done: float) -> None:
         self.done = done
-        now = time.monotonic()
+        now = self.clock()
+        if not self.paced and done >= self.warmup * self.total:
+            self.paced.append((now, done))  # the warm-up is over: the pace is measured from here
         if not self.enabled or now - self.last < self.every:
             return
         self.last = now
+        self.sample(now)
         if self.bar is not None:
             if self.status is not None:
-                self.bar.set_postfix_str(self.status(done), refresh=False)
+                self.bar.set_postfix_str(", ".join(filter(None, (self.status(done).rstrip(), self.eta(now)))),
+                                         refresh=False)
             self.bar.update(round(done) - self.bar.n)
         else:
             print(self.line(now), file=sys.stderr, flush=True)
@@ -68,11 +81,29 @@ class Progress:
             what = self.status(self.done)
         else:
             what = f"{self.done:,.0f} of {self.total:,.0f} {self.unit}"
-        parts = [what.rstrip(), f"elapsed {duration(elapsed)}"]
-        if 0 < self.done < self.total:
-            parts.append(f"ETA {duration(elapsed * (self.total - self.done) / self.done)}")
+        parts = [what.rstrip(), f"elapsed {duration(elapsed)}", self.eta(now)]
         pct = f" {min(self.done / self.total, 1.0):4.0%}" if self.total > 0 else ""
-        return f"{self.desc}{pct}: {', '.join(parts)}"
+        return f"{self.desc}{pct}: {', '.join(filter(None, parts))}"
+
+    def sample(self, now: float) -> None:
+        """Keep the progress of the last `window_s` seconds (and the sample just before them)."""
+        if not self.paced or now <= self.paced[-1][0]:
+            return
+        self.paced.append((now, self.done))
+        if self.window_s is not None:
+            while len(self.paced) > 1 and self.paced[1][0] <= now - self.window_s:
+                self.paced.popleft()
+
+    def eta(self, now: float) -> str:
+        """`ETA 2 min 56 s` at the pace since the warm-up (or over the window), "" when done or
+        stalled."""
+        if not 0 <= self.done < self.total:
+            return ""
+        if not self.paced or now - self.paced[0][0] < MIN_PACE_S:
+            return "ETA (warming up)"
+        then, done_then = self.paced[0]
+        rate = (self.done - done_then) / (now - then)
+        return f"ETA {duration((self.total - self.done) / rate)}" if rate > 0 else ""
 
     def close(self) -> None:
         if self.bar is not None:

@@ -160,22 +160,39 @@ def _config_error(exc: Exception, what: str) -> ConfigError:
     return cause if isinstance(cause, ConfigError) else ConfigError(what, f"cannot instantiate: {cause}")
 
 
-#: Wall time a pod costs, low and high, in microseconds: the merged and the separate loops
-#: replaying 1M pods on the reference 2-core machine (README, Scale). An estimate: machines
-#: differ about 3x, and a Karpenter-like autoscaler can take several times the high end.
-US_PER_POD = (110, 260)
+#: Wall time a pod costs, low and high, in microseconds, per loop family (`Description.family`):
+#: the whole replay (build, run, outputs) over the trace's pods. Measured on the bundled trace
+#: (3,405 pods, 48 h; `loopbench replay loop=...`, kernels cached, 2026-12-03, calib.py 0.39 with
+#: another process on the 2 cores): separate 6.7-9.3 s, its variants 4.8 s (separate_sees) to
+#: 11.9 s (separate_prefers), separate_karpenter 20.3 s, merged 2.8-4.1 s, merged_kueue 5.6 s;
+#: and at 100k pods (README, Scale; calib.py 0.46-0.56): separate 1,333 s (its churn grows
+#: faster than its pods), separate_karpenter 433 s, merged 30.6 s (1M: 349 s).
+US_PER_POD = {
+    "separate loops": (1400, 13300),
+    "separate loops with KarpenterAutoscaler": (4300, 6000),
+    "merged loop (all capabilities, one decision)": (300, 1650),
+}
+#: A loop of another family: the widest range measured.
+US_PER_POD_OTHER = (min(lo for lo, _ in US_PER_POD.values()), max(hi for _, hi in US_PER_POD.values()))
 #: Replays estimated to take longer than this (at the high end) say so before they start.
 LONG_S = 10.0
+#: The replay's ETA: the pace of simulated time once this share of it has passed (the first
+#: steps compile or load the kernels: seconds for minutes of simulated time), over the last
+#: PACE_WINDOW_S seconds of wall time (a trace's busy and quiet stretches pass at other paces).
+WARMUP = 0.01
+PACE_WINDOW_S = 30.0
 
 
-def estimate(sim: Simulation, name: str) -> str:
-    """What a replay is about to do and about how long it will take, or "" when short."""
-    low, high = (sim.w.n_pods * us / 1e6 for us in US_PER_POD)
+def estimate(sim: Simulation, name: str, family: str) -> str:
+    """What a replay is about to do and about how long it will take, or "" when short: its pods
+    at what a pod costs its loop's family."""
+    low_us, high_us = US_PER_POD.get(family, US_PER_POD_OTHER)
+    low, high = (sim.w.n_pods * us / 1e6 for us in (low_us, high_us))
     if high < LONG_S:
         return ""
     return (f"replay {name}: {sim.w.n_pods:,} pods over {duration(sim.horizon)} of simulated time; "
             f"estimated wall time {duration(low)} to {duration(high)} "
-            f"(an estimate: {US_PER_POD[0]}-{US_PER_POD[1]} us a pod on the reference machine)")
+            f"({low_us:,}-{high_us:,} us a pod for {family} on the reference machine)")
 
 
 def replay_progress(sim: Simulation, name: str, interval_s: float | None, enabled: bool) -> Progress:
@@ -186,7 +203,8 @@ def replay_progress(sim: Simulation, name: str, interval_s: float | None, enable
         rate = sim.n_events / max(time.monotonic() - started, 1e-9)
         return f"sim {duration(t)} of {duration(sim.horizon)}, {sim.n_events:,} events ({rate:,.0f} events/s)"
 
-    return Progress(f"replay {name}", sim.horizon, "sim-s", status=status, interval_s=interval_s, enabled=enabled)
+    return Progress(f"replay {name}", sim.horizon, "sim-s", status=status, interval_s=interval_s, enabled=enabled,
+                    warmup=WARMUP, window_s=PACE_WINDOW_S)
 
 
 class Replay:
@@ -210,7 +228,7 @@ class Replay:
         with start_run(out_dir, OUTPUTS):  # first: from now on this directory is this run's, unfinished
             started = time.perf_counter()
             sim, loop = build(cfg)
-            note = estimate(sim, loop.name) if progress else ""
+            note = estimate(sim, loop.name, loop.describe().family) if progress else ""
             if note:
                 print(note, file=sys.stderr, flush=True)
             meta = provenance(cfg, trace_meta(to_absolute_path(str(cfg.trace.path))))
