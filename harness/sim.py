@@ -332,6 +332,13 @@ class Simulation(Engine):
         if self.job_done[j] == len(self.w.job_pods[j]):
             self.job_finished[j] = self.now
 
+    @property
+    def noting(self) -> bool:
+        return bool(self.hooks.event)
+
+    def note(self, kind: int, detail: str = "", node: int = -1) -> None:
+        self.hooks.emit(kind, node=node, detail=detail)
+
     # ---- nodes -------------------------------------------------------------------------
     def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None) -> np.ndarray:
         """Ask the cloud for nodes of pool p (`Fleet.provision`)."""

@@ -48,6 +48,10 @@ class Event(IntEnum):
     NODE_REQUESTED = 11
     NODE_READY = 12
     NODE_REMOVED = 13
+    OPTION = 14  # a scale-up option an autoscaler weighed (detail: pool, nodes, pods helped, price, waste; chosen)
+    BACKOFF = 15  # a pool backed off: the provider granted less than asked
+    SCALE_DOWN = 16  # an autoscaler removes a node it found unneeded (detail: empty or drained, for how long)
+    UNREMOVABLE = 17  # a node found unneeded whose pods fit nowhere else: kept, rechecked later
 
 
 EVENT_NAMES = [e.name.lower() for e in Event]

@@ -68,7 +68,12 @@ def test_recording_changes_no_other_output(tmp_path):
         runs[on] = tmp_path / str(on)
     assert not (runs[False] / "events.parquet").exists()
     events = pl.read_parquet(runs[True] / "events.parquet")
-    assert {"arrived", "bound", "scale_up", "node_ready", "released"} <= set(events["event"].cast(pl.String))
+    assert {"arrived", "bound", "scale_up", "option", "node_ready", "released", "scale_down"} <= set(
+        events["event"].cast(pl.String))
+    chosen = events.filter(pl.col("detail").str.ends_with(" chosen"))
+    scale_ups = events.filter(pl.col("event") == "scale_up")
+    assert len(chosen) == len(scale_ups)  # each ask follows the option its expander chose
+    assert (chosen["detail"].str.extract(r"pool=(\S+)") == scale_ups["detail"].str.extract(r"pool=(\S+)")).all()
     assert events["t"].is_sorted()
     for name in ("jobs", "nodes", "timeline", "metrics"):
         off, on = (pl.read_parquet(runs[k] / f"{name}.parquet") for k in (False, True))

@@ -75,7 +75,7 @@ from harness.description import (
 from harness.quiet import NO_TICKS, Cadence
 from harness.scheduler import Scheduler
 from harness.settings import check, component, duration, flag, integer, number, one_of, period
-from harness.status import ABSENT, BOOTING, PENDING, READY
+from harness.status import ABSENT, BOOTING, PENDING, READY, Event
 from harness.view import SimulationView
 from harness.whatif import Snapshot, classes, equivalence_classes, first_fit_count, view_of
 from harness.workload import LOCALITY_CODE, pools_fit
@@ -473,6 +473,12 @@ class ClusterAutoscaler:
         """(pool, node count) of the option the expander picks (options is never empty)."""
         best = self.expander.best_option(options, self.rng)
         assert best is not None
+        if self.sim.noting:
+            pools = self.sim.cluster.pools
+            for o in options:
+                chosen = " chosen" if o is best else ""
+                self.sim.note(Event.OPTION, f"pool={pools[o.pool].name} nodes={o.nodes} helped={o.helped} "
+                                            f"price={o.price:.2f} waste={o.waste:.3f}{chosen}")
         return best.pool, best.nodes
 
     def _candidate_pools(self, now: float) -> list[int]:
@@ -533,6 +539,7 @@ class ClusterAutoscaler:
         granted = np.asarray(self.sim.provision(p, count, atomic=atomic, slots=slots), np.int64)
         if len(granted) < count:
             self.backoff.failed(p, now)
+            self.sim.note(Event.BACKOFF, f"pool={self.sim.cluster.pools[p].name} asked={count} granted={len(granted)}")
         self.in_flight[granted] = True
         return granted
 

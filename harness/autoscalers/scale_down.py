@@ -17,7 +17,7 @@ import numpy as np
 
 from harness.quiet import Clock, leading
 from harness.settings import check, duration, flag, fraction, integer
-from harness.status import ABSENT, READY
+from harness.status import ABSENT, READY, Event
 from harness.view import SimulationView
 from harness.whatif import Snapshot
 
@@ -162,6 +162,8 @@ class ScaleDown:
             tried = int(np.searchsorted(np.cumsum(found), limit)) + 1 if found.sum() > limit else len(cand)
             found = found[:tried]
         self.cut_short = tried < len(cand)
+        self._kept(cand[:tried][~found], "its pods fit nowhere else" if self.simulate_every_scan else
+                   "it runs a gang's pod")
         self.recheck_at[cand[:tried][~found]] = now + self.recheck_s
         unneeded = cand[:tried][found]
         since = self.unneeded_since[unneeded]
@@ -286,6 +288,9 @@ class ScaleDown:
         if len(removed) == 0:  # every ripe node is within its pool's min_size, or not removable now
             return
         for n in removed.tolist():
+            if sim.noting:
+                how = "empty" if n in set(gone.tolist()) else "drained"
+                sim.note(Event.SCALE_DOWN, f"{how}, unneeded {now - self.unneeded_since[n]:.0f} s", node=n)
             sim.remove_node(n)
             self.unneeded_since[n] = np.nan
         self.unneeded = self.unneeded[~np.isin(self.unneeded, removed)]
@@ -298,10 +303,16 @@ class ScaleDown:
         found, tried = self.removable(np.r_[gone, busy], booked_for, len(gone) + n_drain)
         found, tried = found[len(gone):tried], tried - len(gone)
         bad = busy[:tried][~found]
+        self._kept(bad, "its pods fit nowhere else")
         self.recheck_at[bad] = now + self.recheck_s
         self.unneeded_since[bad] = np.nan
         self.unneeded = self.unneeded[~np.isin(self.unneeded, bad)]
         return busy[:tried][found]
+
+    def _kept(self, nodes: np.ndarray, why: str) -> None:
+        """Under-used nodes found unremovable, for the decision trace."""
+        for n in nodes.tolist() if self.sim.noting else ():
+            self.sim.note(Event.UNREMOVABLE, f"{why}: rechecked in {self.recheck_s:.0f} s", node=n)
 
     def clocks(self) -> list[Clock]:
         """What could make a run see other nodes than the last one did, if no node changes
