@@ -3,7 +3,7 @@
 
     python benchmarks/bench_import.py [ROWS]
 
-Goal (MISSION performance budget for imports): <= 30 s and <= 1 GiB for 1M rows.
+Goal (the project's performance budget for imports): <= 30 s and <= 1 GiB for 1M rows.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 
     python benchmarks/bench_packing.py [REPEATS] [TRACE_VARIANT]
 
-Goal (MISSION performance budget, 2-core machine): <= 2 s per run for the simple scorers,
+Goal (the project's performance budget, 2-core machine): <= 2 s per run for the simple scorers,
 <= 10 s for FGD (the paper's simulator: ~10 minutes). The `TimePacking` / `TrackPacking`
 classes are the same measurements for asv (`track_` values: larger is worse).
 """

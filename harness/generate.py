@@ -1,4 +1,5 @@
-"""Seeded synthetic AI workload: a canonical trace with the four failure modes of MISSION.md.
+"""Seeded synthetic AI workload: a canonical trace with the separate loops' four failure
+modes (topology, reservations, sharing, gangs; conf/cluster/default.yaml).
 
 Four job classes, each with its own arrival process, durations, sizes, queues and priorities:
 

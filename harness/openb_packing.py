@@ -251,7 +251,7 @@ def _markdown(summary: pl.DataFrame, plots: dict[str, str]) -> str:
     lines = ["# openb packing experiment (FGD, ATC'23)", "",
              "Allocation rate = allocated GPU milli / cluster GPU milli when arrived GPU requests reach "
              f"{ALLOC_AT_PCT}% of capacity; fragmentation amount = F / cluster GPU milli at {FRAG_AT_PCT}% "
-             "arrived (F as in MISSION.md). Mean over seeds, with std and [min, max].", ""]
+             "arrived (F as in docs/model.md, Metrics). Mean over seeds, with std and [min, max].", ""]
     for trace in summary["trace"].unique(maintain_order=True):
         rows = summary.filter(pl.col("trace") == trace)
         lines += [f"## {trace}", "",

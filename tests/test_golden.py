@@ -1,4 +1,5 @@
-"""Golden scenarios: one per failure mode of MISSION "The problem it models".
+"""Golden scenarios: one per failure mode of the separate loops
+(topology, reservations, sharing, gangs: conf/cluster/default.yaml).
 
 Every expected number below is computed by hand from the conventions in docs/model.md:
 the autoscaler scans at t = 0, 10, 20, ... (scale-up, then scale-down); a node requested at t
