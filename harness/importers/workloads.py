@@ -442,8 +442,9 @@ def _container_requests(pod: Obj, path: str, container: Any) -> dict[str, Fracti
     return _requests(pod, f"{path}.resources", res)
 
 
-def _quantities(pod: Obj, path: str, values: Any) -> dict[str, Fraction]:
-    """A mapping of resource name to quantity, each parsed; refused by its field path."""
+def quantities(pod: Obj, path: str, values: Any) -> dict[str, Fraction]:
+    """A mapping of resource name to quantity (requests, a node's allocatable), each parsed;
+    refused by its field path."""
     if values is None:
         return {}
     if not isinstance(values, dict):
@@ -466,8 +467,8 @@ def _quantities(pod: Obj, path: str, values: Any) -> dict[str, Fraction]:
 
 def _requests(pod: Obj, path: str, res: dict) -> dict[str, Fraction]:
     """`requests`, each resource missing there taken from `limits` (the API server's default)."""
-    limits = _quantities(pod, f"{path}.limits", res.get("limits"))
-    return {**limits, **_quantities(pod, f"{path}.requests", res.get("requests"))}
+    limits = quantities(pod, f"{path}.limits", res.get("limits"))
+    return {**limits, **quantities(pod, f"{path}.requests", res.get("requests"))}
 
 
 def _add(a: dict[str, Fraction], b: dict[str, Fraction]) -> dict[str, Fraction]:
@@ -504,7 +505,7 @@ def pod_requests(pod: Obj) -> dict[str, Fraction]:
     if level is not None:  # PodLevelResources: the pod's cpu/memory replace the containers' sum
         own = _requests(pod, "spec.resources", level)
         reqs.update({k: v for k, v in own.items() if k in ("cpu", "memory")})
-    return _add(reqs, _quantities(pod, "spec.overhead", get_field(pod, "spec.overhead", dict)))
+    return _add(reqs, quantities(pod, "spec.overhead", get_field(pod, "spec.overhead", dict)))
 
 
 def time_field(obj: Obj, path: str) -> float | None:
