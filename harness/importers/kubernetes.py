@@ -108,7 +108,8 @@ class KubernetesImport:
         for t in c["node_types"]:
             gpus = f"{t['gpus']} x {t['gpu_model']}, " if t["gpus"] else ""
             n = sum(p["max_size"] for p in c["pools"] if p["node_type"] == t["name"])
-            lines.append(f"    {t['name']}: {gpus}{t['cpu_milli']}m CPU, {t['memory_mib']:,} MiB; {n} nodes")
+            lines.append(f"    {t['name']}: {gpus}{t['cpu_milli']}m CPU, {t['memory_mib']:,} MiB; "
+                         f"{n} node{'s' * (n != 1)}")
         jobs = len(set(r.table.column("job_id").to_pylist()))
         lines.append(f"  pods  {self.pods_read:>8,} -> {r.table.num_rows:,} in the trace ({jobs:,} jobs)")
         lines += [f"    {n:>8,}  dropped: {why}" for why, n in r.dropped.most_common()]
