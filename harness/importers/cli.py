@@ -1,5 +1,6 @@
 """`loopbench import`: a public trace (and its node list) to a canonical trace (and cluster YAML).
 
+    loopbench import kubernetes FILE... --out-cluster CLUSTER.yaml --out TRACE.parquet
     loopbench import FORMAT SOURCE... -o TRACE.parquet [--nodes NODELIST]
                      [--cluster-out CLUSTER.yaml] [--autoscaled]
                      [--window START:END] [--compress F] [--scale F] [--remap OLD=NEW]...
@@ -17,6 +18,7 @@ inventory, or with `--autoscaled` one derived from it (see
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -31,7 +33,7 @@ from harness.cluster import Cluster
 from harness.errors import ConfigError, LoopbenchError, TraceError
 from harness.importers.common import ImportResult, autoscaled_cluster, boot_delay, node_price
 from harness.output import write_text
-from harness.trace import TraceMeta, write_trace
+from harness.trace import MAX_TIME_S, TraceMeta, write_trace
 
 
 def _openb_pods(paths: list[str]) -> ImportResult:
@@ -95,6 +97,8 @@ def _parser(formats: dict[str, Format]) -> argparse.ArgumentParser:
     epilog = "formats:\n" + "\n".join(f"  {name:13s} {f.sources}" for name, f in formats.items())
     epilog += f"\n  {'azure-llm':13s} {AZURE_SOURCES} (services; its flags: loopbench import azure-llm --help)"
     epilog += f"\n  {'dra':13s} {DRA_SOURCES} (devices; its flags: loopbench import dra --help)"
+    epilog += (f"\n  {'kubernetes':13s} {KUBERNETES_SOURCES} (a cluster and a trace; its flags: "
+               "loopbench import kubernetes --help)")
     p = argparse.ArgumentParser(prog="loopbench import", description=__doc__.split("\n")[0], epilog=epilog,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("format", choices=sorted(formats))
@@ -338,9 +342,52 @@ def _dra(argv: list[str]) -> int:
     return 0
 
 
+KUBERNETES_SOURCES = "what kubectl get nodes,pods -A -o json (or -o yaml) prints, one file or several"
+
+
+def _kubernetes_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="loopbench import kubernetes", description=(
+        "A live cluster's nodes and pods (kubectl get nodes,pods -A -o json) -> a cluster YAML (node types "
+        "and pools from the nodes) and a trace (one row per pod: requests, job, priority, queue, submit and "
+        "run times from the pods' status). What is assumed or ignored is listed. "
+        "See harness/importers/kubernetes.py."))
+    p.add_argument("sources", nargs="+", metavar="FILE", help=KUBERNETES_SOURCES)
+    p.add_argument("--out-cluster", required=True, metavar="CLUSTER.yaml", help="the cluster config to write")
+    p.add_argument("--out", required=True, metavar="TRACE.parquet", help="the trace to write")
+    p.add_argument("--running-duration-s", type=float, metavar="S",
+                   help="run time of a Running pod (default: it runs to the end of the replay)")
+    p.add_argument("--autoscaled", action="store_true",
+                   help="pools from 0 to the nodes seen, autoscaling on (default: fixed size, autoscaling off)")
+    p.add_argument("--name", help="the cluster's name (default: the first FILE's name)")
+    return p
+
+
+def _kubernetes(argv: list[str]) -> int:
+    """`loopbench import kubernetes`: nodes to a cluster YAML, pods to a trace, both checked first."""
+    from harness.importers import kubernetes as k8s
+
+    args = _kubernetes_parser().parse_args(argv)
+    s = args.running_duration_s
+    if s is not None and not (math.isfinite(s) and 0 <= s <= MAX_TIME_S):
+        raise ConfigError("--running-duration-s", f"must be seconds in [0, {MAX_TIME_S:.0f}], got {s:g}")
+    _check_outputs([("--out", args.out), ("--out-cluster", args.out_cluster)], args.sources)
+    inp = k8s.read_kubernetes(args.sources, running_duration_s=s, autoscaled=args.autoscaled, name=args.name)
+    flags = (f"{f' --running-duration-s {s:g}' if s is not None else ''}{' --autoscaled' * args.autoscaled}"
+             f"{f' --name {args.name}' if args.name else ''}")
+    head = (f"# Imported from a Kubernetes cluster by `loopbench import kubernetes {' '.join(args.sources)}{flags}`"
+            " (harness/importers/kubernetes.py).\n")
+    write_trace(inp.result.table, args.out, inp.result.meta)
+    write_text(k8s.cluster_yaml(inp.cluster, head), Path(args.out_cluster))
+    print("\n".join([f"loopbench import kubernetes: {', '.join(args.sources)}", *inp.summary(),
+                     f"  wrote {args.out_cluster} and {args.out}"]))
+    return 0
+
+
 def run(argv: list[str]) -> int:
     if argv[:1] == ["azure-llm"]:
         return _azure_llm(argv[1:])
+    if argv[:1] == ["kubernetes"]:
+        return _kubernetes(argv[1:])
     if argv[:1] == ["dra"]:
         return _dra(argv[1:])
     known = formats()

@@ -94,6 +94,7 @@ SUPPORTED_KEYS = "a key whose last part is rack (e.g. topology.kubernetes.io/rac
 BUILTIN_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
 INT32 = (-(2**31), 2**31 - 1)
 KINDS = ("Pod", "PodGroup", "Workload", "PriorityClass")
+CLUSTER_SCOPED = frozenset({"PriorityClass", "Node"})  # named without a namespace
 
 
 # ---- quantities -------------------------------------------------------------------------
@@ -143,8 +144,8 @@ class Obj:
 
     @property
     def where(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name}" if self.kind != "PriorityClass" else \
-            f"{self.kind} {self.name}"
+        return f"{self.kind} {self.name}" if self.kind in CLUSTER_SCOPED else \
+            f"{self.kind} {self.namespace}/{self.name}"
 
     def refuse(self, path: str, rule: str) -> TraceError:
         return TraceError(self.file, f"{self.where}, field {path}: {rule}")
@@ -228,7 +229,7 @@ def _items(file: str, where: str, doc: Any) -> list:
 _PART = re.compile(r"^([^\[]*)(?:\[(\d+)\])?$")
 
 
-def _get(obj: Obj, path: str, types: type | tuple[type, ...], default: Any = None) -> Any:
+def get_field(obj: Obj, path: str, types: type | tuple[type, ...], default: Any = None) -> Any:
     """The value at a dotted path of the object, checked against `types`; `default` if absent."""
     value: Any = obj.body
     for part in path.split("."):
@@ -272,7 +273,7 @@ class Group:
 
 def _policy(obj: Obj, path: str) -> tuple[int | None, str]:
     """(minCount or None for basic, the field it was read from) of a schedulingPolicy at `path`."""
-    policy = _get(obj, path, dict)
+    policy = get_field(obj, path, dict)
     if policy is None:
         raise obj.refuse(path, "missing (exactly one of basic: {} or gang: {minCount: N})")
     known = [k for k in ("basic", "gang") if k in policy]
@@ -286,7 +287,7 @@ def _policy(obj: Obj, path: str) -> tuple[int | None, str]:
         if not isinstance(policy["basic"], (dict, type(None))):
             raise obj.refuse(f"{path}.basic", f"expected a mapping ({{}}), got {policy['basic']!r}")
         return None, path
-    gang = _get(obj, f"{path}.gang", dict)
+    gang = get_field(obj, f"{path}.gang", dict)
     count = gang.get("minCount") if gang else None
     at = f"{path}.gang.minCount"
     if count is None:
@@ -298,7 +299,7 @@ def _policy(obj: Obj, path: str) -> tuple[int | None, str]:
 
 def _locality(obj: Obj, path: str) -> str:
     """gang_locality of the schedulingConstraints at `path` (absent: none)."""
-    topology = _get(obj, f"{path}.topology", list, [])
+    topology = get_field(obj, f"{path}.topology", list, [])
     if not topology:
         return "none"
     if len(topology) > 1:
@@ -317,7 +318,7 @@ def _locality(obj: Obj, path: str) -> str:
 
 def _check_templates(wl: Obj) -> None:
     """A Workload's templates, each checked whether a PodGroup of the input uses it or not."""
-    templates = _get(wl, "spec.podGroupTemplates", list)
+    templates = get_field(wl, "spec.podGroupTemplates", list)
     if not templates:
         raise wl.refuse("spec.podGroupTemplates", "missing or empty (a Workload has 1 to 8 templates)")
     names: set[str] = set()
@@ -335,20 +336,24 @@ def _check_templates(wl: Obj) -> None:
         _locality(wl, f"{at}.schedulingConstraints")
 
 
-class _Input:
-    """Every object of the input files, by kind and namespace/name, each defined once."""
+class Manifests:
+    """Every object of the input files, by kind and namespace/name, each defined once; objects
+    of other kinds in `others`, for an importer that reads more kinds."""
 
     def __init__(self, paths: list[str]):
         self.pods: list[Obj] = []
         self.by_kind: dict[str, dict[tuple[str, str], Obj]] = {k: {} for k in KINDS}
         self.ignored: Counter = Counter()
+        self.others: list[Obj] = []
+        self.paths = paths
         for path in paths:
             for obj in manifest_objects(str(path)):
                 if obj.kind not in KINDS:
                     self.ignored[obj.kind] += 1
+                    self.others.append(obj)
                     continue
                 if obj.kind in ("PodGroup", "Workload"):
-                    version = _get(obj, "apiVersion", str)
+                    version = get_field(obj, "apiVersion", str)
                     if version is not None and version != GROUP_VERSION:
                         raise obj.refuse("apiVersion", f"{version!r} is not supported (this importer reads "
                                          f"{GROUP_VERSION}, KEP-4671)")
@@ -362,15 +367,15 @@ class _Input:
         self.classes = dict(BUILTIN_CLASSES)
         self.global_default: int | None = None
         for pc in self.by_kind["PriorityClass"].values():
-            value = _get(pc, "value", int)
+            value = get_field(pc, "value", int)
             if value is None or not INT32[0] <= value <= INT32[1]:
                 raise pc.refuse("value", f"must be a 32-bit integer, got {pc.body.get('value')!r}")
             self.classes[pc.name] = value
-            if _get(pc, "globalDefault", bool, False):
+            if get_field(pc, "globalDefault", bool, False):
                 self.global_default = value
 
     def priority_of_class(self, obj: Obj, path: str) -> int | None:
-        name = _get(obj, path, str)
+        name = get_field(obj, path, str)
         if name is None:
             return None
         if name not in self.classes:
@@ -381,10 +386,10 @@ class _Input:
 
     def group(self, pg: Obj) -> Group:
         template, tobj, tpath = None, None, ""
-        ref = _get(pg, "spec.podGroupTemplateRef.workload", dict)
+        ref = get_field(pg, "spec.podGroupTemplateRef.workload", dict)
         if ref is not None:
-            wname = _get(pg, "spec.podGroupTemplateRef.workload.workloadName", str)
-            tname = _get(pg, "spec.podGroupTemplateRef.workload.podGroupTemplateName", str)
+            wname = get_field(pg, "spec.podGroupTemplateRef.workload.workloadName", str)
+            tname = get_field(pg, "spec.podGroupTemplateRef.workload.podGroupTemplateName", str)
             if wname is None:
                 raise pg.refuse("spec.podGroupTemplateRef.workload.workloadName", "missing")
             if tname is None:
@@ -393,7 +398,7 @@ class _Input:
             if tobj is None:
                 raise pg.refuse("spec.podGroupTemplateRef.workload.workloadName",
                                 f"Workload {pg.namespace}/{wname} is not in the input")
-            templates = _get(tobj, "spec.podGroupTemplates", list, [])
+            templates = get_field(tobj, "spec.podGroupTemplates", list, [])
             for i, t in enumerate(templates):
                 if isinstance(t, dict) and t.get("name") == tname:
                     template, tpath = t, f"spec.podGroupTemplates[{i}]"
@@ -402,7 +407,7 @@ class _Input:
                 names = ", ".join(str(t.get("name")) for t in templates if isinstance(t, dict)) or "none"
                 raise pg.refuse("spec.podGroupTemplateRef.workload.podGroupTemplateName",
                                 f"Workload {pg.namespace}/{wname} has no template {tname!r} (it has: {names})")
-        spec = _get(pg, "spec", dict, {})
+        spec = get_field(pg, "spec", dict, {})
         if "schedulingPolicy" in spec or tobj is None:
             count, _ = _policy(pg, "spec.schedulingPolicy")
             min_from = ""
@@ -415,7 +420,7 @@ class _Input:
             locality = _locality(tobj, f"{tpath}.schedulingConstraints")
         else:
             locality = _locality(pg, "spec.schedulingConstraints")
-        priority = _int32(pg, "spec.priority")
+        priority = int32_field(pg, "spec.priority")
         if priority is None:
             priority = self.priority_of_class(pg, "spec.priorityClassName")
         if priority is None and tobj is not None:
@@ -437,8 +442,9 @@ def _container_requests(pod: Obj, path: str, container: Any) -> dict[str, Fracti
     return _requests(pod, f"{path}.resources", res)
 
 
-def _quantities(pod: Obj, path: str, values: Any) -> dict[str, Fraction]:
-    """A mapping of resource name to quantity, each parsed; refused by its field path."""
+def quantities(pod: Obj, path: str, values: Any) -> dict[str, Fraction]:
+    """A mapping of resource name to quantity (requests, a node's allocatable), each parsed;
+    refused by its field path."""
     if values is None:
         return {}
     if not isinstance(values, dict):
@@ -461,8 +467,8 @@ def _quantities(pod: Obj, path: str, values: Any) -> dict[str, Fraction]:
 
 def _requests(pod: Obj, path: str, res: dict) -> dict[str, Fraction]:
     """`requests`, each resource missing there taken from `limits` (the API server's default)."""
-    limits = _quantities(pod, f"{path}.limits", res.get("limits"))
-    return {**limits, **_quantities(pod, f"{path}.requests", res.get("requests"))}
+    limits = quantities(pod, f"{path}.limits", res.get("limits"))
+    return {**limits, **quantities(pod, f"{path}.requests", res.get("requests"))}
 
 
 def _add(a: dict[str, Fraction], b: dict[str, Fraction]) -> dict[str, Fraction]:
@@ -477,7 +483,7 @@ def pod_requests(pod: Obj) -> dict[str, Fraction]:
     """The pod's effective requests as kube-scheduler computes them (component-helpers
     resource.PodRequests): app containers and sidecars summed, at least each init container
     with the sidecars started before it, pod-level cpu/memory if given, plus the overhead."""
-    containers = _get(pod, "spec.containers", list)
+    containers = get_field(pod, "spec.containers", list)
     if not containers:
         raise pod.refuse("spec.containers", "missing or empty (a pod runs at least one container)")
     reqs: dict[str, Fraction] = {}
@@ -485,7 +491,7 @@ def pod_requests(pod: Obj) -> dict[str, Fraction]:
         reqs = _add(reqs, _container_requests(pod, f"spec.containers[{i}]", c))
     sidecars: dict[str, Fraction] = {}
     init_max: dict[str, Fraction] = {}
-    for i, c in enumerate(_get(pod, "spec.initContainers", list, [])):
+    for i, c in enumerate(get_field(pod, "spec.initContainers", list, [])):
         r = _container_requests(pod, f"spec.initContainers[{i}]", c)
         if c.get("restartPolicy") == "Always":  # a sidecar runs beside the app containers
             reqs = _add(reqs, r)
@@ -495,30 +501,33 @@ def pod_requests(pod: Obj) -> dict[str, Fraction]:
             r = _add(r, sidecars)
         init_max = _max(init_max, r)
     reqs = _max(reqs, init_max)
-    level = _get(pod, "spec.resources", dict)
+    level = get_field(pod, "spec.resources", dict)
     if level is not None:  # PodLevelResources: the pod's cpu/memory replace the containers' sum
         own = _requests(pod, "spec.resources", level)
         reqs.update({k: v for k, v in own.items() if k in ("cpu", "memory")})
-    return _add(reqs, _quantities(pod, "spec.overhead", _get(pod, "spec.overhead", dict)))
+    return _add(reqs, quantities(pod, "spec.overhead", get_field(pod, "spec.overhead", dict)))
 
 
-def _timestamp(obj: Obj) -> float | None:
-    value = _get(obj, "metadata.creationTimestamp", (str, datetime))
-    if value is None:
-        return None
+def time_field(obj: Obj, path: str) -> float | None:
+    """An RFC 3339 time of the object (`metadata.creationTimestamp`, a container's `startedAt`)
+    as epoch seconds; None when absent."""
+    given = get_field(obj, path, (str, datetime))
+    value = given
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value)
         except ValueError:
             value = None
+    if value is None and given is None:
+        return None
     if not isinstance(value, datetime) or value.tzinfo is None:
-        raise obj.refuse("metadata.creationTimestamp", f"not an RFC 3339 time with a zone "
-                         f"(e.g. 2024-05-01T10:00:00Z): {obj.body['metadata']['creationTimestamp']!r}")
+        raise obj.refuse(path, f"not an RFC 3339 time with a zone (e.g. 2024-05-01T10:00:00Z): {given!r}")
     return value.timestamp()
 
 
-def _duration(pod: Obj) -> float | None:
-    annotations = _get(pod, "metadata.annotations", dict, {})
+def annotated_duration(pod: Obj) -> float | None:
+    """The pod's run time from the `loopbench.io/duration-s` annotation; None without it."""
+    annotations = get_field(pod, "metadata.annotations", dict, {})
     if DURATION_ANNOTATION not in annotations:
         return None
     value = annotations[DURATION_ANNOTATION]
@@ -532,54 +541,80 @@ def _duration(pod: Obj) -> float | None:
     return seconds
 
 
-def _int32(obj: Obj, path: str) -> int | None:
-    value = _get(obj, path, int)
+def int32_field(obj: Obj, path: str) -> int | None:
+    """An int32 field (a priority); None when absent."""
+    value = get_field(obj, path, int)
     if value is not None and not INT32[0] <= value <= INT32[1]:
         raise obj.refuse(path, f"must be a 32-bit integer, got {value!r}")
     return value
 
 
-def _ceil(q: Fraction) -> int:
+def ceil_int(q: Fraction) -> int:
+    """A quantity rounded up, as a pod's request is (millicores, MiB)."""
     return -(-q.numerator // q.denominator)
 
 
 def read_workloads(paths: list[str]) -> ImportResult:
     """The manifests of `paths` (one input) to a canonical trace, one row per Pod."""
-    inp = _Input([str(p) for p in paths])
+    inp = Manifests([str(p) for p in paths])
     notes: Counter = Counter()
     for kind, n in sorted(inp.ignored.items()):
         notes[f"{kind} objects ignored (not a Pod, PodGroup, Workload or PriorityClass)"] += n
+    rows = pod_rows(inp, inp.pods, notes)
+    no_duration = sum(r["duration_s"] is None for r in rows)
+    if no_duration:
+        notes[f"no {DURATION_ANNOTATION} annotation: runs to the end of the replay"] += no_duration
+    names = ", ".join(Path(p).name for p in paths)
+    table, when = rows_table(rows, paths, notes)
+    meta = TraceMeta(source=f"Kubernetes manifests {names}", licence="the manifests' owner's",
+                     time_origin=when, description="one pod per Pod object; PodGroups (KEP-4671) are jobs; "
+                     "see harness/importers/workloads.py")
+    return ImportResult(table, meta, "pods", len(rows), Counter(), notes)
+
+
+def pod_row(inp: Manifests, pod: Obj, notes: Counter) -> dict:
+    """A pod's trace row before its job is settled: id, creation time, the annotated duration,
+    effective requests, queue and own priority (None when neither the pod nor its class gives one);
+    `obj` is the pod, for refusals."""
+    req = pod_requests(pod)
+    gpus = req.get(GPU, Fraction(0))
+    if gpus > MAX_GPUS_PER_POD:
+        raise pod.refuse(f"spec.containers[*].resources.requests.{GPU}",
+                         f"{gpus} GPUs in all: at most {MAX_GPUS_PER_POD} per pod")
+    for name, unit, most in (("cpu", 1000, MAX_CPU_MILLI), ("memory", Fraction(1, 2**20), MAX_MEMORY_MIB)):
+        if ceil_int(req.get(name, Fraction(0)) * unit) > most:
+            raise pod.refuse(f"spec.containers[*].resources.requests.{name}",
+                             f"{float(req[name]):.6g} in all: more than any node holds (a unit mistake?)")
+    for name in sorted(set(req) - {"cpu", "memory", GPU}):
+        if req[name] > 0:
+            notes[f"pods requesting {name}: not modelled, ignored"] += 1
+    labels = get_field(pod, "metadata.labels", dict, {})
+    queue = labels.get(QUEUE_LABEL, NO_QUEUE)
+    if not isinstance(queue, str) or not queue:
+        raise pod.refuse(f'metadata.labels["{QUEUE_LABEL}"]', f"expected a queue name, got {queue!r}")
+    priority = int32_field(pod, "spec.priority")
+    if priority is None:
+        priority = inp.priority_of_class(pod, "spec.priorityClassName")
+    return {"obj": pod, "pod_id": f"{pod.namespace}/{pod.name}",
+            "created": time_field(pod, "metadata.creationTimestamp"),
+            "duration_s": annotated_duration(pod), "cpu_milli": ceil_int(req.get("cpu", Fraction(0)) * 1000),
+            "memory_mib": ceil_int(req.get("memory", Fraction(0)) / 2**20), "gpu_count": int(gpus),
+            "gpu_milli": 1000 if gpus else 0, "queue": queue, "priority": priority}
+
+
+def pod_rows(inp: Manifests, pods: list[Obj], notes: Counter) -> list[dict]:
+    """The rows of `pods`, those of a PodGroup settled as its job; a pod without
+    `spec.schedulingGroup` is a job of its own (`grouped` false: an importer may regroup it)."""
     for wl in inp.by_kind["Workload"].values():
         _check_templates(wl)
     groups = {key: inp.group(pg) for key, pg in inp.by_kind["PodGroup"].items()}  # each checked, used or not
     rows: list[dict] = []
-    for i, pod in enumerate(inp.pods):
-        pg_name = _get(pod, "spec.schedulingGroup.podGroupName", str)
-        if _get(pod, "spec.schedulingGroup", dict) is not None and not pg_name:
+    for i, pod in enumerate(pods):
+        pg_name = get_field(pod, "spec.schedulingGroup.podGroupName", str)
+        if get_field(pod, "spec.schedulingGroup", dict) is not None and not pg_name:
             raise pod.refuse("spec.schedulingGroup.podGroupName", "missing (the PodGroup the pod joins)")
-        req = pod_requests(pod)
-        gpus = req.get(GPU, Fraction(0))
-        if gpus > MAX_GPUS_PER_POD:
-            raise pod.refuse(f"spec.containers[*].resources.requests.{GPU}",
-                             f"{gpus} GPUs in all: at most {MAX_GPUS_PER_POD} per pod")
-        for name, unit, most in (("cpu", 1000, MAX_CPU_MILLI), ("memory", Fraction(1, 2**20), MAX_MEMORY_MIB)):
-            if _ceil(req.get(name, Fraction(0)) * unit) > most:
-                raise pod.refuse(f"spec.containers[*].resources.requests.{name}",
-                                 f"{float(req[name]):.6g} in all: more than any node holds (a unit mistake?)")
-        for name in sorted(set(req) - {"cpu", "memory", GPU}):
-            if req[name] > 0:
-                notes[f"pods requesting {name}: not modelled, ignored"] += 1
-        labels = _get(pod, "metadata.labels", dict, {})
-        queue = labels.get(QUEUE_LABEL, NO_QUEUE)
-        if not isinstance(queue, str) or not queue:
-            raise pod.refuse(f'metadata.labels["{QUEUE_LABEL}"]', f"expected a queue name, got {queue!r}")
-        priority = _int32(pod, "spec.priority")
-        if priority is None:
-            priority = inp.priority_of_class(pod, "spec.priorityClassName")
-        row = {"obj": pod, "pod_id": f"{pod.namespace}/{pod.name}", "created": _timestamp(pod),
-               "duration_s": _duration(pod), "cpu_milli": _ceil(req.get("cpu", Fraction(0)) * 1000),
-               "memory_mib": _ceil(req.get("memory", Fraction(0)) / 2**20), "gpu_count": int(gpus),
-               "gpu_milli": 1000 if gpus else 0, "queue": queue, "priority": priority}
+        row = pod_row(inp, pod, notes)
+        row["grouped"] = bool(pg_name)
         if pg_name:
             key = (pod.namespace, pg_name)
             if key not in groups:
@@ -598,18 +633,12 @@ def read_workloads(paths: list[str]) -> ImportResult:
         else:
             notes["PodGroup objects without pods in the input: not in the trace"] += 1
     if not rows:
-        raise TraceError(", ".join(map(str, paths)), "no Pod objects in the input")
-    return _result(rows, paths, inp, notes)
+        raise TraceError(", ".join(map(str, inp.paths)), "no Pod objects in the input")
+    return rows
 
 
-def _settle(g: Group, members: list[dict], inp: _Input, notes: Counter) -> None:
-    """Give a group's pods what they share: min_member, locality, one submit time, one priority
-    and queue (refused when they disagree)."""
-    if g.min_member > len(members):
-        raise g.obj.refuse("spec.schedulingPolicy.gang.minCount",
-                           f"minCount {g.min_member}{f' (from {g.min_from})' if g.min_from else ''} exceeds "
-                           f"the {len(members)} pods the "
-                           "input gives this PodGroup (spec.schedulingGroup.podGroupName of its pods)")
+def check_agreement(members: list[dict], job: str) -> None:
+    """Refuse pods of one job that disagree on priority or queue, naming the second pod."""
     for name in ("priority", "queue"):
         given = [m for m in members if m[name] is not None]
         first = given[0] if given else None
@@ -619,8 +648,18 @@ def _settle(g: Group, members: list[dict], inp: _Input, notes: Counter) -> None:
                 field_ = "spec.priority (or spec.priorityClassName)" if name == "priority" else \
                     f'metadata.labels["{QUEUE_LABEL}"]'
                 raise m["obj"].refuse(field_, f"{name} {m[name]!r} differs from {first['obj'].where}'s "
-                                      f"{first[name]!r}: pods of PodGroup {g.obj.namespace}/{g.obj.name} "
-                                      f"share one {name} in loopbench")
+                                      f"{first[name]!r}: pods of {job} share one {name} in loopbench")
+
+
+def _settle(g: Group, members: list[dict], inp: Manifests, notes: Counter) -> None:
+    """Give a group's pods what they share: min_member, locality, one submit time, one priority
+    and queue (refused when they disagree)."""
+    if g.min_member > len(members):
+        raise g.obj.refuse("spec.schedulingPolicy.gang.minCount",
+                           f"minCount {g.min_member}{f' (from {g.min_from})' if g.min_from else ''} exceeds "
+                           f"the {len(members)} pods the "
+                           "input gives this PodGroup (spec.schedulingGroup.podGroupName of its pods)")
+    check_agreement(members, f"PodGroup {g.obj.namespace}/{g.obj.name}")
     own = [m["priority"] for m in members if m["priority"] is not None]
     fallback = g.priority if g.priority is not None else inp.global_default or 0
     priority = own[0] if own else fallback
@@ -633,15 +672,14 @@ def _settle(g: Group, members: list[dict], inp: _Input, notes: Counter) -> None:
         m.update(min_member=g.min_member, locality=g.locality, priority=priority, created=latest)
 
 
-def _result(rows: list[dict], paths: list[str], inp: _Input, notes: Counter) -> ImportResult:
+def rows_table(rows: list[dict], paths: list[str], notes: Counter) -> tuple[pa.Table, str]:
+    """The canonical table of settled rows (a row's `gpu_models`, if any, restricts its GPU
+    models), submit times from the earliest creationTimestamp, and that origin as time_origin."""
     created = [r["created"] for r in rows if r["created"] is not None]
     origin = min(created) if created else None
     missing = sum(r["created"] is None for r in rows)
     if missing:
         notes["no creationTimestamp: submitted at the trace origin"] += missing
-    no_duration = sum(r["duration_s"] is None for r in rows)
-    if no_duration:
-        notes[f"no {DURATION_ANNOTATION} annotation: runs to the end of the replay"] += no_duration
     for r in rows:
         r["submit_s"] = 0.0 if r["created"] is None else r["created"] - (origin or 0.0)
         if r["submit_s"] > MAX_TIME_S:
@@ -662,12 +700,10 @@ def _result(rows: list[dict], paths: list[str], inp: _Input, notes: Counter) -> 
         "gang_locality": [r["locality"] for r in rows],
         "priority": np.array([r["priority"] for r in rows], np.int32),
         "queue": [r["queue"] for r in rows],
+        "gpu_models": pa.array([r.get("gpu_models", []) for r in rows], pa.list_(pa.string())),
     }
     names = ", ".join(Path(p).name for p in paths)
     table = validate_table(canonical(cols, n), names)
     when = (datetime.fromtimestamp(math.floor(origin), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             if origin is not None else "no creationTimestamp in the input: every pod at 0")
-    meta = TraceMeta(source=f"Kubernetes manifests {names}", licence="the manifests' owner's",
-                     time_origin=when, description="one pod per Pod object; PodGroups (KEP-4671) are jobs; "
-                     "see harness/importers/workloads.py")
-    return ImportResult(table, meta, "pods", n, Counter(), notes)
+    return table, when

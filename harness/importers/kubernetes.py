@@ -1,0 +1,433 @@
+"""A live cluster, as `kubectl get nodes,pods -A -o json` (or `-o yaml`) prints it, to a
+loopbench cluster config and a trace: replay your own fleet and workload.
+
+The input is read as harness/importers/workloads.py reads manifests (YAML or JSON, `kind: List`,
+several documents or files; PodGroups, Workloads and PriorityClasses among them are honoured as
+there), and each pod's row is built there: requests as kube-scheduler sums them, priority,
+queue. What this importer adds:
+
+Nodes -> node types and pools (`status.allocatable`, else `status.capacity`):
+- a node type per distinct (cpu, memory, `nvidia.com/gpu` count, GPU product, instance type):
+  cpu in millicores and memory in MiB rounded down; named by `node.kubernetes.io/instance-type`,
+  else `<product>x<gpus>` or `cpu-<cores>c`, with `-<cpu>m-<mem>Mi` when two types share a name;
+  gpu_model is the `nvidia.com/gpu.product` label as written (`gpu-unknown` without it, counted);
+  one NVLink and one NUMA domain, no NIC per GPU, no partitions (kubectl does not say).
+- a pool per node group (`cloud.google.com/gke-nodepool`, `eks.amazonaws.com/nodegroup`,
+  `karpenter.sh/nodepool`, `kubernetes.azure.com/agentpool`; else one per node type), split by
+  node type, zone and block when a group spans several (the pool name then gains them);
+  zone from `topology.kubernetes.io/zone`, block from `cloud.google.com/gce-topology-block` or
+  `topology.kubernetes.io/block`, rack from `cloud.google.com/gce-topology-subblock` or
+  `topology.kubernetes.io/rack` (nodes_per_rack: the most nodes of the pool in one rack; without
+  rack labels the pool is one rack). Without labels: zone-a, block-a (the Pool defaults).
+- size: min = max = the nodes seen, autoscaling off; `autoscaled` makes min 0, max the nodes
+  seen, autoscaling on. Prices and boot delays as every importer's (importers/common.py).
+- the taint `nvidia.com/gpu[=value]:NoSchedule|NoExecute` becomes the pool's (GPU pods tolerate it);
+  other taints, cordons, extended resources other than GPUs: counted as ignored.
+
+Pods -> rows (the pod rows of workloads.py, then):
+- job: the KEP-4671 PodGroup of the pod (as workloads.py); else the pod-group annotation or
+  label (`scheduling.k8s.io/group-name` of Volcano, `scheduling.x-k8s.io/pod-group` of
+  coscheduling): a gang of the pods the input holds (min_member their count, the latest
+  creationTimestamp); else the label `jobset.sigs.k8s.io/jobset-name`, else the controller
+  ownerReference (Job, ReplicaSet, ...): job_id `<namespace>/<owner>`, min_member 1, submitted at
+  the job's earliest creationTimestamp; else a job of its own. Pods of one job must agree on
+  priority and queue.
+- duration: the `loopbench.io/duration-s` annotation when given; else, for a Succeeded or Failed
+  pod, the latest `finishedAt` minus the earliest `startedAt` of its (init) containers'
+  `state.terminated` (a finished pod without them, e.g. Evicted, is dropped, counted); a Running
+  pod's is unknown: `running_duration_s` (default null: runs to the end of the replay); a
+  Pending or Unknown pod's is null.
+- gpu_models: a GPU pod's `nvidia.com/gpu.product` nodeSelector or required nodeAffinity `In`
+  (one term). Other node selectors and affinities, tolerations (besides the defaults every pod
+  gets and nvidia.com/gpu), topology spread, schedulerName, spec.nodeName: counted as ignored:
+  the trace cannot restrict a pod to labelled nodes. A nodeSelector every node satisfies
+  (`kubernetes.io/os: linux`) restricts nothing and is counted as such.
+- DaemonSet pods and mirror (static) pods are dropped, counted: they belong to the nodes.
+Every refusal names the file, the object (`Kind namespace/name`) and the field path.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import yaml
+
+from harness.cluster import GPU_TAINT_KEY, Cluster
+from harness.errors import TraceError
+from harness.importers.common import ImportResult, boot_delay, node_price
+from harness.importers.workloads import (
+    DURATION_ANNOTATION,
+    GPU,
+    Manifests,
+    Obj,
+    check_agreement,
+    get_field,
+    pod_rows,
+    quantities,
+    rows_table,
+    time_field,
+)
+from harness.trace import MAX_GPUS_PER_POD, TraceMeta
+
+POOL_LABELS = ("cloud.google.com/gke-nodepool", "eks.amazonaws.com/nodegroup", "karpenter.sh/nodepool",
+               "kubernetes.azure.com/agentpool")
+INSTANCE_LABEL = "node.kubernetes.io/instance-type"
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+BLOCK_LABELS = ("cloud.google.com/gce-topology-block", "topology.kubernetes.io/block")
+RACK_LABELS = ("cloud.google.com/gce-topology-subblock", "topology.kubernetes.io/rack")
+GANG_KEYS = ("scheduling.k8s.io/group-name", "scheduling.x-k8s.io/pod-group")
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+NODE_OWNED = ("DaemonSet", "Node")  # a pod per node, or the kubelet's mirror of a static pod
+#: tolerations the DefaultTolerationSeconds admission adds to every pod
+DEFAULT_TOLERATIONS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+UNKNOWN_MODEL = "gpu-unknown"
+
+
+@dataclass
+class KubernetesImport:
+    """The trace, the cluster config and what was assumed and ignored, for the summary."""
+
+    result: ImportResult
+    cluster: dict
+    nodes: int
+    pods_read: int
+    assumed: Counter = field(default_factory=Counter)
+    ignored: Counter = field(default_factory=Counter)
+
+    def summary(self) -> list[str]:
+        c, r = self.cluster, self.result
+        size = ("autoscaled: pools from 0 to the nodes seen" if c["autoscaling"]
+                else "fixed size: min = max = the nodes seen, autoscaling off")
+        lines = [f"  nodes {self.nodes:>8,} -> {len(c['node_types'])} node types, {len(c['pools'])} pools ({size})"]
+        for t in c["node_types"]:
+            gpus = f"{t['gpus']} x {t['gpu_model']}, " if t["gpus"] else ""
+            n = sum(p["max_size"] for p in c["pools"] if p["node_type"] == t["name"])
+            lines.append(f"    {t['name']}: {gpus}{t['cpu_milli']}m CPU, {t['memory_mib']:,} MiB; "
+                         f"{n} node{'s' * (n != 1)}")
+        jobs = len(set(r.table.column("job_id").to_pylist()))
+        lines.append(f"  pods  {self.pods_read:>8,} -> {r.table.num_rows:,} in the trace ({jobs:,} jobs)")
+        lines += [f"    {n:>8,}  dropped: {why}" for why, n in r.dropped.most_common()]
+        for title, counts in (("assumed", self.assumed + r.notes), ("ignored", self.ignored)):
+            if counts:
+                lines.append(f"  {title}:")
+                lines += [f"    {n:>8,}  {why}" for why, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+        return lines
+
+
+def _labels(obj: Obj, path: str = "metadata.labels") -> dict[str, str]:
+    labels = get_field(obj, path, dict, {})
+    for key, value in labels.items():
+        if not isinstance(value, str):
+            raise obj.refuse(f'{path}["{key}"]', f"a label value is a string, got {value!r}")
+    return labels
+
+
+def _first(labels: dict[str, str], keys: tuple[str, ...]) -> str | None:
+    return next((labels[k] for k in keys if labels.get(k)), None)
+
+
+@dataclass
+class _Node:
+    obj: Obj
+    shape: tuple[int, int, int, str, str]  # cpu_milli, memory_mib, gpus, gpu model, instance type
+    group: str | None
+    zone: str
+    block: str
+    rack: str | None
+    taints: tuple[str, ...]
+
+
+def _node(obj: Obj, assumed: Counter, ignored: Counter) -> _Node:
+    labels = _labels(obj)
+    path = "status.allocatable"
+    res = get_field(obj, path, dict)
+    if not res:
+        path, res = "status.capacity", get_field(obj, "status.capacity", dict)
+        if not res:
+            raise obj.refuse("status.allocatable", "missing, and no status.capacity either "
+                             "(kubectl get nodes -o json prints both)")
+        assumed["nodes without status.allocatable: their status.capacity taken"] += 1
+    q = quantities(obj, path, res)
+    cpu_milli, memory_mib = (math.floor(q.get(k, Fraction(0)) * unit) for k, unit in
+                             (("cpu", 1000), ("memory", Fraction(1, 2**20))))
+    for key, value in (("cpu", cpu_milli), ("memory", memory_mib)):
+        if value <= 0:
+            raise obj.refuse(f"{path}.{key}", f"missing or zero ({res.get(key)!r}): a node needs some")
+    gpus = int(q.get(GPU, 0))
+    if gpus > MAX_GPUS_PER_POD:
+        raise obj.refuse(f"{path}.{GPU}", f"{gpus} GPUs: at most {MAX_GPUS_PER_POD} per node")
+    for name in sorted(set(q) - {"cpu", "memory", GPU}):
+        if q[name] > 0:
+            ignored[f"nodes' allocatable {name}: not modelled"] += 1
+    model = ""
+    if gpus:
+        model = labels.get(PRODUCT_LABEL) or UNKNOWN_MODEL
+        if model == UNKNOWN_MODEL:
+            assumed[f"GPU nodes without the {PRODUCT_LABEL} label: GPU model {UNKNOWN_MODEL}"] += 1
+    taints = []
+    for i, t in enumerate(get_field(obj, "spec.taints", list, [])):
+        at = f"spec.taints[{i}]"
+        if not isinstance(t, dict) or not isinstance(t.get("key"), str) or not isinstance(t.get("effect"), str):
+            raise obj.refuse(at, f"a taint has a key and an effect, got {t!r}")
+        if t["key"] == GPU_TAINT_KEY and t["effect"] in ("NoSchedule", "NoExecute"):
+            taint_value = t.get("value")
+            taints.append(f"{t['key']}{f'={taint_value}' if taint_value else ''}:{t['effect']}")
+        else:
+            ignored[f"nodes' taints other than {GPU_TAINT_KEY} (pods tolerate only that one in loopbench)"] += 1
+    if get_field(obj, "spec.unschedulable", bool, False):
+        ignored["cordoned nodes (spec.unschedulable): in the cluster as schedulable"] += 1
+    zone = labels.get(ZONE_LABEL)
+    if not zone:
+        assumed[f"nodes without the {ZONE_LABEL} label: zone-a"] += 1
+    return _Node(obj, (cpu_milli, memory_mib, gpus, model, labels.get(INSTANCE_LABEL, "")), _first(labels, POOL_LABELS),
+                 zone or "zone-a", _first(labels, BLOCK_LABELS) or "block-a", _first(labels, RACK_LABELS),
+                 tuple(sorted(taints)))
+
+
+def _type_names(shapes: list[tuple[int, int, int, str, str]]) -> dict[tuple, str]:
+    def base(s: tuple) -> str:
+        cpu, _, gpus, model, instance = s
+        return instance or (f"{model}x{gpus}" if gpus else f"cpu-{cpu // 1000}c")
+
+    bases = Counter(base(s) for s in shapes)
+    return {s: base(s) if bases[base(s)] == 1 else f"{base(s)}-{s[0]}m-{s[1]}Mi" for s in shapes}
+
+
+def _cluster(nodes: list[_Node], name: str, autoscaled: bool) -> dict:
+    """Node types and pools of the nodes, in order of first appearance."""
+    names = _type_names(list(dict.fromkeys(n.shape for n in nodes)))
+    pools: dict[tuple, list[_Node]] = defaultdict(list)
+    for n in nodes:
+        pools[(n.group or names[n.shape], names[n.shape], n.zone, n.block)].append(n)
+    splits: dict[str, list[set]] = defaultdict(lambda: [set(), set(), set()])
+    for group, tname, zone, block in pools:
+        for i, part in enumerate((tname, zone, block)):
+            splits[group][i].add(part)
+    node_types, out = [], []
+    for (cpu, mem, gpus, model, _), tname in names.items():
+        node_types.append({"name": tname, "cpu_milli": cpu, "memory_mib": mem, "gpus": gpus, "gpu_model": model,
+                           "nvlink_domains": 1, "numa_domains": 1})
+    for (group, tname, zone, block), members in pools.items():
+        parts = [group] + [p for p, seen in zip((tname, zone, block), splits[group], strict=True)
+                           if len(seen) > 1 and p != group]
+        racks = Counter(n.rack for n in members)
+        per_rack = max(racks.values()) if any(r is not None for r in racks) else len(members)
+        taints = {n.taints for n in members}
+        if len(taints) > 1:
+            first, other = sorted(taints)[:2]
+            odd = next(n for n in members if n.taints == other)
+            raise odd.obj.refuse("spec.taints", f"nvidia.com/gpu taint {list(other)} differs from other nodes of pool "
+                                 f"{'-'.join(parts)!r} ({list(first)}): a pool has one set of taints")
+        cpu, mem, gpus, model, _ = members[0].shape
+        pool = {"name": "-".join(parts), "node_type": tname, "zone": zone, "block": block,
+                "nodes_per_rack": per_rack, "min_size": 0 if autoscaled else len(members), "max_size": len(members),
+                "price_on_demand": node_price(model, gpus, cpu, mem), "boot_delay": boot_delay(gpus)}
+        if members[0].taints:
+            pool["taints"] = list(members[0].taints)
+        out.append(pool)
+    return {"_target_": "harness.cluster.Cluster", "name": name, "autoscaling": autoscaled,
+            "node_types": node_types, "pools": out}
+
+
+def _run_time(pod: Obj) -> tuple[str, float | None]:
+    """The pod's phase and, finished, the time its containers ran (None when it does not say)."""
+    phase = get_field(pod, "status.phase", str, "Pending")
+    if phase not in PHASES:
+        raise pod.refuse("status.phase", f"must be one of {', '.join(PHASES)}, got {phase!r}")
+    if phase not in ("Succeeded", "Failed"):
+        return phase, None
+    starts, ends = [], []
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for i, _ in enumerate(get_field(pod, f"status.{key}", list, [])):
+            at = f"status.{key}[{i}].state.terminated"
+            if get_field(pod, at, dict) is None:
+                continue
+            start, end = time_field(pod, f"{at}.startedAt"), time_field(pod, f"{at}.finishedAt")
+            if start is not None and end is not None and end < start:
+                raise pod.refuse(f"{at}.finishedAt", "before its startedAt")
+            starts += [start] if start is not None else []
+            ends += [end] if end is not None else []
+    if not starts or not ends:
+        return phase, None
+    return phase, max(ends) - min(starts)
+
+
+def _owner(pod: Obj) -> tuple[str, str, bool] | None:
+    """(job_id, what names it, is a gang) of a pod outside a PodGroup; None: a job of its own."""
+    labels = _labels(pod)
+    annotations = get_field(pod, "metadata.annotations", dict, {})
+    for key in GANG_KEYS:
+        for source, values in (("annotation", annotations), ("label", labels)):
+            value = values.get(key)
+            if value is not None:
+                if not isinstance(value, str) or not value:
+                    raise pod.refuse(f'metadata.{source}s["{key}"]', f"expected a pod group name, got {value!r}")
+                return f"{pod.namespace}/{value}", f"pod group {pod.namespace}/{value}", True
+    if labels.get(JOBSET_LABEL):
+        return f"{pod.namespace}/{labels[JOBSET_LABEL]}", f"JobSet {pod.namespace}/{labels[JOBSET_LABEL]}", False
+    refs = _owner_refs(pod)
+    if not refs:
+        return None
+    kind, name = next(((k, n) for k, n, c in refs if c), refs[0][:2])
+    return f"{pod.namespace}/{name}", f"{kind} {pod.namespace}/{name}", False
+
+
+def _owner_refs(pod: Obj) -> list[tuple[str, str, bool]]:
+    out = []
+    for i, ref in enumerate(get_field(pod, "metadata.ownerReferences", list, [])):
+        for key in ("kind", "name"):
+            value = ref.get(key) if isinstance(ref, dict) else None
+            if not isinstance(value, str) or not value:
+                raise pod.refuse(f"metadata.ownerReferences[{i}].{key}", f"missing or not a string ({ref!r})")
+        out.append((ref["kind"], ref["name"], ref.get("controller") is True))
+    return out
+
+
+def _gpu_models(pod: Obj, gpus: int, every: dict[str, set[str]], ignored: Counter, assumed: Counter) -> list[str]:
+    """The GPU models a pod's node selection allows (empty: any), counting what is not read."""
+    models: set[str] | None = None
+    for key, value in _labels(pod, "spec.nodeSelector").items():
+        if key == PRODUCT_LABEL and gpus:
+            models = {value} if models is None else models & {value}
+        elif every.get(key) == {value}:
+            assumed["pods' nodeSelector terms every node satisfies: no restriction"] += 1
+        else:
+            ignored[f"pods' nodeSelector on {key} (the trace cannot restrict a pod to labelled nodes)"] += 1
+    affinity = get_field(pod, "spec.affinity", dict, {})
+    for kind in sorted(set(affinity) - {"nodeAffinity"}):
+        ignored[f"pods' affinity.{kind}"] += 1
+    node = get_field(pod, "spec.affinity.nodeAffinity", dict, {})
+    if node.get("preferredDuringSchedulingIgnoredDuringExecution"):
+        ignored["pods' preferred nodeAffinity"] += 1
+    at = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+    terms = get_field(pod, at, list, [])
+    if len(terms) > 1:
+        ignored["pods' required nodeAffinity with several terms"] += 1
+    elif terms:
+        for j, e in enumerate(get_field(pod, f"{at}[0].matchExpressions", list, [])):
+            if not isinstance(e, dict) or not isinstance(e.get("key"), str):
+                raise pod.refuse(f"{at}[0].matchExpressions[{j}]", f"expected {{key, operator, values}}, got {e!r}")
+            values = e.get("values") or []
+            if e["key"] == PRODUCT_LABEL and e.get("operator") == "In" and gpus and isinstance(values, list):
+                models = set(map(str, values)) if models is None else models & set(map(str, values))
+            else:
+                ignored[f"pods' required nodeAffinity on {e['key']} {e.get('operator')}"] += 1
+        if get_field(pod, f"{at}[0].matchFields", list):
+            ignored["pods' required nodeAffinity matchFields"] += 1
+    if models is not None and not models:
+        raise pod.refuse("spec.affinity", f"its {PRODUCT_LABEL} selector and affinity allow no GPU model together")
+    return sorted(models or ())
+
+
+def _ignored_fields(pod: Obj, ignored: Counter) -> None:
+    for i, t in enumerate(get_field(pod, "spec.tolerations", list, [])):
+        if not isinstance(t, dict):
+            raise pod.refuse(f"spec.tolerations[{i}]", f"expected a toleration (a mapping), got {t!r}")
+        if t.get("key") not in DEFAULT_TOLERATIONS | {GPU_TAINT_KEY}:
+            ignored[f"pods' tolerations other than {GPU_TAINT_KEY} and the defaults"] += 1
+            break
+    if get_field(pod, "spec.topologySpreadConstraints", list):
+        ignored["pods' topologySpreadConstraints"] += 1
+    if get_field(pod, "spec.schedulerName", str, "default-scheduler") != "default-scheduler":
+        ignored["pods' schedulerName other than default-scheduler"] += 1
+    if get_field(pod, "spec.nodeName", str):
+        ignored["pods' spec.nodeName (the replay places every pod itself)"] += 1
+
+
+def read_kubernetes(paths: list[str], *, running_duration_s: float | None = None, autoscaled: bool = False,
+                    name: str | None = None) -> KubernetesImport:
+    """Nodes and pods of `paths` (one input) to a cluster config and a canonical trace."""
+    paths = [str(p) for p in paths]
+    inp = Manifests(paths)
+    assumed: Counter = Counter()
+    ignored: Counter = Counter()
+    nodes: dict[str, _Node] = {}
+    for obj in inp.others:
+        if obj.kind != "Node":
+            ignored[f"{obj.kind} objects (not a Node, Pod, PodGroup, Workload or PriorityClass)"] += 1
+        elif obj.name in nodes:
+            raise obj.refuse("metadata.name", f"defined twice (first in {nodes[obj.name].obj.file})")
+        else:
+            nodes[obj.name] = _node(obj, assumed, ignored)
+    if not nodes:
+        raise TraceError(", ".join(paths), "no Node objects in the input (kubectl get nodes,pods -A -o json)")
+    cluster = _cluster(list(nodes.values()), name or Path(paths[0]).stem, autoscaled)
+    Cluster(**{k: v for k, v in cluster.items() if k != "_target_"})  # refuse a config a replay could not load
+    every: dict[str, set[str]] = defaultdict(set)
+    for key in {k for n in nodes.values() for k in _labels(n.obj)}:
+        every[key] = {_labels(n.obj).get(key, "") for n in nodes.values()}
+    dropped: Counter = Counter()
+    pods, runs = [], {}
+    for pod in inp.pods:
+        kinds = {k for k, _, _ in _owner_refs(pod)}
+        if kinds & set(NODE_OWNED):
+            dropped["DaemonSet and mirror (static) pods: they belong to the nodes"] += 1
+            continue
+        phase, ran = _run_time(pod)
+        if phase in ("Succeeded", "Failed") and ran is None and \
+                DURATION_ANNOTATION not in get_field(pod, "metadata.annotations", dict, {}):
+            dropped[f"{phase} pods without their containers' startedAt and finishedAt (e.g. Evicted)"] += 1
+            continue
+        pods.append(pod)
+        runs[f"{pod.namespace}/{pod.name}"] = (phase, ran)
+    notes: Counter = Counter()
+    rows = pod_rows(inp, pods, notes)
+    jobs: dict[str, list[dict]] = defaultdict(list)
+    what: dict[str, tuple[str, bool]] = {}
+    for row in rows:
+        pod = row["obj"]
+        phase, ran = runs[row["pod_id"]]
+        if row["duration_s"] is None:
+            if phase == "Running":
+                row["duration_s"] = running_duration_s
+                assumed["Running pods: run time unknown, " + (
+                    f"{running_duration_s:g} s (--running-duration-s)" if running_duration_s is not None
+                    else "run to the end of the replay (--running-duration-s S to give one)")] += 1
+            elif ran is not None:
+                row["duration_s"] = ran
+                if phase == "Failed":
+                    assumed["Failed pods: replayed as running their time, then done"] += 1
+            else:
+                assumed[f"{phase} pods without {DURATION_ANNOTATION}: run to the end of the replay"] += 1
+        row["gpu_models"] = _gpu_models(pod, row["gpu_count"], every, ignored, assumed)
+        _ignored_fields(pod, ignored)
+        owner = None if row["grouped"] else _owner(pod)
+        if owner is not None:
+            jobs[owner[0]].append(row)
+            what[owner[0]] = owner[1:]
+    for job_id, members in jobs.items():
+        label, gang = what[job_id]
+        check_agreement(members, label)
+        created = [m["created"] for m in members if m["created"] is not None]
+        when = (max if gang else min)(created) if created else None
+        moved = sum(m["created"] != when for m in members)
+        if moved:
+            notes["pods of a gang (pod-group label) submitted at its latest creationTimestamp" if gang else
+                  "pods of a Job, JobSet or other owner submitted at its earliest creationTimestamp"] += moved
+        if gang:
+            notes["pod-group gangs: min_member = the pods the input holds"] += len(members)
+        for m in members:
+            m.update(job_id=job_id, created=when, min_member=len(members) if gang else 1,
+                     priority=members[0]["priority"])
+    models = {t["gpu_model"] for t in cluster["node_types"]}
+    absent = sum(bool(r["gpu_models"]) and not set(r["gpu_models"]) & models for r in rows)
+    if absent:
+        notes["GPU pods asking for a model no node has: they never start"] += absent
+    table, origin = rows_table(rows, paths, notes)
+    names = ", ".join(Path(p).name for p in paths)
+    meta = TraceMeta(source=f"Kubernetes cluster {names}", licence="the cluster owner's", time_origin=origin,
+                     description="one pod per Pod object; jobs by PodGroup, pod group, JobSet or owner; "
+                     "see harness/importers/kubernetes.py")
+    result = ImportResult(table, meta, "pods", len(inp.pods), dropped, notes)
+    return KubernetesImport(result, cluster, len(nodes), len(inp.pods), assumed, ignored)
+
+
+def cluster_yaml(cluster: dict, head: str) -> str:
+    """The cluster config as YAML, `head` (comment lines) first."""
+    return head + yaml.safe_dump(cluster, sort_keys=False, default_flow_style=None, width=110)
