@@ -21,6 +21,7 @@ from harness.output import run_lock, write_text
 from harness.progress import steps
 from harness.provenance import wall_s
 from harness.replay import Replay
+from harness.settings import check_config
 from harness.summary import HEADLINE, readout
 
 
@@ -68,6 +69,8 @@ def loop_configs(loops: list[str], overrides: list[str]) -> dict[str, DictConfig
             available = exc.options or []
         except HydraException as exc:
             raise ConfigError(f"loop={name}", " ".join(str(exc).split())) from None
+        else:
+            check_config(configs[name])
     if unknown:
         names = ", ".join(f"'{n}'" for n in unknown)
         raise ConfigError("loops", f"unknown loop{'s' if len(unknown) > 1 else ''} {names}; "
