@@ -2,8 +2,10 @@
 
 A Hydra app like `loopbench replay` (conf/compare.yaml): `loops=a,b` picks the loops (names
 of conf/loop/*.yaml), every other override applies to each loop (a loop's own setting,
-`loop.KEY=VALUE`, too: every loop compared must have the key; -m does not sweep it), and
---help, --cfg job and -m work as for replay. Every loop's config is composed, and so checked, before the first runs.
+`loop.KEY=VALUE`, `+` or `++` too: every loop compared must have the key, or for a new key the
+part it goes in, else compare names the loops without it and the `loops=` that would run; -m
+does not sweep it), and --help, --cfg job and -m work as for replay. Every loop's config is
+composed and checked before the first runs.
 Runs land in runs/compare/<timestamp>/<loop>/ (each a normal run directory), with the
 side-by-side table beside them as comparison.csv and comparison.md.
 """
@@ -21,6 +23,7 @@ from harness.output import run_lock, write_text
 from harness.progress import steps
 from harness.provenance import wall_s
 from harness.replay import Replay
+from harness.settings import check_config
 from harness.summary import HEADLINE, readout
 
 
@@ -43,11 +46,9 @@ def _key(override: str) -> str:
 
 
 def loop_configs(loops: list[str], overrides: list[str]) -> dict[str, DictConfig]:
-    """Each loop's replay config, composed with the user's overrides before any loop runs: an
-    unknown name or an override a loop does not take is one line, not a failure half-way."""
-    from hydra import compose
-    from hydra.errors import HydraException, MissingConfigException
-
+    """Each loop's replay config, composed with the user's overrides and checked before any
+    loop runs: an unknown name, an override a loop does not take or a loop's own setting that
+    only some compared loops have is one line, not a failure half-way."""
     if not loops:
         raise ConfigError("loops", "no loop to compare: give loops=a,b (names of conf/loop/*.yaml)")
     twice = next((name for i, name in enumerate(loops) if name in loops[:i]), None)
@@ -55,6 +56,24 @@ def loop_configs(loops: list[str], overrides: list[str]) -> dict[str, DictConfig
         raise ConfigError("loops", f"loop '{twice}' is listed twice")
     if "loop" in map(_key, overrides):
         raise ConfigError("loop", "compare runs each of `loops`: pick them with loops=a,b, not loop=")
+    own = [o for o in overrides if _key(o).startswith("loop.")]
+    others = [o for o in overrides if o not in own]
+    composed = _composed(loops, others)
+    for i, override in enumerate(own):
+        if i:
+            composed = _composed(loops, [*others, *own[:i]])
+        _every_loop_has(_key(override), composed)
+    configs = _composed(loops, overrides)
+    for cfg in configs.values():
+        check_config(cfg)
+    return configs
+
+
+def _composed(loops: list[str], overrides: list[str]) -> dict[str, DictConfig]:
+    """Each loop's config with `overrides`; unknown loop names refused together."""
+    from hydra import compose
+    from hydra.errors import HydraException, MissingConfigException
+
     configs: dict[str, DictConfig] = {}
     unknown: list[str] = []
     available: Sequence[str] = []
@@ -73,6 +92,28 @@ def loop_configs(loops: list[str], overrides: list[str]) -> dict[str, DictConfig
         raise ConfigError("loops", f"unknown loop{'s' if len(unknown) > 1 else ''} {names}; "
                                    f"available: {', '.join(available)}")
     return configs
+
+
+_ABSENT = object()
+
+
+def _every_loop_has(key: str, configs: dict[str, DictConfig]) -> None:
+    """A loop's own setting (plain, + or ++) applies to every compared loop, so each must have
+    it, or, for a new key none has, the part it goes in: given to a loop without it, it would
+    fail that loop's constructor after the loops before it ran."""
+    parent = key.rpartition(".")[0]
+    for setting in (key, parent):
+        have = [name for name, cfg in configs.items() if OmegaConf.select(
+            cfg, setting, default=_ABSENT, throw_on_resolution_failure=False) is not _ABSENT]
+        if have:
+            break
+    lack = [name for name in configs if name not in have]
+    if not have or not lack:
+        return
+    what = "no such setting" if setting == key else f"no {setting} to add it to"
+    loops = f"loop{'s' if len(lack) > 1 else ''} {', '.join(repr(n) for n in lack)}"
+    raise ConfigError(key, f"{loops} {'have' if len(lack) > 1 else 'has'} {what}; "
+                           f"compare the loops that have it: loops={','.join(have)}")
 
 
 def run_loops(configs: dict[str, DictConfig], out_root: Path) -> pl.DataFrame:

@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 
 from harness.errors import ConfigError, LoopbenchError, TraceError
 from harness.services.trace import MAX_REPLICAS
-from harness.settings import check, check_config, flag, fraction, grid, integer, number, weight
+from harness.settings import check, check_config, flag, fraction, grid, instantiate, integer, number, weight
 from harness.trace import MAX_CPU_MILLI, MAX_GPUS_PER_POD, MAX_MEMORY_MIB, MAX_TIME_S, SCHEMA
 
 DAY_S = 86400.0
@@ -744,12 +744,10 @@ def summary(table: pa.Table, partition_milli: dict[str, int] | None = None) -> d
     }
 
 
-def _instantiate(node):
+def _instantiate(node, key: str):
     """Hydra instantiate, re-raising our own config errors unwrapped (one clear CLI line)."""
-    from hydra.utils import instantiate
-
     try:
-        return instantiate(node, _convert_="all")
+        return instantiate(node, key, _convert_="all")
     except Exception as exc:
         cause = exc.__cause__
         if isinstance(cause, LoopbenchError):
@@ -768,11 +766,11 @@ def generate_task(cfg) -> None:
 
     t0 = time.perf_counter()
     check_config(cfg)
-    workload = _instantiate(cfg.workload)
+    workload = _instantiate(cfg.workload, "workload")
     seed = int(cfg.seed)
     table = workload.table(seed)
     services = workload.service_tables(seed)
-    cluster = _instantiate(cfg.cluster) if cfg.get("cluster") is not None else None
+    cluster = _instantiate(cfg.cluster, "cluster") if cfg.get("cluster") is not None else None
     if cluster is not None and cfg.get("check_fits", True) and services is not None:
         _check_replicas_fit(services[0], cluster)
     if cluster is not None and cfg.get("check_fits", True) and table.num_rows:

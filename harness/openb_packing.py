@@ -28,7 +28,7 @@ from harness.importers.openb import openb_node_slots, read_openb_nodes, read_ope
 from harness.output import atomic_dir, atomic_path, start_run, write_parquet, write_text
 from harness.provenance import RUN_INFO, provenance, write_report_provenance, write_run_info
 from harness.scores import FGD, ScorePlugin, WeightedSum
-from harness.settings import check, check_config, number
+from harness.settings import check, check_config, instantiate, number
 from harness.state import ClusterState
 from harness.workload import Workload, compile_workload
 
@@ -199,13 +199,12 @@ class OpenbPacking:
         """One run of the Hydra config `cfg` (its `policy` and `seed`) into `out_dir`, held by
         this run: curve.parquet, run.json (wall time), config.yaml, then metrics.parquet last
         (the run's completion marker). Returns the one-row metrics table, as every runner does."""
-        from hydra.utils import instantiate
         from omegaconf import OmegaConf
 
         check_config(cfg)  # before the run directory is touched
         out_dir = Path(out_dir)
         with start_run(out_dir, ("curve.parquet", RUN_INFO, "config.yaml")):  # unfinished till the end
-            policy = instantiate(cfg.policy)
+            policy = instantiate(cfg.policy, "policy")
             started = time.perf_counter()
             curve, metrics = self.simulate(policy, int(cfg.seed))
             wall = time.perf_counter() - started

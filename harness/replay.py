@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pyarrow as pa
-from hydra.utils import instantiate, to_absolute_path
+from hydra.utils import to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
 from harness.decisions import DecisionTrace
@@ -32,7 +32,7 @@ from harness.services.loop import ReplicaLoop
 from harness.services.replicas import HorizontalPodAutoscaler
 from harness.services.trace import read_services
 from harness.services.workload import compile_services
-from harness.settings import check, check_config, number
+from harness.settings import check, check_config, instantiate, number
 from harness.sim import Simulation
 from harness.summary import readout
 from harness.trace import read_trace
@@ -53,7 +53,7 @@ def build(cfg: DictConfig) -> tuple[Simulation, Loop]:
     service_files = service_paths(cfg)
     table, _ = read_trace(path, allow_empty=service_files is not None)
     try:
-        cluster = instantiate(cfg.cluster, _convert_="all")
+        cluster = instantiate(cfg.cluster, "cluster", _convert_="all")
     except Exception as exc:
         raise _config_error(exc, "cluster") from None
     loop = build_loop(cfg)
@@ -108,7 +108,7 @@ def build_replicas(cfg: DictConfig) -> HorizontalPodAutoscaler:
         raise ConfigError("replicas", f"trace '{cfg.trace.path}' has services: choose their replica autoscaler "
                                       "(replicas=hpa or replicas=keda; replicas=none is for traces without)")
     try:
-        autoscaler = instantiate(cfg.replicas, _convert_="all")
+        autoscaler = instantiate(cfg.replicas, "replicas", _convert_="all")
     except Exception as exc:
         raise _config_error(exc, "replicas") from None
     if not isinstance(autoscaler, HorizontalPodAutoscaler):
@@ -123,7 +123,7 @@ def build_buffer(cfg: DictConfig, loop: Loop, services: pa.Table) -> Buffer | No
     if not cfg.get("buffer"):
         return None
     try:
-        buffer = instantiate(cfg.buffer, _convert_="all")
+        buffer = instantiate(cfg.buffer, "buffer", _convert_="all")
     except Exception as exc:
         raise _config_error(exc, "buffer") from None
     if not isinstance(buffer, Overprovisioning | CapacityBuffer):
@@ -145,7 +145,7 @@ def default_horizon(w: Workload) -> float:
 def build_loop(cfg: DictConfig) -> Loop:
     """The loop of a composed config, refused by config key unless it is a `Loop`."""
     try:
-        loop = instantiate(cfg.loop, _convert_="all")
+        loop = instantiate(cfg.loop, "loop", _convert_="all")
     except Exception as exc:
         raise _config_error(exc, "loop") from None
     name = cfg.loop.get("name")
@@ -268,7 +268,7 @@ def replay_task(cfg: DictConfig) -> None:
         print(f"run directory {out_dir}: already complete with this config, skipped")
         return
     check_config(cfg)  # before any runner is built
-    metrics = instantiate(cfg.runner).run(cfg, out_dir)
+    metrics = instantiate(cfg.runner, "runner").run(cfg, out_dir)
     if "loop" not in metrics.columns:  # other runners' rows: as polars shows them
         print(metrics)
     else:  # the wall time apart from the results: it changes from one execution to the next

@@ -15,6 +15,11 @@ nothing has no rules: instantiating it says why); the constructors call `check(s
 on what they are given, so a loop built from Python meets the same rules. The top level of a
 config (RUN, the component "") has its rules here. A cluster is validated by
 harness/cluster.py, against its own node types and pools.
+
+A `_target_` runs code, so before any is imported or built (`check_config`, and `instantiate`,
+the one way loopbench builds from a config) each must name a class or function defined in the
+harness package or in a module the user named as theirs in $LOOPBENCH_PLUGINS: a config from
+elsewhere (a cluster file, a transforms list) cannot make loopbench open or copy a file.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -189,6 +195,97 @@ def declares(rules: dict[str, Rule]) -> Callable[[F], F]:
     return declare
 
 
+#: The environment variable naming the user's own modules (comma-separated): a config may build
+#: their classes and functions, and those of their submodules, beside the package's.
+PLUGINS = "LOOPBENCH_PLUGINS"
+
+
+def plugins() -> tuple[str, ...]:
+    """The module names $LOOPBENCH_PLUGINS holds, read at each check (a test or a launcher sets it)."""
+    return tuple(name.strip() for name in os.environ.get(PLUGINS, "").split(",") if name.strip())
+
+
+def _within(name: str, roots: tuple[str, ...]) -> bool:
+    return any(name == root or name.startswith(root + ".") for root in roots)
+
+
+def refusal(target) -> str | None:
+    """Why a `_target_` may not be built, None if it may: it must name, by a dotted path under
+    harness or a plugin module (nothing else is imported), a class or function defined there,
+    not one merely imported into such a module (`harness.replay.np.save`). A path that names
+    nothing is left to Hydra's instantiate, which says why."""
+    roots = ("harness", *plugins())
+    fix = (f"a _target_ names a class or function of the harness package or of a module named in ${PLUGINS} "
+           "(comma-separated module names)")
+    if isinstance(target, str):
+        if not _within(target, roots):
+            return (f"not a loopbench component: {fix}, e.g. {PLUGINS}={target.rpartition('.')[0] or target} "
+                    "if it is your own")
+        from hydra.utils import get_object
+
+        try:
+            obj = get_object(target)
+        except Exception:  # whatever stops the import, instantiate reports it by the _target_
+            return None
+    else:
+        obj = target
+    if not callable(obj):
+        return f"names {obj!r}, not a class or function: {fix}"
+    module = getattr(obj, "__module__", None)
+    if isinstance(module, str) and _within(module, roots):
+        return None
+    return f"names {module}.{getattr(obj, '__qualname__', obj)}, defined outside them: {fix}"
+
+
+def check_targets(node, key: str = "") -> None:
+    """Every `_target_` under `node` (at config key `key`), as instantiate would read it
+    (interpolations resolved), refused by its key unless it may be built."""
+    for where, target in targets(node, key):
+        why = refusal(target)
+        if why is not None:
+            raise SettingError(where, target, why)
+
+
+def targets(node, key: str = ""):
+    """(key, target) of each `_target_` under `node`, each container walked once: a container
+    reached through an interpolation (`policy: ${policy}`) after the others, so that a target
+    is named by the key where it is defined when the walk meets that key too."""
+    pending: list[tuple[object, str]] = [(node, key)]
+    later: list[tuple[object, str]] = []
+    seen: dict[int, object] = {}  # holds what it has seen, so that no id is reused meanwhile
+    while pending or later:
+        node, key = pending.pop() if pending else later.pop(0)
+        if id(node) in seen:
+            continue
+        seen[id(node)] = node
+        if isinstance(node, Mapping):
+            items = [k for k in node if not (k == "hydra" and not key)]  # Hydra's own, built by Hydra
+        elif isinstance(node, Sequence) and not isinstance(node, str):
+            items = list(range(len(node)))
+        else:
+            continue
+        children = []
+        for k in items:
+            child = f"{key}[{k}]" if isinstance(node, Sequence) else (f"{key}.{k}" if key else str(k))
+            value = _resolved(node, k, child)
+            if k == "_target_" and isinstance(node, Mapping):
+                yield child, value
+            elif isinstance(node, Container) and OmegaConf.is_interpolation(node, k):
+                later.append((value, child))
+            else:
+                children.append((value, child))
+        pending.extend(reversed(children))  # in the config's order
+
+
+def instantiate(node, key: str, **kwargs):
+    """Hydra's instantiate of the config `node` found at `key`, once every `_target_` under it
+    may be built: loopbench builds nothing from a config otherwise."""
+    from hydra.utils import instantiate as build
+
+    check_targets(node, key)
+    return build(node, **kwargs)
+
+
 def located(target: str) -> object | None:
     """The class or function a `_target_` names; None if it names none, for Hydra's instantiate
     to say why."""
@@ -236,7 +333,9 @@ def check(component, where: str, **settings) -> None:
 
 
 def check_config(cfg) -> None:
-    """Every setting of a composed config (DictConfig or plain mapping) against its rule."""
+    """Every `_target_` of a composed config (DictConfig or plain mapping), then every setting
+    against its rule."""
+    check_targets(cfg)
     _check(walk(cfg))
 
 
@@ -294,12 +393,17 @@ _DEFINED_ELSEWHERE = object()
 def _read(node, k, key: str):
     """node[k], resolved; a container interpolated from elsewhere (`policy: ${policy}`)
     is checked where it is defined."""
+    value = _resolved(node, k, key)
+    if isinstance(value, Container) and OmegaConf.is_interpolation(node, k):
+        return _DEFINED_ELSEWHERE
+    return value
+
+
+def _resolved(node, k, key: str):
+    """node[k], its interpolation resolved; one that fails is refused by its key."""
     if not isinstance(node, Container):
         return node[k]
     try:
-        value = node[k]
+        return node[k]
     except OmegaConfBaseException as exc:
         raise ConfigError(key, f"cannot be read: {str(exc).splitlines()[0]}") from None
-    if isinstance(value, Container):
-        return _DEFINED_ELSEWHERE if OmegaConf.is_interpolation(node, k) else value
-    return value

@@ -17,6 +17,8 @@ from harness.trace import read_trace
 from tests.test_loop_interface import RUN, loopbench
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The user's modules, named as theirs: a config builds only these and the package's components.
+PLUGINS = "my_policy,my_autoscaler"
 
 #: A policy: score plugins read the struct-of-arrays state of the candidate nodes only.
 USER_POLICY = '''
@@ -96,23 +98,32 @@ def user(tmp_path_factory) -> tuple[Path, Path, Path]:
 
 def test_a_policy_of_ones_own_places_pods_and_its_rule_refuses_a_bad_setting(user):
     root, mods, conf = user
-    r = loopbench("replay", "policy=fewest_gpus", *RUN, "hydra.run.dir=runs/policy", cwd=root, mods=mods, conf=conf)
+    r = loopbench("replay", "policy=fewest_gpus", *RUN, "hydra.run.dir=runs/policy", cwd=root, mods=mods, conf=conf, plugins=PLUGINS)
     assert r.returncode == 0, r.stderr
     metrics = pl.read_parquet(root / "runs" / "policy" / "metrics.parquet")
     assert metrics["policy"][0] == "FewestFreeGpus" and metrics["pods_done"][0] > 0
-    r = loopbench("replay", "policy=fewest_gpus", "policy.per_gpu=0", *RUN, cwd=root, mods=mods, conf=conf)
+    r = loopbench("replay", "policy=fewest_gpus", "policy.per_gpu=0", *RUN, cwd=root, mods=mods, conf=conf,
+                  plugins=PLUGINS)
     assert r.returncode == 1 and "policy.per_gpu = 0: must be a number > 0" in r.stderr, r.stderr
+
+
+def test_a_module_of_ones_own_not_named_in_loopbench_plugins_is_refused(user):
+    root, mods, conf = user
+    r = loopbench("replay", "policy=fewest_gpus", *RUN, cwd=root, mods=mods, conf=conf)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith("loopbench replay: error: policy._target_ = 'my_policy.FewestFreeGpus': not a "
+                               "loopbench component: ") and "LOOPBENCH_PLUGINS=my_policy if" in r.stderr, r.stderr
 
 
 def test_an_autoscaler_of_ones_own_adds_nodes_beside_the_scheduler(user):
     root, mods, conf = user
-    r = loopbench("replay", "loop=one_at_a_time", *RUN, "hydra.run.dir=runs/scaler", cwd=root, mods=mods, conf=conf)
+    r = loopbench("replay", "loop=one_at_a_time", *RUN, "hydra.run.dir=runs/scaler", cwd=root, mods=mods, conf=conf, plugins=PLUGINS)
     assert r.returncode == 0, r.stderr
     metrics = pl.read_parquet(root / "runs" / "scaler" / "metrics.parquet")
     floor = 4  # RUN's four nodes there from the start
     assert metrics["loop"][0] == "one_at_a_time" and metrics["nodes_provisioned"][0] > floor
     r = loopbench("replay", "loop=one_at_a_time", "loop.autoscaler.scan_interval_s=0", *RUN, cwd=root, mods=mods,
-                  conf=conf)
+                  conf=conf, plugins=PLUGINS)
     assert r.returncode == 1 and "loop.autoscaler.scan_interval_s = 0" in r.stderr, r.stderr
 
 

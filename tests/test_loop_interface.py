@@ -70,10 +70,11 @@ class Unfinished:
 '''
 
 
-def loopbench(*args: str, cwd: Path, mods: Path, conf: Path) -> subprocess.CompletedProcess:
-    """The CLI with the user's module importable and the user's config folder."""
+def loopbench(*args: str, cwd: Path, mods: Path, conf: Path, plugins: str = "") -> subprocess.CompletedProcess:
+    """The CLI with the user's modules importable, those in `plugins` named as theirs (a config
+    may build their classes), and the user's config folder."""
     path = os.pathsep.join([str(mods), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": path, "LOOPBENCH_CONF": str(conf)}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": path, "LOOPBENCH_CONF": str(conf), "LOOPBENCH_PLUGINS": plugins}
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True,
                           env=env, timeout=600)
 
@@ -99,23 +100,25 @@ def user(tmp_path_factory) -> tuple[Path, Path, Path]:
 
 #: overrides of every run below: the small trace, an hour, four nodes there from the start
 RUN = ["trace.path=small.parquet", "horizon_s=3600", "cluster.pools.0.min_size=4"]
+#: the user's module, named as theirs: a config may build its classes
+PLUGIN = "static_loop"
 
 
 def test_a_new_loop_runs_through_replay_compare_and_report(user):
     root, mods, conf = user
-    r = loopbench("replay", "loop=static", *RUN, "hydra.run.dir=runs/one", cwd=root, mods=mods, conf=conf)
+    r = loopbench("replay", "loop=static", *RUN, "hydra.run.dir=runs/one", cwd=root, mods=mods, conf=conf, plugins=PLUGIN)
     assert r.returncode == 0, r.stderr
     one = pl.read_parquet(root / "runs" / "one" / "metrics.parquet")
     assert (one["loop"][0], one["policy"][0]) == ("static", "1*LeastAllocated+1*BalancedAllocation")  # kube_default
     floor = sum(pool.min_size for pool in compose("config", RUN[1:]).cluster.pools)
     assert one["nodes_provisioned"][0] == floor  # the pools' minimums, never more
 
-    r = loopbench("compare", "loops=separate,static", *RUN, "hydra.run.dir=runs/cmp", cwd=root, mods=mods, conf=conf)
+    r = loopbench("compare", "loops=separate,static", *RUN, "hydra.run.dir=runs/cmp", cwd=root, mods=mods, conf=conf, plugins=PLUGIN)
     assert r.returncode == 0, r.stderr
     table = pl.read_csv(root / "runs" / "cmp" / "comparison.csv")
     assert table.columns == ["metric", "separate", "static"]
 
-    r = loopbench("report", "runs", "-o", "out", cwd=root, mods=mods, conf=conf)
+    r = loopbench("report", "runs", "-o", "out", cwd=root, mods=mods, conf=conf, plugins=PLUGIN)
     assert r.returncode == 0, r.stderr
     md = (root / "out" / "summary.md").read_text()
     # the separate loops first, then the new loop's family, named as it describes itself
@@ -130,7 +133,7 @@ def test_a_new_loop_runs_through_replay_compare_and_report(user):
 
 def test_an_object_that_is_not_a_loop_is_refused_by_its_config(user):
     root, mods, conf = user
-    r = loopbench("replay", "loop=unfinished", *RUN, "hydra.run.dir=runs/bad", cwd=root, mods=mods, conf=conf)
+    r = loopbench("replay", "loop=unfinished", *RUN, "hydra.run.dir=runs/bad", cwd=root, mods=mods, conf=conf, plugins=PLUGIN)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert r.stderr.strip().splitlines() == [
         ("loopbench replay: error: loop 'unfinished': static_loop.Unfinished is no Loop: it has no policy, "
@@ -152,11 +155,14 @@ def test_an_autoscaler_that_is_not_one_is_refused_by_its_config():
     ("types.SimpleNamespace", "loop 'x': types.SimpleNamespace is no Loop: it has no policy, describe, "),
     ("harness.separate.SeparateLoops", ("loop: cannot instantiate: Error loading 'harness.separate.SeparateLoops': "
                                         "ModuleNotFoundError(\"No module named 'harness.separate'\")")),
+    ("builtins.print", "loop._target_ = 'builtins.print': not a loopbench component: "),
 ])
-def test_a_run_whose_loop_cannot_be_described_is_refused_by_its_config(target, says, tmp_path):
-    """A report names the run's config.yaml: its loop is none, or its class is gone (a run
-    older than a move of the code)."""
+def test_a_run_whose_loop_cannot_be_described_is_refused_by_its_config(target, says, tmp_path, monkeypatch):
+    """A report names the run's config.yaml: its loop is none (a class of the user's module
+    `types`), its class is gone (a run older than a move of the code), or it is no component."""
     from harness.errors import LoopbenchError
+
+    monkeypatch.setenv("LOOPBENCH_PLUGINS", "types")
     from harness.report import build as report
     from tests.test_report import make_run
 

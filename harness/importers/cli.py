@@ -33,6 +33,7 @@ from harness.cluster import Cluster
 from harness.errors import ConfigError, LoopbenchError, TraceError
 from harness.importers.common import ImportResult, autoscaled_cluster, boot_delay, node_price
 from harness.output import write_text
+from harness.settings import instantiate
 from harness.trace import MAX_TIME_S, TraceMeta, write_trace
 
 
@@ -158,10 +159,17 @@ def _steps(args, cluster: dict | None) -> list[Callable[[pa.Table], pa.Table]]:
             raise ConfigError("--inflate", "needs a cluster: --nodes NODELIST or --inflate-cluster CLUSTER.yaml")
         steps.append(tf.Inflate(args.inflate, target, args.seed))
     if args.transforms:
-        from hydra.utils import instantiate
         from omegaconf import OmegaConf
 
-        extra = instantiate(OmegaConf.load(args.transforms))
+        try:
+            extra = instantiate(OmegaConf.load(args.transforms), "")
+        except LoopbenchError as exc:  # a _target_ refused, or a step's own rule
+            raise ConfigError(f"--transforms {args.transforms}", str(exc)) from None
+        except Exception as exc:  # Hydra's wrapping of what a step's constructor raised
+            cause = exc.__cause__ or exc
+            if isinstance(cause, LoopbenchError):
+                raise ConfigError(f"--transforms {args.transforms}", str(cause)) from None
+            raise ConfigError(f"--transforms {args.transforms}", f"cannot instantiate: {cause}") from None
         steps.extend(extra if isinstance(extra, list) else [extra])
     return steps
 
