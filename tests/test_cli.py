@@ -59,6 +59,8 @@ def test_replay_multirun_sweeps_loops(tmp_path, small_trace):
     runs = sorted((tmp_path / "sweep").glob("*/metrics.parquet"))
     assert len(runs) == 2
     assert {pl.read_parquet(p)["loop"][0] for p in runs} == {"separate", "merged"}
+    sweep = tmp_path / "sweep"  # the sweep ends naming its runs and the report that tables them
+    assert f"loopbench: 2 runs in {sweep}; " in r.stderr and f"loopbench report {sweep} -o {sweep / 'report'}" in r.stderr
 
 
 def test_compare_prints_all_loops_side_by_side(tmp_path, small_trace):
