@@ -394,7 +394,7 @@ def _read(node, k, key: str):
     """node[k], resolved; a container interpolated from elsewhere (`policy: ${policy}`)
     is checked where it is defined."""
     value = _resolved(node, k, key)
-    if isinstance(value, Container) and OmegaConf.is_interpolation(node, k):
+    if isinstance(value, Container) and isinstance(node, Container) and OmegaConf.is_interpolation(node, k):
         return _DEFINED_ELSEWHERE
     return value
 
