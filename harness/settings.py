@@ -212,8 +212,9 @@ def _within(name: str, roots: tuple[str, ...]) -> bool:
 def refusal(target) -> str | None:
     """Why a `_target_` may not be built, None if it may: it must name, by a dotted path under
     harness or a plugin module (nothing else is imported), a class or function defined there,
-    not one merely imported into such a module (`harness.replay.np.save`). A path that names
-    nothing is left to Hydra's instantiate, which says why."""
+    not one merely imported into such a module (`harness.replay.np.save`). A harness path that
+    names nothing is left to Hydra's instantiate, which says why; a plugin that cannot be
+    imported is refused here, by the key that names it (`policy._target_`, not the loop's)."""
     roots = ("harness", *plugins())
     fix = (f"a _target_ names a class or function of the harness package or of a module named in ${PLUGINS} "
            "(comma-separated module names)")
@@ -221,12 +222,13 @@ def refusal(target) -> str | None:
         if not _within(target, roots):
             return (f"not a loopbench component: {fix}, e.g. {PLUGINS}={target.rpartition('.')[0] or target} "
                     "if it is your own")
-        from hydra.utils import get_object
-
         try:
-            obj = get_object(target)
-        except Exception:  # whatever stops the import, instantiate reports it by the _target_
-            return None
+            obj = _object(target)
+        except Exception as exc:
+            if _within(target, ("harness",)):
+                return None  # a misspelt component: instantiate says why, by the _target_
+            return (f"cannot be imported ({type(exc).__name__}: {str(exc).splitlines()[0]}): put the folder that "
+                    "holds your module on PYTHONPATH (or install it), and check the module and name in the path")
     else:
         obj = target
     if not callable(obj):
@@ -235,6 +237,24 @@ def refusal(target) -> str | None:
     if isinstance(module, str) and _within(module, roots):
         return None
     return f"names {module}.{getattr(obj, '__qualname__', obj)}, defined outside them: {fix}"
+
+
+def _object(path: str):
+    """What a dotted path names (its longest importable module, then attributes), found as
+    Hydra's instantiate finds it but without logging; the import's own error if it fails."""
+    parts = path.split(".")
+    for i in range(len(parts), 0, -1):
+        module = ".".join(parts[:i])
+        try:
+            obj = import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not module.startswith(exc.name):
+                raise  # the module exists and lacks something it imports
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ModuleNotFoundError(f"No module named {parts[0]!r}", name=parts[0])
 
 
 def check_targets(node, key: str = "") -> None:

@@ -139,3 +139,18 @@ def test_a_prefix_of_a_name_is_not_the_name(user_module, monkeypatch):
     with pytest.raises(ConfigError, match="not a loopbench component"):
         instantiate({"_target_": "my_plugin.policies.Mine"}, "policy")
     assert not user_module.exists()
+
+
+@pytest.mark.parametrize("target, why", [
+    ("nowhere_module.Packed", "ModuleNotFoundError: No module named 'nowhere_module'"),
+    ("my_plugin.policies.Nope", "AttributeError: module 'my_plugin.policies' has no attribute 'Nope'"),
+])
+def test_a_named_plugin_that_cannot_be_imported_is_refused_by_the_policy_key(target, why, user_module, monkeypatch):
+    """Named but not on the path (or misspelt): one line naming the policy's key (not the loop
+    it is built into), what the import said and the fix."""
+    monkeypatch.setenv("LOOPBENCH_PLUGINS", f"{target.split('.')[0]}")
+    cfg = compose("config", [f"policy._target_={target}"])
+    with pytest.raises(ConfigError) as err:
+        check_config(cfg)
+    assert str(err.value) == (f"policy._target_ = '{target}': cannot be imported ({why}): put the folder that holds "
+                              "your module on PYTHONPATH (or install it), and check the module and name in the path")
