@@ -20,7 +20,7 @@ from hydra.utils import to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
 from harness.decisions import DecisionTrace
-from harness.errors import ConfigError, TraceError
+from harness.errors import ConfigError, LoopbenchError, TraceError
 from harness.kueue.loop import KueueLoop, unknown_queues
 from harness.loops.base import conform
 from harness.metrics import jobs_frame, nodes_frame, summary_row
@@ -50,6 +50,8 @@ def build(cfg: DictConfig) -> tuple[Simulation, Loop]:
     """Instantiate trace, cluster and loop from a composed config, once its settings are valid."""
     check_config(cfg)
     path = to_absolute_path(str(cfg.trace.path))
+    if cfg.get("import_args") and not Path(path).exists():
+        import_trace(cfg)
     service_files = service_paths(cfg)
     table, _ = read_trace(path, allow_empty=service_files is not None)
     try:
@@ -74,6 +76,20 @@ def build(cfg: DictConfig) -> tuple[Simulation, Loop]:
     sim = Simulation(w, cluster, seed=int(cfg.seed), horizon_s=float(horizon),
                      timeline_interval_s=float(cfg.timeline_interval_s))
     return sim, loop
+
+
+def import_trace(cfg: DictConfig) -> None:
+    """A config whose trace is imported (its `import_args`: an experiment's or a scenario's,
+    read in place from the public traces) and not made yet: import it first, saying so, so
+    that the documented command replays what the published results replay."""
+    from harness.importers.cli import run as import_run
+
+    argv = [str(a) for a in cfg.import_args]
+    print(f"the trace {cfg.trace.path} is made first: loopbench import {' '.join(argv)}", file=sys.stderr, flush=True)
+    try:
+        import_run(argv)
+    except LoopbenchError as exc:
+        raise ConfigError("import_args", f"loopbench import {' '.join(argv)}: {exc}") from None
 
 
 def service_paths(cfg: DictConfig) -> tuple[str, str] | None:
