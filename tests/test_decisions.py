@@ -4,6 +4,7 @@ by hand on a preemption, and that recording it changes no other output of a run.
 from __future__ import annotations
 
 import polars as pl
+import pytest
 from polars.testing import assert_frame_equal
 
 from harness.config import compose
@@ -58,20 +59,25 @@ def test_a_preemption_reads_as_it_happened():
     assert events.frame()["pool"].to_list()[:2] == ["n0", "n1"]
 
 
-def test_recording_changes_no_other_output(tmp_path):
+@pytest.mark.parametrize("loop, reason", [("separate", "unneeded"), ("separate_karpenter", "karpenter consolidation")])
+def test_recording_changes_no_other_output(loop, reason, tmp_path):
     """The bundled trace through the separate loops (autoscaling, Coscheduling's released
-    gangs) to 20,000 s, with the trace off and on: every other table is the same."""
+    gangs), Cluster Autoscaler's and Karpenter's, to 20,000 s, with the trace off and on: every
+    other table is the same, and the scale-downs say why."""
     runs = {}
     for on in (False, True):
-        cfg = compose("config", ["horizon_s=20000", f"trace_events={str(on).lower()}"])
+        cfg = compose("config", [f"loop={loop}", "horizon_s=20000", f"trace_events={str(on).lower()}"])
         Replay().run(cfg, tmp_path / str(on), progress=False)
         runs[on] = tmp_path / str(on)
     assert not (runs[False] / "events.parquet").exists()
     events = pl.read_parquet(runs[True] / "events.parquet")
     assert {"arrived", "bound", "scale_up", "option", "node_ready", "released", "scale_down"} <= set(
         events["event"].cast(pl.String))
+    assert events.filter(pl.col("event") == "scale_down")["detail"].str.contains(reason).all()
     chosen = events.filter(pl.col("detail").str.ends_with(" chosen"))
     scale_ups = events.filter(pl.col("event") == "scale_up")
+    if loop == "separate_karpenter":  # a launch the provider refused falls back to the next offering: not chosen
+        scale_ups = scale_ups.filter(~pl.col("detail").str.ends_with("granted=0"))
     assert len(chosen) == len(scale_ups)  # each ask follows the option its expander chose
     assert (chosen["detail"].str.extract(r"pool=(\S+)") == scale_ups["detail"].str.extract(r"pool=(\S+)")).all()
     assert events["t"].is_sorted()

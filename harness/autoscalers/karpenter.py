@@ -53,7 +53,7 @@ from harness.description import SHARING, TOPOLOGY, Description
 from harness.quiet import MAX_TICKS, NO_TICKS, Cadence, Clock, ends, every, leading, still_quiet
 from harness.scheduler import Scheduler
 from harness.settings import check, duration, flag, fraction, integer, number, period
-from harness.status import BOOTING, PENDING, READY
+from harness.status import BOOTING, PENDING, READY, Event
 from harness.view import SimulationView
 from harness.whatif import Snapshot, equivalence_classes, view_of
 
@@ -305,6 +305,9 @@ class KarpenterAutoscaler:
             while pool >= 0:
                 slot = self.offerings.launch(pool, now)
                 if slot >= 0:
+                    if self.sim.noting:
+                        self.sim.note(Event.OPTION, f"nodeclaim {c}: the cheapest compatible offering, "
+                                                    f"pool={self.sim.cluster.pools[pool].name} chosen")
                     launched.append(slot)
                     remaining[pool] -= 1
                     committed[pool] -= 1

@@ -40,7 +40,7 @@ from harness.autoscalers.karpenter_offerings import Offerings
 from harness.autoscalers.karpenter_scheduling import WhatIf, queue_order
 from harness.quiet import Clock
 from harness.state import WHOLE
-from harness.status import ABSENT, BOOTING, READY
+from harness.status import ABSENT, BOOTING, READY, Event
 from harness.whatif import Snapshot
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ class Consolidation:
             ok, again = self._option(cands, self.pending())
             if not ok or (again < 0) != (pool < 0):
                 return False
-        self._execute(cands, pool)
+        self._execute(cands, pool, emptiness)
         return True
 
     def _candidates(self, now: float) -> np.ndarray:
@@ -283,12 +283,14 @@ class Consolidation:
         fits = (need.T[:, :, None] <= elsewhere.T[:, :, None] + cap[None, :, :]).all(axis=1)
         return ok | (cheaper & fits).any(axis=1)
 
-    def _execute(self, cands: np.ndarray, pool: int) -> None:
+    def _execute(self, cands: np.ndarray, pool: int, emptiness: bool) -> None:
         if pool < 0:
-            self._delete(cands)
+            self._delete(cands, "empty" if emptiness else "underutilized: its pods fit on the other nodes")
             return
         slot = self.offerings.launch(pool, self.sim.now)
         if slot >= 0:  # else an insufficient-capacity error: the command fails
+            self.sim.note(Event.OPTION, f"consolidation: {len(cands)} node(s) replaced by one cheaper, "
+                                        f"pool={self.sim.cluster.pools[pool].name} chosen")
             self.scheduler.book(cands, TAINT)
             self.command = (slot, int(self.sim.node_instance[slot]), cands)
 
@@ -304,12 +306,15 @@ class Consolidation:
         elif self.sim.state.status[slot] == READY:
             self.command = None
             self.nominated_until[slot] = self.sim.now + self.nomination_s  # for the evicted pods
-            self._delete(cands)
+            pool = self.sim.cluster.pools[int(self.sim.state.slot_pool[slot])]
+            self._delete(cands, f"replaced by a cheaper node of {pool.name}")
 
-    def _delete(self, nodes: np.ndarray) -> None:
-        """Drain (evicted pods restart wherever the scheduler puts them) and delete."""
+    def _delete(self, nodes: np.ndarray, why: str) -> None:
+        """Drain (evicted pods restart wherever the scheduler puts them) and delete; `why`
+        for the decision trace."""
         sim = self.sim
         for n in nodes:  # per node and pod, inherently: each evicted pod is re-queued, each node removed
+            sim.note(Event.SCALE_DOWN, f"karpenter consolidation: {why}", node=int(n))
             for pod in sim.pods_on(int(n)):
                 sim.unbind(pod)
             sim.remove_node(int(n))

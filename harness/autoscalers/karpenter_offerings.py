@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from harness.status import ABSENT
+from harness.status import ABSENT, Event
 
 if TYPE_CHECKING:
     from harness.view import SimulationView
@@ -88,5 +88,7 @@ class Offerings:
         slots = self.sim.provision(pool, 1, atomic=False)
         if not len(slots):
             self.unavailable_until[pool] = now + self.unavailable_ttl_s
+            self.sim.note(Event.BACKOFF, f"pool={self.sim.cluster.pools[pool].name} insufficient capacity: "
+                                         f"unavailable for {self.unavailable_ttl_s:.0f} s")
             return -1
         return int(slots[0])
