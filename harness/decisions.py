@@ -48,14 +48,17 @@ class DecisionTrace:
         """The rows, jobs by their trace id and nodes with their pool (null where none)."""
         w, st = self.sim.w, self.sim.state
         job, node = np.array(self.job, np.int64), np.array(self.node, np.int64)
-        pools = [p.name for p in self.sim.cluster.pools]
+        ids = np.array([*w.job_id, None], dtype=object)  # the last: no job
+        job_id = ids[np.where(job >= 0, job, len(ids) - 1)]
+        pool = np.array([p.name for p in self.sim.cluster.pools], dtype=object)[st.slot_pool[np.maximum(node, 0)]]
+        pool[node < 0] = None
         return pl.DataFrame({
             "t": np.array(self.t, np.float64),
-            "event": pl.Series([EVENT_NAMES[k] for k in self.kind], dtype=pl.Enum(EVENT_NAMES)),
-            "job_id": pl.Series([str(w.job_id[j]) if j >= 0 else None for j in job.tolist()], dtype=pl.String),
+            "event": pl.Series(np.array(EVENT_NAMES)[np.array(self.kind, np.int64)], dtype=pl.String).cast(
+                pl.Enum(EVENT_NAMES)),
+            "job_id": pl.Series(job_id.tolist(), dtype=pl.String),
             "pod": pl.Series(np.array(self.pod, np.int64), dtype=pl.Int32).replace(-1, None),
             "node": pl.Series(node, dtype=pl.Int32).replace(-1, None),
-            "pool": pl.Series([pools[int(st.slot_pool[n])] if n >= 0 else None for n in node.tolist()],
-                              dtype=pl.String),
+            "pool": pl.Series(pool.tolist(), dtype=pl.String),
             "detail": pl.Series([d or None for d in self.detail], dtype=pl.String),
         })

@@ -287,9 +287,9 @@ class ScaleDown:
         removed = np.r_[gone, drained]
         if len(removed) == 0:  # every ripe node is within its pool's min_size, or not removable now
             return
-        for n in removed.tolist():
+        for i, n in enumerate(removed.tolist()):
             if sim.noting:
-                how = "empty" if n in set(gone.tolist()) else "drained"
+                how = "empty" if i < len(gone) else "drained"  # removed lists the empty ones first
                 sim.note(Event.SCALE_DOWN, f"{how}, unneeded {now - self.unneeded_since[n]:.0f} s", node=n)
             sim.remove_node(n)
             self.unneeded_since[n] = np.nan
