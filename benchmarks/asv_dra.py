@@ -35,9 +35,10 @@ class Allocate:
         nt = next(t for t in cluster.node_types if t.nic_per_gpu)
         self.al, self.devices = al, al.NodeDevices.of(tr.slices_of(nt, cluster.partition_profiles))
         classes = tr.device_classes()
-        self.cc = al.compile_claims((tr.claim_of(cluster, *SHAPES[claim]),), self.devices, classes)
+        names = cluster.models, cluster.profiles
+        self.cc = al.compile_claims((tr.claim_of(*names, *SHAPES[claim]),), self.devices, classes)
         self.state = al.DeviceState.fresh(self.devices, NODES)
-        one = al.compile_claims((tr.claim_of(cluster, 1, 1000, 0, 0, False, False, False),), self.devices, classes)
+        one = al.compile_claims((tr.claim_of(*names, 1, 1000, 0, 0, False, False, False),), self.devices, classes)
         busy = np.arange(0, NODES, 2)
         for n, a in zip(busy.tolist(), al.allocate(one, self.devices, self.state, busy)[1], strict=True):
             assert a is not None

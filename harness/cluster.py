@@ -26,8 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from harness.dra.layer import DeviceLayer
 from harness.errors import ConfigError
 from harness.kueue.queues import parse_kueue
+from harness.node_type import NodeType
 from harness.trace import MAX_CPU_MILLI, MAX_MEMORY_MIB
 
 #: Taint effects a pool may carry. NoSchedule and NoExecute keep a pod off a node whose taint
@@ -52,25 +54,6 @@ def _taint(taint, where: str) -> tuple[str, str]:
         raise ConfigError(where, f"{taint!r}: a taint must read key[=value]:effect, e.g. "
                           f"{GPU_TAINT_KEY}=present:NoSchedule, with effect one of {', '.join(TAINT_EFFECTS)}")
     return m["key"], m["effect"]
-
-
-@dataclass(frozen=True)
-class NodeType:
-    name: str
-    cpu_milli: int
-    memory_mib: int
-    gpus: int = 0
-    gpu_model: str = ""
-    nvlink_domains: int = 1
-    numa_domains: int = 1
-    nic_per_gpu: bool = False
-    partition_profiles: tuple[str, ...] = ()
-
-    def gpu_domains(self, n_domains: int) -> np.ndarray:
-        """Domain index of each GPU when the GPUs split evenly into `n_domains` domains."""
-        if self.gpus == 0:
-            return np.zeros(0, np.int32)
-        return (np.arange(self.gpus) * n_domains // self.gpus).astype(np.int32)
 
 
 @dataclass(frozen=True)
@@ -241,6 +224,7 @@ class Cluster:
         name: str = "cluster",
         shortage: str = "error",
         kueue: dict[str, Any] | None = None,
+        dra: dict[str, Any] | None = None,
     ):
         self.name = _typed(name, "str", "cluster.name")
         if shortage not in SHORTAGES:
@@ -348,6 +332,8 @@ class Cluster:
         self.profiles = sorted(self.partition_profiles)
         #: Kueue's queues and quotas (harness/kueue/queues.py), for a loop behind Kueue admission
         self.kueue = None if kueue is None else parse_kueue(kueue, [p.name for p in self.pools])
+        #: devices in DRA's terms (harness/dra/layer.py): with it, every GPU pod runs by its claim
+        self.devices = None if dra is None else DeviceLayer(self.node_types, self.partition_profiles, dra)
 
     # ---- static per-slot layout ------------------------------------------------------
     def type_index(self, name: str) -> int:

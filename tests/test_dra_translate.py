@@ -27,7 +27,7 @@ CLASSES = tr.device_classes()
 
 
 def dra_fits(cluster: Cluster, nt, shape) -> bool:
-    c = tr.claim_of(cluster, *shape)
+    c = tr.claim_of(cluster.models, cluster.profiles, *shape)
     devices = al.NodeDevices.of(tr.slices_of(nt, cluster.partition_profiles))
     cc = al.compile_claims((c,), devices, CLASSES)
     return bool(al.allocate(cc, devices, al.DeviceState.fresh(devices, 1), np.arange(1))[0][0])
@@ -77,7 +77,7 @@ def test_shares_of_one_gpu_add_up_as_milli_do():
     nt = next(t for t in cl.node_types if t.gpus == 4)
     devices = al.NodeDevices.of(tr.slices_of(nt, cl.partition_profiles))
     state = al.DeviceState.fresh(devices, 1)
-    share = al.compile_claims((tr.claim_of(cl, 1, 600, 0, 0, False, False, False),), devices, CLASSES)
+    share = al.compile_claims((tr.claim_of(cl.models, cl.profiles, 1, 600, 0, 0, False, False, False),), devices, CLASSES)
     got = []
     for _ in range(4):
         _, [a] = al.allocate(share, devices, state, np.arange(1))
@@ -85,9 +85,9 @@ def test_shares_of_one_gpu_add_up_as_milli_do():
         got.append(devices.names[a.devices[0][0]].rsplit("/", 1)[1])
     assert got == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
     assert not al.allocate(share, devices, state, np.arange(1))[0][0]
-    small = al.compile_claims((tr.claim_of(cl, 1, 400, 0, 0, False, False, False),), devices, CLASSES)
+    small = al.compile_claims((tr.claim_of(cl.models, cl.profiles, 1, 400, 0, 0, False, False, False),), devices, CLASSES)
     assert al.allocate(small, devices, state, np.arange(1))[0][0]
-    whole = al.compile_claims((tr.claim_of(cl, 1, 1000, 0, 0, False, False, False),), devices, CLASSES)
+    whole = al.compile_claims((tr.claim_of(cl.models, cl.profiles, 1, 1000, 0, 0, False, False, False),), devices, CLASSES)
     assert not al.allocate(whole, devices, state, np.arange(1))[0][0]
 
 
@@ -103,7 +103,7 @@ def test_partitions_draw_on_their_gpus_counters_as_milli_do():
     bit = {p: 1 << cl.profiles.index(p) for p in cl.profiles}
     got = []
     for profile_bit, milli in ((bit["3g.40gb"], 429),) * 3 + ((bit["1g.10gb"], 143), (0, 1000)):
-        cc = al.compile_claims((tr.claim_of(cl, 1, milli, profile_bit, 0, False, False, False),), devices, CLASSES)
+        cc = al.compile_claims((tr.claim_of(cl.models, cl.profiles, 1, milli, profile_bit, 0, False, False, False),), devices, CLASSES)
         _, [a] = al.allocate(cc, devices, state, np.arange(1))
         al.commit(cc, devices, state, 0, a)
         got.append(devices.names[a.devices[0][0]].rsplit("/", 1)[1])
@@ -119,10 +119,10 @@ def test_a_share_and_a_partition_do_not_mix_on_one_gpu():
     nt = next(t for t in cl.node_types if t.partition_profiles)
     devices = al.NodeDevices.of(tr.slices_of(nt, cl.partition_profiles))
     state = al.DeviceState.fresh(devices, 1)
-    share = al.compile_claims((tr.claim_of(cl, 1, 300, 0, 0, False, False, False),), devices, CLASSES)
+    share = al.compile_claims((tr.claim_of(cl.models, cl.profiles, 1, 300, 0, 0, False, False, False),), devices, CLASSES)
     _, [a] = al.allocate(share, devices, state, np.arange(1))
     al.commit(share, devices, state, 0, a)
-    mig = al.compile_claims((tr.claim_of(cl, 1, 143, 1 << cl.profiles.index("1g.10gb"), 0, False, False, False),),
+    mig = al.compile_claims((tr.claim_of(cl.models, cl.profiles, 1, 143, 1 << cl.profiles.index("1g.10gb"), 0, False, False, False),),
                             devices, CLASSES)
     _, [b] = al.allocate(mig, devices, state, np.arange(1))
     assert devices.names[b.devices[0][0]].endswith("/gpu-1-1g-10gb-0")

@@ -417,8 +417,21 @@ def commit(cc: CompiledClaims, devices: NodeDevices, state: DeviceState, row: in
            sign: int = 1) -> None:
     """Take (sign 1) or give back (-1) an allocation on node `row`."""
     pairs = np.array([(o, d) for o, devs in zip(a.option, a.devices, strict=True) for d in devs], np.int64)
-    _commit(pairs.reshape(-1, 2), sign, state.taken[row], state.cap_left[row], devices.capacity,
-            state.counter_left[row], cc.take_cap, devices.consumes, devices.multi)
+    commit_pairs(cc, devices, state, row, pairs.reshape(-1, 2), sign)
+
+
+def commit_pairs(cc: CompiledClaims, devices: NodeDevices, state: DeviceState, row: int, pairs: np.ndarray,
+                 sign: int = 1) -> None:
+    """`commit` of an allocation given as its (option, device) pairs."""
+    _commit(pairs, sign, state.taken[row], state.cap_left[row], devices.capacity, state.counter_left[row],
+            cc.take_cap, devices.consumes, devices.multi)
+
+
+def commit_rows(cc: CompiledClaims, devices: NodeDevices, state: DeviceState, rows: np.ndarray, picks: np.ndarray,
+                opts: np.ndarray) -> None:
+    """Take, on each node of `rows`, the allocation `allocate` found there (its picks and opts)."""
+    _commit_rows(np.asarray(rows, np.int64), picks, opts, state.taken, state.cap_left, devices.capacity,
+                 state.counter_left, cc.take_cap, devices.consumes, devices.multi)
 
 
 @njit(cache=True)
@@ -429,6 +442,20 @@ def _commit(pairs, sign, taken, cap_left, cap_full, counter_left, take_cap, cons
     for i in range(len(pairs)):
         _take(pairs[i, 1], pairs[i, 0], sign, taken, cap_left, cap_full, counter_left, take_cap, consumes, multi,
               np.zeros((0, len(taken)), np.int64), none, counts, counts)
+
+
+@njit(cache=True)
+def _commit_rows(rows, picks, opts, taken, cap_left, cap_full, counter_left, take_cap, consumes, multi):
+    none = np.zeros((0, take_cap.shape[0]), np.bool_)
+    counts = np.zeros(0, np.int64)
+    for i in range(len(rows)):
+        n = rows[i]
+        for r in range(picks.shape[1]):
+            for j in range(picks.shape[2]):
+                d = picks[i, r, j]
+                if d >= 0:
+                    _take(d, opts[i, r], 1, taken[n], cap_left[n], cap_full, counter_left[n], take_cap, consumes,
+                          multi, np.zeros((0, len(taken[n])), np.int64), none, counts, counts)
 
 
 def result(cc: CompiledClaims, devices: NodeDevices, a: Allocation) -> list[dict]:

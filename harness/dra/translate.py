@@ -6,7 +6,8 @@ docs/model.md ("Devices in DRA's terms") has the table, one row per column.
 
 from __future__ import annotations
 
-from harness.cluster import Cluster, NodeType
+from collections.abc import Sequence
+
 from harness.dra.resources import (
     Claim,
     Constraint,
@@ -16,6 +17,7 @@ from harness.dra.resources import (
     device_class,
     resource_slice,
 )
+from harness.node_type import NodeType
 
 GPU_DRIVER, NIC_DRIVER = "gpu.nvidia.com", "nic.loopbench.io"
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
@@ -74,18 +76,19 @@ def _slice(driver: str, node: str, devices: list[dict], counters: list[dict] | N
     return resource_slice({"metadata": {"name": f"{node}-{driver}"}, "spec": spec}, f"node type slices of {node}")
 
 
-def claim_of(cluster: Cluster, gpus: int, milli: int, profile_bit: int, model_mask: int, nvlink: bool, numa: bool,
-             nic: bool) -> Claim | None:
+def claim_of(models: Sequence[str], profiles: Sequence[str], gpus: int, milli: int, profile_bit: int,
+             model_mask: int, nvlink: bool, numa: bool, nic: bool) -> Claim | None:
     """The claim a pod's device columns make: GPUs (whole, a share, or partitions of one
-    profile), NICs, and the constraints between them."""
+    profile), NICs, and the constraints between them. Bit i of `model_mask` is the cluster's
+    `models[i]`, bit i of `profile_bit` its `profiles[i]`."""
     if gpus == 0:
         return Claim("devices", ())
-    models = [m for m in cluster.models if model_mask & cluster.model_bit(m)]
+    chosen = [m for i, m in enumerate(models) if model_mask >> i & 1]
     selectors: tuple[str, ...] = (
-        f'device.attributes["{GPU_DRIVER}"].productName in [{", ".join(repr(m) for m in models)}]',
+        f'device.attributes["{GPU_DRIVER}"].productName in [{", ".join(repr(m) for m in chosen)}]',
     ) if model_mask else ()
     if profile_bit:
-        profile = cluster.profiles[profile_bit.bit_length() - 1]
+        profile = profiles[profile_bit.bit_length() - 1]
         requests = [DeviceRequest("gpus", MIG, (*selectors, f'device.attributes["{GPU_DRIVER}"].profile == '
                                                             f'"{profile}"'), count=gpus)]
     else:
