@@ -661,6 +661,7 @@ def _assemble(parts: list[_Part], class_names: list[str]) -> pa.Table:
         "gang_locality": loc,
         "priority": arr("priority", np.int32),
         "queue": queue,
+        "claim": pa.nulls(len(queue), pa.string()),
     }
     return pa.Table.from_arrays([columns[f.name].cast(f.type) for f in SCHEMA], schema=SCHEMA)
 

@@ -48,6 +48,7 @@ SCHEMA = pa.schema(
         pa.field("gang_locality", pa.string(), nullable=False),
         pa.field("priority", pa.int32(), nullable=False),
         pa.field("queue", pa.string(), nullable=False),
+        pa.field("claim", pa.string(), nullable=True),
     ],
     metadata={
         "loopbench.schema_version": SCHEMA_VERSION,
@@ -74,7 +75,13 @@ DEFAULTS: dict[str, Any] = {
     "priority": 0,
     "queue": "default",
     "min_member": 1,
+    "claim": None,
 }
+
+#: Columns a file may leave out (written before they existed, or unused): read as null.
+#: `claim` names a ResourceClaim template of the cluster's `dra.claims`, which a DRA cluster
+#: allocates in place of the row's device columns (null: the claim the columns make).
+OPTIONAL = ("claim",)
 
 
 @dataclass(frozen=True)
@@ -126,6 +133,9 @@ def write_trace(table: pa.Table, path: str | os.PathLike, meta: TraceMeta, *, al
     table = validate_table(table, str(path), allow_empty=allow_empty)
     ours = {k.encode(): v.encode() for k, v in meta.to_metadata().items()}
     table = table.replace_schema_metadata({**(SCHEMA.metadata or {}), **ours})
+    for name in OPTIONAL:  # left out when unused: the file reads as it did before the column existed
+        if table.column(name).null_count == table.num_rows:
+            table = table.drop_columns([name])
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression="zstd")
     return path
@@ -196,6 +206,9 @@ def conform(table: pa.Table, schema: pa.Schema, file: str) -> pa.Table:
         dup = next(n for n in table.column_names if table.column_names.count(n) > 1)
         raise TraceError(file, "column appears more than once", column=dup)
     for field in schema:
+        if field.name in OPTIONAL and field.name not in names:
+            table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+            names.add(field.name)
         if field.name not in names:
             raise TraceError(file, "required column is missing", column=field.name)
     extra = sorted(names - set(schema.names))

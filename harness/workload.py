@@ -16,6 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.cluster import Cluster
+from harness.dra.translate import claim_of
+from harness.errors import TraceError
 
 LOCALITY_CODE = {"none": 0, "rack": 1, "block": 2}
 
@@ -96,6 +98,11 @@ class Workload:
     #: per shape, the filter's rule for its pods (`filters.pod_rule`), filled on first use; a
     #: view made with `dataclasses.replace` (other requests, one shape) starts a cache of its own
     rules: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    #: int32 per pod: its claims, an index into `claim_sets` (-1: none, it runs by its device
+    #: columns); None outside a DRA cluster, or in a view that forgets claims (`whatif.view_of`)
+    claim: np.ndarray | None = None
+    #: the distinct claims pods make, each a tuple of harness.dra.resources.Claim
+    claim_sets: tuple = ()
 
     @property
     def n_pods(self) -> int:
@@ -137,7 +144,7 @@ def unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return rows[first], inverse, np.diff(np.r_[np.flatnonzero(first), len(key)])
 
 
-def compile_workload(table: pa.Table, cluster: Cluster) -> Workload:
+def compile_workload(table: pa.Table, cluster: Cluster, file: str = "trace") -> Workload:
     """Turn a validated canonical trace table into arrays indexed by pod and job number."""
     col = lambda name: table.column(name).to_numpy(zero_copy_only=False)  # noqa: E731
     n = table.num_rows
@@ -173,10 +180,14 @@ def compile_workload(table: pa.Table, cluster: Cluster) -> Workload:
     nvl = col("gpus_same_nvlink").astype(bool)
     numa = col("gpus_same_numa").astype(bool)
     nic = col("nic_per_gpu").astype(bool)
-    never |= ~_fits_some_type(cluster, cpu, mem, gpus, milli, profile_bit, model_mask, nvl, numa, nic)
-
     key = np.stack([cpu, mem, gpus, milli, profile_bit, model_mask, nvl, numa, nic], axis=1)
     _, shape, _ = unique_rows(key)
+    claim, claim_sets = (None, ()) if cluster.devices is None else _claims(table, cluster, shape.ravel(), key, file)
+    if claim is None:
+        never |= ~_fits_some_type(cluster, cpu, mem, gpus, milli, profile_bit, model_mask, nvl, numa, nic)
+    else:
+        never |= ~_claims_fit_some_type(cluster, cpu, mem, claim, claim_sets)
+        _, shape, _ = unique_rows(np.c_[key, claim])
 
     job_ids, job = np.unique(col("job_id"), return_inverse=True)
     order = np.argsort(job, kind="stable")
@@ -193,8 +204,57 @@ def compile_workload(table: pa.Table, cluster: Cluster) -> Workload:
         job_priority=col("priority")[first].astype(np.int32),
         job_locality=_locality_codes(col("gang_locality")[first]),
         job_queue=col("queue")[first], job_service=np.full(len(job_ids), -1, np.int32),
-        job_placeholder=np.zeros(len(job_ids), bool),
+        job_placeholder=np.zeros(len(job_ids), bool), claim=claim, claim_sets=claim_sets,
     )
+
+
+def _claims(table: pa.Table, cluster: Cluster, shape: np.ndarray, key: np.ndarray,
+            file: str) -> tuple[np.ndarray, tuple]:
+    """Per pod its claims in a DRA cluster: the template its `claim` names, else (a pod with
+    GPUs) the claim its device columns make; and the distinct claim sets. A template's share of
+    each GPU must be the row's (`gpu_milli`, or its partition's): the GPU matrix mirrors it."""
+    layer = cluster.devices
+    assert layer is not None, "claims are compiled only in a DRA cluster"
+    names = table.column("claim").combine_chunks().dictionary_encode()
+    codes = names.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+    sets: list[tuple] = []
+    out = np.full(len(shape), -1, np.int32)
+    for c, name in enumerate(names.dictionary.to_pylist()):
+        rows = np.flatnonzero(codes == c)
+        if name not in layer.claims:
+            known = ", ".join(sorted(layer.claims)) or "none"
+            raise TraceError(file, f"no claim template {name!r} in the cluster's dra.claims (known: {known})",
+                             column="claim", row=int(rows[0]))
+        claims = (layer.claims[name],)
+        milli = layer.gpu_milli(claims, f"cluster.dra.claims.{name}")
+        wrong = rows[key[rows, 3] != milli]
+        if len(wrong):
+            raise TraceError(file, f"claim {name!r} takes {milli} milli of each GPU it allocates, the row's "
+                             f"gpu_milli (or partition) {int(key[wrong[0], 3])}: give the row its claim's share",
+                             column="claim", row=int(wrong[0]))
+        out[rows] = len(sets)
+        sets.append(claims)
+    columns = np.flatnonzero((codes < 0) & (key[:, 2] > 0))
+    _, first, inverse = np.unique(shape[columns], return_index=True, return_inverse=True)
+    for i, row in enumerate(columns[first].tolist()):
+        cpu, mem, gpus, milli, profile_bit, model_mask, nvl, numa, nic = (int(v) for v in key[row])
+        sets.append((claim_of(cluster.models, cluster.profiles, gpus, milli, profile_bit, model_mask, bool(nvl),
+                               bool(numa), bool(nic)),))
+        out[columns[inverse.ravel() == i]] = len(sets) - 1
+    return out, tuple(sets)
+
+
+def _claims_fit_some_type(cluster: Cluster, cpu: np.ndarray, mem: np.ndarray, claim: np.ndarray,
+                          claim_sets: tuple) -> np.ndarray:
+    """Pods whose CPU, memory and claims an empty node of some type holds."""
+    types = cluster.node_types
+    room = np.stack([(cpu <= t.cpu_milli) & (mem <= t.memory_mib) for t in types], axis=1)  # pods x types
+    allocatable = np.ones((len(claim_sets) + 1, len(types)), bool)  # the last row: no claim
+    layer = cluster.devices
+    assert layer is not None, "claims are compiled only in a DRA cluster"
+    for c, claims in enumerate(claim_sets):
+        allocatable[c] = layer.fits_empty(claims)
+    return (room & allocatable[claim]).any(axis=1)
 
 
 def _locality_codes(names: np.ndarray) -> np.ndarray:
@@ -225,6 +285,12 @@ def pools_fit(cluster: Cluster, w: Workload) -> np.ndarray:
     pods = (w.cpu, w.mem, w.gpus, w.milli, w.profile_bit, w.model_mask, w.nvlink, w.numa, w.nic)
     fit = np.stack([type_fits(cluster.node_types[cluster.type_index(pool.node_type)], cluster, *pods)
                     for pool in cluster.pools])
+    claimed = np.zeros(w.n_pods, bool) if w.claim is None else w.claim >= 0
+    if w.claim is not None and cluster.devices is not None and claimed.any():  # by their claims, not columns
+        types = np.array([cluster.type_index(pool.node_type) for pool in cluster.pools])
+        room = np.stack([(w.cpu <= t.cpu_milli) & (w.mem <= t.memory_mib) for t in cluster.node_types])[types]
+        allocatable = np.stack([cluster.devices.fits_empty(claims) for claims in w.claim_sets])  # sets x types
+        fit[:, claimed] = room[:, claimed] & allocatable[w.claim[claimed]][:, types].T
     if cluster.untolerated is not None:
         fit &= ~cluster.untolerated[(w.gpus > 0).astype(np.int64)].T
     return fit

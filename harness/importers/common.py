@@ -305,6 +305,7 @@ def canonical(cols: dict, n: int) -> pa.Table:
         "priority": np.zeros(n, np.int32),
         "queue": _constant("default", n),
         "min_member": np.ones(n, np.int32),
+        "claim": pa.nulls(n, pa.string()),
     }
     arrays = []
     for f in SCHEMA:

@@ -43,6 +43,7 @@ def slot_table(services: pa.Table) -> pa.Table:
         **{c: rep(c) for c in ("cpu_milli", "memory_mib", "gpu_count", "gpu_milli", "gpu_partition", "gpu_models",
                                "gpus_same_nvlink", "priority", "queue")},
         "gpus_same_numa": [False] * n, "nic_per_gpu": [False] * n, "gang_locality": ["none"] * n,
+        "claim": [None] * n,
     }
     return pa.table({f.name: data[f.name] for f in SCHEMA}, schema=SCHEMA.remove_metadata())
 
