@@ -9,9 +9,13 @@ import numpy as np
 from numba import njit
 
 from harness import packer
+from harness.dra import layer as dra_layer
 from harness.state import WHOLE, ClusterState
 from harness.status import READY
 from harness.workload import Workload
+
+MOST_ALIKE = 4096  # pods of one shape a node is counted for, when neither CPU nor memory bounds them
+FIRST_FIT_STEP = 64  # nodes a first fit of pods with claims counts at a time
 
 
 def feasible(state: ClusterState, w: Workload, pod: int, usable: np.ndarray | None = None,
@@ -22,12 +26,49 @@ def feasible(state: ClusterState, w: Workload, pod: int, usable: np.ndarray | No
     admission layer keeps it to (`Workload.placement`); the checks are `pod_rule`'s.
     With `at` (slot indices, or one slot), the mask covers only those slots (or is one
     bool): a check of a few nodes costs O(len(at)), not O(all slots)."""
+    claims = claims_of(w, pod)
+    if claims is not None:
+        return _claims_feasible(state, w, pod, claims, usable, at)
     cpu, mem, static, column, need = pod_rule(state, w, pod)
     base = (state.status == READY) if usable is None else usable
     if at is None:
         return fit_mask(base, state.cpu_free, state.mem_free, static, column, cpu, mem, need)
     return (base[at] & static[at] & (state.cpu_free[at] >= cpu) & (state.mem_free[at] >= mem)
             & (column[at] >= need))
+
+
+def claims_of(w: Workload, pod: int) -> tuple | None:
+    """The claims pod runs by in this view (None: its device columns)."""
+    if w.claim is None or w.claim[pod] < 0:
+        return None
+    return w.claim_sets[w.claim[pod]]
+
+
+def _devices(state: ClusterState) -> dra_layer.DeviceLayer:
+    assert state.dra is not None, "a pod has claims only in a DRA cluster"
+    return state.dra
+
+
+def _claims_feasible(state: ClusterState, w: Workload, pod: int, claims: tuple, usable: np.ndarray | None,
+                     at: np.ndarray | None) -> np.ndarray:
+    """`feasible` for a pod with claims: CPU, memory, taints and placement as for any pod, then
+    the structured allocator on the nodes that pass (DynamicResources' Filter)."""
+    placement = int(w.placement[pod]) if len(state.allowed) > 1 else 0
+    static = state.pod_static(0, 0, False, placement, int(w.gpus[pod] > 0))
+    base = (state.status == READY) if usable is None else usable
+    slots = np.arange(state.n_slots) if at is None else np.atleast_1d(np.asarray(at, np.int64))
+    ok = base[slots] & static[slots] & (state.cpu_free[slots] >= w.cpu[pod]) & (state.mem_free[slots] >= w.mem[pod])
+    ok[ok] = dra_layer.fits(_devices(state), state.device_arrays, state.slot_type, claims, slots[ok])
+    return ok if at is None or np.ndim(at) else ok[0]
+
+
+def pick_devices(state: ClusterState, w: Workload, pod: int, node: int) -> np.ndarray:
+    """The devices pod gets on node: its claims' allocation (`dra.layer.ClaimedGpus`), else
+    the GPUs `ClusterState.pick_devices` chooses by its columns."""
+    claims = claims_of(w, pod)
+    if claims is None:
+        return state.pick_devices(node, int(w.gpus[pod]), int(w.milli[pod]), bool(w.nvlink[pod]), bool(w.numa[pod]))
+    return dra_layer.allocation(_devices(state), state.device_arrays, int(state.slot_type[node]), claims, node)
 
 
 def pod_rule(state: ClusterState, w: Workload, pod: int,
@@ -110,6 +151,8 @@ def fits_count(state: ClusterState, w: Workload, pod: int, mask: np.ndarray) -> 
 def first_feasible(state: ClusterState, w: Workload, pod: int, mask: np.ndarray, k: int) -> np.ndarray:
     """The first k `mask` nodes (in slot order) that `feasible` passes, found by a walk that
     stops at the k-th: `np.flatnonzero(feasible(state, w, pod, mask))[:k]` without the mask."""
+    if claims_of(w, pod) is not None:
+        return np.flatnonzero(feasible(state, w, pod, mask))[:k]
     cpu, mem, static, column, need = pod_rule(state, w, pod)
     return packer.first_feasible(mask, state.cpu_free, state.mem_free, cpu, mem, static, column, need, k)
 
@@ -118,13 +161,43 @@ def first_fit(state: ClusterState, w: Workload, pod: int, mask: np.ndarray, k: i
     """Where k pods shaped like `pod` go first fit over the `mask` nodes in slot order, without
     binding them: the lowest-index feasible node takes all it can (`fits_on`), then the next.
     Returns the nodes that take some and how many each takes (in all at most k)."""
+    if claims_of(w, pod) is not None:
+        return _claims_first_fit(state, w, pod, mask, k)
     _, _, static, column, need = pod_rule(state, w, pod)
     return packer.first_fit(mask, static, column, need, k, *shape_of(w, pod), state.cpu_free, state.mem_free,
                             state.gpu_free, state.free_whole, state.slot_type, domains_of(state, w, pod))
 
 
+def _claims_first_fit(state: ClusterState, w: Workload, pod: int, mask: np.ndarray,
+                      k: int) -> tuple[np.ndarray, np.ndarray]:
+    """`first_fit` for a pod with claims: nodes counted in slot order, a few at a time, until k."""
+    nodes = np.flatnonzero(feasible(state, w, pod, mask))
+    used, got, left = [], [], k
+    for lo in range(0, len(nodes), FIRST_FIT_STEP):
+        chunk = nodes[lo:lo + FIRST_FIT_STEP]
+        counts = fits_on(state, w, pod, chunk)
+        before = np.r_[0, np.cumsum(counts)[:-1]]
+        take = np.clip(left - before, 0, counts)
+        used.append(chunk[take > 0])
+        got.append(take[take > 0])
+        left -= int(take.sum())
+        if left == 0:
+            break
+    if not used:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(used), np.concatenate(got)
+
+
 def fits_on(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray) -> np.ndarray:
     """`fits_count` on the given nodes, which the filter passed (each can take one or more)."""
+    claims = claims_of(w, pod)
+    if claims is not None:
+        nodes = np.asarray(nodes, np.int64)
+        cpu, mem = int(w.cpu[pod]), int(w.mem[pod])
+        bound = np.minimum(state.cpu_free[nodes] // cpu if cpu else MOST_ALIKE,
+                           state.mem_free[nodes] // mem if mem else MOST_ALIKE)
+        return dra_layer.fit_counts(_devices(state), state.device_arrays, state.slot_type, claims, nodes,
+                                    np.minimum(bound, MOST_ALIKE))
     return packer.fits_on(np.asarray(nodes, np.int64), *shape_of(w, pod), state.cpu_free, state.mem_free,
                           state.gpu_free, state.free_whole, state.slot_type, domains_of(state, w, pod))
 
@@ -139,6 +212,22 @@ def devices_taken(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray,
     _, _, gpus, milli, kind = shape_of(w, pod)
     return packer.devices_taken(np.asarray(nodes, np.int64), np.asarray(counts, np.int64), gpus, milli, kind,
                                 state.gpu_free, state.slot_type, domains_of(state, w, pod))
+
+
+def bind_alike(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray, counts: np.ndarray) -> None:
+    """Bind counts[i] pods shaped like `pod` on nodes[i] at once (what-if packing), each taking
+    the devices binding them one by one would: `ClusterState.bind_many` with `devices_taken`,
+    or for a pod with claims the allocator's, round by round."""
+    claims = claims_of(w, pod)
+    nodes, counts = np.asarray(nodes, np.int64), np.asarray(counts, np.int64)
+    if claims is None:
+        state.bind_many(nodes, counts, int(w.cpu[pod]), int(w.mem[pod]), devices_taken(state, w, pod, nodes, counts))
+        return
+    taken, rows = dra_layer.take_alike(_devices(state), state.device_arrays, state.slot_type, claims, nodes, counts,
+                                       state.gpu_free.shape[1])
+    state.bind_many(nodes, counts, int(w.cpu[pod]), int(w.mem[pod]), taken)
+    for array, after in zip(state.device_arrays, rows, strict=True):  # after bind_many saved them for a trial
+        array[nodes] = after
 
 
 def shape_of(w: Workload, pod: int) -> tuple[int, int, int, int, int]:

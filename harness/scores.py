@@ -15,6 +15,7 @@ from numba import njit
 
 from harness.cluster import Cluster
 from harness.errors import ConfigError
+from harness.filters import claims_of, pick_devices
 from harness.fragmentation import COVERAGE, TargetWorkload, node_fragmentation
 from harness.settings import check, integer, number
 from harness.state import WHOLE, ClusterState
@@ -43,7 +44,7 @@ class ScorePlugin:
         raise NotImplementedError
 
     def pick_devices(self, state: ClusterState, w: Workload, pod: int, node: int) -> np.ndarray:
-        return state.pick_devices(node, int(w.gpus[pod]), int(w.milli[pod]), bool(w.nvlink[pod]), bool(w.numa[pod]))
+        return pick_devices(state, w, pod, node)
 
     def on_bind(self, state: ClusterState, w: Workload, pod: int, node: int) -> None:
         """The state now holds `pod` on `node`: a plugin that remembers placements records it
@@ -248,7 +249,8 @@ def _gpu_left(state: ClusterState, nodes: np.ndarray) -> np.ndarray:
 
 
 def _is_share(w: Workload, pod: int) -> bool:
-    return bool(w.gpus[pod] == 1 and w.milli[pod] < 1000)
+    """A share a policy places on a GPU of its choice (a pod with claims gets the allocator's)."""
+    return bool(w.gpus[pod] == 1 and w.milli[pod] < 1000) and claims_of(w, pod) is None
 
 
 class RandomScore(ScorePlugin):

@@ -15,6 +15,8 @@ import numpy as np
 from numba import njit
 
 from harness.cluster import Cluster
+from harness.dra.allocator import commit_pairs
+from harness.dra.layer import ClaimedGpus
 from harness.node_devices import NO_TABLE, OVER_ALLOCATED, pick, summarize, take
 from harness.status import ABSENT, BOOTING, READY
 
@@ -109,6 +111,16 @@ class ClusterState:
         #: and `pool_allowed` its pools (those with a slot in it); placement 0 is every slot
         self.allowed = np.ones((1, n), bool)
         self.pool_allowed = np.ones((1, len(cluster.pools)), bool)
+        #: a DRA cluster's devices (harness/dra/layer.py) and every node's allocation state
+        self.dra = cluster.devices
+        if self.dra is not None:
+            self.dra_taken, self.dra_cap, self.dra_counters = self.dra.arrays(n)
+            self._DYNAMIC = ClusterState._DYNAMIC + self.DEVICE_ARRAYS
+
+    @property
+    def device_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A DRA cluster's per-slot allocation state: devices taken, capacity left, counters left."""
+        return self.dra_taken, self.dra_cap, self.dra_counters
 
     # ---- what happened outside the state: the cache keys move only through these ---------
     def capacity_opened(self, nodes: Iterable[int]) -> None:
@@ -179,6 +191,8 @@ class ClusterState:
         self.gpu_free[n, :self.gpu_cap[n]] = WHOLE
         self.gpu_used[n] = 0
         self.pods_on[n] = 0
+        if self.dra is not None:
+            self.dra.reset(*self.device_arrays, n, int(self.slot_type[n]))
         self._refresh(n)
         self.layout_version += 1
         milli = int(self.gpu_cap[n]) * WHOLE
@@ -224,6 +238,8 @@ class ClusterState:
         self.status[n] = ABSENT
         self.cpu_free[n] = self.mem_free[n] = 0
         self.gpu_free[n, :] = 0
+        if self.dra is not None:
+            self.dra.reset(*self.device_arrays, n, -1)
         self._refresh(n)
         self.layout_version += 1
 
@@ -237,6 +253,12 @@ class ClusterState:
             self._save(n)
         self.mutations += 1
         self.changed_at[n] = self.mutations
+        if isinstance(gpu_idx, ClaimedGpus):  # a DRA pod: its every device, then its GPUs' mirror
+            t = int(self.slot_type[n])
+            assert self.dra is not None, "devices are claimed only in a DRA cluster"
+            commit_pairs(gpu_idx.compiled, self.dra.devices[t], self.dra.view(*self.device_arrays, t), n,
+                         gpu_idx.pairs, sign)
+            gpu_idx = gpu_idx.view(np.ndarray)
         answer = take(n, sign, cpu, mem, gpu_idx, milli, self.cpu_free, self.mem_free, self.gpu_free, self.gpu_used,
                       self.pods_on, self.gpu_cap, self.slot_table, self.stacked_tables, self.free_whole,
                       self.max_share, self.nvl_whole, self.numa_whole, self.both_whole)
@@ -360,8 +382,9 @@ class ClusterState:
 
     _PER_SLOT = ("slot_pool", "slot_type", "slot_rack", "slot_block", "slot_committed", "cpu_cap", "mem_cap",
                  "gpu_cap", "gpu_milli_cap", "model_bit", "nic_ok", "profile_bits", "slot_table")
-    _DYNAMIC = ("status", "cpu_free", "mem_free", "gpu_free", "pods_on",
+    _DYNAMIC: tuple[str, ...] = ("status", "cpu_free", "mem_free", "gpu_free", "pods_on",
                 "free_whole", "max_share", "nvl_whole", "numa_whole", "both_whole", "gpu_used", "changed_at")
+    DEVICE_ARRAYS = ("dra_taken", "dra_cap", "dra_counters")  # dynamic too, in a DRA cluster
 
     def subset(self, idx: np.ndarray) -> ClusterState:
         """A scratch state of only the slots `idx` (local index i is slot idx[i]): what-if

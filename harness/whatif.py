@@ -11,20 +11,25 @@ from typing import Any
 
 import numpy as np
 
-from harness.filters import devices_taken, first_feasible, first_fit, fits_count
+from harness.filters import bind_alike, first_feasible, first_fit, fits_count, pick_devices
 from harness.state import ClusterState
 from harness.workload import Workload
 
 
-def view_of(w: Workload, topology_aware: bool, sharing_aware: bool) -> Workload:
-    """The workload as an autoscaler with these switches sees it."""
+def view_of(w: Workload, topology_aware: bool, sharing_aware: bool, dra_aware: bool = True) -> Workload:
+    """The workload as an autoscaler with these switches sees it. In a DRA cluster a DRA-aware
+    autoscaler sees each pod's claims as the scheduler does, whatever the other switches say;
+    one that is not (pre-DRA: device needs as extended resources and node selectors) sees the
+    device columns, through `topology_aware` and `sharing_aware`."""
     changes: dict[str, Any] = {}
+    claimed = np.zeros(w.n_pods, bool) if w.claim is None or not dra_aware else w.claim >= 0
+    if not dra_aware and w.claim is not None:
+        changes["claim"] = None
     if not sharing_aware:
-        changes["milli"] = np.where(w.gpus > 0, 1000, 0).astype(np.int32)
-        changes["profile_bit"] = np.zeros_like(w.profile_bit)
+        changes["milli"] = np.where(claimed, w.milli, np.where(w.gpus > 0, 1000, 0)).astype(np.int32)
+        changes["profile_bit"] = np.where(claimed, w.profile_bit, 0)
     if not topology_aware:
-        no = np.zeros(w.n_pods, bool)
-        changes.update(nvlink=no, numa=no, nic=no)
+        changes.update(nvlink=w.nvlink & claimed, numa=w.numa & claimed, nic=w.nic & claimed)
     return replace(w, **changes) if changes else w
 
 
@@ -35,7 +40,8 @@ def equivalence_classes(w: Workload) -> np.ndarray:
         return w.shape
     _, first, shape = np.unique(w.shape, return_index=True, return_inverse=True)  # one pod per shape
     key = np.stack([w.cpu[first], w.mem[first], w.gpus[first], w.milli[first], w.profile_bit[first],
-                    w.model_mask[first], w.nvlink[first], w.numa[first], w.nic[first]], axis=1)
+                    w.model_mask[first], w.nvlink[first], w.numa[first], w.nic[first],
+                    *([] if w.claim is None else [w.claim[first]])], axis=1)
     _, cls = np.unique(key, axis=0, return_inverse=True)
     return cls.ravel()[shape.ravel()]
 
@@ -107,7 +113,7 @@ class Snapshot:
                     self._revert(opened)
                 return None
             n = int(cand[0])
-            g = st.pick_devices(n, int(w.gpus[p]), int(w.milli[p]), bool(w.nvlink[p]), bool(w.numa[p]))
+            g = pick_devices(st, w, p, n)
             st.bind(n, int(w.cpu[p]), int(w.mem[p]), g, int(w.milli[p]))
             plan.append((p, n, g))
         if undo:
@@ -155,5 +161,5 @@ def first_fit_nodes(scratch: ClusterState, w: Workload, pod: int, mask: np.ndarr
     first node, pick_devices, bind). Returns the nodes used and how many each took."""
     nodes, got = first_fit(scratch, w, pod, mask, k)
     if len(nodes):
-        scratch.bind_many(nodes, got, int(w.cpu[pod]), int(w.mem[pod]), devices_taken(scratch, w, pod, nodes, got))
+        bind_alike(scratch, w, pod, nodes, got)
     return nodes, got

@@ -10,7 +10,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from harness.filters import devices_taken, feasible, fits_on
+from harness.filters import bind_alike, feasible, fits_on
 from harness.whatif import Snapshot, classes
 from harness.workload import Workload
 
@@ -71,7 +71,7 @@ class WhatIf:
             can = fits_on(st, w, p, nodes)
             take = int(min(k - done, can.max()))  # the claim takes pods while a shadow has room
             got = np.minimum(can, take)
-            st.bind_many(nodes, got, int(w.cpu[p]), int(w.mem[p]), devices_taken(st, w, p, nodes, got))
+            bind_alike(st, w, p, nodes, got)
             self.claim_of[nodes[can < take]] = -1  # shadows that could not take them all
             out[done:done + take] = -2 - c
             done += take

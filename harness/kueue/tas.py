@@ -30,7 +30,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from harness.filters import devices_taken, fits_count
+from harness.filters import bind_alike, fits_count
 from harness.kueue.queues import LEVELS, Kueue
 from harness.state import ClusterState
 from harness.workload import LOCALITY_CODE, Workload
@@ -197,6 +197,5 @@ class TopologyAssigner:
             nodes = np.array([n for n, _ in got], np.int64)
             k = np.array([c for _, c in got], np.int64)
             p = int(self.w.job_pods[j][0])
-            self.scratch.bind_many(nodes, k, int(self.w.cpu[p]), int(self.w.mem[p]),
-                                   devices_taken(self.scratch, self.w, p, nodes, k))
+            bind_alike(self.scratch, self.w, p, nodes, k)
         return mask
