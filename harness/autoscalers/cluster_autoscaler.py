@@ -25,6 +25,10 @@ Scale-down removes nodes whose accelerator utilisation stayed under a threshold 
 Its view of a pod is set by switches, all off by default as in typical deployments:
   topology_aware     sees NVLink/NUMA/NIC claims (else counts GPUs as an integer);
   sharing_aware      packs GPU shares and partitions per device (else rounds each up to a GPU);
+  dra_aware          in a DRA cluster (harness/dra/layer.py), on by default as upstream: packs
+                     pods by their ResourceClaims with the scheduler's allocator, a template node
+                     bringing its type's ResourceSlices (the two switches above then apply only to
+                     pods without claims); off: the pre-DRA view of the device columns;
   gang_aware         sizes a gang's pods together, all or nothing (else pod by pod);
   reservation_aware  prefers pools with free committed slots and prices them at 0;
   provisioning_request  gangs become ProvisioningRequests of `provisioning_class`
@@ -97,6 +101,9 @@ class ClusterAutoscaler:
                               null=True),
         "topology_aware": flag("the autoscaler sees NVLink/NUMA/NIC claims"),
         "sharing_aware": flag("the autoscaler packs GPU shares per device instead of whole GPUs"),
+        "dra_aware": flag("in a DRA cluster, simulate pods' ResourceClaims as the scheduler allocates them "
+                          "(upstream's default; false: pre-DRA, device needs as extended resources and node "
+                          "selectors)"),
         "gang_aware": flag("the autoscaler sizes a gang's pods together, all or nothing"),
         "reservation_aware": flag("the autoscaler prefers pools with free committed slots"),
         "provisioning_request": flag("gangs become ProvisioningRequests"),
@@ -125,7 +132,7 @@ class ClusterAutoscaler:
                  backoff_reset_s: float = 10800.0, max_nodes_total: int = 0,
                  max_cores_total: float = MAX_CLUSTER_CORES, max_memory_total_gib: float = MAX_CLUSTER_MEMORY_GIB,
                  scale_down: ScaleDown | None = None, provisioning_class: str = BEST_EFFORT_ATOMIC,
-                 max_node_provision_time_s: float = 900.0):
+                 max_node_provision_time_s: float = 900.0, dra_aware: bool = True):
         check(self, "loop.autoscaler",
               scan_interval_s=scan_interval_s,
               expander=expander, topology_aware=topology_aware, sharing_aware=sharing_aware, gang_aware=gang_aware,
@@ -134,7 +141,8 @@ class ClusterAutoscaler:
               backoff_s=backoff_s, max_backoff_s=max_backoff_s, backoff_reset_s=backoff_reset_s,
               max_nodes_total=max_nodes_total, max_cores_total=max_cores_total,
               max_memory_total_gib=max_memory_total_gib, provisioning_class=provisioning_class,
-              max_node_provision_time_s=max_node_provision_time_s)
+              max_node_provision_time_s=max_node_provision_time_s, dra_aware=dra_aware)
+        self.dra_aware = bool(dra_aware)
         self.scan_interval_s = float(scan_interval_s)
         self.topology_aware, self.sharing_aware = bool(topology_aware), bool(sharing_aware)
         self.gang_aware, self.reservation_aware = bool(gang_aware), bool(reservation_aware)
@@ -176,7 +184,7 @@ class ClusterAutoscaler:
     def attach(self, sim: SimulationView, scheduler: Scheduler) -> None:
         self.sim, self.scheduler = sim, scheduler
         seen = self.scheduler_sees or self.scheduler_prefers
-        self.view = sim.w if seen else view_of(sim.w, self.topology_aware, self.sharing_aware)
+        self.view = sim.w if seen else view_of(sim.w, self.topology_aware, self.sharing_aware, self.dra_aware)
         self.view_class = equivalence_classes(self.view)
         n_pools = len(sim.cluster.pools)
         self.backoff = NodeGroupBackoff(n_pools, self.backoff_s, self.max_backoff_s, self.backoff_reset_s)

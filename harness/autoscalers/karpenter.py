@@ -36,8 +36,9 @@ poll, re-validated `validation_s` (15 s) later. Both share Karpenter's schedulin
 
 Its view of a pod: Karpenter counts resources, so by default it ignores DRA-style topology
 claims (NVLink, NUMA, NIC) and rounds a GPU share up to a whole device; `topology_aware` and
-`sharing_aware` turn each on (the view of `harness.whatif.view_of`). No gang awareness: pod
-by pod. Defaults are Karpenter's documented ones (settings BATCH_IDLE_DURATION,
+`sharing_aware` turn each on (the view of `harness.whatif.view_of`); in a DRA cluster it
+simulates pods' claims with the scheduler's allocator (`dra_aware`, on: ignoreDRARequests
+false). No gang awareness: pod by pod. Defaults are Karpenter's documented ones (settings BATCH_IDLE_DURATION,
 BATCH_MAX_DURATION; NodePool disruption defaults).
 """
 
@@ -88,19 +89,23 @@ class KarpenterAutoscaler:
                                      "registered", gt=0),
         "topology_aware": flag("read DRA-style claims (NVLink/NUMA/NIC)"),
         "sharing_aware": flag("pack GPU shares per device instead of whole GPUs"),
+        "dra_aware": flag("in a DRA cluster, simulate pods' ResourceClaims as the scheduler allocates them "
+                          "(upstream's default; false: pre-DRA, device needs as extended resources and node "
+                          "selectors)"),
     }
 
     def __init__(self, batch_idle_s: float = 1.0, batch_max_s: float = 10.0, requeue_s: float = 10.0,
                  poll_s: float = 10.0, consolidate_underutilized: bool = True,
                  consolidate_after_s: float = 0.0, budget_nodes: float = 0.1, max_candidates: int = 100,
                  validation_s: float = 15.0, unavailable_ttl_s: float = 180.0, registration_ttl_s: float = 900.0,
-                 topology_aware: bool = False, sharing_aware: bool = False):
+                 topology_aware: bool = False, sharing_aware: bool = False, dra_aware: bool = True):
         check(self, "loop.autoscaler", batch_idle_s=batch_idle_s,
               batch_max_s=batch_max_s, requeue_s=requeue_s, poll_s=poll_s,
               consolidate_underutilized=consolidate_underutilized, consolidate_after_s=consolidate_after_s,
               budget_nodes=budget_nodes, max_candidates=max_candidates, validation_s=validation_s,
               unavailable_ttl_s=unavailable_ttl_s, registration_ttl_s=registration_ttl_s,
-              topology_aware=topology_aware, sharing_aware=sharing_aware)
+              topology_aware=topology_aware, sharing_aware=sharing_aware, dra_aware=dra_aware)
+        self.dra_aware = bool(dra_aware)
         self.batch_idle_s, self.batch_max_s, self.requeue_s = float(batch_idle_s), float(batch_max_s), float(requeue_s)
         self.poll_s = float(poll_s)
         self.underutilized = bool(consolidate_underutilized)
@@ -120,7 +125,7 @@ class KarpenterAutoscaler:
 
     def attach(self, sim: SimulationView, scheduler: Scheduler) -> None:
         self.sim, self.scheduler = sim, scheduler
-        self.view = view_of(sim.w, self.topology_aware, self.sharing_aware)
+        self.view = view_of(sim.w, self.topology_aware, self.sharing_aware, self.dra_aware)
         self.view_class = equivalence_classes(self.view)
         self.offerings = Offerings(sim, self.unavailable_ttl_s)
         self.nominated_until = np.full(sim.state.n_slots, -np.inf)
