@@ -154,6 +154,8 @@ OUTPUT_UNDER_A_FILE = {  # command (with {bad}: a path below a plain file) -> wh
     "import_cluster": ("import", "openb", "--nodes", str(ROOT / "tests" / "fixtures" / "openb" / "nodes.csv"),
                        "--cluster-out", "{bad}"),
     "generate": ("generate", "workload.n_jobs=20", "out={bad}"),
+    "export": ("export", "kubernetes", "--cluster", str(ROOT / "conf" / "cluster" / "default.yaml"),
+               "--trace", str(ROOT / "benchmarks" / "data" / "small.parquet"), "-o", "{bad}"),
 }
 
 
