@@ -14,8 +14,10 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 #: PYTHONPATH passed on, so that a worktree sharing another checkout's venv runs its own code
+#: the commands run from other folders import this checkout's harness, not an install of another
 ENV = {"LOOPBENCH_CONF": str(ROOT / "conf"), "PATH": "/usr/bin:/bin",
-       **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}
+       "PYTHONPATH": os.pathsep.join([str(ROOT), *(str(Path(p).resolve()) for p in
+                                                   os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)])}
 
 
 def loopbench(*args: str, cwd: Path) -> subprocess.CompletedProcess:
