@@ -4,6 +4,7 @@
     loopbench compare [loops=a,b] [overrides] [-m]   one trace through several loops, side by side
     loopbench generate [overrides]        synthetic AI workload -> canonical trace
     loopbench import FORMAT SRC... -o T   public trace -> canonical trace (+ cluster config)
+    loopbench export kubernetes --cluster C --trace T -o OUT.yaml   cluster + trace -> Nodes, Pods
     loopbench packing-report SWEEP... -o results/openb_packing
     loopbench report RUN_OR_SWEEP... -o results/NAME   tables, plots and report.html of replay runs
     loopbench results [NAME...] [--check]  regenerate the canonical experiments' results/
@@ -93,6 +94,10 @@ def _dispatch(command: str, rest: list[str]) -> int:
         from harness.importers.cli import main as import_main
 
         return import_main(rest)
+    elif command == "export":
+        from harness.exporters.cli import main as export_main
+
+        return export_main(rest)
     elif command == "packing-report":
         from harness.openb_packing import report_main
 

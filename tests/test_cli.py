@@ -14,8 +14,10 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 #: PYTHONPATH passed on, so that a worktree sharing another checkout's venv runs its own code
+#: the commands run from other folders import this checkout's harness, not an install of another
 ENV = {"LOOPBENCH_CONF": str(ROOT / "conf"), "PATH": "/usr/bin:/bin",
-       **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}
+       "PYTHONPATH": os.pathsep.join([str(ROOT), *(str(Path(p).resolve()) for p in
+                                                   os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)])}
 
 
 def loopbench(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -154,6 +156,8 @@ OUTPUT_UNDER_A_FILE = {  # command (with {bad}: a path below a plain file) -> wh
     "import_cluster": ("import", "openb", "--nodes", str(ROOT / "tests" / "fixtures" / "openb" / "nodes.csv"),
                        "--cluster-out", "{bad}"),
     "generate": ("generate", "workload.n_jobs=20", "out={bad}"),
+    "export": ("export", "kubernetes", "--cluster", str(ROOT / "conf" / "cluster" / "default.yaml"),
+               "--trace", str(ROOT / "benchmarks" / "data" / "small.parquet"), "-o", "{bad}"),
 }
 
 

@@ -220,16 +220,16 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
-def _check_outputs(outputs: list[tuple[str, str | None]], inputs: list[str]) -> None:
+def check_outputs(outputs: list[tuple[str, str | None]], inputs: list[str], command: str = "import") -> None:
     """Refuse, before anything is written, an output (flag, path) that is an input of this
-    import, a directory, or the other output."""
+    command, a directory, or the other output."""
     given = [(flag, path) for flag, path in outputs if path]
     for flag, path in given:
         if os.path.isdir(path):
             raise ConfigError(flag, f"{path}: is a directory; give a file to write")
         for src in inputs:
             if _same_file(path, src):
-                raise ConfigError(flag, f"{path}: is an input of this import ({src}); write elsewhere")
+                raise ConfigError(flag, f"{path}: is an input of this {command} ({src}); write elsewhere")
     if len(given) == 2 and _same_file(given[0][1], given[1][1]):
         raise ConfigError(given[1][0], f"{given[1][1]}: is also the trace output (-o); give another file")
 
@@ -274,9 +274,9 @@ def _azure_llm(argv: list[str]) -> int:
     from harness.services.trace import ServicesMeta, service_paths, write_services
 
     args = _azure_parser().parse_args(argv)
-    _check_outputs([("-o", args.output)], args.sources)
+    check_outputs([("-o", args.output)], args.sources)
     spath, dpath = service_paths(args.output)
-    _check_outputs([("-o", str(spath)), ("-o", str(dpath))], args.sources)
+    check_outputs([("-o", str(spath)), ("-o", str(dpath))], args.sources)
     per_gpu = az.ReplicaModel()
     model = az.ReplicaModel(prefill_tokens_per_s=args.prefill_tps, decode_tokens_per_s=args.decode_tps,
                             gpus=args.gpus, gpu_model=args.gpu_model, cold_start_s=args.cold_start_s,
@@ -339,7 +339,7 @@ def _dra(argv: list[str]) -> int:
     from harness.importers import dra
 
     args = _dra_parser().parse_args(argv)
-    _check_outputs([("--out", args.out)], args.sources)
+    check_outputs([("--out", args.out)], args.sources)
     inp = dra.read_dra(args.sources, dra.parse_node_types(args.node_type))
     if dra.is_empty(inp):
         raise dra.no_input(args.sources)
@@ -378,7 +378,7 @@ def _kubernetes(argv: list[str]) -> int:
     s = args.running_duration_s
     if s is not None and not (math.isfinite(s) and 0 <= s <= MAX_TIME_S):
         raise ConfigError("--running-duration-s", f"must be seconds in [0, {MAX_TIME_S:.0f}], got {s:g}")
-    _check_outputs([("--out", args.out), ("--out-cluster", args.out_cluster)], args.sources)
+    check_outputs([("--out", args.out), ("--out-cluster", args.out_cluster)], args.sources)
     inp = k8s.read_kubernetes(args.sources, running_duration_s=s, autoscaled=args.autoscaled, name=args.name)
     flags = (f"{f' --running-duration-s {s:g}' if s is not None else ''}{' --autoscaled' * args.autoscaled}"
              f"{f' --name {args.name}' if args.name else ''}")
@@ -410,7 +410,7 @@ def run(argv: list[str]) -> int:
     if args.nodes and fmt.nodes is None:
         raise ConfigError("--nodes", f"format {args.format} publishes no node list")
     out = args.cluster_out or (str(Path(args.output).with_suffix("")) + ".cluster.yaml" if args.output else None)
-    _check_outputs([("-o", args.output if args.sources else None), ("--cluster-out", out if args.nodes else None)],
+    check_outputs([("-o", args.output if args.sources else None), ("--cluster-out", out if args.nodes else None)],
                    [p for p in (*args.sources, args.nodes, args.inflate_cluster, args.transforms) if p])
     cluster = None
     if args.nodes:
