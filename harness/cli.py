@@ -17,9 +17,12 @@ from __future__ import annotations
 import os
 import re
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
-from harness.config import catalog, conf_dir
+import yaml
+
+from harness.config import catalog, conf_dir, yaml_error
 from harness.errors import ConfigError, LoopbenchError
 
 USAGE = __doc__
@@ -52,7 +55,9 @@ def _in_file(exc: LoopbenchError) -> str:
 def _hydra_app(command: str, task, config_name: str, argv: list[str]) -> None:
     """Run `task(cfg)` as a Hydra application so -m, sweeps and launchers work as usual."""
     import hydra
+    from hydra.errors import CompactHydraException
     from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
     if not OmegaConf.has_resolver("loopbench.catalog"):
         OmegaConf.register_new_resolver("loopbench.catalog", _help_catalog)
@@ -67,11 +72,33 @@ def _hydra_app(command: str, task, config_name: str, argv: list[str]) -> None:
 
     sys.argv = [f"loopbench-{command}", *argv]
     try:
-        hydra.main(config_path=str(conf_dir()), config_name=config_name, version_base="1.3")(guarded)()
+        with _hydra_raises():
+            hydra.main(config_path=str(conf_dir()), config_name=config_name, version_base="1.3")(guarded)()
+    except yaml.MarkedYAMLError as exc:
+        raise yaml_error(exc) from None
+    except CompactHydraException as exc:  # Hydra's own short error, as Hydra prints it
+        print(exc, *([exc.__cause__] if isinstance(exc.__cause__, OmegaConfBaseException) else []),
+              sep="\n", file=sys.stderr)
+        raise SystemExit(1) from None
     finally:  # Hydra ends --help and --cfg with sys.exit: a closed pipe is met here, not at exit
         sys.stdout.flush()
     if failures:
         raise SystemExit(1)
+
+
+@contextmanager
+def _hydra_raises():
+    """Hydra prints an error met while it composes the config (a config file that is not YAML:
+    its parser's traceback) and exits; with HYDRA_FULL_ERROR=1 it raises it, to be told here."""
+    before = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["HYDRA_FULL_ERROR"]
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = before
 
 
 def _dispatch(command: str, rest: list[str]) -> int:
