@@ -101,16 +101,29 @@ def _hydra_raises():
             os.environ["HYDRA_FULL_ERROR"] = before
 
 
+def _repair_kernel_cache() -> None:
+    """Cache files of the compiled kernels that would fail the run are removed before it
+    starts, saying so (harness/kernel_cache.py)."""
+    from harness.kernel_cache import repair
+
+    removed = repair()
+    if removed:
+        print(f"loopbench: removed {len(removed)} unreadable files of the compiled kernels' cache "
+              f"({removed[0].parent}): those kernels compile again", file=sys.stderr)
+
+
 def _dispatch(command: str, rest: list[str]) -> int:
     if command in ("-h", "--help", "help"):
         print(USAGE + "\n" + catalog(*CATALOG))
     elif command == "replay":
         from harness.replay import replay_task
 
+        _repair_kernel_cache()
         _hydra_app(command, replay_task, "config", rest)
     elif command == "compare":
         from harness.compare import compare_task, hydra_args
 
+        _repair_kernel_cache()
         _hydra_app(command, compare_task, "compare", hydra_args(rest))
     elif command == "generate":
         from harness.generate import generate_task

@@ -5,15 +5,24 @@ traceback; the cache is repaired and the run goes on."""
 
 from __future__ import annotations
 
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numba
 import numpy as np
 import pytest
 
 from harness import results
 from harness.config import compose
 from harness.errors import ConfigError
+from harness.kernel_cache import cache_dirs, corrupt
 from harness.settings import SettingError
 from tests import scenarios as sc
-from tests.test_cli import loopbench, one_line_error
+from tests.test_cli import ENV, ROOT, loopbench, one_line_error
 from tests.test_kueue import kueue, queue, static_cluster
 
 NOT_YAML = {
@@ -84,3 +93,50 @@ def test_results_refuses_fewer_than_one_job(jobs, tmp_path):
     assert str(err.value) == f"--jobs: must be an integer >= 1 (concurrent replay processes), got {jobs}"
     assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
 
+
+
+# ---- a corrupt cache of compiled kernels ---------------------------------------------------------
+
+def kernel_files(cache_dir: Path, kernel: str) -> list[Path]:
+    return sorted(cache_dir.glob(f"{kernel}-*.nbi")) + sorted(cache_dir.glob(f"{kernel}-*.nbc"))
+
+
+def test_only_a_kernel_whose_files_do_not_load_is_removed(tmp_path):
+    """Garbage, an empty file, or an index naming garbage data: that kernel's files go; an
+    index of another numba version (which numba ignores) and sound files stay."""
+    version = numba.__version__
+    sound = pickle.dumps(version) + pickle.dumps(("stamp", {"sig": "ok.f-1.py311.1.nbc"}))
+    files = {"ok.f-1.py311.nbi": sound, "ok.f-1.py311.1.nbc": pickle.dumps(("payload",)),
+             "garbage.f-1.py311.nbi": b"garbage", "garbage.f-1.py311.1.nbc": b"",
+             "empty.f-1.py311.nbi": b"",
+             "bad_data.f-1.py311.nbi": sound.replace(b"ok.f", b"bd.f"), "bd.f-1.py311.1.nbc": b"\x80\x05junk",
+             "old.f-1.py311.nbi": pickle.dumps("0.1") + b"anything"}
+    for name, body in files.items():
+        (tmp_path / name).write_bytes(body)
+    assert {p.name for p in corrupt(tmp_path, version)} == {
+        "garbage.f-1.py311.nbi", "garbage.f-1.py311.1.nbc", "empty.f-1.py311.nbi", "bad_data.f-1.py311.nbi"}
+
+
+def test_a_replay_repairs_a_corrupt_kernel_cache_and_runs(tmp_path):
+    """A copy of this machine's cache with one kernel's index garbage and another's data empty
+    (each failed every run: UnpicklingError, EOFError): the replay removes those, says so,
+    compiles the two again and finishes."""
+    copy = cache_dirs(str(tmp_path / "cache"))
+    for src, dst in zip(cache_dirs(os.environ.get("NUMBA_CACHE_DIR")), copy, strict=True):
+        if src.is_dir():
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.pyc"))
+    harness_cache = copy[0]  # the package's own folder: folders sorted, it comes first
+    garbage, empty = kernel_files(harness_cache, "idle_rates.used_on"), kernel_files(harness_cache, "node_devices.take")
+    if not (garbage and empty):
+        pytest.skip("no compiled kernels cached here yet (tests/test_jit.py compiles them)")
+    garbage[0].write_bytes(b"garbage\n")
+    next(p for p in empty if p.suffix == ".nbc").write_bytes(b"")
+    env = {**ENV, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "replay", "loop=merged", "horizon_s=600",
+                        f"trace.path={ROOT / 'traces' / 'default.parquet'}", f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert f"loopbench: removed {len(garbage) + len(empty)} unreadable files of the compiled kernels' cache" in r.stderr
+    assert (tmp_path / "run" / "metrics.parquet").exists()
+    assert not corrupt(harness_cache, numba.__version__)  # both compiled again, and cached
+    assert kernel_files(harness_cache, "idle_rates.used_on") and kernel_files(harness_cache, "node_devices.take")
