@@ -18,9 +18,12 @@ from __future__ import annotations
 import os
 import re
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
-from harness.config import catalog, conf_dir
+import yaml
+
+from harness.config import catalog, conf_dir, yaml_error
 from harness.errors import ConfigError, LoopbenchError
 
 USAGE = __doc__
@@ -53,7 +56,9 @@ def _in_file(exc: LoopbenchError) -> str:
 def _hydra_app(command: str, task, config_name: str, argv: list[str]) -> None:
     """Run `task(cfg)` as a Hydra application so -m, sweeps and launchers work as usual."""
     import hydra
+    from hydra.errors import CompactHydraException
     from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
     if not OmegaConf.has_resolver("loopbench.catalog"):
         OmegaConf.register_new_resolver("loopbench.catalog", _help_catalog)
@@ -68,11 +73,44 @@ def _hydra_app(command: str, task, config_name: str, argv: list[str]) -> None:
 
     sys.argv = [f"loopbench-{command}", *argv]
     try:
-        hydra.main(config_path=str(conf_dir()), config_name=config_name, version_base="1.3")(guarded)()
+        with _hydra_raises():
+            hydra.main(config_path=str(conf_dir()), config_name=config_name, version_base="1.3")(guarded)()
+    except yaml.MarkedYAMLError as exc:
+        raise yaml_error(exc) from None
+    except CompactHydraException as exc:  # Hydra's own short error, as Hydra prints it
+        print(exc, *([exc.__cause__] if isinstance(exc.__cause__, OmegaConfBaseException) else []),
+              sep="\n", file=sys.stderr)
+        raise SystemExit(1) from None
     finally:  # Hydra ends --help and --cfg with sys.exit: a closed pipe is met here, not at exit
         sys.stdout.flush()
     if failures:
         raise SystemExit(1)
+
+
+@contextmanager
+def _hydra_raises():
+    """Hydra prints an error met while it composes the config (a config file that is not YAML:
+    its parser's traceback) and exits; with HYDRA_FULL_ERROR=1 it raises it, to be told here."""
+    before = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["HYDRA_FULL_ERROR"]
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = before
+
+
+def _repair_kernel_cache() -> None:
+    """Cache files of the compiled kernels that would fail the run are removed before it
+    starts, saying so (harness/kernel_cache.py)."""
+    from harness.kernel_cache import repair
+
+    removed = repair()
+    if removed:
+        print(f"loopbench: removed {len(removed)} unreadable files of the compiled kernels' cache "
+              f"({removed[0].parent}): those kernels compile again", file=sys.stderr)
 
 
 def _dispatch(command: str, rest: list[str]) -> int:
@@ -81,10 +119,12 @@ def _dispatch(command: str, rest: list[str]) -> int:
     elif command == "replay":
         from harness.replay import replay_task
 
+        _repair_kernel_cache()
         _hydra_app(command, replay_task, "config", rest)
     elif command == "compare":
         from harness.compare import compare_task, hydra_args
 
+        _repair_kernel_cache()
         _hydra_app(command, compare_task, "compare", hydra_args(rest))
     elif command == "generate":
         from harness.generate import generate_task

@@ -21,12 +21,33 @@ from collections.abc import Callable
 
 import numpy as np
 
-from harness.cluster import Cluster, StockDraws
+from harness.cluster import Cluster, StockDraws, StockSteps
 from harness.state import ClusterState
 from harness.status import ABSENT
 
 #: a phantom's boot delay: it never comes up
 NEVER = np.inf
+#: periods of a redrawn stock drawn at once: a long replay with a short period costs a few bulk
+#: draws, not a Python call per period
+STOCK_CHUNK = 1 << 14
+
+
+class StockStream:
+    """A pool's redrawn stock, period by period, from the pool's own stream: drawn a chunk at a
+    time in period order, so each period gets the value one draw at a time would give; only the
+    current chunk is kept, as the simulation asks in time order."""
+
+    def __init__(self, draws: StockDraws, rng: np.random.Generator):
+        self.draws, self.rng = draws, rng
+        self.start, self.chunk = 0, np.zeros(0, np.int64)  # the chunk's first period, its stock
+
+    def at(self, now: float) -> int:
+        period = int(now // self.draws.period_s)
+        assert period >= self.start, "a redrawn stock is asked in time order"
+        while period >= self.start + len(self.chunk):
+            self.start += len(self.chunk)
+            self.chunk = self.rng.integers(self.draws.low, self.draws.high + 1, size=STOCK_CHUNK)
+        return int(self.chunk[period - self.start])
 
 
 class Cloud:
@@ -36,8 +57,9 @@ class Cloud:
         # one stream per pool, so a pool's delays do not depend on other pools' requests
         self.rngs = [np.random.default_rng([seed, 7919, p]) for p in range(len(cluster.pools))]
         # and one per pool for its stock draws, so they do not depend on the requests at all
-        self.stock_rngs = [np.random.default_rng([seed, 7919, p, 1]) for p in range(len(cluster.pools))]
-        self.drawn: list[list[int]] = [[] for _ in cluster.pools]  # per pool, the stock of periods 0, 1, ...
+        self.stock_draws = [StockStream(pool.stock_varies, np.random.default_rng([seed, 7919, p, 1]))
+                            if isinstance(pool.stock_varies, StockDraws) else None
+                            for p, pool in enumerate(cluster.pools)]
         #: per slot: a node the provider accepted but will never bring up
         self.phantom = np.zeros(state.n_slots, bool)
 
@@ -60,15 +82,13 @@ class Cloud:
 
     def stock(self, p: int, now: float) -> int | None:
         """Pool p's stock at `now` (None: unlimited)."""
-        pool = self.cluster.pools[p]
+        draws, pool = self.stock_draws[p], self.cluster.pools[p]
+        if draws is not None:
+            return draws.at(now)
         varies = pool.stock_varies
         if varies is None:
             return pool.stock
-        if isinstance(varies, StockDraws):
-            period, drawn = int(now // varies.period_s), self.drawn[p]
-            while len(drawn) <= period:  # drawn in period order, whenever asked
-                drawn.append(int(self.stock_rngs[p].integers(varies.low, varies.high + 1)))
-            return drawn[period]
+        assert isinstance(varies, StockSteps), "a StockDraws has its stream"
         return varies.stock[int(np.searchsorted(varies.at_s, now, side="right")) - 1]
 
     def available(self, p: int, now: float) -> int:

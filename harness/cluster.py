@@ -16,7 +16,6 @@ min_size == max_size and autoscaling off.
 
 from __future__ import annotations
 
-import math
 import numbers
 import re
 from collections import Counter
@@ -27,10 +26,10 @@ from typing import Any
 import numpy as np
 
 from harness.dra.layer import DeviceLayer
-from harness.errors import ConfigError
+from harness.errors import ConfigError, finite, shown
 from harness.kueue.queues import parse_kueue
 from harness.node_type import NodeType
-from harness.trace import MAX_CPU_MILLI, MAX_MEMORY_MIB
+from harness.trace import MAX_CPU_MILLI, MAX_MEMORY_MIB, MAX_TIME_S
 
 #: Taint effects a pool may carry. NoSchedule and NoExecute keep a pod off a node whose taint
 #: it does not tolerate (kube-scheduler's TaintToleration Filter); PreferNoSchedule passes the
@@ -51,7 +50,7 @@ def _taint(taint, where: str) -> tuple[str, str]:
     """(key, effect) of a taint `key[=value]:effect`, else a ConfigError."""
     m = _TAINT.fullmatch(taint) if isinstance(taint, str) else None
     if m is None or m["effect"] not in TAINT_EFFECTS:
-        raise ConfigError(where, f"{taint!r}: a taint must read key[=value]:effect, e.g. "
+        raise ConfigError(where, f"{shown(taint)}: a taint must read key[=value]:effect, e.g. "
                           f"{GPU_TAINT_KEY}=present:NoSchedule, with effect one of {', '.join(TAINT_EFFECTS)}")
     return m["key"], m["effect"]
 
@@ -126,7 +125,7 @@ class Pool:
 
 def _named(kind: str, cfg: dict, where: str) -> str:
     """`where` with the item's name: what a user looks for in the YAML file."""
-    return f"{kind} {cfg['name']!r} at {where}" if isinstance(cfg.get("name"), str) else where
+    return f"{kind} {shown(cfg['name'])} at {where}" if isinstance(cfg.get("name"), str) else where
 
 
 def _twice(names: list[str]) -> str:
@@ -140,8 +139,13 @@ def _need(cfg: dict, key: str, where: str):
     return cfg[key]
 
 
-#: Largest pool accepted; anything above is a unit mistake, and would not fit in memory.
+#: Largest pool accepted; anything above is a unit mistake, and would not fit in memory. A
+#: stock is bounded alike: the provider never supplies more nodes than a pool can have.
 MAX_POOL_NODES = 1_000_000
+#: The most a node-hour may cost (USD); above it is a unit mistake, and a run's cost overflows.
+MAX_PRICE = 1_000_000
+#: The shortest period of a redrawn stock: each period is a draw, so a tiny one never ends.
+MIN_STOCK_PERIOD_S = 1
 
 _TYPES = {"int": (numbers.Integral,), "float": (numbers.Real,), "str": (str,), "bool": (bool, np.bool_)}
 
@@ -150,15 +154,15 @@ def _typed(value, kind: str, where: str, optional: bool = False):
     """`value` if it is a `kind` (no bool passes as a number, a float is finite), else a ConfigError."""
     if not ((value is None and optional) or
             (isinstance(value, _TYPES[kind]) and (kind == "bool" or not isinstance(value, (bool, np.bool_)))
-             and (kind != "float" or math.isfinite(value)))):
+             and (kind != "float" or finite(value)))):
         expected = "finite float" if kind == "float" else kind
-        raise ConfigError(where, f"expected {expected}{' or null' if optional else ''}, got {value!r}")
+        raise ConfigError(where, f"expected {expected}{' or null' if optional else ''}, got {shown(value)}")
     return value
 
 
 def _mapping(value, where: str) -> dict:
     if not isinstance(value, Mapping):
-        raise ConfigError(where, f"expected a mapping of keys to values, got {value!r}")
+        raise ConfigError(where, f"expected a mapping of keys to values, got {shown(value)}")
     return dict(value)
 
 
@@ -166,23 +170,26 @@ def _stock(value, where: str) -> tuple[int | None, StockSteps | StockDraws | Non
     """(the most stock ever allows, how it varies) of a pool's `stock` key: null, an integer,
     a list of {at_s, stock} steps from at_s 0 in increasing order, or {low, high, period_s}."""
     if value is None or isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        if value is not None and value < 0:
-            raise ConfigError(where, f"must be >= 0 or null (unlimited), got {value}")
+        if value is not None and not 0 <= int(value) <= MAX_POOL_NODES:
+            raise ConfigError(where, f"must be null (unlimited) or in [0, {MAX_POOL_NODES:,}], got {value}")
         return None if value is None else int(value), None
     if isinstance(value, Mapping):
         draws = _build(StockDraws, dict(value), where)
         if not 0 <= draws.low <= draws.high:
             raise ConfigError(where, f"need 0 <= low <= high, got {draws.low} and {draws.high}")
-        if not draws.period_s > 0:
-            raise ConfigError(f"{where}.period_s", f"must be > 0 seconds, got {draws.period_s}")
+        if draws.high > MAX_POOL_NODES:
+            raise ConfigError(f"{where}.high", f"must be at most {MAX_POOL_NODES:,}, got {draws.high}")
+        if not draws.period_s >= MIN_STOCK_PERIOD_S:
+            raise ConfigError(f"{where}.period_s",
+                              f"must be at least {MIN_STOCK_PERIOD_S} second, got {shown(draws.period_s)}")
         return draws.high, draws
     if isinstance(value, str) or not isinstance(value, Sequence) or not value:
         raise ConfigError(where, "expected null, an integer >= 0, a non-empty list of {at_s, stock} steps "
-                                 f"or {{low, high, period_s}}, got {value!r}")
+                                 f"or {{low, high, period_s}}, got {shown(value)}")
     steps = [_build(_Step, _mapping(step, f"{where}[{i}]"), f"{where}[{i}]") for i, step in enumerate(value)]
     for i, step in enumerate(steps):
-        if step.stock < 0:
-            raise ConfigError(f"{where}[{i}].stock", f"must be >= 0, got {step.stock}")
+        if not 0 <= step.stock <= MAX_POOL_NODES:
+            raise ConfigError(f"{where}[{i}].stock", f"must be in [0, {MAX_POOL_NODES:,}], got {step.stock}")
         if (i == 0 and step.at_s != 0) or (i > 0 and not step.at_s > steps[i - 1].at_s):
             raise ConfigError(f"{where}[{i}].at_s", f"steps start at 0 and increase, got {step.at_s:g}"
                                                     f"{'' if i == 0 else f' after {steps[i - 1].at_s:g}'}")
@@ -228,17 +235,18 @@ class Cluster:
     ):
         self.name = _typed(name, "str", "cluster.name")
         if shortage not in SHORTAGES:
-            raise ConfigError("cluster.shortage", f"must be one of {', '.join(SHORTAGES)}, got {shortage!r}")
+            raise ConfigError("cluster.shortage", f"must be one of {', '.join(SHORTAGES)}, got {shown(shortage)}")
         self.shortage = shortage
         self.autoscaling = bool(_typed(autoscaling, "bool", "cluster.autoscaling"))  # no bool("maybe")
         self.partition_profiles = {}
         for prof, milli in _mapping(partition_profiles or {}, "cluster.partition_profiles").items():
             if not isinstance(milli, numbers.Integral) or isinstance(milli, bool) or not 0 < int(milli) <= 1000:
-                raise ConfigError(f"cluster.partition_profiles.{prof}", f"milli must be in (0, 1000], got {milli!r}")
+                raise ConfigError(f"cluster.partition_profiles.{prof}",
+                                  f"milli must be in (0, 1000], got {shown(milli)}")
             self.partition_profiles[str(prof)] = int(milli)
         for key, value in (("node_types", node_types), ("pools", pools)):
             if isinstance(value, str) or not isinstance(value, Sequence):
-                raise ConfigError(f"cluster.{key}", f"expected a list, got {value!r}")
+                raise ConfigError(f"cluster.{key}", f"expected a list, got {shown(value)}")
         self.node_types: list[NodeType] = []
         for i, cfg in enumerate(node_types):
             where = f"cluster.node_types[{i}]"
@@ -246,7 +254,8 @@ class Cluster:
             where = _named("node type", cfg, where)
             profiles = cfg.get("partition_profiles", ()) or ()
             if isinstance(profiles, str) or not isinstance(profiles, Sequence):
-                raise ConfigError(f"{where}.partition_profiles", f"expected a list of profile names, got {profiles!r}")
+                raise ConfigError(f"{where}.partition_profiles",
+                                  f"expected a list of profile names, got {shown(profiles)}")
             cfg["partition_profiles"] = tuple(profiles)
             nt = _build(NodeType, cfg, where)
             for key, most in (("cpu_milli", MAX_CPU_MILLI), ("memory_mib", MAX_MEMORY_MIB)):  # as a pod's bounds
@@ -264,11 +273,11 @@ class Cluster:
                                       f"profile '{prof}' is not in cluster.partition_profiles")
             if nt.gpus and not nt.gpu_model:
                 raise ConfigError(f"{where}.gpu_model",
-                                  f"a node type with GPUs needs a gpu_model, got {nt.gpu_model!r}")
+                                  f"a node type with GPUs needs a gpu_model, got {shown(nt.gpu_model)}")
             self.node_types.append(nt)
         names = [t.name for t in self.node_types]
         if len(set(names)) != len(names):
-            raise ConfigError("cluster.node_types", f"node type names must be unique, got {_twice(names)!r} twice")
+            raise ConfigError("cluster.node_types", f"node type names must be unique, got {shown(_twice(names))} twice")
         self.pools: list[Pool] = []
         for i, cfg in enumerate(pools):
             where = f"cluster.pools[{i}]"
@@ -282,7 +291,8 @@ class Cluster:
                                        f"{where}.boot_delay")
             taints = cfg.get("taints") or ()
             if isinstance(taints, str) or not isinstance(taints, Sequence):
-                raise ConfigError(f"{where}.taints", f"expected a list of taints key[=value]:effect, got {taints!r}")
+                raise ConfigError(f"{where}.taints",
+                                  f"expected a list of taints key[=value]:effect, got {shown(taints)}")
             cfg["taints"] = tuple(taints)
             for internal in ("stock_varies",):  # set from `stock`, not written
                 if internal in cfg:
@@ -291,7 +301,7 @@ class Cluster:
             cfg.setdefault("shortage", shortage)
             if cfg["shortage"] not in SHORTAGES:
                 raise ConfigError(f"{where}.shortage",
-                                  f"must be one of {', '.join(SHORTAGES)}, got {cfg['shortage']!r}")
+                                  f"must be one of {', '.join(SHORTAGES)}, got {shown(cfg['shortage'])}")
             for j, taint in enumerate(cfg["taints"]):
                 _taint(taint, f"{where}.taints[{j}]")
             pool = _build(Pool, cfg, where)
@@ -300,8 +310,9 @@ class Cluster:
             if pool.max_size > MAX_POOL_NODES:
                 raise ConfigError(f"{where}.max_size", f"must be at most {MAX_POOL_NODES:,}, got {pool.max_size}")
             for key in ("price_on_demand", "price_spot", "price_committed"):
-                if (getattr(pool, key) or 0) < 0:
-                    raise ConfigError(f"{where}.{key}", f"a price must be >= 0, got {getattr(pool, key)}")
+                if not 0 <= (getattr(pool, key) or 0) <= MAX_PRICE:
+                    raise ConfigError(f"{where}.{key}", f"a price must be in [0, {MAX_PRICE:,}] (USD per "
+                                      f"node-hour), got {shown(getattr(pool, key))}")
             if not 0 <= pool.committed <= pool.max_size:
                 raise ConfigError(f"{where}.committed", f"must be in [0, max_size] = [0, {pool.max_size}], "
                                   f"got {pool.committed}")
@@ -311,6 +322,9 @@ class Cluster:
             if not 0 <= pool.boot_delay.min_s <= pool.boot_delay.max_s:
                 raise ConfigError(f"{where}.boot_delay", "need 0 <= min_s <= max_s, got "
                                   f"{pool.boot_delay.min_s:g} and {pool.boot_delay.max_s:g}")
+            if pool.boot_delay.max_s > MAX_TIME_S:
+                raise ConfigError(f"{where}.boot_delay.max_s", f"must be at most {MAX_TIME_S:,.0f} seconds "
+                                  f"(10 years), got {shown(pool.boot_delay.max_s)}")
             if pool.spot and pool.price_spot is None:
                 raise ConfigError(f"{where}.price_spot", "a spot pool needs price_spot")
             self.pools.append(pool)
@@ -318,7 +332,7 @@ class Cluster:
             raise ConfigError("cluster.pools", "a cluster needs at least one pool")
         if len({p.name for p in self.pools}) != len(self.pools):
             raise ConfigError("cluster.pools",
-                              f"pool names must be unique, got {_twice([p.name for p in self.pools])!r} twice")
+                              f"pool names must be unique, got {shown(_twice([p.name for p in self.pools]))} twice")
         # pools x [pods without GPUs, pods with GPUs]: does a taint of the pool repel them?
         taints = [{_taint(t, p.name) for t in p.taints} for p in self.pools]  # checked above
         filtering = [{kv for kv in kvs if kv[1] in FILTER_EFFECTS} for kvs in taints]

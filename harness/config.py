@@ -7,6 +7,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import yaml
+
+from harness.errors import ConfigError
+
 
 def conf_dir() -> Path:
     """The Hydra config folder: $LOOPBENCH_CONF, ./conf, or the one beside the package."""
@@ -25,7 +29,18 @@ def compose(config_name: str, overrides: list[str]):
     from hydra import initialize_config_dir
 
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-        return hydra_compose(config_name=config_name, overrides=overrides)
+        try:
+            return hydra_compose(config_name=config_name, overrides=overrides)
+        except yaml.MarkedYAMLError as exc:
+            raise yaml_error(exc) from None
+
+
+def yaml_error(exc: yaml.MarkedYAMLError) -> ConfigError:
+    """A config file that is not YAML (a key twice in a mapping, a tab, a bracket left open) by
+    file and line, in one line rather than the parser's traceback through Hydra."""
+    mark = exc.problem_mark or exc.context_mark
+    where = "config" if mark is None else f"{mark.name}, line {mark.line + 1}"
+    return ConfigError(where, f"not valid YAML: {exc.problem or exc.context}")
 
 
 def describe(path: Path) -> str:

@@ -2,6 +2,37 @@
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
+
+def finite(value) -> bool:
+    """Whether a real number is finite as a float: an integer too large for one is not (and
+    math.isfinite would raise on it)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def shown(value) -> str:
+    """A bad value as its message shows it: as written, a numpy number as the number it holds
+    (-5.0, not np.float64(-5.0)), in a list or mapping too."""
+    return repr(_plain(value))
+
+
+def _plain(value):
+    if isinstance(value, np.generic | np.ndarray):
+        return value.tolist()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    return value
+
 
 class LoopbenchError(Exception):
     """Base class for errors that the CLI reports as one clear line, without a traceback."""

@@ -335,6 +335,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUES",
                     help="replace a sweep key's values, e.g. --set seed=0,1 (a smaller run; not for --check)")
     args = ap.parse_args(argv)
+    if args.jobs < 1:
+        raise ConfigError("--jobs", f"must be an integer >= 1 (concurrent replay processes), got {args.jobs}")
     if args.set and args.check:
         raise ConfigError("--set", "--check regenerates the committed sweep whole; drop --set")
     unknown = [n for n in args.names if n not in BY_NAME]

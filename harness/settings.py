@@ -25,7 +25,6 @@ elsewhere (a cluster file, a transforms list) cannot make loopbench open or copy
 from __future__ import annotations
 
 import inspect
-import math
 import numbers
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -37,7 +36,7 @@ from typing import TypeVar, cast
 from omegaconf import Container, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, finite, shown
 from harness.trace import MAX_TIME_S
 
 #: Components validated elsewhere (walked past here): the cluster checks itself.
@@ -79,7 +78,7 @@ class Rule:
 
     def _in_bounds(self, value, integer: bool) -> bool:
         kind = numbers.Integral if integer else numbers.Real
-        if isinstance(value, bool) or not isinstance(value, kind) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, kind) or not finite(value):
             return False
         value = cast(float, value)  # a real number: compares with the float bounds
         lo_ok = self.lo is None or (value > self.lo if self.lo_open else value >= self.lo)
@@ -181,7 +180,7 @@ class SettingError(ConfigError):
     def __init__(self, key: str, value, rule: str):
         super().__init__(key, rule)
         self.value = value
-        self.args = (f"{key} = {value!r}: {rule}",)
+        self.args = (f"{key} = {shown(value)}: {rule}",)
 
 
 F = TypeVar("F", bound=Callable)

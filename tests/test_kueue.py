@@ -19,7 +19,7 @@ from harness.config import compose
 from harness.errors import ConfigError, LoopbenchError, TraceError
 from harness.kueue.admission import Admission
 from harness.kueue.loop import KueueLoop
-from harness.kueue.queues import parse_kueue
+from harness.kueue.queues import MAX_QUOTA, parse_kueue
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.quiet import NO_TICKS
 from harness.replay import build
@@ -192,6 +192,20 @@ def test_a_bad_kueue_section_is_refused_by_key(edit, where, rule):
     with pytest.raises(ConfigError) as err:
         static_cluster(section)
     assert err.value.where == where and rule in err.value.rule
+
+
+def test_quotas_at_their_maximum_stay_finite_and_admit():
+    """Every quota and limit at MAX_QUOTA, in a cohort: scaled and summed over it they stay
+    finite (1e308 became inf, then NaN, and admitted nothing), so both jobs start at once."""
+    section = kueue(queue("a", MAX_QUOTA, cohort="c"), queue("b", MAX_QUOTA, cohort="c"))
+    for q in section["cluster_queues"]:
+        q["flavors"][0]["nominal"] = dict.fromkeys(("gpu", "cpu", "memory"), MAX_QUOTA)
+        q["flavors"][0]["borrowing_limit"] = q["flavors"][0]["lending_limit"] = {"gpu": MAX_QUOTA}
+    cl = static_cluster(section)
+    assert np.isfinite(cl.kueue.nominal).all()
+    _, sim = sc.run(sc.trace([job("A1", "a", 8, 0.0), job("B1", "b", 8, 10.0)]), cl, KueueLoop(sc.separate()),
+                    horizon_s=HOUR)
+    assert started(sim) == {"A1": 0.0, "B1": 10.0}
 
 
 def test_a_kueue_loop_on_a_cluster_without_queues_is_refused():

@@ -124,12 +124,19 @@ CLUSTERS = {
                                               "steps start at 0 and increase, got 600"),
     "stock_steps_not_increasing.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock[2].at_s",
                                                "steps start at 0 and increase, got 600 after 600"),
-    "stock_step_negative.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock[0].stock", "must be >= 0, got -1"),
+    "stock_step_negative.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock[0].stock",
+                                        "must be in [0, 1,000,000], got -1"),
+    "stock_step_huge.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock[1].stock",
+                                    "must be in [0, 1,000,000], got 100000000000000000000"),
     "stock_step_unknown_key.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock[0]", "unknown key 'nodes'"),
     "stock_draws_low_above_high.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock",
                                                "need 0 <= low <= high, got 4 and 2"),
     "stock_draws_zero_period.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock.period_s",
-                                            "must be > 0 seconds, got 0"),
+                                            "must be at least 1 second, got 0"),
+    "stock_draws_tiny_period.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock.period_s",
+                                            "must be at least 1 second, got 1e-06"),
+    "stock_draws_huge_high.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock.high",
+                                          "must be at most 1,000,000, got 100000000000000000000"),
     "stock_text.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock", "got 'plenty'"),
     "stock_varies_written.yaml": cfg_err("pool 'gpu' at cluster.pools[0]", "unknown key 'stock_varies'"),
     "unknown_node_type_key.yaml": cfg_err("node type 'h100x8' at cluster.node_types[0]", "unknown key 'gpu_count'"),
@@ -146,10 +153,22 @@ CLUSTERS = {
                                     "must be at most 1,000,000, got 1000000000000"),
     "committed_above_max.yaml": cfg_err("pool 'gpu' at cluster.pools[0].committed",
                                         "must be in [0, max_size] = [0, 4], got 5"),
-    "negative_stock.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock", "must be >= 0 or null (unlimited), got -2"),
+    "negative_stock.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock",
+                                   "must be null (unlimited) or in [0, 1,000,000], got -2"),
+    "huge_stock.yaml": cfg_err("pool 'gpu' at cluster.pools[0].stock",
+                               "must be null (unlimited) or in [0, 1,000,000], got 100000000000000000000"),
     "boot_min_above_max.yaml": cfg_err("pool 'gpu' at cluster.pools[0].boot_delay",
                                        "need 0 <= min_s <= max_s, got 500 and 400"),
-    "negative_price.yaml": cfg_err("pool 'cpu' at cluster.pools[1].price_on_demand", "a price must be >= 0, got -2.0"),
+    "negative_price.yaml": cfg_err("pool 'cpu' at cluster.pools[1].price_on_demand",
+                                   "a price must be in [0, 1,000,000] (USD per node-hour), got -2.0"),
+    "huge_price.yaml": cfg_err("pool 'cpu' at cluster.pools[1].price_on_demand",
+                               "a price must be in [0, 1,000,000] (USD per node-hour), got 1e+308"),
+    "huge_committed_price.yaml": cfg_err("pool 'gpu' at cluster.pools[0].price_committed",
+                                         "a price must be in [0, 1,000,000] (USD per node-hour), got 1e+300"),
+    "price_beyond_float.yaml": cfg_err("pool 'cpu' at cluster.pools[1].price_on_demand",
+                                       f"expected finite float, got {2**1024}"),
+    "huge_boot_delay.yaml": cfg_err("pool 'gpu' at cluster.pools[0].boot_delay.max_s",
+                                    "must be at most 315,360,000 seconds (10 years), got 1e+300"),
     "spot_without_price.yaml": cfg_err("pool 'gpu' at cluster.pools[0].price_spot", "a spot pool needs price_spot"),
     "unknown_node_type.yaml": cfg_err("pool 'cpu' at cluster.pools[1].node_type", "unknown node type 'cpu-large'"),
     "duplicate_node_type.yaml": cfg_err("cluster.node_types", "names must be unique, got 'cpu' twice"),
@@ -209,6 +228,13 @@ CLUSTERS = {
                                     "expected a list of taints key[=value]:effect, got 'nvidia.com/gpu=present:"),
     "taint_not_text.yaml": cfg_err("pool 'cpu' at cluster.pools[1].taints[0]",
                                    "{'key': 'nvidia.com/gpu', 'effect': 'NoSchedule'}: a taint must read"),
+    "kueue_huge_nominal.yaml": cfg_err("cluster.kueue.cluster_queues[0].flavors[0].nominal.gpu",
+                                       "must be a number >= 0 and at most 1,000,000,000, got 1e+308"),
+    "kueue_huge_borrowing_limit.yaml": cfg_err("cluster.kueue.cluster_queues[0].flavors[0].borrowing_limit.cpu",
+                                               "must be a number >= 0 and at most 1,000,000,000, got 1e+300"),
+    "kueue_huge_priority_threshold.yaml": cfg_err(
+        "cluster.kueue.cluster_queues[0].preemption.borrow_within_cohort.max_priority_threshold",
+        "must be an integer priority in [-2,147,483,648, 2,147,483,647], got 1099511627776"),
 }
 
 def setting_err(key: str, rule: str, value) -> Err:
@@ -226,6 +252,7 @@ SETTINGS = {
     "seed=1.5": setting_err("seed", "must be an integer >= 0", 1.5),
     "horizon_s=abc": setting_err("horizon_s", "must be null or a number in (0, 315,446,400]", "abc"),
     "horizon_s=1e300": setting_err("horizon_s", "must be null or a number in (0, 315,446,400]", 1e300),
+    f"horizon_s={2**1024}": setting_err("horizon_s", "must be null or a number in (0, 315,446,400]", 2**1024),
     "loop.autoscaler.scan_interval_s=0": setting_err("loop.autoscaler.scan_interval_s", "must be a number >= 1", 0),
     "loop.autoscaler.scan_interval_s=-10": setting_err("loop.autoscaler.scan_interval_s", "must be a number >= 1", -10),
     "loop.autoscaler.scan_interval_s=inf":
@@ -460,9 +487,10 @@ def test_the_corpus_cluster_itself_is_valid(tiny_trace, tmp_path):
     import tests.malformed.build as corpus  # noqa: F401  (the base config every broken one edits)
 
     path = tmp_path / "ok.yaml"
-    path.write_text(yaml.safe_dump(corpus.CLUSTER))
+    path.write_text(yaml.safe_dump({**corpus.CLUSTER, "kueue": corpus.KUEUE}))
     sim, loop = load_cluster_yaml(path, tiny_trace)
     assert sim.cluster.n_slots == 6 and loop.name == "merged"
+    assert sim.cluster.kueue is not None and len(sim.cluster.kueue.cluster_queues) == 2
 
 
 @pytest.mark.parametrize("name", sorted(k for k, v in SOURCES.items() if isinstance(v, Err)))

@@ -42,11 +42,12 @@ from typing import Any
 import pyarrow as pa
 import yaml
 
-from harness.cluster import FILTER_EFFECTS, GPU_TAINT_KEY, Cluster, NodeType, Pool
+from harness.cluster import FILTER_EFFECTS, GPU_TAINT_KEY, Cluster, Pool
 from harness.errors import ConfigError, TraceError
 from harness.importers.common import boot_delay, node_price
 from harness.importers.kubernetes import INSTANCE_LABEL, POOL_LABELS, PRODUCT_LABEL, ZONE_LABEL
 from harness.importers.workloads import DURATION_ANNOTATION, GPU, GROUP_VERSION, NO_QUEUE, QUEUE_LABEL
+from harness.node_type import NodeType
 
 POOL_LABEL = POOL_LABELS[0]  # GKE's: one of those the importer reads
 BLOCK_LABEL = "topology.kubernetes.io/block"

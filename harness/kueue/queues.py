@@ -21,7 +21,7 @@ As Kueue's objects, trimmed to what admission reads:
         - {name: research, cluster_queue: research}
 
 Quotas are per flavor and resource: `gpu` in GPUs (a share counts its fraction), `cpu` in
-cores, `memory` in GiB. A resource a flavor does not list is not covered by it: a job that
+cores, `memory` in GiB, each at most MAX_QUOTA. A resource a flavor does not list is not covered by it: a job that
 requests some cannot use that flavor (Kueue: "cannot borrow resource not listed in
 clusterQueue"). A limit left out is no limit: a ClusterQueue may borrow all its cohort
 lends, and lends all its nominal quota. Only a ClusterQueue in a cohort may set limits
@@ -34,7 +34,6 @@ is refused by key, value and rule (harness.errors.ConfigError).
 
 from __future__ import annotations
 
-import math
 import numbers
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -42,12 +41,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, finite, shown
 
 #: the resources a quota counts, and the factor from the YAML's unit to the simulation's
 #: (GPUs -> GPU milli, cores -> CPU milli, GiB -> MiB)
 RESOURCES = ("gpu", "cpu", "memory")
 SCALE = np.array([1000.0, 1000.0, 1024.0])
+#: The most a quota or limit may be, in the YAML's unit: far beyond any cluster, and small
+#: enough that scaled and summed over a cohort it stays a finite, exact float.
+MAX_QUOTA = 1_000_000_000
+#: Kueue's priorities are int32, as the trace's
+PRIORITIES = (-2**31, 2**31 - 1)
 STRATEGIES = ("BestEffortFIFO", "StrictFIFO")
 #: the topology levels of every cluster, top first: a node's block, its rack, the node
 LEVELS = ("block", "rack", "node")
@@ -106,13 +110,13 @@ class Kueue:
 
 def _list(value, where: str) -> list:
     if isinstance(value, str) or not isinstance(value, Sequence):
-        raise ConfigError(where, f"expected a list, got {value!r}")
+        raise ConfigError(where, f"expected a list, got {shown(value)}")
     return list(value)
 
 
 def _map(value, where: str, known: tuple[str, ...], required: tuple[str, ...] = ()) -> dict:
     if not isinstance(value, Mapping):
-        raise ConfigError(where, f"expected a mapping of keys to values, got {value!r}")
+        raise ConfigError(where, f"expected a mapping of keys to values, got {shown(value)}")
     unknown = sorted(set(map(str, value)) - set(known))
     if unknown:
         raise ConfigError(where, f"unknown key '{unknown[0]}' (known: {', '.join(known)})")
@@ -124,27 +128,27 @@ def _map(value, where: str, known: tuple[str, ...], required: tuple[str, ...] = 
 
 def _name(value, where: str) -> str:
     if not isinstance(value, str) or not value:
-        raise ConfigError(where, f"expected a non-empty name, got {value!r}")
+        raise ConfigError(where, f"expected a non-empty name, got {shown(value)}")
     return value
 
 
 def _unique(names: list[str], where: str, what: str) -> None:
     twice = [n for n, k in Counter(names).items() if k > 1]
     if twice:
-        raise ConfigError(where, f"{what} names must be unique, got {twice[0]!r} twice")
+        raise ConfigError(where, f"{what} names must be unique, got {shown(twice[0])} twice")
 
 
 def _amounts(value, where: str, allowed: tuple[str, ...]) -> dict[str, float]:
     amounts = _map(value, where, allowed)
     for key, x in amounts.items():
-        if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x) or x < 0:
-            raise ConfigError(f"{where}.{key}", f"must be a number >= 0, got {x!r}")
+        if isinstance(x, bool) or not isinstance(x, numbers.Real) or not (finite(x) and 0 <= float(x) <= MAX_QUOTA):
+            raise ConfigError(f"{where}.{key}", f"must be a number >= 0 and at most {MAX_QUOTA:,}, got {shown(x)}")
     return {k: float(v) for k, v in amounts.items()}
 
 
 def _choice(value, where: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
-        raise ConfigError(where, f"must be one of {', '.join(allowed)}, got {value!r}")
+        raise ConfigError(where, f"must be one of {', '.join(allowed)}, got {shown(value)}")
     return value
 
 
@@ -158,9 +162,11 @@ def _preemption(cfg, where: str) -> Preemption:
                   ("policy", "max_priority_threshold"))
     policy = _choice(borrow.get("policy", "Never"), f"{where}.borrow_within_cohort.policy", BORROW_WITHIN_COHORT)
     threshold = borrow.get("max_priority_threshold")
-    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, numbers.Integral)):
+    lo, hi = PRIORITIES
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, numbers.Integral)
+                                  or not lo <= int(threshold) <= hi):
         raise ConfigError(f"{where}.borrow_within_cohort.max_priority_threshold",
-                          f"must be an integer priority, got {threshold!r}")
+                          f"must be an integer priority in [{lo:,}, {hi:,}], got {shown(threshold)}")
     if policy != "Never" and reclaim == "Never":
         raise ConfigError(f"{where}.borrow_within_cohort.policy",
                           f"{policy} needs reclaim_within_cohort other than Never (Kueue's validation)")
@@ -183,7 +189,7 @@ def parse_kueue(cfg, pools: list[str], where: str = "cluster.kueue") -> Kueue:
             raise ConfigError(f"{at}.pools", "a flavor needs at least one pool")
         for p in members:
             if p not in pools:
-                raise ConfigError(f"{at}.pools", f"unknown pool {p!r} (known: {', '.join(pools)})")
+                raise ConfigError(f"{at}.pools", f"unknown pool {shown(p)} (known: {', '.join(pools)})")
         flavor_pools.append(np.isin(pools, members))
         flavor_levels.append(_levels(f.get("topology"), f"{at}.topology"))
     _unique(flavors, f"{where}.resource_flavors", "flavor")
@@ -203,7 +209,8 @@ def parse_kueue(cfg, pools: list[str], where: str = "cluster.kueue") -> Kueue:
             cohort = _name(cohort, f"{at}.cohort")
         strategy = q.get("queueing_strategy", "BestEffortFIFO")
         if strategy not in STRATEGIES:
-            raise ConfigError(f"{at}.queueing_strategy", f"must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+            raise ConfigError(f"{at}.queueing_strategy",
+                              f"must be one of {', '.join(STRATEGIES)}, got {shown(strategy)}")
         order = []
         entries = _list(q["flavors"], f"{at}.flavors")
         if not entries:
@@ -212,10 +219,10 @@ def parse_kueue(cfg, pools: list[str], where: str = "cluster.kueue") -> Kueue:
             fat = f"{at}.flavors[{k}]"
             e = _map(e, fat, ("name", "nominal", "borrowing_limit", "lending_limit"), ("name", "nominal"))
             if e["name"] not in flavors:
-                raise ConfigError(f"{fat}.name", f"unknown flavor {e['name']!r} (known: {', '.join(flavors)})")
+                raise ConfigError(f"{fat}.name", f"unknown flavor {shown(e['name'])} (known: {', '.join(flavors)})")
             f = flavors.index(e["name"])
             if f in order:
-                raise ConfigError(f"{fat}.name", f"flavor {e['name']!r} is listed twice")
+                raise ConfigError(f"{fat}.name", f"flavor {shown(e['name'])} is listed twice")
             order.append(f)
             quota = _amounts(e["nominal"], f"{fat}.nominal", RESOURCES)
             for key in ("borrowing_limit", "lending_limit"):
@@ -244,10 +251,10 @@ def parse_kueue(cfg, pools: list[str], where: str = "cluster.kueue") -> Kueue:
         lq = _map(lq, at, ("name", "cluster_queue"), ("name", "cluster_queue"))
         name = _name(lq["name"], f"{at}.name")
         if name in local:
-            raise ConfigError(f"{where}.local_queues", f"LocalQueue names must be unique, got {name!r} twice")
+            raise ConfigError(f"{where}.local_queues", f"LocalQueue names must be unique, got {shown(name)} twice")
         if lq["cluster_queue"] not in names:
             raise ConfigError(f"{at}.cluster_queue",
-                              f"unknown ClusterQueue {lq['cluster_queue']!r} (known: {', '.join(names)})")
+                              f"unknown ClusterQueue {shown(lq['cluster_queue'])} (known: {', '.join(names)})")
         local[name] = names.index(lq["cluster_queue"])
     return Kueue(tuple(flavors), np.array(flavor_pools, bool).reshape(len(flavors), len(pools)),
                  tuple(flavor_levels), tuple(cqs), local, nominal, covered, borrowing, lending)
@@ -259,5 +266,5 @@ def _levels(value, where: str) -> tuple[str, ...]:
         return ()
     levels = _list(value, where)
     if not levels or any(x not in LEVELS for x in levels) or levels != sorted(set(levels), key=LEVELS.index):
-        raise ConfigError(where, f"must list distinct levels of {' > '.join(LEVELS)}, top first, got {value!r}")
+        raise ConfigError(where, f"must list distinct levels of {' > '.join(LEVELS)}, top first, got {shown(value)}")
     return tuple(levels)

@@ -134,6 +134,14 @@ CLUSTER = {
               {"name": "cpu", "node_type": "cpu", "min_size": 1, "max_size": 2, "price_on_demand": 2.0}],
 }
 
+#: A valid `kueue:` section for CLUSTER: two ClusterQueues sharing the gpu pool in a cohort.
+KUEUE = {
+    "resource_flavors": [{"name": "h100", "pools": ["gpu"]}],
+    "cluster_queues": [{"name": q, "cohort": "shared", "flavors": [{"name": "h100", "nominal": {"gpu": 16, "cpu": 256}}]}
+                       for q in ("a", "b")],
+    "local_queues": [{"name": "a", "cluster_queue": "a"}, {"name": "b", "cluster_queue": "b"}],
+}
+
 
 def clusters() -> None:
     out = HERE / "cluster"
@@ -144,6 +152,13 @@ def clusters() -> None:
 
     def pool(i, **kv):
         return lambda c: c["pools"][i].update(kv)
+
+    def queue(edit):
+        """CLUSTER with KUEUE, `edit` applied to its first ClusterQueue."""
+        def apply(c):
+            c["kueue"] = yaml.safe_load(yaml.safe_dump(KUEUE))
+            edit(c["kueue"]["cluster_queues"][0])
+        return apply
 
     edits = {
         "unknown_node_type_key": nt(0, gpu_count=8),
@@ -210,6 +225,19 @@ def clusters() -> None:
         "stock_draws_zero_period": pool(0, stock={"low": 1, "high": 2, "period_s": 0}),
         "stock_text": pool(0, stock="plenty"),
         "stock_varies_written": pool(0, stock_varies={"low": 1}),
+        "stock_draws_tiny_period": pool(0, stock={"low": 1, "high": 2, "period_s": 1e-6}),
+        "stock_draws_huge_high": pool(0, stock={"low": 1, "high": 10**20, "period_s": 3600}),
+        "huge_stock": pool(0, stock=10**20),
+        "stock_step_huge": pool(0, stock=[{"at_s": 0, "stock": 2}, {"at_s": 600, "stock": 10**20}]),
+        "huge_price": pool(1, price_on_demand=1e308),
+        "huge_committed_price": pool(0, price_committed=1e300),
+        "price_beyond_float": pool(1, price_on_demand=2**1024),
+        "huge_boot_delay": pool(0, boot_delay={"min_s": 300, "max_s": 1e300}),
+        "kueue_huge_nominal": queue(lambda q: q["flavors"][0].update(nominal={"gpu": 1e308, "cpu": 256})),
+        "kueue_huge_borrowing_limit": queue(lambda q: q["flavors"][0].update(borrowing_limit={"cpu": 1e300})),
+        "kueue_huge_priority_threshold": queue(lambda q: q.update(preemption={
+            "reclaim_within_cohort": "Any",
+            "borrow_within_cohort": {"policy": "LowerPriority", "max_priority_threshold": 2**40}})),
     }
     for name, edit in edits.items():
         cfg = yaml.safe_load(yaml.safe_dump(CLUSTER))

@@ -1,0 +1,63 @@
+"""The compiled kernels' cache on disk (numba's: docs/architecture.md, "Compiled kernels").
+
+A cache file cut short or overwritten (a run killed while numba wrote it, a full disk, a bad
+copy) fails every later run, deep inside it, the first time it calls that kernel (an
+UnpicklingError or EOFError from numba). So before a command runs kernels, each of the
+package's cache files is read as numba reads it, and a kernel whose files do not load has
+them removed: it compiles again, once.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import pickle
+from pathlib import Path
+
+#: the package's source folder, as numba names it (the absolute path, links not resolved)
+PACKAGE = Path(os.path.abspath(__file__)).parent
+
+
+def cache_dirs(cache_root: str | None) -> list[Path]:
+    """Where numba keeps the kernels of each source folder of the package: its __pycache__, or
+    with $NUMBA_CACHE_DIR (`cache_root`) a folder there named by the folder's name and the sha1
+    of its path (as numba's cache locator does)."""
+    folders = sorted({p.parent for p in PACKAGE.rglob("*.py")})
+    if cache_root:
+        return [Path(cache_root) / f"{f.name}_{hashlib.sha1(str(f).encode()).hexdigest()}" for f in folders]
+    return [f / "__pycache__" for f in folders]
+
+
+def corrupt(cache_dir: Path, numba_version: str) -> list[Path]:
+    """The files of every kernel in `cache_dir` whose index (`.nbi`) or data (`.nbc`) numba
+    `numba_version` would fail to load; an index of another version numba ignores, as here."""
+    bad: list[Path] = []
+    for index in sorted(cache_dir.glob("*.nbi")):
+        data = sorted(cache_dir.glob(f"{glob.escape(index.stem)}.*.nbc"))
+        try:
+            with open(index, "rb") as f:
+                if pickle.load(f) != numba_version:
+                    continue
+                _, overloads = pickle.loads(f.read())
+            for name in overloads.values():
+                pickle.loads((cache_dir / name).read_bytes())
+        except FileNotFoundError:  # replaced by another process meanwhile, as numba allows
+            continue
+        except Exception:  # whatever unpickling garbage raises, it is corruption
+            bad += [index, *data]
+    return bad
+
+
+def repair() -> list[Path]:
+    """Remove the cache files of every kernel of the package that would not load; the files
+    removed."""
+    import numba
+
+    removed = []
+    for cache_dir in cache_dirs(os.environ.get("NUMBA_CACHE_DIR")):
+        if cache_dir.is_dir():
+            for path in corrupt(cache_dir, numba.__version__):
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed

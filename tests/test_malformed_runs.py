@@ -1,0 +1,142 @@
+"""Bad input a run meets outside the corpus's files (tests/test_malformed.py): a config file
+that is not YAML, a value built from Python with numpy numbers, a bad `loopbench results
+--jobs`, a corrupt cache of compiled kernels. Each is one line naming what and where, never a
+traceback; the cache is repaired and the run goes on."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numba
+import numpy as np
+import pytest
+
+from harness import results
+from harness.config import compose
+from harness.errors import ConfigError
+from harness.kernel_cache import cache_dirs, corrupt
+from harness.settings import SettingError
+from tests import scenarios as sc
+from tests.test_cli import ENV, ROOT, loopbench, one_line_error
+from tests.test_kueue import kueue, queue, static_cluster
+
+NOT_YAML = {
+    "duplicate_key": ("name: mine\nautoscaling: true\nautoscaling: false\n", 3,
+                      "not valid YAML: found duplicate key autoscaling"),
+    "tab_indent": ("name: mine\npools:\n\t- {name: a}\n", 3, "not valid YAML: found character '\\t'"),
+    "open_bracket": ("name: mine\npools: [{name: a}\n", 3, "not valid YAML: expected ',' or ']'"),
+}
+
+
+def my_cluster(tmp_path, text: str):
+    (tmp_path / "cluster").mkdir()
+    path = tmp_path / "cluster" / "mine.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("case", sorted(NOT_YAML))
+def test_a_config_file_that_is_not_yaml_is_one_error_naming_file_and_line(case, tmp_path):
+    text, line, rule = NOT_YAML[case]
+    path = my_cluster(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        compose("config", [f"hydra.searchpath=[file://{tmp_path}]", "cluster=mine"])
+    assert err.value.where == f"{path}, line {line}" and rule in err.value.rule, str(err.value)
+
+
+@pytest.mark.parametrize("command", ["replay", "compare"])
+def test_the_command_says_a_duplicate_key_in_one_line(command, tmp_path):
+    path = my_cluster(tmp_path, NOT_YAML["duplicate_key"][0])
+    r = loopbench(command, f"hydra.searchpath=[file://{tmp_path}]", "cluster=mine", cwd=tmp_path)
+    assert one_line_error(r) == (f"loopbench {command}: error: {path}, line 3: not valid YAML: "
+                                 "found duplicate key autoscaling")
+    assert not list(tmp_path.rglob("*.parquet"))
+
+
+def test_hydras_own_errors_stay_short(tmp_path):
+    r = loopbench("replay", "nosuch=1", cwd=tmp_path)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.splitlines()[0] == "Could not override 'nosuch'.", r.stderr
+
+
+# ---- numbers built from Python show as numbers ---------------------------------------------------
+
+def test_a_numpy_price_shows_as_a_plain_number():
+    with pytest.raises(ConfigError) as err:
+        sc.cluster([sc.node_type("h8")], [sc.pool("a", "h8", price_on_demand=np.float64("nan"))])
+    assert str(err.value).endswith("expected finite float, got nan"), str(err.value)
+
+
+def test_a_numpy_quota_shows_as_a_plain_number():
+    with pytest.raises(ConfigError) as err:
+        static_cluster(kueue(queue("q", np.float64(-5.0))))
+    assert str(err.value).endswith("got -5.0") and "np." not in str(err.value), str(err.value)
+
+
+def test_a_numpy_setting_shows_as_a_plain_number():
+    with pytest.raises(SettingError) as err:
+        sc.separate(scan_interval_s=np.float64(-5.0))
+    assert str(err.value).startswith("loop.autoscaler.scan_interval_s = -5.0: must be a number >= 1")
+
+
+# ---- loopbench results ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("jobs", ["0", "-3"])
+def test_results_refuses_fewer_than_one_job(jobs, tmp_path):
+    with pytest.raises(ConfigError) as err:
+        results.main(["--jobs", jobs, "--out", str(tmp_path / "out"), "--runs", str(tmp_path / "runs")])
+    assert str(err.value) == f"--jobs: must be an integer >= 1 (concurrent replay processes), got {jobs}"
+    assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
+
+
+
+# ---- a corrupt cache of compiled kernels ---------------------------------------------------------
+
+def kernel_files(cache_dir: Path, kernel: str) -> list[Path]:
+    return sorted(cache_dir.glob(f"{kernel}-*.nbi")) + sorted(cache_dir.glob(f"{kernel}-*.nbc"))
+
+
+def test_only_a_kernel_whose_files_do_not_load_is_removed(tmp_path):
+    """Garbage, an empty file, or an index naming garbage data: that kernel's files go; an
+    index of another numba version (which numba ignores) and sound files stay."""
+    version = numba.__version__
+    sound = pickle.dumps(version) + pickle.dumps(("stamp", {"sig": "ok.f-1.py311.1.nbc"}))
+    files = {"ok.f-1.py311.nbi": sound, "ok.f-1.py311.1.nbc": pickle.dumps(("payload",)),
+             "garbage.f-1.py311.nbi": b"garbage", "garbage.f-1.py311.1.nbc": b"",
+             "empty.f-1.py311.nbi": b"",
+             "bad_data.f-1.py311.nbi": sound.replace(b"ok.f", b"bd.f"), "bd.f-1.py311.1.nbc": b"\x80\x05junk",
+             "old.f-1.py311.nbi": pickle.dumps("0.1") + b"anything"}
+    for name, body in files.items():
+        (tmp_path / name).write_bytes(body)
+    assert {p.name for p in corrupt(tmp_path, version)} == {
+        "garbage.f-1.py311.nbi", "garbage.f-1.py311.1.nbc", "empty.f-1.py311.nbi", "bad_data.f-1.py311.nbi"}
+
+
+def test_a_replay_repairs_a_corrupt_kernel_cache_and_runs(tmp_path):
+    """A copy of this machine's cache with one kernel's index garbage and another's data empty
+    (each failed every run: UnpicklingError, EOFError): the replay removes those, says so,
+    compiles the two again and finishes."""
+    copy = cache_dirs(str(tmp_path / "cache"))
+    for src, dst in zip(cache_dirs(os.environ.get("NUMBA_CACHE_DIR")), copy, strict=True):
+        if src.is_dir():
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.pyc"))
+    harness_cache = copy[0]  # the package's own folder: folders sorted, it comes first
+    garbage, empty = kernel_files(harness_cache, "idle_rates.used_on"), kernel_files(harness_cache, "node_devices.take")
+    if not (garbage and empty):
+        pytest.skip("no compiled kernels cached here yet (tests/test_jit.py compiles them)")
+    garbage[0].write_bytes(b"garbage\n")
+    next(p for p in empty if p.suffix == ".nbc").write_bytes(b"")
+    env = {**ENV, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "replay", "loop=merged", "horizon_s=600",
+                        f"trace.path={ROOT / 'traces' / 'default.parquet'}", f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert f"loopbench: removed {len(garbage) + len(empty)} unreadable files of the compiled kernels' cache" in r.stderr
+    assert (tmp_path / "run" / "metrics.parquet").exists()
+    assert not corrupt(harness_cache, numba.__version__)  # both compiled again, and cached
+    assert kernel_files(harness_cache, "idle_rates.used_on") and kernel_files(harness_cache, "node_devices.take")
