@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.status import BOUND, DONE, PENDING, RUNNING, PendingReason
+from harness.status import BOUND, DONE, NOT_ARRIVED, PENDING, RUNNING, PendingReason
 
 
 def evict(sim, pods: np.ndarray) -> None:
@@ -24,7 +24,8 @@ def evict(sim, pods: np.ndarray) -> None:
     gang = w.job_min_member[jobs] > 1
     members = w.pods_of(jobs[gang]) if gang.any() else pods[:0]
     singles = pods[~sim.ledger.in_gang[pods]]
-    out = np.union1d(members[sim.pod_status[members] != PENDING], singles)
+    on_node = (sim.pod_status[members] != PENDING) & (sim.pod_status[members] != NOT_ARRIVED)  # or done
+    out = np.union1d(members[on_node], singles)
     # a placeholder did no work, and a replica's serving is not lost work (its unserved
     # demand while it cold-starts again is the service metrics'): neither loses any
     work = out[~sim.placeholder[out] & (w.job_service[w.job[out]] < 0)]

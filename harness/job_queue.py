@@ -1,8 +1,10 @@
 """`JobQueue`: the jobs waiting for the scheduler, kept in its QueueSort plugin's order.
 
 A job is queued while any pod of it is pending and it has reached the scheduler (arrived, or
-admitted by an admission layer); it leaves once all its pods have a node. `version` bumps when
-a job joins, so a loop can tell that nothing new has arrived since it last looked.
+admitted by an admission layer) and passed the scheduler's PreEnqueue (a gang waits there for
+its quorum of pods to exist); it leaves once all its arrived pods have a node. `version` bumps
+when a job or more of its pods join, so a loop can tell that nothing new has arrived since it
+last looked.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class JobQueue:
         self.workload = workload
         self.entries: list[tuple[tuple, int]] = []  # (the QueueSort plugin's key, job), sorted
         self.sort: QueueOrder | None = None  # the scheduler's QueueSort plugin (`order_by`)
+        #: the scheduler's PreEnqueue plugins as one check (`enqueue_if`): may job j enter?
+        self.pre_enqueue: Callable[[int], bool] | None = None
         self._entry: dict[int, tuple[tuple, int]] = {}  # a queued job's entry in `entries`
         self._jobs: np.ndarray | None = None  # the queue's jobs as an array, until it changes
         self.holds = np.zeros(n_jobs, bool)  # per job: queued
@@ -46,14 +50,27 @@ class JobQueue:
         """Keep the queue in the order of this QueueSort plugin (the scheduler's, on attach)."""
         self.sort = sort
 
-    def push(self, j: int) -> None:
+    def enqueue_if(self, pre_enqueue: Callable[[int], bool]) -> None:
+        """Let a job in only when this says so (the scheduler's PreEnqueue, on attach)."""
+        self.pre_enqueue = pre_enqueue
+
+    def push(self, j: int) -> bool:
+        """Queue job j unless it is queued; False: PreEnqueue keeps it out for now."""
         if not self.holds[j]:
             assert self.sort is not None, "the scheduler orders the queue when it attaches"
+            if self.pre_enqueue is not None and not self.pre_enqueue(j):
+                return False
             entry = self._entry[j] = (self.sort.key(self.workload(), j), j)
             insort(self.entries, entry)
             self._jobs = None
             self.holds[j] = True
             self.version += 1
+        return True
+
+    def joined(self, j: int) -> None:
+        """More pods of queued job j arrived: the scheduler has something new to try."""
+        assert self.holds[j], "pods join a queued job"
+        self.version += 1
 
     def remove(self, j: int) -> None:
         if self.holds[j]:

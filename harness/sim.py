@@ -102,9 +102,8 @@ class Simulation(Engine):
         self.job_admitted = np.full(w.n_jobs, np.nan)  # when a job's pods first reached the scheduler
         self.job_admissions = np.zeros(w.n_jobs, np.int32)  # times an admission layer let a job through
         self.queue = JobQueue(lambda: self.w, w.n_jobs)  # the jobs waiting for the scheduler, in QueueSort order
-        order = np.lexsort((np.arange(w.n_jobs), w.job_submit))
-        self.arrival_order = order[w.job_service[order] < 0]  # replica slots arrive when created
-        self.stream(w.job_submit[self.arrival_order], lambda i: self.arrive(int(self.arrival_order[i])))
+        self.job_arrived = np.zeros(w.n_jobs, np.int32)  # pods of each job that have arrived
+        self._stream_arrivals()
         self.job_never_fits = np.bincount(w.job, weights=w.never_fits, minlength=w.n_jobs) > 0
         self.may_preempt = False  # a loop that may preempt said so (`allow_preemption`)
         self.node_pods: list[set[int]] = [set() for _ in range(self.state.n_slots)]
@@ -131,24 +130,54 @@ class Simulation(Engine):
         super().advance_to(t)
 
     # ---- jobs and pods -----------------------------------------------------------------
-    def arrive(self, j: int) -> None:
-        """Job j arrives: refused if no node type can ever hold it, else held by a gate or queued."""
-        pods = self.w.job_pods[j]
+    def _stream_arrivals(self) -> None:
+        """Each pod arrives at its own submit time: one arrival per job and instant, in order of
+        time, then job index (a job whose pods share submit_s arrives once, whole). Replica
+        slots arrive when created."""
+        w = self.w
+        order = np.lexsort((np.arange(w.n_pods), w.job, w.submit))
+        self.arrival_order = order = order[w.job_service[w.job[order]] < 0]
+        job, at = w.job[order], w.submit[order]
+        starts = np.flatnonzero(np.r_[True, (job[1:] != job[:-1]) | (at[1:] != at[:-1])]) if len(order) else order
+        self.arrival_job = job[starts]
+        bounds = np.r_[starts, len(order)]
+        self.stream(at[starts], lambda i: self.arrive(int(self.arrival_job[i]), order[bounds[i]:bounds[i + 1]]))
+
+    def arrive(self, j: int, pods: np.ndarray | None = None) -> None:
+        """Pods of job j arrive (all of them unless `pods`): refused if no node type can ever hold
+        the job, else held by a gate, held by the scheduler's PreEnqueue (a gang short of its
+        quorum), or queued. A gate takes a job once all its pods exist (Kueue admits it whole)."""
+        w = self.w
+        every = w.job_pods[j]
+        pods = every if pods is None else pods
+        self.job_arrived[j] += len(pods)
         self.hooks.emit(Event.ARRIVED, job=j)
         if self.job_never_fits[j]:
             self.pod_status[pods] = REFUSED  # no node type can ever hold it: refused, not waited on
             self.hooks.emit(Event.REFUSED, job=j)
             return
         self.pod_status[pods] = PENDING
+        if self.hooks.arrival and self.job_arrived[j] < len(every):
+            self.acct.set_reasons(pods, PendingReason.NOT_ADMITTED)
+            return
         for gate in self.hooks.arrival:
             if gate(j):
                 return
-        self.job_admitted[j] = self.now
-        if len(pods) == 1:
-            self.acct.set_reason(int(pods[0]), PendingReason.SHORTAGE)
-        else:
+        if math.isnan(self.job_admitted[j]):
+            self.job_admitted[j] = self.now
+        if self.queue.holds[j]:  # more pods of a queued job: worth another try
             self.acct.set_reasons(pods, PendingReason.SHORTAGE)
-        self.queue.push(j)
+            self.queue.joined(j)
+            self.hooks.emit(Event.QUEUED, job=j)
+            return
+        if not self.queue.push(j):  # PreEnqueue: fewer pods than its gang's quorum exist
+            self.acct.set_reasons(pods, PendingReason.GANG_WAIT)
+            return
+        pending = pods if len(pods) == len(every) else self.unbound_pods(j)
+        if len(pending) == 1:
+            self.acct.set_reason(int(pending[0]), PendingReason.SHORTAGE)
+        else:
+            self.acct.set_reasons(pending, PendingReason.SHORTAGE)
         self.hooks.emit(Event.QUEUED, job=j)
 
     def gate_arrivals(self, gate: Callable[[int], None], withdraw: Callable[[int], None]) -> AdmissionGate:
@@ -185,7 +214,7 @@ class Simulation(Engine):
         else:
             self.acct.set_reason(p, PendingReason.BOOTING)
         self.ledger.placed(n, p, held)
-        if self.job_placed[j] == len(w.job_pods[j]):  # no pod of it is pending any more
+        if self.job_placed[j] == self.job_arrived[j]:  # no pod of it is pending any more
             self.queue.remove(j)
 
     def _bound_on_ready(self, p: int) -> None:
@@ -286,6 +315,7 @@ class Simulation(Engine):
             self.unbind(p)  # releases the node (and readiness); queues the job, dequeued below
         self.queue.remove(j)
         self.pod_status[p] = NOT_ARRIVED
+        self.job_arrived[j] = 0
         self.pod_epoch[p] += 1
         self.acct.set_reason(p, -1)
         self.job_started[j] = np.nan

@@ -56,13 +56,15 @@ SCHEMA = pa.schema(
             "one row per pod; times in seconds from time_origin; duration null = runs to the end; "
             "gpu_milli = share of each GPU (1000 = whole), below 1000 only with gpu_count 1; "
             "gpu_partition = MIG-like profile (then gpu_count 1, gpu_milli 0); "
-            "gpu_models empty = any model; a job whose min_member > 1 is a gang"
+            "gpu_models empty = any model; a job whose min_member > 1 is a gang; a job's pods may "
+            "have different submit_s (each arrives at its own; the job arrives with its first)"
         ),
     },
 )
 
-#: Columns whose value must be the same for every member of a gang.
-GANG_AGREEMENT = ("min_member", "submit_s", "priority", "queue", "gang_locality")
+#: Columns whose value must be the same for every pod of a job. Not `submit_s`: a job's pods
+#: may arrive at different times (a gang that waits at PreEnqueue for its last pod).
+GANG_AGREEMENT = ("min_member", "priority", "queue", "gang_locality")
 
 DEFAULTS: dict[str, Any] = {
     "duration_s": None,

@@ -129,6 +129,10 @@ class SimulationView(Protocol):
     @property
     def job_started(self) -> np.ndarray: ...
     @property
+    def job_arrived(self) -> np.ndarray:
+        """Pods of each job that exist (arrived, whatever became of them since)."""
+        ...
+    @property
     def job_admissions(self) -> np.ndarray:
         """Times an admission layer let each job through (`admit`; 0 without one)."""
         ...

@@ -85,7 +85,7 @@ class Workload:
     pods_by_job: np.ndarray  # every pod index, job after job: job j's are [job_bounds[j], job_bounds[j + 1])
     job_bounds: np.ndarray
     job_min_member: np.ndarray
-    job_submit: np.ndarray
+    job_submit: np.ndarray  # float64 s: the job's arrival, its first pod's
     job_priority: np.ndarray
     job_locality: np.ndarray  # int8 LOCALITY_CODE
     job_queue: np.ndarray
@@ -200,7 +200,8 @@ def compile_workload(table: pa.Table, cluster: Cluster, file: str = "trace") -> 
         nvlink=nvl, numa=numa, nic=nic,
         shape=shape.astype(np.int32).ravel(), never_fits=never, placement=np.zeros(n, np.int32),
         job_id=job_ids, job_pods=job_pods, pods_by_job=order, job_bounds=bounds.astype(np.int64),
-        job_min_member=col("min_member")[first].astype(np.int32), job_submit=submit[first],
+        job_min_member=col("min_member")[first].astype(np.int32),
+        job_submit=np.minimum.reduceat(submit[order], bounds[:-1]) if n else submit[first],
         job_priority=col("priority")[first].astype(np.int32),
         job_locality=_locality_codes(col("gang_locality")[first]),
         job_queue=col("queue")[first], job_service=np.full(len(job_ids), -1, np.int32),

@@ -39,7 +39,7 @@ LOOP_CODE = sorted([*(ROOT / "harness" / "loops").glob("*.py"), *(ROOT / "harnes
                     ROOT / "harness" / "services" / "loop.py", ROOT / "harness" / "services" / "replicas.py"])
 #: names of what no loop may read, wherever it is reached from
 SECRETS = {"stock", "stock_varies", "available", "duration", "boot_delay", "ready_at", "phantom", "_cloud",
-           "_duration", "next_arrival", "arrival_order", "next_event_time", "_heap"}
+           "_duration", "next_arrival", "arrival_order", "arrival_job", "next_event_time", "_heap"}
 PROVIDER = {"free_slots", "free_slots_in_emptiest_rack", "free_committed", "room"}
 
 

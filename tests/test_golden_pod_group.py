@@ -1,11 +1,12 @@
-"""Golden tests of kube-scheduler's gang scheduling (harness/scheduler/pod_group.py), numbers
-worked out by hand in each docstring. The scheduler alone on fixed 8-GPU nodes."""
+"""Golden tests of kube-scheduler's gang scheduling (harness/scheduler/pod_group.py), and of
+every gang plugin when a gang's pods arrive apart, numbers worked out by hand in each
+docstring. The scheduler alone on fixed 8-GPU nodes."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.metrics import MILLI_HOUR
+from harness.metrics import MILLI_HOUR, jobs_frame, nodes_frame, summary_row
 from harness.scheduler import Scheduler
 from harness.scheduler.pod_group import GangScheduling
 from harness.scheduler.preemption import DefaultPreemption
@@ -14,7 +15,7 @@ from harness.sim import Simulation
 from harness.status import PENDING, RUNNING
 from harness.workload import compile_workload
 from tests.conformance.test_gang_scheduling import SchedulerOnly
-from tests.scenarios import cluster, node_type, pool, trace
+from tests.scenarios import GANG, cluster, node_type, pool, trace
 
 
 def replay(pods: list[dict], nodes: int, horizon_s: float, preemption: bool = False, **settings):
@@ -64,3 +65,72 @@ def test_a_gang_rejected_whole_backs_off_and_binds_when_a_node_frees():
         g = job(sim, "g")
         assert (sim.job_started[g], plugin.rejections[g]) == (start, rejections)
         assert (sim.pod_epoch == 0).all()  # no member bound and then released
+
+
+# ---- pods of one job arriving apart: each gang plugin holds the gang for its quorum ----------
+def replay_gang(gang: str, pods: list[dict], horizon_s: float) -> tuple[Simulation, dict, object]:
+    """The pods on one fixed 8-GPU node under the gang plugin `gang` (scenarios.GANG):
+    the simulation, its metrics row and the plugin."""
+    cl = cluster([node_type("g8")], [pool("n0", "g8", min_size=1, max_size=1)], autoscaling=False)
+    sim = Simulation(compile_workload(trace(pods), cl), cl, seed=0, horizon_s=horizon_s)
+    plugin = GANG[gang]()
+    sim.run(SchedulerOnly(Scheduler(LeastAllocated(), gang=plugin)))
+    return sim, summary_row(sim, jobs_frame(sim), nodes_frame(sim), {}).to_dicts()[0], plugin
+
+
+HOLDING = ["workload", "coscheduling", "atomic"]
+
+
+def apart(min_member: int, submits: list[float]) -> list[dict]:
+    """Gang g of one 2-GPU pod per submit time, running 1,000 s."""
+    return [{"job_id": "g", "min_member": min_member, "gpu_count": 2, "submit_s": t, "duration_s": 1000.0}
+            for t in submits]
+
+
+@pytest.mark.parametrize("gang", HOLDING)
+def test_a_gang_waits_for_its_last_pod_then_binds_whole(gang):
+    """Gang g, minCount 3: two 2-GPU pods at t=0, the third at t=100; the 8-GPU node has room
+    for all three from t=0. GangScheduling and Atomic keep the gang out of the queue
+    (PreEnqueue), Coscheduling refuses it at PreFilter: no member binds before t=100, so no
+    GPU is held for it (gang_wait idle 0). At t=100 all three bind and start: start latency
+    100 - 0 = 100 s (from the job's arrival, its first pod). The two early pods wait 100 s each
+    with room free: 200 s pending for gang_wait. GangScheduling never rejects the group: it
+    had no pod-group cycle before its quorum existed."""
+    sim, row, plugin = replay_gang(gang, apart(3, [0.0, 0.0, 100.0]), horizon_s=200.0)
+    g = sim.w.job_pods[0]
+    assert sim.pod_start[g].tolist() == [100.0] * 3 and (sim.pod_epoch == 0).all()  # none bound, then released
+    assert row["idle_accel_hours_gang_wait"] == 0.0
+    assert row["gang_latency_max_s"] == 100.0 and row["pending_s_gang_wait"] == 200.0
+    if isinstance(plugin, GangScheduling):
+        assert plugin.rejections[0] == 0
+
+
+def test_without_a_gang_plugin_the_early_pods_hold_their_gpus():
+    """The same gang under gang=none: the two early pods bind at t=0 and hold 2 x 2 GPUs for
+    100 s while waiting for the third: 400 GPU-s = 0.111 GPU-h of gang_wait idle; the gang
+    still starts at t=100 (latency 100 s)."""
+    sim, row, _ = replay_gang("none", apart(3, [0.0, 0.0, 100.0]), horizon_s=200.0)
+    assert row["idle_accel_hours_gang_wait"] == pytest.approx(400 / 3600)
+    assert row["gang_latency_max_s"] == 100.0
+
+
+@pytest.mark.parametrize("gang", HOLDING)
+def test_a_gang_binds_at_its_quorum_and_its_late_member_alone(gang):
+    """Gang g of 3, minCount 2: pods at t=0, 50 and 100, room for all from t=0. The first
+    waits alone (50 s pending, gang_wait); at t=50 the second arrives, quorum exists, both
+    bind and start (latency 50 - 0 = 50 s); at t=100 the third binds alone and runs at once
+    (the gang started). Nothing is held without running: gang_wait idle 0."""
+    sim, row, _ = replay_gang(gang, apart(2, [0.0, 50.0, 100.0]), horizon_s=200.0)
+    assert sim.pod_start[sim.w.job_pods[0]].tolist() == [50.0, 50.0, 100.0]
+    assert sim.job_started[0] == 50.0 and row["gang_latency_max_s"] == 50.0
+    assert row["pending_s_gang_wait"] == 50.0 and row["idle_accel_hours_gang_wait"] == 0.0
+
+
+@pytest.mark.parametrize("gang", ["coscheduling", "workload"])
+def test_pods_of_a_job_that_is_no_gang_run_from_their_own_arrival(gang):
+    """Job j of three pods, min_member 1 (no gang), submitted at t=0, 50 and 100: each binds
+    and starts when it arrives; the job's submission is its first pod's (t=0)."""
+    pods = [{"job_id": "j", "gpu_count": 2, "submit_s": t, "duration_s": 1000.0} for t in (0.0, 50.0, 100.0)]
+    sim, _, _ = replay_gang(gang, pods, horizon_s=200.0)
+    assert sim.pod_start[sim.w.job_pods[0]].tolist() == [0.0, 50.0, 100.0]
+    assert sim.w.job_submit[0] == 0.0 and sim.job_started[0] == 0.0

@@ -74,6 +74,18 @@ def test_golden_borrowing_in_a_cohort_holds_the_lenders_own_quota():
     assert row["pending_s_not_admitted"] == 3590.0
 
 
+def test_a_job_whose_pods_arrive_apart_is_admitted_once_all_exist():
+    """Gang G of two 2-GPU pods in queue a (8 GPUs): one at t=0, one at t=50. Kueue admits a
+    job whole, so it takes G once both pods exist: admitted and started at 50. By hand:
+    admission wait 50 - 0 = 50 s (from the job's submission, its first pod); the first pod
+    waits 50 s not admitted, the second none."""
+    cl = static_cluster(kueue(queue("a", 8)))
+    pods = [{**job("G", "a", 2, t), "min_member": 2} for t in (0.0, 50.0)]
+    row, sim = sc.run(sc.trace(pods), cl, KueueLoop(sc.separate()), horizon_s=HOUR)
+    assert started(sim) == {"G": 50.0} and sim.job_admitted[0] == 50.0
+    assert row["admission_wait_mean_s_a"] == 50.0 and row["pending_s_not_admitted"] == 50.0
+
+
 def test_a_run_without_an_admission_layer_has_no_admission_columns():
     """The same trace and cluster without Kueue: no pod waits for admission, and the row keeps
     the columns it had before admission layers existed (published results stay comparable)."""

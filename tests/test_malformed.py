@@ -87,7 +87,6 @@ TRACES = {
     "zero_min_member.parquet": Err("min_member", 1, "must be >= 1"),
     "gang_short.parquet": Err("min_member", 2, "fewer pods than its min_member"),
     "gang_disagree_min_member.parquet": Err("min_member", 3, "members of job 'g' disagree on min_member"),
-    "gang_disagree_submit.parquet": Err("submit_s", 4, "members of job 'g' disagree on submit_s"),
     "gang_disagree_priority.parquet": Err("priority", 4, "disagree on priority"),
     "gang_disagree_queue.parquet": Err("queue", 3, "disagree on queue"),
     "gang_disagree_locality.parquet": Err("gang_locality", 4, "disagree on gang_locality"),
@@ -109,6 +108,7 @@ TRACES = {
     "unknown_gpu_model.parquet": Ok("refused at arrival, reported, never waited on"),
     "unknown_partition_profile.parquet": Ok("refused at arrival, reported, never waited on"),
     "huge_but_valid.parquet": Ok("the replay stops at its horizon"),
+    "gang_arrives_apart.parquet": Ok("each pod arrives at its own submit_s; the gang waits for its quorum"),
 }
 
 
@@ -542,6 +542,16 @@ def test_pods_no_node_can_hold_are_refused_not_waited_on(name, refused, loop):
     # refused pods ask for nothing: only one GPU node (the three one-GPU pods) is ever bought
     nodes = nodes_frame(sim)
     assert nodes.filter(pl.col("gpus") > 0).height <= 1
+
+
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+def test_a_gang_whose_pods_arrive_apart_replays(loop):
+    """Gang g's pods arrive at 20, 20 and 21 s: the job's submission is its first pod's, and the
+    gang starts whole once its last pod exists."""
+    table, _ = read_trace(CORPUS / "trace" / "gang_arrives_apart.parquet")
+    row, sim = sc.run(table, corpus_cluster(), LOOPS[loop](), horizon_s=3 * 3600.0)
+    g = jobs_frame(sim).filter(pl.col("job_id") == "g").row(0, named=True)
+    assert g["submit_s"] == 20.0 and g["start_s"] > 21.0 and row["pods_done"] == 5
 
 
 def test_huge_but_valid_values_replay_to_the_horizon():

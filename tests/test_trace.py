@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.errors import TraceError
-from harness.trace import SCHEMA, TraceMeta, read_trace, table_from_columns, write_trace
+from harness.trace import GANG_AGREEMENT, SCHEMA, TraceMeta, read_trace, table_from_columns, write_trace
 
 META = TraceMeta(source="test", licence="CC0-1.0", time_origin="trace start")
 
@@ -84,3 +84,19 @@ def test_failed_write_leaves_no_file(tmp_path):
     with pytest.raises(TraceError):
         write_trace(table_from_columns(good(submit_s=[0.0, -1.0, 0.0])), tmp_path / "t.parquet", META)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_jobs_pods_may_arrive_apart_but_agree_on_the_rest(tmp_path):
+    """A gang's pods may have different submit_s (each arrives at its own; the job with its
+    first); every other column of GANG_AGREEMENT must still be one value per job."""
+    gang = {"job_id": ["g", "g", "g"], "min_member": [3, 3, 3], "submit_s": [0.0, 0.0, 100.0]}
+    table, _ = read_trace(write_trace(table_from_columns(good(**gang)), tmp_path / "apart.parquet", META))
+    assert table.column("submit_s").to_pylist() == [0.0, 0.0, 100.0]
+    assert "submit_s" not in GANG_AGREEMENT
+    disagree = {"min_member": [3, 3, 2], "priority": [0, 0, 5], "queue": ["q", "q", "r"],
+                "gang_locality": ["rack", "rack", "block"]}
+    assert set(disagree) == set(GANG_AGREEMENT)
+    for column, values in disagree.items():
+        with pytest.raises(TraceError) as err:
+            write_trace(table_from_columns(good(**{**gang, column: values})), tmp_path / "bad.parquet", META)
+        assert (err.value.column, err.value.row) == (column, 2) and "members of job 'g' disagree" in err.value.rule

@@ -178,8 +178,9 @@ class MergedLoop:
         sim = self.sim
         queued = sim.w.pods_of(sim.queue.jobs())
         lo, hi = np.searchsorted(self.submits, [now - self.demand_window_s, now], side="right")
-        recent = sim.w.pods_of(self.by_submit[lo:hi])
-        pods = np.r_[queued[sim.pod_status[queued] == PENDING], recent[sim.pod_status[recent] != PENDING],
+        recent = sim.w.pods_of(self.by_submit[lo:hi])  # of the jobs that arrived: the pods that did
+        recent = recent[(sim.pod_status[recent] != PENDING) & (sim.w.submit[recent] <= now)]
+        pods = np.r_[queued[sim.pod_status[queued] == PENDING], recent,
                      self._recent_replicas(now), self._missing_replicas()]
         return self._fits_pool(pods) @ self.pod_milli[pods]
 

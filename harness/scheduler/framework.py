@@ -7,7 +7,10 @@ names its other plugins; each is registered at every extension point whose hook 
 (harness/scheduler/plugin.py says the hooks), in the profile's order:
 
   QueueSort   `queue_sort` (harness.scheduler.queue_sort): the order of the queued jobs;
-  PreFilter   `gang` (Coscheduling: a PodGroup backoff), `pre_filter` (WaitsForCapacity:
+  PreEnqueue  `gang` (GangScheduling, Atomic): a gang enters the queue once min_member of its
+              pods exist;
+  PreFilter   `gang` (Coscheduling: a PodGroup backoff, fewer than min_member pods exist),
+              `pre_filter` (WaitsForCapacity:
               a gang reserves nothing until it fits ready plus booting nodes);
   Filter      `filter` (harness.scheduler.filter): a mask of the nodes that can take a pod;
   PostFilter  `post_filter` (DefaultPreemption, harness.scheduler.preemption): may a pod that
@@ -108,6 +111,10 @@ class Scheduler:
         self.policy = policy
         at = self.points()
         # hooks of one plugin are called directly; empty points are skipped
+        pre_enqueues = [p.pre_enqueue for p in at["PreEnqueue"]]
+        self.pre_enqueue: Callable[[int], bool] | None = (
+            (pre_enqueues[0] if len(pre_enqueues) == 1 else lambda j: all(check(j) for check in pre_enqueues))
+            if pre_enqueues else None)
         self.pre_filters = tuple(p.pre_filter for p in at["PreFilter"])
         filters = [p.filter for p in at["Filter"]]
         self.filter: Callable[..., np.ndarray] = filters[0] if len(filters) == 1 else _all_of(filters)
@@ -144,12 +151,15 @@ class Scheduler:
         self.sim = sim
         w = sim.w
         sim.queue.order_by(self.queue_sort)
+        if self.pre_enqueue is not None:
+            sim.queue.enqueue_if(self.pre_enqueue)
         for plugin in self.plugins.values():
             if implements(plugin, "attach"):
                 plugin.attach(self)
         self.cycle_state = CycleState()
         self.tried_at = np.full(w.n_jobs, -1, np.int64)  # capacity version of the last failure
         self.admissions = np.zeros(w.n_jobs, np.int32)  # sim.job_admissions when last seen queued
+        self.arrived = np.zeros(w.n_jobs, np.int32)  # sim.job_arrived when last seen queued
         self.job_size = np.diff(w.job_bounds)
         starts, pods = w.job_bounds[:-1], w.pods_by_job
         lo, hi = np.minimum.reduceat(w.shape[pods], starts), np.maximum.reduceat(w.shape[pods], starts)
@@ -211,6 +221,10 @@ class Scheduler:
         if back.any():  # let through again by an admission layer: new pods, whatever failed before
             self.tried_at[jobs[back]] = -1
             self.admissions[jobs[back]] = sim.job_admissions[jobs[back]]
+        joined = sim.job_arrived[jobs] != self.arrived[jobs]
+        if joined.any():  # more of its pods arrived (upstream: a Pod/Add event requeues the group)
+            self.tried_at[jobs[joined]] = -1
+            self.arrived[jobs[joined]] = sim.job_arrived[jobs[joined]]
         self._skip_unhelped(jobs)
         failed = cs.failed
         retry = self.tried_at[jobs] != st.version

@@ -7,25 +7,43 @@ Coscheduling's quorum). When a member finds no node, PostFilter says whether the
 reserved with it are rejected; a job whose PostFilter rejects before anything is reserved
 (`rejects_all`) is placed on a trial of the state, kept only if every member fits.
 
+A job's pods may arrive at different times. A gang plugin holds a gang until min_member of
+its pods exist, each in its place: Coscheduling at PreFilter (the job is queued, so an
+autoscaler sees its pods pending), Atomic and GangScheduling (pod_group.py) at PreEnqueue.
+
   NoGang        no point: members bind one by one as they fit and hold their devices while waiting;
-  Coscheduling  scheduler-plugins Coscheduling: Permit waits up to `timeout_s` for the gang
+  Coscheduling  scheduler-plugins Coscheduling: PreFilter refuses a gang while fewer than
+                min_member of its pods exist (core.go PreFilter: `len(pods) < MinMember`, pods
+                listed by their PodGroup label, whatever their phase; UnschedulableAndUnresolvable,
+                so no preemption; a Pod/Add event requeues it). Permit waits up to `timeout_s` for the gang
                 to start, then releases every member (PermitWaitingTimeSeconds, 60 s by
                 default); PostFilter releases the waiting members at once when a member found
                 no node and more than `reject_percentage` % of min_member is unassigned
                 (PodGroupRejectPercentage, 10 by default), and its PreFilter then refuses
                 the gang for `backoff_s` (PodGroupBackoffSeconds, 0 = off by default);
-  Atomic        PostFilter rejects the whole gang: it is placed in one cycle or not at all.
+  Atomic        PreEnqueue holds a gang until min_member of its pods exist; PostFilter rejects
+                the whole gang: its arrived members are placed in one cycle or not at all (a
+                member arriving later is placed alone, as one left over by a started gang).
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from harness.scheduler.plugin import Plugin, Profile
 from harness.settings import check, duration, integer, period
 from harness.status import BOUND
+
+if TYPE_CHECKING:
+    from harness.view import SimulationView
+
+
+def quorum_exists(sim: SimulationView, j: int) -> bool:
+    """At least min_member of job j's pods exist (have arrived): a gang may be tried."""
+    return bool(sim.job_arrived[j] >= sim.w.job_min_member[j])
 
 
 class NoGang(Plugin):
@@ -59,10 +77,11 @@ class Coscheduling(Plugin):
         self.denied_until = np.full(self.sim.w.n_jobs, -np.inf)  # PodGroup backoff after a PostFilter rejection
 
     def pre_filter(self, j: int, usable: np.ndarray, group: int) -> int | None:
-        """A gang rejected by PostFilter less than backoff_s ago "failed recently" (None).
-        No clock of its own: a cycle runs only when something changed, so the gang is next
-        tried at the first change after the backoff (upstream: an event that requeues it)."""
-        return group if self.sim.now >= self.denied_until[j] else None
+        """None for a gang rejected by PostFilter less than backoff_s ago ("failed recently")
+        or with fewer than min_member pods in existence. No clock of its own: a cycle runs only
+        when something changed, so the gang is next tried at the first change after the
+        backoff (upstream: an event that requeues it), or when more of its pods arrive."""
+        return group if self.sim.now >= self.denied_until[j] and quorum_exists(self.sim, j) else None
 
     def permit(self, j: int) -> None:
         """Wait `timeout_s` for the gang to start, once some member of it is bound."""
@@ -112,6 +131,11 @@ class Coscheduling(Plugin):
 
 class Atomic(Plugin):
     """A gang's members are placed all in one cycle, or none is."""
+
+    def pre_enqueue(self, j: int) -> bool:
+        """A gang enters the queue once min_member of its pods exist, as with GangScheduling:
+        placing fewer whole would bind members that cannot start."""
+        return quorum_exists(self.sim, j)
 
     def rejects_all(self, j: int) -> bool:
         return bool(self.sim.w.job_min_member[j] > 1)

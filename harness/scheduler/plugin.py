@@ -4,6 +4,8 @@ defines, as a Go plugin of kube-scheduler is at every point whose interface it i
 the framework (framework.py) lists them per point, in the profile's order, once, when it is
 built. A point no plugin implements costs a cycle nothing.
 
+  PreEnqueue  pre_enqueue(j) -> bool   may job j enter the queue at all (False: not until more
+              of its pods arrive; a job kept out is seen by no cycle and no autoscaler)
   PreFilter   pre_filter(j, usable, group) -> group | None   may job j's pods be tried (None:
               not in this cycle), and in which rack or block (-1: anywhere)
   Filter      filter(state, w, pod, usable, at=None) -> mask  the nodes that can take the pod
@@ -105,7 +107,7 @@ class Profile(Protocol):
         ...
 
 #: each extension point after QueueSort and the hooks that register a plugin there
-HOOKS = {"PreFilter": ("pre_filter",), "Filter": ("filter",),
+HOOKS = {"PreEnqueue": ("pre_enqueue",), "PreFilter": ("pre_filter",), "Filter": ("filter",),
          "PostFilter": ("post_filter", "post_filter_gang", "rejects_all"), "Score": ("score",),
          "Reserve": ("on_bind",), "Permit": ("permit",), "PodGroup": ("schedule_group",), "Bind": ("bind",)}
 #: the hooks a profile cannot do without, and the point they belong to

@@ -7,7 +7,8 @@ A job of the trace is a PodGroup: `min_member > 1` is the policy `gang{minCount:
 a job of several pods with `min_member = 1` the policy `basic` (its pods are scheduled one by one,
 as any pod), and `gang_locality` (rack, block) its `TopologyConstraint{key}`.
 
-  PreEnqueue   a gang's pods wait until minCount of them have arrived;
+  PreEnqueue   a gang's pods wait outside the queue (seen by no autoscaler) until minCount
+               of them exist;
   the cycle    the group's pending pods, sorted into sub-groups of one pod signature (shape) in
                the order each first appears, are placed one by one on one snapshot, each
                assumed before the next (a trial of the state: no pod is bound and then
@@ -43,9 +44,10 @@ import math
 import numpy as np
 
 from harness.filters import groups_that_fit
+from harness.scheduler.gang import quorum_exists
 from harness.scheduler.plugin import Plugin, Profile
 from harness.settings import check, duration, flag, integer
-from harness.status import BOUND, NOT_ARRIVED, REFUSED, RUNNING
+from harness.status import BOUND, RUNNING
 
 #: the backoff queue's ordering window: expirations are aligned down to it (upstream 1 s)
 BACKOFF_WINDOW_S = 1.0
@@ -113,11 +115,10 @@ class GangScheduling(Plugin):
         return bool(self.sim.w.job_min_member[j] > 1)
 
     def pre_enqueue(self, j: int) -> bool:
-        """GangScheduling's PreEnqueue: a gang's pods wait until minCount of them have arrived."""
-        sim = self.sim
-        pods = sim.w.job_pods[j]
-        status = sim.pod_status[pods]
-        return int(((status != NOT_ARRIVED) & (status != REFUSED)).sum()) >= int(sim.w.job_min_member[j])
+        """GangScheduling's PreEnqueue: a gang's pods wait outside the queue until minCount of
+        them exist (gangscheduling.go: `AllPodsCount() < MinCount` rejects, bound ones counted;
+        a Pod/Add event tries again). Other jobs pass (the basic policy, a pod alone)."""
+        return quorum_exists(self.sim, j)
 
     def backing_off(self, jobs: np.ndarray) -> np.ndarray:
         """Which of these jobs wait in the backoff queue (their back-off has not ended)."""
@@ -129,8 +130,6 @@ class GangScheduling(Plugin):
         reject the whole group (nothing bound) and back it off. Whether it was scheduled."""
         sim, sched = self.sim, self.scheduler
         w = sim.w
-        if not self.pre_enqueue(j):
-            return False
         pods = sim.unbound_pods(j)
         shapes = w.shape[pods]
         _, first, inverse = np.unique(shapes, return_index=True, return_inverse=True)

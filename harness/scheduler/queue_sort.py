@@ -22,7 +22,8 @@ class QueueSort(Protocol):
 
 class PrioritySort:
     """kube-scheduler's PrioritySort (and Coscheduling's `Less`): higher priority first, then
-    earlier submission (a gang's pods are submitted together, as a PodGroup is created once)."""
+    earlier submission (a job's, its first pod's: a PodGroup is created once, whenever its
+    pods arrive)."""
 
     def key(self, w: Workload, j: int) -> tuple:
         return -int(w.job_priority[j]), float(w.job_submit[j])

@@ -17,7 +17,7 @@ from harness.scheduler import Scheduler
 from harness.scheduler.gang import Coscheduling
 from harness.scores import LeastAllocated
 from harness.sim import Simulation
-from harness.status import BOUND, PENDING, RUNNING
+from harness.status import BOUND, NOT_ARRIVED, PENDING, RUNNING
 from harness.workload import compile_workload
 from tests.scenarios import cluster, node_type, pool, trace
 
@@ -150,8 +150,11 @@ def test_pre_filter_pod_does_not_belong_to_any_pg():
 
 def test_pre_filter_pod_count_less_than_min_member():
     """CORE TestPreFilter / "pod count less than minMember": PodGroup pg1 of minMember 2 with
-    one pod → PreFilter fails, the pod is never scheduled. Different: our trace submits a job's
-    pods together, so such a job is refused when the trace is read (one-line TraceError)."""
+    one pod → PreFilter fails, the pod is not scheduled. Ours: pg1's second pod is submitted at
+    t=100, so at the t=0 cycle one pod exists and PreFilter refuses it, with room on both
+    nodes. A job with fewer pods in all than its min_member is refused when the trace is read."""
+    sim, _ = cycle([group(1, 2)[0], {**group(1, 2)[0], "submit_s": 100.0}], nodes=2)
+    assert sim.pod_status.tolist() == [PENDING, NOT_ARRIVED]
     with pytest.raises(TraceError, match="min_member.*job has fewer pods than its min_member"):
         trace(group(1, 2))
 

@@ -2,7 +2,8 @@
 cycle, KEP-5732 topology placement, the backoff queue), harness/scheduler/pod_group.py.
 
 Each test translates one case of kubernetes/kubernetes:
-  GS  = pkg/scheduler/framework/plugins/gangscheduling/gangscheduling_test.go (TestPlacementFeasible),
+  GS  = pkg/scheduler/framework/plugins/gangscheduling/gangscheduling_test.go (TestPlacementFeasible,
+        TestPreEnqueue),
   PGC = pkg/scheduler/schedule_one_podgroup_test.go (TestPodGroupSchedulingAlgorithm),
   PG  = test/integration/scheduler/podgroup/podgroup_test.go (TestPodGroupScheduling),
   TAS = test/integration/scheduler/podgroup/topology_aware_scheduling/tas_test.go
@@ -103,6 +104,20 @@ def started(sim, job: str) -> float:
 def racks_of(sim, job: str) -> set[int]:
     pods = sim.w.job_pods[list(sim.w.job_id).index(job)]
     return set(sim.state.slot_rack[sim.pod_node[pods]].tolist())
+
+
+# ---- PreEnqueue -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("case", ["GS TestPreEnqueue / gang pod fails PreEnqueue when quorum is not met",
+                                  "GS TestPreEnqueue / gang pod passes PreEnqueue"])
+def test_a_gang_enters_the_queue_once_min_count_pods_exist(case):
+    """3 x 1 CPU, minCount 3, one 4-CPU node; two pods at t=0, the third at t=5. Until t=5 two
+    pods exist (AllPodsCount 2 < 3): PreEnqueue keeps them out of the queue, no pod-group cycle
+    runs, nothing is rejected. The third completes the quorum: all bind at t=5."""
+    pods = gang("pg1", 2, 3) + gang("pg1", 1, 3, submit_s=5.0)
+    sim, plugin = replay(pods, racks=[1])
+    assert started(sim, "pg1") == 5.0 and plugin.rejections.sum() == 0
+    assert sim.pod_start[sim.w.job_pods[0]].tolist() == [5.0] * 3
 
 
 # ---- the pod-group cycle ------------------------------------------------------------------------

@@ -89,7 +89,6 @@ def traces() -> None:
         "zero_min_member.parquet": pods(min_member=[1, 0, 1, 1]),
         "gang_short.parquet": gang(min_member=[1, 1, 4, 4, 4]),
         "gang_disagree_min_member.parquet": gang(min_member=[1, 1, 3, 2, 3]),
-        "gang_disagree_submit.parquet": gang(submit_s=[0.0, 5.0, 20.0, 20.0, 21.0]),
         "gang_disagree_priority.parquet": gang(priority=[0, 0, 5, 5, 4]),
         "gang_disagree_queue.parquet": gang(queue=["q", "q", "q", "r", "q"]),
         "gang_disagree_locality.parquet": gang(gang_locality=["none", "none", "rack", "rack", "block"]),
@@ -103,12 +102,14 @@ def traces() -> None:
     }
     for name, cols in bad_values.items():
         write_raw(table_from_columns(cols), name)
-    # valid traces whose handling is documented: sorted by the engine, or refused at replay
+    # valid traces whose handling is documented: sorted by the engine, refused at replay, or a
+    # gang whose pods arrive apart
     valid = {
         "unsorted_times.parquet": pods(8, submit_s=[700.0, 0.0, 3600.0, 30.0, 30.0, 1200.0, 5.0, 90.0]),
         "larger_than_any_node.parquet": pods(gpu_count=[1, 16, 1, 1], cpu_milli=[4000, 4000, 4000, 10**7]),
         "unknown_gpu_model.parquet": pods(gpu_models=[[], ["TPUv9"], ["H100", "L4"], []]),
         "unknown_partition_profile.parquet": pods(gpu_partition=[None, None, "5g.40gb", None], gpu_milli=[1000, 1000, 0, 1000]),
+        "gang_arrives_apart.parquet": gang(submit_s=[0.0, 5.0, 20.0, 20.0, 21.0]),
         "huge_but_valid.parquet": pods(duration_s=[600.0, None, 9 * 365 * 86400.0, 600.0],
                                        submit_s=[0.0, 10.0, 20.0, 9 * 365 * 86400.0]),
     }
