@@ -42,7 +42,7 @@ def test_a_profile_builds_from_yaml(overrides, section, gang):
 
 @pytest.mark.parametrize("gang, points", [
     (Coscheduling, ["PreFilter", "PostFilter", "Permit"]),
-    (Atomic, ["PostFilter"]),
+    (Atomic, ["PreEnqueue", "PostFilter"]),
     (NoGang, []),
 ])
 def test_a_gang_plugin_registers_at_the_points_it_implements(gang, points):

@@ -142,7 +142,7 @@ def test_a_cluster_error_names_the_yaml_file_the_pool_and_the_value(tmp_path):
     r = loopbench("replay", "cluster=broken", f"trace.path={ROOT / 'traces' / 'default.parquet'}",
                   f"hydra.run.dir={tmp_path}/run", cwd=tmp_path, conf=conf)
     assert one_error_line(r, "replay") == (f"{conf / 'cluster' / 'broken.yaml'}: pool 'nvl-ondemand' at "
-                                           "cluster.pools[1].stock: must be >= 0 or null (unlimited), got -2")
+                                           "cluster.pools[1].stock: must be null (unlimited) or in [0, 1,000,000], got -2")
 
 
 # ---- Python: the constructors check the same rules ------------------------------------------
