@@ -27,6 +27,7 @@ from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.output import is_complete, start_run, write_parquet, write_text
 from harness.progress import Progress, duration
 from harness.provenance import RUN_INFO, provenance, trace_meta, wall_s, write_run_info
+from harness.services import trace as services_trace
 from harness.services.buffers import Buffer, CapacityBuffer, Overprovisioning
 from harness.services.loop import ReplicaLoop
 from harness.services.replicas import HorizontalPodAutoscaler
@@ -53,7 +54,9 @@ def build(cfg: DictConfig) -> tuple[Simulation, Loop]:
     if cfg.get("import_args") and not Path(path).exists():
         import_trace(cfg)
     service_files = service_paths(cfg)
-    table, _ = read_trace(path, allow_empty=service_files is not None)
+    table, _ = read_trace(path, allow_empty=True)
+    if table.num_rows == 0 and service_files is None:
+        raise no_pods(path)
     try:
         cluster = instantiate(cfg.cluster, "cluster", _convert_="all")
     except Exception as exc:
@@ -63,7 +66,10 @@ def build(cfg: DictConfig) -> tuple[Simulation, Loop]:
         if cfg.get("buffer"):
             raise ConfigError("buffer", f"trace '{cfg.trace.path}' has no services: a buffer keeps room for a "
                                         "service's replicas (buffer=none)")
-        w = compile_workload(table, cluster)
+        if cfg.get("replicas"):
+            raise ConfigError("replicas", f"trace '{cfg.trace.path}' has no services: a replica autoscaler scales "
+                                          "a service's replicas (replicas=none, or a trace with trace.services)")
+        w = compile_workload(table, cluster, path)
     else:
         services, demand, meta = read_services(*service_files)
         buffer = build_buffer(cfg, loop, services)
@@ -102,6 +108,16 @@ def service_paths(cfg: DictConfig) -> tuple[str, str] | None:
         raise ConfigError(f"trace.{missing}", "is missing: a trace with services names both its services "
                                               "and its demand file (trace.services, trace.demand)")
     return to_absolute_path(str(files["services"])), to_absolute_path(str(files["demand"]))
+
+
+def no_pods(path: str) -> TraceError:
+    """A trace without pods replays only beside its services: name them when they are there."""
+    beside = [str(p) for p in services_trace.service_paths(path) if p.exists()]
+    if len(beside) < 2:
+        return TraceError(path, "trace has no rows")
+    return TraceError(path, f"trace has no pods, only services (beside it: {beside[0]}, {beside[1]}): replay it with "
+                            f"trace.services={beside[0]} trace.demand={beside[1]} and a replica autoscaler "
+                            "(replicas=hpa|keda), or +scenario=services_synthetic for the bundled one")
 
 
 def unknown_queue(queue: str, w: Workload, path: str, service_files: tuple[str, str] | None,

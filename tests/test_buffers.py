@@ -82,3 +82,14 @@ def test_a_capacity_buffer_joins_the_cluster_autoscaler_without_pods():
     sim, loop = built("buffer=capacity_buffer")
     assert not sim.w.job_placeholder.any()
     assert loop.inner.autoscaler.buffer is not None and loop.inner.autoscaler.buffer.replicas == 1
+
+
+def test_a_services_trace_given_as_its_pods_alone_names_the_files_beside_it():
+    """traces/services.parquet has no pods: without trace.services and trace.demand it cannot
+    replay, and the message names the two tables beside it."""
+    with pytest.raises(LoopbenchError) as err:
+        build(compose("config", ["trace.path=traces/services.parquet"]))
+    message = str(err.value)
+    assert "trace has no pods, only services" in message and "\n" not in message
+    assert "trace.services=" in message and message.count("services.services.parquet") == 2
+    assert "trace.demand=" in message and message.count("services.demand.parquet") == 2

@@ -241,8 +241,11 @@ def test_services_behind_kueue_build_with_the_replica_autoscaler_outside(service
     assert isinstance(built, ReplicaLoop) and isinstance(built.inner, KueueLoop) and built.name == loop
 
 
-def test_a_trace_without_services_ignores_the_replica_autoscaler(service_trace):
-    sim, loop = build(compose("config", [f"trace.path={service_trace / 't.parquet'}", "replicas=hpa"]))
+def test_a_replica_autoscaler_on_a_trace_without_services_is_refused(service_trace):
+    """It would be ignored: refused instead, naming the key (replicas=none runs the pods)."""
+    with pytest.raises(ConfigError, match=r"^replicas: trace .* has no services"):
+        build(compose("config", [f"trace.path={service_trace / 't.parquet'}", "replicas=hpa"]))
+    sim, loop = build(compose("config", [f"trace.path={service_trace / 't.parquet'}"]))
     assert sim.replicasets is None and type(loop).__name__ == "SeparateLoops"
 
 

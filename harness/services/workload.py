@@ -62,7 +62,7 @@ def compile_services(trace: pa.Table, services: pa.Table, demand: pa.Table, clus
                                      "placeholder's (<service>/pause-<k>) of the services beside it: rename the job "
                                      "or the service", column="job_id")
     w = compile_workload(pa.concat_tables([trace.replace_schema_metadata(None).cast(SCHEMA.remove_metadata()),
-                                           extra]), cluster)
+                                           extra]), cluster, trace_file)
     if pause is not None:
         w.job_placeholder[np.searchsorted(w.job_id, pause.column("job_id").to_numpy(zero_copy_only=False))] = True
     names = np.asarray(services.column("service").to_pylist(), object)
