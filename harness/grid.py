@@ -51,7 +51,8 @@ def describe(cell: dict, cols: list[str]) -> str:
     """`trace default, scoring bin_packing, provider silent` (the cluster goes with its trace,
     so it is named only when the trace is not a dimension)."""
     shown = [c for c in cols if not (c == "cluster" and "trace" in cols)]
-    return ", ".join(f"{CELL[c]} {_short(cell[c]) if c == 'trace' else cell[c]}" for c in shown) or "one setting"
+    return ", ".join(f"{CELL[c]} {_short(cell[c]) if c == 'trace' else 'none' if cell[c] is None else cell[c]}"
+                     for c in shown) or "one setting"
 
 
 def _short(trace: str) -> str:

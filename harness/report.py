@@ -172,7 +172,7 @@ def _read(path: Path, columns: list[str] | None = None) -> pl.DataFrame:
 def _context_value(column: str, value) -> str:
     """How a label names a run's context: a trace by its file's stem (its folder says nothing
     the stem does not). A cluster that varies with the trace is left out (a scenario picks both)."""
-    return Path(str(value)).stem if column == "trace" else str(value)
+    return Path(str(value)).stem if column == "trace" else "none" if value is None else str(value)
 
 
 def _scalar(v) -> str:
@@ -413,7 +413,7 @@ def grid_tables(metrics: pl.DataFrame, cols: list[str], variants: list[Variant]
     loops = list(dict.fromkeys(v.loop for v in variants))
     stats = grid.cell_stats(metrics, cols, GRID)
     by = {(tuple(r[c] for c in cols), r["loop"], r["metric"]): r for r in stats.iter_rows(named=True)}
-    keys = sorted({k[0] for k in by})
+    keys = sorted({k[0] for k in by}, key=lambda key: [(v is None, 0 if v is None else v) for v in key])  # unset last
     columns = [c for c in GRID if _valued(metrics, c)]
     rows = []
     for key in keys:

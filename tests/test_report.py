@@ -586,6 +586,20 @@ def test_a_grid_variant_names_its_trace_by_stem_and_not_the_cluster_that_comes_w
                       "merged [trace=openb_x40]", "merged [trace=default]"}
 
 
+def test_runs_of_one_trace_with_and_without_services_are_two_settings(tmp_path):
+    """A run with a replica autoscaler beside one without (its metrics have no `replicas`): the
+    grid sorts the setting that is unset last and names it `none`."""
+    for name, replicas in (("with", "hpa"), ("without", None)):
+        d = make_run(tmp_path / "runs" / name, loop_cfg("separate"), 0, 100.0, 200.0, 60.0)
+        if replicas:
+            retouch(d, {"replicas": replicas})
+    report.build([tmp_path / "runs"], tmp_path / "out")
+    labels = set(pl.read_csv(tmp_path / "out" / "summary.csv")["variant"].to_list())
+    assert labels == {"separate [replicas=hpa]", "separate [replicas=none]"}
+    grid = (tmp_path / "out" / "summary.md").read_text().split("## Robustness grid", 1)[1]
+    assert grid.index("replica autoscaler hpa") < grid.index("replica autoscaler none")
+
+
 def services_runs(root: Path) -> Path:
     """The runs fixture's separate and merged loops at seeds 0 and 1, each with a services
     timeline (services_timeline.parquet, as Replay writes it) of two services, chat and embed."""
