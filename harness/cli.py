@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from harness.config import catalog, conf_dir, yaml_error
-from harness.errors import ConfigError, LoopbenchError
+from harness.errors import ConfigError, LoopbenchError, printable
 
 USAGE = __doc__
 #: Config groups whose options `--help` lists with one line each.
@@ -68,7 +68,7 @@ def _hydra_app(command: str, task, config_name: str, argv: list[str]) -> None:
         try:
             return task(cfg)
         except LoopbenchError as exc:  # a clear one-line error, not Hydra's traceback
-            print(f"loopbench {command}: error: {_in_file(exc)}", file=sys.stderr)
+            print(f"loopbench {command}: error: {printable(_in_file(exc))}", file=sys.stderr)
             failures.append(exc)  # a sweep goes on with its other runs; a remote worker survives
 
     sys.argv = [f"loopbench-{command}", *argv]
@@ -78,8 +78,8 @@ def _hydra_app(command: str, task, config_name: str, argv: list[str]) -> None:
     except yaml.MarkedYAMLError as exc:
         raise yaml_error(exc) from None
     except CompactHydraException as exc:  # Hydra's own short error, as Hydra prints it
-        print(exc, *([exc.__cause__] if isinstance(exc.__cause__, OmegaConfBaseException) else []),
-              sep="\n", file=sys.stderr)
+        print(*(printable(str(e)) for e in [exc, *([exc.__cause__] if isinstance(exc.__cause__, OmegaConfBaseException)
+                                                     else [])]), sep="\n", file=sys.stderr)
         raise SystemExit(1) from None
     finally:  # Hydra ends --help and --cfg with sys.exit: a closed pipe is met here, not at exit
         sys.stdout.flush()
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe is met here, not in Python's flush at exit
         return code
     except LoopbenchError as exc:
-        print(f"loopbench {command}: error: {exc}", file=sys.stderr)
+        print(f"loopbench {command}: error: {printable(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # Ctrl-C: what was written so far is whole (harness/output.py)
         print("loopbench: interrupted", file=sys.stderr)

@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """A message as the terminal should get it: control characters a user's input carried
+    (an ANSI escape in a name) shown escaped, not obeyed; newlines and tabs kept."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def finite(value) -> bool:

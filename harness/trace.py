@@ -258,6 +258,10 @@ def column_values(table: pa.Table, name: str, fill=None) -> np.ndarray:
     return col.to_numpy(zero_copy_only=False)
 
 
+#: C0 and C1 control characters (ANSI escapes start with one), as an RE2 class
+CONTROL = r"[\x00-\x1f\x7f-\x9f]"
+
+
 def _check_values(table: pa.Table, file: str) -> None:
     submit = column_values(table, "submit_s")
     refuse_rows(~np.isfinite(submit) | (submit < 0) | (submit > MAX_TIME_S), file, "submit_s",
@@ -270,6 +274,10 @@ def _check_values(table: pa.Table, file: str) -> None:
     refuse_rows(minm < 1, file, "min_member", "must be >= 1")
     loc = column_values(table, "gang_locality")
     refuse_rows(~np.isin(loc, GANG_LOCALITY), file, "gang_locality", f"must be one of {GANG_LOCALITY}")
+    for name in ("pod_id", "job_id", "queue", "gpu_partition", "claim"):  # names a terminal or report shows
+        has_control = pa.compute.match_substring_regex(table.column(name), CONTROL).fill_null(False)
+        refuse_rows(has_control.to_numpy(zero_copy_only=False), file, name,
+                    "must not hold control characters (an escape sequence would reach the terminal)")
     pod_ids = table.column("pod_id")
     if pa.compute.count_distinct(pod_ids).as_py() != table.num_rows:
         refuse_rows(duplicates(column_values(table, "pod_id")), file, "pod_id", "pod ids must be unique (duplicate)")

@@ -96,6 +96,8 @@ TRACES = {
     "huge_memory.parquet": Err("memory_mib", 0, "must be in [0,"),
     "huge_gpu_count.parquet": Err("gpu_count", 3, "must be in [0, 64]"),
     "huge_min_member.parquet": Err("min_member", 1, "fewer pods than its min_member"),
+    "queue_escape.parquet": Err("queue", 2, "must not hold control characters"),
+    "job_id_newline.parquet": Err("job_id", 1, "must not hold control characters"),
     "share_of_many_gpus.parquet": Err("gpu_milli", 1, "only allowed with gpu_count 1"),
     "truncated_half.parquet": Err(None, None, "not a readable Parquet file"),
     "truncated_footer.parquet": Err(None, None, "not a readable Parquet file"),

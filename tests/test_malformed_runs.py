@@ -18,7 +18,7 @@ import pytest
 
 from harness import results
 from harness.config import compose
-from harness.errors import ConfigError
+from harness.errors import ConfigError, printable
 from harness.kernel_cache import cache_dirs, corrupt
 from harness.settings import SettingError
 from tests import scenarios as sc
@@ -140,3 +140,19 @@ def test_a_replay_repairs_a_corrupt_kernel_cache_and_runs(tmp_path):
     assert (tmp_path / "run" / "metrics.parquet").exists()
     assert not corrupt(harness_cache, numba.__version__)  # both compiled again, and cached
     assert kernel_files(harness_cache, "idle_rates.used_on") and kernel_files(harness_cache, "node_devices.take")
+
+
+def test_an_escape_sequence_in_what_a_user_typed_is_shown_not_obeyed(tmp_path):
+    """A trace path carrying an ANSI escape (clear screen, red) comes back in the error as
+    the characters `\\x1b`, not as the control character the terminal would act on: in
+    loopbench's own error, and in Hydra's when the override does not parse."""
+    path = f"{tmp_path}/\x1b[2J\x1b[31mx.parquet"
+    r = loopbench("replay", f"trace.path='{path}'", f"hydra.run.dir={tmp_path}/run", cwd=ROOT)
+    assert "\x1b" not in r.stderr and "\\x1b[2J\\x1b[31mx.parquet: file does not exist" in one_line_error(r)
+    r = loopbench("replay", f"trace.path={path}", f"hydra.run.dir={tmp_path}/run", cwd=ROOT)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "\x1b" not in r.stderr and "\\x1b[2J" in r.stderr
+
+
+def test_printable_keeps_newlines_and_escapes_the_other_control_characters():
+    assert printable("a\tb\nc\x07d\x1b[0m\x9b") == "a\tb\nc\\x07d\\x1b[0m\\x9b"

@@ -98,6 +98,8 @@ def traces() -> None:
         "huge_memory.parquet": pods(memory_mib=[2**62, 16384, 16384, 16384]),
         "huge_gpu_count.parquet": pods(gpu_count=[1, 1, 1, 100000]),
         "huge_min_member.parquet": pods(min_member=[1, 2**31 - 1, 1, 1]),
+        "queue_escape.parquet": pods(queue=["q", "q", "\x1b[2J\x1b[31mq", "q"]),
+        "job_id_newline.parquet": pods(job_id=["j0", "j1\nj2", "j2", "j3"]),
         "share_of_many_gpus.parquet": pods(gpu_count=[1, 4, 1, 1], gpu_milli=[1000, 500, 1000, 1000]),
     }
     for name, cols in bad_values.items():
