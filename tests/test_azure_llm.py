@@ -117,6 +117,10 @@ def test_cli_transforms_are_applied_and_recorded(tiny, tmp_path, capsys):
     (["--window-s", "0"], "--window-s"),
     (["--decode-tps", "-1"], "--decode-tps"),
     (["--prefill-tps", "nan"], "--prefill-tps"),
+    (["--decode-tps", "1e-300"], "--decode-tps"),  # every demand infinite, max_replicas cast from inf
+    (["--prefill-tps", "1e-300"], "--prefill-tps"),  # was refused in the demand file's column
+    (["--decode-tps", "1e12"], "--decode-tps"),
+    (["--decode-tps", "0.001", "--prefill-tps", "0.001"], "--decode-tps"),  # 303,000 replicas in window 0
     (["--gpus", "0"], "--gpus"),
     (["--min-replicas", "3", "--max-replicas", "2"], "--max-replicas"),
     (["--copies", "0"], "--copies"),

@@ -60,6 +60,11 @@ DEMAND_UNIT = "tokens/s (generated-token equivalents: a prompt token counts deco
 WINDOW_S = 10.0
 
 
+#: A replica's serving rates are bounded so that every derived rate, demand and replica count
+#: stays a finite number (1e-300 tokens/s made every window's demand infinite)
+MIN_TOKENS_PER_S, MAX_TOKENS_PER_S = 1e-3, 1e9
+
+
 @dataclass(frozen=True)
 class ReplicaModel:
     """One replica: its shape and the tokens per second it serves (see the module docstring)."""
@@ -75,8 +80,9 @@ class ReplicaModel:
     def __post_init__(self):
         for name, flag in (("prefill_tokens_per_s", "--prefill-tps"), ("decode_tokens_per_s", "--decode-tps")):
             value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ConfigError(f"{name} ({flag})", f"must be a finite number of tokens/s > 0, got {value!r}")
+            if not (math.isfinite(value) and MIN_TOKENS_PER_S <= value <= MAX_TOKENS_PER_S):
+                raise ConfigError(f"{name} ({flag})", f"must be tokens/s in [{MIN_TOKENS_PER_S:g}, "
+                                                      f"{MAX_TOKENS_PER_S:g}], got {value!r}")
         if not (math.isfinite(self.cold_start_s) and 0 <= self.cold_start_s <= MAX_TIME_S):
             raise ConfigError("cold_start_s (--cold-start-s)",
                               f"must be finite seconds >= 0, got {self.cold_start_s!r}")
@@ -182,7 +188,14 @@ def read_azure_llm(paths: list[str], *, window_s: float = WINDOW_S, model: Repli
     starts = np.arange(n + 1) * window_s
     capacity = model.decode_tokens_per_s
     peaks = np.array([d.max() for d in per_window])
-    busiest = np.ceil(peaks / capacity).astype(np.int64)
+    busiest = np.ceil(peaks / capacity)
+    if max_replicas is None and (busiest > MAX_REPLICAS // 2).any():
+        i = int(np.argmax(busiest))
+        raise ConfigError("decode_tokens_per_s (--decode-tps)",
+                          f"at {capacity:g} tokens/s a replica, service {names[i]}'s busiest window "
+                          f"({peaks[i]:,.0f} tokens/s) needs {busiest[i]:,.0f} replicas, and max_replicas "
+                          f"(twice that) may be at most {MAX_REPLICAS:,}: raise the rate or give --max-replicas")
+    busiest = busiest.astype(np.int64)
     top = np.maximum(np.maximum(2 * busiest, 1), min_replicas) if max_replicas is None else \
         np.full(len(names), max_replicas)
     for name, peak in zip(names, peaks, strict=True):
