@@ -145,6 +145,7 @@ MALFORMED = {
     "negative_tokens": ("2023-11-16 18:00:01,10,-1\n", "GeneratedTokens", 1, "whole number of tokens >= 0"),
     "fractional_tokens": ("2023-11-16 18:00:01,10.5,1\n", "ContextTokens", 1, "whole number of tokens >= 0"),
     "infinite_tokens": ("2023-11-16 18:00:01,inf,1\n", "ContextTokens", 1, "whole number of tokens >= 0"),
+    "year_9999": ("9999-11-16 18:00:01,10,1\n", "TIMESTAMP", 1, "a datetime outside 1677-09-22 .. 2262-04-11"),
 }
 
 
@@ -156,6 +157,16 @@ def test_malformed_request_is_refused_with_file_column_row(name, tmp_path):
         read_azure_llm([path])
     e = err.value
     assert (e.file, e.column, e.row) == (path, column, row) and rule in e.rule, str(e)
+
+
+def test_a_request_dated_a_century_away_is_refused_before_its_windows_are_made(tmp_path):
+    """1900 and 2023 in 10 s windows: 388 million windows, refused with the span and both dates."""
+    path = write(tmp_path, "code", "1900-11-16 18:00:00,100,10\n2023-11-16 18:00:01,1,1\n")
+    with pytest.raises(TraceError) as err:
+        read_azure_llm([path])
+    e = err.value
+    assert e.column == "TIMESTAMP" and "first 1900-11-16 18:00:00, last 2023-11-16 18:00:01" in e.rule
+    assert "--window-s" in e.rule
 
 
 def test_bad_timestamp_in_the_first_and_a_late_row_is_located(tmp_path):

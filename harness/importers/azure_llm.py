@@ -58,6 +58,9 @@ DEMAND_UNIT = "tokens/s (generated-token equivalents: a prompt token counts deco
 #: an autoscaler reads a rate at most one window old; coarse enough that a window averages
 #: about 24 (code) and 54 (conv) requests of the 2023 trace rather than a handful.
 WINDOW_S = 10.0
+#: At most this many demand rows (windows x services; 115 days of 10 s windows for ten
+#: services): a request dated years from the rest would make hundreds of millions
+MAX_DEMAND_ROWS = 10_000_000
 
 
 #: A replica's serving rates are bounded so that every derived rate, demand and replica count
@@ -130,9 +133,17 @@ def _timestamps_ns(col: pa.ChunkedArray, file: str) -> np.ndarray:
                 lo = mid
             except pa.ArrowInvalid:
                 hi = mid
-        raise TraceError(file, f"not a datetime YYYY-MM-DD HH:MM:SS[.fraction]: {col[lo].as_py()!r}",
-                         column="TIMESTAMP", row=lo) from None
+        try:  # parses at a coarser unit: a date outside what nanoseconds since 1970 hold
+            col.slice(lo, 1).cast(pa.timestamp("us"))
+            rule = "a datetime outside 1677-09-22 .. 2262-04-11 (nanoseconds since 1970 in int64)"
+        except pa.ArrowInvalid:
+            rule = "not a datetime YYYY-MM-DD HH:MM:SS[.fraction]"
+        raise TraceError(file, f"{rule}: {col[lo].as_py()!r}", column="TIMESTAMP", row=lo) from None
     return ts.cast(pa.int64()).fill_null(np.iinfo(np.int64).min).to_numpy()
+
+
+def _date(ns: int) -> str:
+    return str(np.datetime64(ns, "ns").astype("datetime64[s]")).replace("T", " ")
 
 
 def _tokens(col: pa.ChunkedArray, file: str, column: str) -> np.ndarray:
@@ -184,6 +195,13 @@ def read_azure_llm(paths: list[str], *, window_s: float = WINDOW_S, model: Repli
     origin_ns = min(int(t.min()) for t in times if len(t)) // 10**9 * 10**9
     windows = [((t - origin_ns) / 1e9 // window_s).astype(np.int64) for t in times]
     n = int(max(int(w.max()) for w in windows if len(w))) + 1
+    if n * len(names) > MAX_DEMAND_ROWS:
+        span = n * window_s
+        raise TraceError(", ".join(map(str, paths)), f"the requests span {span / 86400:,.0f} days (first "
+                         f"{_date(origin_ns)}, last {_date(max(int(t.max()) for t in times if len(t)))}): "
+                         f"{n:,} windows of {window_s:g} s for {len(names)} services would be "
+                         f"{n * len(names):,} demand rows, more than {MAX_DEMAND_ROWS:,}: a wider --window-s, "
+                         "or drop the rows dated far from the rest", column="TIMESTAMP")
     per_window = [np.bincount(w, weights=c, minlength=n) / window_s for w, c in zip(windows, costs, strict=True)]
     starts = np.arange(n + 1) * window_s
     capacity = model.decode_tokens_per_s
