@@ -128,6 +128,18 @@ def test_malformed_service_trace_is_refused_with_file_column_row_rule(name, tmp_
     assert "\n" not in str(e)
 
 
+def test_services_whose_replicas_add_up_past_the_slots_a_replay_holds_are_refused():
+    """11 services of 100,000 replicas each (each within its bound) make 1.1 million slots."""
+    n = 11
+    table = services_from_columns({"service": [f"s{i}" for i in range(n)], "cpu_milli": [1000] * n,
+                                   "memory_mib": [1024] * n, "gpu_count": [1] * n, "gpu_milli": [1000] * n,
+                                   "capacity_per_replica": [10.0] * n, "cold_start_s": [60.0] * n,
+                                   "max_replicas": [100_000] * n})
+    with pytest.raises(TraceError) as err:
+        validate_services(table, "S.parquet")
+    assert err.value.column == "max_replicas" and "add up to 1,100,000 over 11 services" in err.value.rule
+
+
 @pytest.mark.parametrize("table, column, rule", [
     (lambda s, d: (s.drop(["capacity_per_replica"]), d), "capacity_per_replica", "required column is missing"),
     (lambda s, d: (s.append_column("colour", pa.array(["r", "g", "b"])), d), "colour", "unknown column"),

@@ -104,6 +104,14 @@ def test_bad_parameters_are_refused(make, key):
         make()
 
 
+@pytest.mark.parametrize("step, key", [(Copies(2_000_001), "--copies"), (Repeat(2_000_001), "--repeat")])
+def test_a_factor_that_would_make_too_many_demand_rows_is_refused_before_any_is_made(step, key):
+    """5 rows x 2,000,001 is more than MAX_DEMAND_ROWS (10 million): refused at once, not after
+    allocating every copy."""
+    with pytest.raises(ConfigError, match=f"^{key}: 2,000,001 would make about 10,000,005 demand rows"):
+        step(SERVICES, DEMAND)
+
+
 def test_each_service_draws_its_own_offsets():
     """Two services with the same demand get different shifts: the stream is keyed by name."""
     twin = demand_from_columns({"service": ["a", "a", "a", "z", "z", "z"], "start_s": [0.0, 10.0, 20.0] * 2,

@@ -126,9 +126,12 @@ def test_a_bad_setting_is_one_line_and_exit_1(overrides, tiny_trace, tmp_path):
     ("workload.span_s=0", "workload.span_s = 0: must be a number in (0, "),
     ("workload.inference.cpu_milli=[4000,1000]", "workload.inference.cpu_milli = [4000, 1000]: must be [lo, hi]"),
     ("workload.gangs.rate_per_h=1e12", "workload: the rates draw about 2.8e+13 jobs over span_s, more than"),
+    ("workload.n_jobs=100000000", "workload.n_jobs: about 100,000,000 jobs would need about 120.2 GB"),
+    ("workload=services workload.services.chat.window_s=1 workload.span_s=315000000",
+     "workload.services.chat.window_s: 1 s windows over span_s 3.15e+08 s make 325,500,003 demand rows"),
 ])
 def test_a_bad_generator_setting_is_one_line_and_exit_1(override, error, tmp_path):
-    r = loopbench("generate", override, f"out={tmp_path}/t.parquet", cwd=tmp_path)
+    r = loopbench("generate", *override.split(), f"out={tmp_path}/t.parquet", cwd=tmp_path)
     assert one_error_line(r, "generate").startswith(error)
     assert not (tmp_path / "t.parquet").exists()
 

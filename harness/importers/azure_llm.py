@@ -47,7 +47,13 @@ import pyarrow.compute as pc
 
 from harness.errors import ConfigError, TraceError
 from harness.importers.common import Tally, float_np, read_csv
-from harness.services.trace import MAX_REPLICAS, ServicesMeta, demand_from_columns, services_from_columns
+from harness.services.trace import (
+    MAX_DEMAND_ROWS,
+    MAX_REPLICAS,
+    ServicesMeta,
+    demand_from_columns,
+    services_from_columns,
+)
 from harness.trace import MAX_GPUS_PER_POD, MAX_TIME_S
 
 COLUMNS = ["TIMESTAMP", "ContextTokens", "GeneratedTokens"]
@@ -58,9 +64,6 @@ DEMAND_UNIT = "tokens/s (generated-token equivalents: a prompt token counts deco
 #: an autoscaler reads a rate at most one window old; coarse enough that a window averages
 #: about 24 (code) and 54 (conv) requests of the 2023 trace rather than a handful.
 WINDOW_S = 10.0
-#: At most this many demand rows (windows x services; 115 days of 10 s windows for ten
-#: services): a request dated years from the rest would make hundreds of millions
-MAX_DEMAND_ROWS = 10_000_000
 
 
 #: A replica's serving rates are bounded so that every derived rate, demand and replica count

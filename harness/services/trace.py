@@ -38,6 +38,12 @@ from harness.trace import SCHEMA as POD_SCHEMA
 SCHEMA_VERSION = "1"
 #: More replicas than this for one service is a unit mistake, not a deployment.
 MAX_REPLICAS = 100_000
+#: At most this many demand rows (windows x services; 115 days of 10 s windows for ten
+#: services): more is a date or a factor typed wrong, and would not fit in memory
+MAX_DEMAND_ROWS = 10_000_000
+#: At most this many replica slots over all services (each service holds max_replicas of
+#: them, every one a pod of the replay)
+MAX_REPLICA_SLOTS = 1_000_000
 
 SERVICES_SCHEMA = pa.schema(
     [
@@ -169,6 +175,9 @@ def validate_services(table: pa.Table, file: str) -> pa.Table:
     refuse_rows((lo < 0) | (lo > MAX_REPLICAS), file, "min_replicas", f"must be in [0, {MAX_REPLICAS:,}]")
     refuse_rows((hi < np.maximum(lo, 1)) | (hi > MAX_REPLICAS), file, "max_replicas",
                 f"must be >= max(1, min_replicas) and <= {MAX_REPLICAS:,}")
+    if hi.sum() > MAX_REPLICA_SLOTS:
+        raise TraceError(file, f"max_replicas add up to {int(hi.sum()):,} over {table.num_rows:,} services, more "
+                               f"than the {MAX_REPLICA_SLOTS:,} replica slots a replay holds", column="max_replicas")
     return table
 
 
@@ -178,6 +187,8 @@ def validate_demand(table: pa.Table, file: str, services: pa.Table | None = None
     also that every row names one of them and that each of them has at least one row."""
     if table.num_rows == 0:
         raise TraceError(file, "demand table has no rows")
+    if table.num_rows > MAX_DEMAND_ROWS:
+        raise TraceError(file, f"{table.num_rows:,} demand rows, more than {MAX_DEMAND_ROWS:,}: wider windows")
     table = conform(table, DEMAND_SCHEMA, file)
     start = column_values(table, "start_s")
     refuse_rows(~np.isfinite(start) | (start < 0) | (start > MAX_TIME_S), file, "start_s",

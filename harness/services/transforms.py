@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.errors import ConfigError
-from harness.services.trace import demand_from_columns
+from harness.services.trace import MAX_DEMAND_ROWS, demand_from_columns
 
 
 def _rng(seed: int, *key: str | int) -> np.random.Generator:
@@ -68,6 +68,13 @@ def _table(rows: list[tuple[str, np.ndarray, np.ndarray]]) -> pa.Table:
     })
 
 
+def _refuse_rows_beyond(rows: int, flag: str, factor: int) -> None:
+    """A factor that would make more demand rows than a services trace may hold is refused
+    before any row is made."""
+    if rows > MAX_DEMAND_ROWS:
+        raise ConfigError(flag, f"{factor:,} would make about {rows:,} demand rows, more than {MAX_DEMAND_ROWS:,}")
+
+
 class Copies:
     """`n` time-shifted copies of every service (see the module docstring)."""
 
@@ -83,6 +90,7 @@ class Copies:
     def __call__(self, services: pa.Table, demand: pa.Table) -> tuple[pa.Table, pa.Table]:
         if not self.changes:
             return services, demand
+        _refuse_rows_beyond(demand.num_rows * self.n, "--copies", self.n)
         span, groups = _by_service(demand)
         rows = []
         for name, t, v in groups:
@@ -119,6 +127,7 @@ class Repeat:
     def __call__(self, services: pa.Table, demand: pa.Table) -> tuple[pa.Table, pa.Table]:
         if not self.changes:
             return services, demand
+        _refuse_rows_beyond(demand.num_rows * self.k, "--repeat", self.k)
         span, groups = _by_service(demand)
         rows = []
         for name, t, v in groups:
