@@ -15,6 +15,7 @@ from harness.services.trace import (
     read_services,
     service_paths,
     services_from_columns,
+    validate_services,
     write_services,
 )
 from harness.trace import TraceMeta, read_trace, table_from_columns, write_trace
