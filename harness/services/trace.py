@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness.errors import TraceError
@@ -195,17 +196,23 @@ def validate_demand(table: pa.Table, file: str, services: pa.Table | None = None
                 f"must be a finite number of seconds in [0, {MAX_TIME_S:.0f}]")
     demand = column_values(table, "demand")
     refuse_rows(~np.isfinite(demand) | (demand < 0), file, "demand", "must be a finite number >= 0 (units per second)")
-    name = column_values(table, "service")
-    order = np.lexsort((np.arange(len(name)), name))  # by service, file order within one
-    same = name[order][1:] == name[order][:-1]
-    back = np.zeros(len(name), bool)
+    name = table.column("service")  # by hash and integer code: thousands of services stay fast
+    code = name.combine_chunks().dictionary_encode().indices.to_numpy(zero_copy_only=False)
+    order = np.lexsort((np.arange(len(code)), code))  # by service, file order within one
+    same = code[order][1:] == code[order][:-1]
+    back = np.zeros(len(code), bool)
     back[order[1:]] = same & (start[order][1:] <= start[order][:-1])
     refuse_rows(back, file, "start_s", "must increase strictly within a service (windows in time order)")
     if services is not None:
-        known = column_values(services, "service")
-        refuse_rows(~np.isin(name, known), file, "service", f"names no service of {services_file}")
-        refuse_rows(~np.isin(known, name), services_file, "service", f"service has no demand row in {file}")
+        known = services.column("service")
+        refuse_rows(~_member(name, known), file, "service", f"names no service of {services_file}")
+        refuse_rows(~_member(known, name), services_file, "service", f"service has no demand row in {file}")
     return table
+
+
+def _member(values: pa.ChunkedArray, of: pa.ChunkedArray) -> np.ndarray:
+    """Per value: is it among `of` (a hash lookup, not numpy's comparison of objects)?"""
+    return pc.is_in(values, value_set=of.combine_chunks()).to_numpy(zero_copy_only=False)
 
 
 def write_services(services: pa.Table, demand: pa.Table, stem: str | os.PathLike,
