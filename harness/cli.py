@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import sys
@@ -156,6 +157,10 @@ def _dispatch(command: str, rest: list[str]) -> int:
     return 0
 
 
+#: what a disk says when it cannot take more (full, over quota, read-only, failing): one line
+DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command, rest = (argv[0], argv[1:]) if argv else ("--help", [])
@@ -165,6 +170,12 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except LoopbenchError as exc:
         print(f"loopbench {command}: error: {printable(str(exc))}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        if exc.errno not in DISK_ERRORS:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"loopbench {command}: error: {printable(where)}cannot write: {exc.strerror}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # Ctrl-C: what was written so far is whole (harness/output.py)
         print("loopbench: interrupted", file=sys.stderr)

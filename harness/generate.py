@@ -48,6 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.errors import ConfigError, LoopbenchError, TraceError
+from harness.output import written_together
 from harness.services.trace import MAX_DEMAND_ROWS, MAX_REPLICAS
 from harness.settings import check, check_config, flag, fraction, grid, instantiate, integer, number, weight
 from harness.trace import MAX_CPU_MILLI, MAX_GPUS_PER_POD, MAX_MEMORY_MIB, MAX_TIME_S, SCHEMA
@@ -821,13 +822,15 @@ def generate_task(cfg) -> None:
         description="synthetic AI workload: shared-GPU inference, single-node training, multi-node gangs, CPU pods",
     )
     served = ""
-    if services is not None:
-        from harness.services.trace import ServicesMeta, write_services
+    with written_together():
+        if services is not None:
+            from harness.services.trace import ServicesMeta, write_services
 
-        write_services(services[0], services[1], out, ServicesMeta(meta.source, meta.licence, meta.time_origin,
-                                                    SERVICE_DEMAND_UNIT, "synthetic inference services"))
-        served = f", {services[0].num_rows} services ({services[1].num_rows:,} demand windows)"
-    write_trace(table, out, meta, allow_empty=services is not None)
+            write_services(services[0], services[1], out, ServicesMeta(meta.source, meta.licence, meta.time_origin,
+                                                                       SERVICE_DEMAND_UNIT,
+                                                                       "synthetic inference services"))
+            served = f", {services[0].num_rows} services ({services[1].num_rows:,} demand windows)"
+        write_trace(table, out, meta, allow_empty=services is not None)
     s = summary(table, cluster.partition_profiles if cluster is not None else None)
     print(
         f"wrote {out}: {s['pods']:,} pods, {s['jobs']:,} jobs, {s['gangs']:,} gangs, "

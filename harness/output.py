@@ -16,6 +16,7 @@ import platform
 import shutil
 import tempfile
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 import polars as pl
@@ -32,6 +33,26 @@ def atomic_path(path: Path):
     return _AtomicPath(Path(path))
 
 
+#: while `written_together` runs: the (temp, final) paths written, renamed when it ends
+_pending: ContextVar[list[tuple[Path, Path]] | None] = ContextVar("pending", default=None)
+
+
+@contextmanager
+def written_together():
+    """Files written atomically inside this block appear all together when it ends, or none
+    does (a trace and its services tables: none of them alone looks like a whole output)."""
+    pending: list[tuple[Path, Path]] = []
+    token = _pending.set(pending)
+    try:
+        yield
+        for tmp, path in pending:
+            os.replace(tmp, path)
+    finally:
+        _pending.reset(token)
+        for tmp, _ in pending:
+            tmp.unlink(missing_ok=True)
+
+
 class _AtomicPath:
     def __init__(self, path: Path):
         self.path = path
@@ -45,12 +66,21 @@ class _AtomicPath:
         return self.tmp
 
     def __exit__(self, exc_type, exc, tb):
+        pending = _pending.get()
+        kept = False
         try:
             if exc_type is None:
                 os.chmod(self.tmp, 0o644)  # mkstemp makes 0600; results are meant to be shared
-                os.replace(self.tmp, self.path)
-        finally:  # a failed (or interrupted) rename leaves no temp file either
-            self.tmp.unlink(missing_ok=True)
+                if pending is None:
+                    os.replace(self.tmp, self.path)
+                else:
+                    pending.append((self.tmp, self.path))
+                    kept = True
+        finally:  # a failed (or interrupted) write or rename leaves no temp file either
+            if not kept:
+                self.tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):  # a full disk, a quota: one line naming the output
+            raise LoopbenchError(f"{self.path}: cannot write it: {exc.strerror or exc}") from None
         return False
 
 

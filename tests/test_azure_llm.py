@@ -231,3 +231,30 @@ def test_real_trace_through_the_cli_scaled_up(tmp_path, capsys):
     peaks = pl.from_arrow(demand).group_by("service").agg(pl.col("demand").max())["demand"]
     gpus = float((peaks / 2600.0).ceil().sum()) * 4
     assert gpus > 100, "forty copies should peak at well over a hundred GPUs between them"
+
+
+def test_a_full_disk_while_writing_the_pods_table_leaves_none_of_the_three(tiny, tmp_path, monkeypatch, capsys):
+    """The services and demand tables are written before the (empty) pods table: when that last
+    write fails (ENOSPC, simulated), none of the three appears and no temp file is left."""
+    import errno
+
+    import pyarrow.parquet as pq
+
+    from harness import trace
+
+    write_table = pq.write_table
+
+    def full(table, where, **kw):  # the pods table's temp file is .az.parquet.<random>.tmp
+        if Path(where).name.startswith(".az.parquet."):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        write_table(table, where, **kw)
+
+    monkeypatch.setattr(trace.pq, "write_table", full)
+    out = tmp_path / "out" / "az.parquet"
+    assert main(["azure-llm", *tiny, "-o", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == f"loopbench import: error: {out}: cannot write it: No space left on device"
+    assert sorted(p.name for p in out.parent.iterdir()) == []
+    monkeypatch.setattr(trace.pq, "write_table", write_table)
+    assert main(["azure-llm", *tiny, "-o", str(out)]) == 0
+    assert sorted(p.name for p in out.parent.iterdir()) == ["az.demand.parquet", "az.parquet", "az.services.parquet"]

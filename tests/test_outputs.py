@@ -193,3 +193,48 @@ def test_a_failed_rename_leaves_no_temp_file(tmp_path, monkeypatch, fail, exc):
         write_text("x", tmp_path / "out.txt")
     monkeypatch.undo()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_write_that_fails_is_one_error_naming_the_output_and_leaves_nothing(tmp_path):
+    """A full disk met while writing (simulated): a LoopbenchError naming the file, no temp left."""
+    import errno
+
+    full = pytest.raises(LoopbenchError, match=r"out\.txt: cannot write it: No space left on device$")
+    with full, output.atomic_path(tmp_path / "out.txt"):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_files_written_together_appear_together_or_not_at_all(tmp_path):
+    with pytest.raises(KeyboardInterrupt), output.written_together():
+        write_text("a", tmp_path / "a.txt")
+        assert not (tmp_path / "a.txt").exists()  # kept back until the block ends
+        raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []
+    with output.written_together():
+        write_text("a", tmp_path / "a.txt")
+        write_text("b", tmp_path / "b.txt")
+    assert sorted(p.read_text() for p in tmp_path.iterdir()) == ["a", "b"]
+
+
+def test_a_disk_error_from_any_command_is_one_line_naming_the_file(monkeypatch, capsys):
+    """Whatever writes the file (a library's own writer too), a full disk ends the command with
+    one line naming it, exit status 1; another OSError is not hidden."""
+    import errno
+
+    from harness import cli
+
+    def full(command, rest):
+        raise OSError(errno.ENOSPC, "No space left on device", "/data/out.parquet")
+
+    monkeypatch.setattr(cli, "_dispatch", full)
+    assert cli.main(["report", "x"]) == 1
+    assert capsys.readouterr().err == ("loopbench report: error: /data/out.parquet: cannot write: "
+                                       "No space left on device\n")
+
+    def other(command, rest):
+        raise OSError(errno.EBADF, "Bad file descriptor")
+
+    monkeypatch.setattr(cli, "_dispatch", other)
+    with pytest.raises(OSError, match="Bad file descriptor"):
+        cli.main(["report", "x"])

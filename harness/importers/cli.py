@@ -32,7 +32,7 @@ from harness import transforms as tf
 from harness.cluster import Cluster
 from harness.errors import ConfigError, LoopbenchError, TraceError
 from harness.importers.common import ImportResult, autoscaled_cluster, boot_delay, node_price
-from harness.output import write_text
+from harness.output import write_text, written_together
 from harness.settings import instantiate
 from harness.trace import MAX_TIME_S, TraceMeta, write_trace
 
@@ -309,8 +309,9 @@ def _azure_llm(argv: list[str]) -> int:
 
     empty = table_from_columns({"pod_id": [], "job_id": [], "submit_s": [], "cpu_milli": [], "memory_mib": [],
                                 "gpu_count": [], "gpu_milli": []})
-    write_services(services, demand, args.output, meta)
-    write_trace(empty, args.output, pods, allow_empty=True)
+    with written_together():
+        write_services(services, demand, args.output, meta)
+        write_trace(empty, args.output, pods, allow_empty=True)
     end = pa.compute.max(demand.column("start_s")).as_py()
     lines.append(f"  wrote {args.output} (no pods), {spath.name}: {services.num_rows:,} services, "
                  f"{dpath.name}: {demand.num_rows:,} windows over {end / 3600:.2f} h")
