@@ -13,9 +13,12 @@ between matplotlib builds), so a committed table that no longer matches the code
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -26,7 +29,7 @@ from pathlib import Path
 
 from harness.cluster import Cluster
 from harness.errors import ConfigError, LoopbenchError
-from harness.output import COMPLETE_MARKER
+from harness.output import COMPLETE_MARKER, hold
 from harness.progress import Progress
 from harness.provenance import PROVENANCE
 from harness.settings import declares, flag, number
@@ -35,6 +38,8 @@ from harness.trace import MAX_TIME_S
 ROOT = Path(__file__).resolve().parents[1]
 #: Seconds between two counts of a sweep's finished runs.
 POLL_S = 1.0
+#: how long an interrupted sweep waits for its shards to stop before it kills them
+END_S = 10.0
 
 
 def _resolve(path) -> Path:
@@ -247,19 +252,39 @@ def sweep(exp: Experiment, runs: Path, jobs: int, sets: Sequence[str] = ()) -> N
     if runs.exists():
         shutil.rmtree(runs)
     procs = []
-    for i, part in enumerate(shards(params, jobs, exp.shard_along)):
-        log = runs / f"shard-{i}.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "harness.cli", "replay", "-m", f"experiment={exp.name}", *part,
-               f"hydra.sweep.dir={runs / f'shard-{i}'}"]
-        with log.open("w") as fh:
-            procs.append((subprocess.Popen(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT), log, cmd))
-    _wait(procs, runs, exp.name, sweep_size(params))
+    try:
+        for i, part in enumerate(shards(params, jobs, exp.shard_along)):
+            log = runs / f"shard-{i}.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            cmd = [sys.executable, "-m", "harness.cli", "replay", "-m", f"experiment={exp.name}", *part,
+                   f"hydra.sweep.dir={runs / f'shard-{i}'}"]
+            with log.open("w") as fh:  # each shard its own process group, ended with this process
+                procs.append((subprocess.Popen(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT,
+                                               start_new_session=True), log, cmd))
+        _wait(procs, runs, exp.name, sweep_size(params))
+    finally:
+        _end([p for p, _, _ in procs])
     failed = [(log, cmd) for p, log, cmd in procs if p.wait() != 0]
     if failed:
         log, cmd = failed[0]
         tail = "\n".join(log.read_text().splitlines()[-15:])
         raise LoopbenchError(f"{exp.name}: sweep failed: {' '.join(cmd)}\n{tail}")
+
+
+def _end(procs: list) -> None:
+    """Stop the shards still running (an interrupted or failed sweep), their children too:
+    none is left writing into a folder that a rerun or --check's cleanup removes."""
+    running = [p for p in procs if p.poll() is None]
+    for p in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGTERM)
+    for p in running:
+        try:
+            p.wait(timeout=END_S)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
 
 
 def _wait(procs: list, runs: Path, name: str, total: int) -> None:
@@ -285,8 +310,9 @@ def report(exp: Experiment, runs: Path, out: Path) -> None:
 def regenerate(exp: Experiment, out_root: Path, runs_root: Path, jobs: int, sets: Sequence[str] = ()) -> Path:
     started = time.perf_counter()
     runs, out = runs_root / exp.name, out_root / exp.name
-    sweep(exp, runs, jobs, sets)
-    report(exp, runs, out)
+    with hold(runs_root / f".{exp.name}.lock", runs):  # one regeneration of an experiment at a time
+        sweep(exp, runs, jobs, sets)
+        report(exp, runs, out)
     print(f"{exp.name}: {out} ({time.perf_counter() - started:.0f} s)", flush=True)
     return out
 
@@ -325,6 +351,10 @@ def check(exp: Experiment, out_root: Path, jobs: int) -> list[str]:
         return differences(committed, fresh)
 
 
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="loopbench results", description=__doc__.split("\n")[0])
     ap.add_argument("names", nargs="*", metavar="NAME", help=f"experiments (default: all of {', '.join(BY_NAME)})")
@@ -335,6 +365,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUES",
                     help="replace a sweep key's values, e.g. --set seed=0,1 (a smaller run; not for --check)")
     args = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupted)  # ends the shards and --check's folder as Ctrl-C does
     if args.jobs < 1:
         raise ConfigError("--jobs", f"must be an integer >= 1 (concurrent replay processes), got {args.jobs}")
     if args.set and args.check:

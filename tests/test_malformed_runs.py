@@ -8,8 +8,10 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numba
@@ -92,6 +94,46 @@ def test_results_refuses_fewer_than_one_job(jobs, tmp_path):
         results.main(["--jobs", jobs, "--out", str(tmp_path / "out"), "--runs", str(tmp_path / "runs")])
     assert str(err.value) == f"--jobs: must be an integer >= 1 (concurrent replay processes), got {jobs}"
     assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
+
+
+def processes_naming(text: str) -> list[int]:
+    """Live processes whose command line holds `text` (Linux's /proc)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and text in (d / "cmdline").read_bytes().decode(errors="replace"):
+                out.append(int(d.name))
+        except OSError:  # gone meanwhile
+            pass
+    return out
+
+
+def test_results_owns_its_shards_and_its_folder(tmp_path):
+    """While one `results` runs an experiment, a second on it is refused (it would delete the
+    first's runs); SIGTERM to the first ends its shards too, not only itself."""
+    runs = tmp_path / "runs"
+    argv = ["results", "loops_synthetic", "--set", "seed=0", "--jobs", "2", "--out", str(tmp_path / "out"),
+            "--runs", str(runs)]
+    first = subprocess.Popen([sys.executable, "-m", "harness.cli", *argv], cwd=ROOT, env=ENV,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(processes_naming(f"hydra.sweep.dir={runs}")) < 2:  # both shards started
+            assert first.poll() is None and time.monotonic() < deadline, first.stderr.read() if first.stderr else ""
+            time.sleep(0.2)
+        second = loopbench(*argv, cwd=ROOT)
+        assert "loops_synthetic: in use by process" in one_line_error(second) or "in use by process" in second.stderr
+        assert (runs / "loops_synthetic").is_dir()  # the first's runs are still there
+        first.send_signal(signal.SIGTERM)
+        first.wait(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 130
+    deadline = time.monotonic() + 30
+    while processes_naming(f"hydra.sweep.dir={runs}") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_naming(f"hydra.sweep.dir={runs}") == []
 
 
 
