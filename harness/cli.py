@@ -5,6 +5,7 @@
     loopbench generate [overrides]        synthetic AI workload -> canonical trace
     loopbench import FORMAT SRC... -o T   public trace -> canonical trace (+ cluster config)
     loopbench export kubernetes --cluster C --trace T -o OUT.yaml   cluster + trace -> Nodes, Pods
+    loopbench explain RUN JOB_OR_POD [--node N]   why a job waited, how a node came and went (events.parquet)
     loopbench packing-report SWEEP... -o results/openb_packing
     loopbench report RUN_OR_SWEEP... -o results/NAME   tables, plots and report.html of replay runs
     loopbench results [NAME...] [--check]  regenerate the canonical experiments' results/
@@ -139,6 +140,10 @@ def _dispatch(command: str, rest: list[str]) -> int:
         from harness.exporters.cli import main as export_main
 
         return export_main(rest)
+    elif command == "explain":
+        from harness.explain import main as explain
+
+        return explain(rest)
     elif command == "packing-report":
         from harness.openb_packing import report_main
 

@@ -52,12 +52,15 @@ class DecisionTrace:
         job_id = ids[np.where(job >= 0, job, len(ids) - 1)]
         pool = np.array([p.name for p in self.sim.cluster.pools], dtype=object)[st.slot_pool[np.maximum(node, 0)]]
         pool[node < 0] = None
+        pod = np.array(self.pod, np.int64)
+        pod_ids = np.array([*w.pod_id, None], dtype=object)[np.where(pod >= 0, pod, len(w.pod_id))]
         return pl.DataFrame({
             "t": np.array(self.t, np.float64),
             "event": pl.Series(np.array(EVENT_NAMES)[np.array(self.kind, np.int64)], dtype=pl.String).cast(
                 pl.Enum(EVENT_NAMES)),
             "job_id": pl.Series(job_id.tolist(), dtype=pl.String),
-            "pod": pl.Series(np.array(self.pod, np.int64), dtype=pl.Int32).replace(-1, None),
+            "pod": pl.Series(pod, dtype=pl.Int32).replace(-1, None),
+            "pod_id": pl.Series(pod_ids.tolist(), dtype=pl.String),
             "node": pl.Series(node, dtype=pl.Int32).replace(-1, None),
             "pool": pl.Series(pool.tolist(), dtype=pl.String),
             "detail": pl.Series([d or None for d in self.detail], dtype=pl.String),
