@@ -176,18 +176,18 @@ def main(argv: list[str] | None = None) -> int:
     except LoopbenchError as exc:
         print(f"loopbench {command}: error: {printable(str(exc))}", file=sys.stderr)
         return 1
-    except OSError as exc:
-        if exc.errno not in DISK_ERRORS:
-            raise
-        where = f"{exc.filename}: " if exc.filename else ""
-        print(f"loopbench {command}: error: {printable(where)}cannot write: {exc.strerror}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:  # Ctrl-C: what was written so far is whole (harness/output.py)
         print("loopbench: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader stopped early (`loopbench --help | head`): nothing to say
         _stdout_to_devnull()
         return 141  # as a shell reports a process that SIGPIPE ended
+    except OSError as exc:
+        if exc.errno not in DISK_ERRORS:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"loopbench {command}: error: {printable(where)}cannot write: {exc.strerror}", file=sys.stderr)
+        return 1
 
 
 def _stdout_to_devnull() -> None:
