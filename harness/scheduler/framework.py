@@ -452,14 +452,27 @@ class Scheduler:
         """Place pods one by one on the real state as a trial, then undo it (unless `keep`
         and it succeeded: the caller then binds the plan with `on_state`). The policy sees
         each trial placement (`on_bind`) and forgets them with the trial.
-        `need`: the trial succeeds once that many pods found a node; a pod that fits nowhere
-        is passed over, and the trial stops as soon as `need` is out of reach (upstream's
-        PlacementFeasible for a PodGroup's minCount). By default every pod must fit.
+        `need`: as `place_each`; by default every pod must fit.
         Returns [(pod, node, gpus)] of the pods that found a node, or None if too few did."""
-        st, w = self.sim.state, self.sim.w
-        need = len(pods) if need is None else need
+        st = self.sim.state
         st.fork()
         saved = [plugin.checkpoint() for plugin in self.reservers]
+        plan = self.place_each(pods, usable, len(pods) if need is None else need)
+        if plan is not None and keep:
+            st.keep()
+            return plan
+        st.revert()  # a trial is not a change: the state and its cache keys are as before
+        for plugin, mark in zip(self.reservers, saved, strict=True):
+            plugin.restore(mark)
+        return plan
+
+    def place_each(self, pods: np.ndarray, usable: np.ndarray, need: int, reserve: bool = True) -> list | None:
+        """The pods one by one on a trial the caller opened, each taken on the state (and
+        reserved, with `reserve`) before the next is filtered. A pod that fits nowhere is passed
+        over, and the placing stops as soon as `need` pods are out of reach (upstream's
+        PlacementFeasible for a PodGroup's minCount). Returns [(pod, node, gpus)] if `need` of
+        them found a node, else None; what was taken stays on the trial either way."""
+        st, w = self.sim.state, self.sim.w
         plan = []
         remaining = len(pods)
         for p in pods.tolist():
@@ -468,18 +481,12 @@ class Scheduler:
             if n >= 0:
                 gpu_idx = self.pick_devices(st, w, p, n)
                 st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
-                self.reserve(st, w, p, n)
+                if reserve:
+                    self.reserve(st, w, p, n)
                 plan.append((p, n, gpu_idx))
             elif len(plan) + remaining < need:
                 break
-        ok = len(plan) >= need
-        if ok and keep:
-            st.keep()
-            return plan
-        st.revert()  # a trial is not a change: the state and its cache keys are as before
-        for plugin, mark in zip(self.reservers, saved, strict=True):
-            plugin.restore(mark)
-        return plan if ok else None
+        return plan if len(plan) >= need else None
 
     # ---- members bind as they fit, then Permit (NoGang, Coscheduling) -------------------
     def _place_incremental(self, j: int, failed: dict[tuple, int]) -> bool:

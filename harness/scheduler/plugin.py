@@ -83,6 +83,9 @@ class Profile(Protocol):
         """Place pods one by one as a trial on the real state; None if fewer than `need` (all)
         found a node."""
         ...
+    def place_each(self, pods: np.ndarray, usable: np.ndarray, need: int, reserve: bool = True) -> list | None:
+        """Place pods one by one on a trial the caller opened; None if fewer than `need` found a node."""
+        ...
     def usable(self, j: int) -> np.ndarray:
         """Ready nodes job j may use (not tainted)."""
         ...

@@ -195,11 +195,13 @@ class GangScheduling(Plugin):
         ranked = np.lexsort((units, unit_start, -w.job_priority[units].astype(np.int64)))  # most important first
         st.fork()
         self._move(lower, bind=False)
-        plan = self._place_on_trial(pods, usable, need)
+        plan = sched.place_each(pods, usable, need, reserve=False)
         if plan is None:
             st.revert()
             self.reject(j, len(pods))
             return False
+        for p, n, gpu_idx in reversed(plan):  # off again: each unit given back is tried with the group
+            st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
         nodes = [n for _, n, _ in plan]
         victims = []
         for u in ranked.tolist():
@@ -216,24 +218,6 @@ class GangScheduling(Plugin):
             sched.bind(p, n, sched.pick_devices(st, w, p, n))
             sched.reserve(st, w, p, n)
         return True
-
-    def _place_on_trial(self, pods: np.ndarray, usable: np.ndarray, need: int) -> list | None:
-        """The pods one by one on the open trial (as `try_place`, without a trial of its own),
-        then taken off again: [(pod, node, devices)] if `need` of them found a node, else None."""
-        sched, st, w = self.scheduler, self.sim.state, self.sim.w
-        plan, remaining = [], len(pods)
-        for p in pods.tolist():
-            remaining -= 1
-            n = sched.choose(p, sched.filter(st, w, p, usable))
-            if n >= 0:
-                gpu_idx = sched.pick_devices(st, w, p, n)
-                st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
-                plan.append((p, n, gpu_idx))
-            elif len(plan) + remaining < need:
-                break
-        for p, n, gpu_idx in reversed(plan):
-            st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
-        return plan if len(plan) >= need else None
 
     def _fits_on(self, pods: list[int], nodes: list[int], usable: np.ndarray) -> bool:
         """Whether each pod, in turn, still passes the Filter on its node (each taken as it
