@@ -1,6 +1,7 @@
 """`loopbench import`: a public trace (and its node list) to a canonical trace (and cluster YAML).
 
     loopbench import kubernetes FILE... --out-cluster CLUSTER.yaml --out TRACE.parquet
+                     [--instance-types TYPES.yaml] [--nodepool-max-nodes N]
     loopbench import FORMAT SOURCE... -o TRACE.parquet [--nodes NODELIST]
                      [--cluster-out CLUSTER.yaml] [--autoscaled]
                      [--window START:END] [--compress F] [--scale F] [--remap OLD=NEW]...
@@ -29,7 +30,7 @@ import pyarrow as pa
 import yaml
 
 from harness import transforms as tf
-from harness.cluster import Cluster
+from harness.cluster import MAX_POOL_NODES, Cluster
 from harness.errors import ConfigError, LoopbenchError, TraceError
 from harness.importers.common import ImportResult, autoscaled_cluster, boot_delay, node_price
 from harness.output import write_text, written_together
@@ -355,10 +356,14 @@ KUBERNETES_SOURCES = "what kubectl get nodes,pods -A -o json (or -o yaml) prints
 
 
 def _kubernetes_parser() -> argparse.ArgumentParser:
+    from harness.importers.kubernetes import NODEPOOL_MAX_NODES
+
     p = argparse.ArgumentParser(prog="loopbench import kubernetes", description=(
         "A live cluster's nodes and pods (kubectl get nodes,pods -A -o json) -> a cluster YAML (node types "
         "and pools from the nodes) and a trace (one row per pod: requests, job, priority, queue, submit and "
-        "run times from the pods' status). What is assumed or ignored is listed. "
+        "run times from the pods' status). Among the FILEs, Kueue ResourceFlavors, ClusterQueues, LocalQueues "
+        "and Cohorts become the cluster's kueue section, Karpenter NodePools (with --instance-types) and "
+        "Cluster Autoscaler's --nodes flags (its Deployment) become pools. What is assumed or ignored is listed. "
         "See harness/importers/kubernetes.py."))
     p.add_argument("sources", nargs="+", metavar="FILE", help=KUBERNETES_SOURCES)
     p.add_argument("--out-cluster", required=True, metavar="CLUSTER.yaml", help="the cluster config to write")
@@ -368,6 +373,12 @@ def _kubernetes_parser() -> argparse.ArgumentParser:
     p.add_argument("--autoscaled", action="store_true",
                    help="pools from 0 to the nodes seen, autoscaling on (default: fixed size, autoscaling off)")
     p.add_argument("--name", help="the cluster's name (default: the first FILE's name)")
+    p.add_argument("--instance-types", metavar="TYPES.yaml",
+                   help="the shapes and prices of the instance types the input's Karpenter NodePools may buy "
+                        "(format: harness/importers/karpenter_manifests.py)")
+    p.add_argument("--nodepool-max-nodes", type=int, default=NODEPOOL_MAX_NODES, metavar="N",
+                   help="the most nodes of one NodePool offering its limits do not bound lower "
+                        f"(default {NODEPOOL_MAX_NODES})")
     return p
 
 
@@ -379,12 +390,19 @@ def _kubernetes(argv: list[str]) -> int:
     s = args.running_duration_s
     if s is not None and not (math.isfinite(s) and 0 <= s <= MAX_TIME_S):
         raise ConfigError("--running-duration-s", f"must be seconds in [0, {MAX_TIME_S:.0f}], got {s:g}")
-    check_outputs([("--out", args.out), ("--out-cluster", args.out_cluster)], args.sources)
-    inp = k8s.read_kubernetes(args.sources, running_duration_s=s, autoscaled=args.autoscaled, name=args.name)
+    if not 1 <= args.nodepool_max_nodes <= MAX_POOL_NODES:
+        raise ConfigError("--nodepool-max-nodes", f"must be in [1, {MAX_POOL_NODES:,}], got {args.nodepool_max_nodes}")
+    check_outputs([("--out", args.out), ("--out-cluster", args.out_cluster)],
+                  args.sources + ([args.instance_types] if args.instance_types else []))
+    inp = k8s.read_kubernetes(args.sources, running_duration_s=s, autoscaled=args.autoscaled, name=args.name,
+                              instance_types=args.instance_types, nodepool_max_nodes=args.nodepool_max_nodes)
     flags = (f"{f' --running-duration-s {s:g}' if s is not None else ''}{' --autoscaled' * args.autoscaled}"
-             f"{f' --name {args.name}' if args.name else ''}")
+             f"{f' --name {args.name}' if args.name else ''}"
+             f"{f' --instance-types {args.instance_types}' if args.instance_types else ''}")
     head = (f"# Imported from a Kubernetes cluster by `loopbench import kubernetes {' '.join(args.sources)}{flags}`"
             " (harness/importers/kubernetes.py).\n")
+    if inp.overrides:
+        head += f"# Replay with: {' '.join(inp.overrides)}\n"
     write_trace(inp.result.table, args.out, inp.result.meta)
     write_text(k8s.cluster_yaml(inp.cluster, head), Path(args.out_cluster))
     print("\n".join([f"loopbench import kubernetes: {', '.join(args.sources)}", *inp.summary(),

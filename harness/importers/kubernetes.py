@@ -57,8 +57,12 @@ from pathlib import Path
 import yaml
 
 from harness.cluster import GPU_TAINT_KEY, Cluster
-from harness.errors import TraceError
+from harness.errors import ConfigError, TraceError
 from harness.importers.common import ImportResult, boot_delay, node_price
+from harness.importers.karpenter_manifests import nodepool_pools, read_instance_types
+from harness.importers.kueue_manifests import KINDS as KUEUE_KINDS
+from harness.importers.kueue_manifests import kueue_section, queue_rows
+from harness.importers.node_groups import NodeGroup, node_groups
 from harness.importers.workloads import (
     DURATION_ANNOTATION,
     GPU,
@@ -69,6 +73,7 @@ from harness.importers.workloads import (
     pod_rows,
     quantities,
     rows_table,
+    string_map,
     time_field,
 )
 from harness.trace import MAX_GPUS_PER_POD, TraceMeta
@@ -87,6 +92,10 @@ NODE_OWNED = ("DaemonSet", "Node")  # a pod per node, or the kubelet's mirror of
 DEFAULT_TOLERATIONS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
 PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 UNKNOWN_MODEL = "gpu-unknown"
+#: marks a Node manifest as a node group's template (its shape and labels), not a node of the cluster
+TEMPLATE_ANNOTATION = "loopbench.io/node-template"
+#: the most nodes of one NodePool offering when its limits do not bound it lower
+NODEPOOL_MAX_NODES = 100
 
 
 @dataclass
@@ -99,11 +108,14 @@ class KubernetesImport:
     pods_read: int
     assumed: Counter = field(default_factory=Counter)
     ignored: Counter = field(default_factory=Counter)
+    #: what the NodePools, node groups and Kueue objects became, one line each
+    mapped: list[str] = field(default_factory=list)
+    #: the Hydra overrides that replay the cluster as its autoscaler and admission ran it
+    overrides: list[str] = field(default_factory=list)
 
     def summary(self) -> list[str]:
         c, r = self.cluster, self.result
-        size = ("autoscaled: pools from 0 to the nodes seen" if c["autoscaling"]
-                else "fixed size: min = max = the nodes seen, autoscaling off")
+        size = ("autoscaling on" if c["autoscaling"] else "fixed size: min = max = the nodes seen, autoscaling off")
         lines = [f"  nodes {self.nodes:>8,} -> {len(c['node_types'])} node types, {len(c['pools'])} pools ({size})"]
         for t in c["node_types"]:
             gpus = f"{t['gpus']} x {t['gpu_model']}, " if t["gpus"] else ""
@@ -113,19 +125,14 @@ class KubernetesImport:
         jobs = len(set(r.table.column("job_id").to_pylist()))
         lines.append(f"  pods  {self.pods_read:>8,} -> {r.table.num_rows:,} in the trace ({jobs:,} jobs)")
         lines += [f"    {n:>8,}  dropped: {why}" for why, n in r.dropped.most_common()]
+        lines += [f"  {line}" for line in self.mapped]
+        if self.overrides:
+            lines.append(f"  replay with: {' '.join(self.overrides)}")
         for title, counts in (("assumed", self.assumed + r.notes), ("ignored", self.ignored)):
             if counts:
                 lines.append(f"  {title}:")
                 lines += [f"    {n:>8,}  {why}" for why, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
         return lines
-
-
-def _labels(obj: Obj, path: str = "metadata.labels") -> dict[str, str]:
-    labels = get_field(obj, path, dict, {})
-    for key, value in labels.items():
-        if not isinstance(value, str):
-            raise obj.refuse(f'{path}["{key}"]', f"a label value is a string, got {value!r}")
-    return labels
 
 
 def _first(labels: dict[str, str], keys: tuple[str, ...]) -> str | None:
@@ -141,10 +148,12 @@ class _Node:
     block: str
     rack: str | None
     taints: tuple[str, ...]
+    labels: dict[str, str]
+    template: bool  # a node group's template, not a node of the cluster
 
 
 def _node(obj: Obj, assumed: Counter, ignored: Counter) -> _Node:
-    labels = _labels(obj)
+    labels = string_map(obj)
     path = "status.allocatable"
     res = get_field(obj, path, dict)
     if not res:
@@ -185,9 +194,10 @@ def _node(obj: Obj, assumed: Counter, ignored: Counter) -> _Node:
     zone = labels.get(ZONE_LABEL)
     if not zone:
         assumed[f"nodes without the {ZONE_LABEL} label: zone-a"] += 1
+    template = string_map(obj, "metadata.annotations").get(TEMPLATE_ANNOTATION) == "true"
     return _Node(obj, (cpu_milli, memory_mib, gpus, model, labels.get(INSTANCE_LABEL, "")), _first(labels, POOL_LABELS),
                  zone or "zone-a", _first(labels, BLOCK_LABELS) or "block-a", _first(labels, RACK_LABELS),
-                 tuple(sorted(taints)))
+                 tuple(sorted(taints)), labels, template)
 
 
 def _type_names(shapes: list[tuple[int, int, int, str, str]]) -> dict[tuple, str]:
@@ -199,8 +209,9 @@ def _type_names(shapes: list[tuple[int, int, int, str, str]]) -> dict[tuple, str
     return {s: base(s) if bases[base(s)] == 1 else f"{base(s)}-{s[0]}m-{s[1]}Mi" for s in shapes}
 
 
-def _cluster(nodes: list[_Node], name: str, autoscaled: bool) -> dict:
-    """Node types and pools of the nodes, in order of first appearance."""
+def _cluster(nodes: list[_Node], name: str, autoscaled: bool) -> tuple[dict, dict[str, tuple[str, dict[str, str]]]]:
+    """Node types and pools of the nodes, in order of first appearance, and each pool's node
+    group and the labels its nodes share (what Kueue flavors match)."""
     names = _type_names(list(dict.fromkeys(n.shape for n in nodes)))
     pools: dict[tuple, list[_Node]] = defaultdict(list)
     for n in nodes:
@@ -209,7 +220,7 @@ def _cluster(nodes: list[_Node], name: str, autoscaled: bool) -> dict:
     for group, tname, zone, block in pools:
         for i, part in enumerate((tname, zone, block)):
             splits[group][i].add(part)
-    node_types, out = [], []
+    node_types, out, sources = [], [], {}
     for (cpu, mem, gpus, model, _), tname in names.items():
         node_types.append({"name": tname, "cpu_milli": cpu, "memory_mib": mem, "gpus": gpus, "gpu_model": model,
                            "nvlink_domains": 1, "numa_domains": 1})
@@ -218,6 +229,7 @@ def _cluster(nodes: list[_Node], name: str, autoscaled: bool) -> dict:
                            if len(seen) > 1 and p != group]
         racks = Counter(n.rack for n in members)
         per_rack = max(racks.values()) if any(r is not None for r in racks) else len(members)
+        seen = sum(not n.template for n in members)
         taints = {n.taints for n in members}
         if len(taints) > 1:
             first, other = sorted(taints)[:2]
@@ -226,13 +238,15 @@ def _cluster(nodes: list[_Node], name: str, autoscaled: bool) -> dict:
                                  f"{'-'.join(parts)!r} ({list(first)}): a pool has one set of taints")
         cpu, mem, gpus, model, _ = members[0].shape
         pool = {"name": "-".join(parts), "node_type": tname, "zone": zone, "block": block,
-                "nodes_per_rack": per_rack, "min_size": 0 if autoscaled else len(members), "max_size": len(members),
+                "nodes_per_rack": per_rack, "min_size": 0 if autoscaled else seen, "max_size": seen,
                 "price_on_demand": node_price(model, gpus, cpu, mem), "boot_delay": boot_delay(gpus)}
         if members[0].taints:
             pool["taints"] = list(members[0].taints)
         out.append(pool)
-    return {"_target_": "harness.cluster.Cluster", "name": name, "autoscaling": autoscaled,
-            "node_types": node_types, "pools": out}
+        sources[pool["name"]] = (group, dict(set.intersection(*(set(n.labels.items()) for n in members))))
+    cluster = {"_target_": "harness.cluster.Cluster", "name": name, "autoscaling": autoscaled,
+               "node_types": node_types, "pools": out}
+    return cluster, sources
 
 
 def _run_time(pod: Obj) -> tuple[str, float | None]:
@@ -260,7 +274,7 @@ def _run_time(pod: Obj) -> tuple[str, float | None]:
 
 def _owner(pod: Obj) -> tuple[str, str, bool] | None:
     """(job_id, what names it, is a gang) of a pod outside a PodGroup; None: a job of its own."""
-    labels = _labels(pod)
+    labels = string_map(pod)
     annotations = get_field(pod, "metadata.annotations", dict, {})
     for key in GANG_KEYS:
         for source, values in (("annotation", annotations), ("label", labels)):
@@ -292,7 +306,7 @@ def _owner_refs(pod: Obj) -> list[tuple[str, str, bool]]:
 def _gpu_models(pod: Obj, gpus: int, every: dict[str, set[str]], ignored: Counter, assumed: Counter) -> list[str]:
     """The GPU models a pod's node selection allows (empty: any), counting what is not read."""
     models: set[str] | None = None
-    for key, value in _labels(pod, "spec.nodeSelector").items():
+    for key, value in string_map(pod, "spec.nodeSelector").items():
         if key == PRODUCT_LABEL and gpus:
             models = {value} if models is None else models & {value}
         elif every.get(key) == {value}:
@@ -341,27 +355,66 @@ def _ignored_fields(pod: Obj, ignored: Counter) -> None:
 
 
 def read_kubernetes(paths: list[str], *, running_duration_s: float | None = None, autoscaled: bool = False,
-                    name: str | None = None) -> KubernetesImport:
-    """Nodes and pods of `paths` (one input) to a cluster config and a canonical trace."""
+                    name: str | None = None, instance_types: str | None = None,
+                    nodepool_max_nodes: int = NODEPOOL_MAX_NODES) -> KubernetesImport:
+    """Nodes and pods of `paths` (one input) to a cluster config and a canonical trace; with
+    them, Kueue objects, Karpenter NodePools (priced by the `instance_types` list) and
+    Cluster Autoscaler's node groups."""
     paths = [str(p) for p in paths]
     inp = Manifests(paths)
     assumed: Counter = Counter()
     ignored: Counter = Counter()
     nodes: dict[str, _Node] = {}
+    nodepools: list[Obj] = []
+    groups: list[NodeGroup] = []
     for obj in inp.others:
-        if obj.kind != "Node":
-            ignored[f"{obj.kind} objects (not a Node, Pod, PodGroup, Workload or PriorityClass)"] += 1
-        elif obj.name in nodes:
-            raise obj.refuse("metadata.name", f"defined twice (first in {nodes[obj.name].obj.file})")
-        else:
+        if obj.kind == "Node":
+            if obj.name in nodes:
+                raise obj.refuse("metadata.name", f"defined twice (first in {nodes[obj.name].obj.file})")
             nodes[obj.name] = _node(obj, assumed, ignored)
+        elif obj.kind == "NodePool":
+            nodepools.append(obj)
+        elif obj.kind == "Deployment" and (found := node_groups(obj, ignored)):
+            groups += found
+        elif obj.kind not in KUEUE_KINDS:
+            ignored[f"{obj.kind} objects (not a kind this importer reads)"] += 1
     if not nodes:
         raise TraceError(", ".join(paths), "no Node objects in the input (kubectl get nodes,pods -A -o json)")
-    cluster = _cluster(list(nodes.values()), name or Path(paths[0]).stem, autoscaled)
-    Cluster(**{k: v for k, v in cluster.items() if k != "_target_"})  # refuse a config a replay could not load
+    cluster, sources = _cluster(list(nodes.values()), name or Path(paths[0]).stem, autoscaled)
+    pool_labels = {p: labels for p, (_, labels) in sources.items()}
+    mapped: list[str] = []
+    overrides: list[str] = []
+    for g in groups:
+        _apply_group(g, cluster, sources)
+        mapped.append(f"node group {g.name} (Cluster Autoscaler --nodes): pool {g.name}, {g.min_size} to "
+                      f"{g.max_size} nodes")
+    if instance_types is not None and not nodepools:
+        raise ConfigError("--instance-types", "given, but the input holds no NodePool to price")
+    if nodepools:
+        if instance_types is None:
+            raise nodepools[0].refuse("spec.template.spec.requirements", "a NodePool's offerings need the "
+                                      "instance-type list (--instance-types FILE)")
+        shapes = {t["name"]: (t["cpu_milli"], t["memory_mib"], t["gpus"], t["gpu_model"])
+                  for t in cluster["node_types"]}
+        kp = nodepool_pools(nodepools, read_instance_types(instance_types), shapes, nodepool_max_nodes,
+                            ignored, assumed)
+        clash = sorted({p["name"] for p in kp.pools} & {p["name"] for p in cluster["pools"]})
+        if clash:
+            raise nodepools[0].refuse("metadata.name", f"its offering pool {clash[0]!r} is also a pool of the nodes")
+        cluster["node_types"] += kp.node_types
+        cluster["pools"] += kp.pools
+        cluster["autoscaling"] = True
+        pool_labels.update(kp.labels)
+        overrides = kp.overrides
+        mapped.append(f"NodePools {len(nodepools):>5,} -> {len(kp.pools)} offering pools "
+                      f"({', '.join(np_.name for np_ in nodepools)})")
+    if groups:
+        cluster["autoscaling"] = True
+        overrides = overrides or ["loop=separate"]
+    section = kueue_section(inp.others, pool_labels, ignored)
     every: dict[str, set[str]] = defaultdict(set)
-    for key in {k for n in nodes.values() for k in _labels(n.obj)}:
-        every[key] = {_labels(n.obj).get(key, "") for n in nodes.values()}
+    for key in {k for n in nodes.values() for k in string_map(n.obj)}:
+        every[key] = {string_map(n.obj).get(key, "") for n in nodes.values()}
     dropped: Counter = Counter()
     pods, runs = [], {}
     for pod in inp.pods:
@@ -415,6 +468,17 @@ def read_kubernetes(paths: list[str], *, running_duration_s: float | None = None
         for m in members:
             m.update(job_id=job_id, created=when, min_member=len(members) if gang else 1,
                      priority=members[0]["priority"])
+    if section is not None:
+        queue_rows(rows, section, [p["name"] for p in cluster["pools"]], assumed)
+        cluster["kueue"] = section
+        mapped.append(f"kueue: {len(section['resource_flavors'])} ResourceFlavors, "
+                      f"{len(section['cluster_queues'])} ClusterQueues, {len(section['local_queues'])} LocalQueues")
+        if overrides[:1] == ["loop=separate_karpenter"]:
+            ignored["Kueue with Karpenter: no bundled loop runs both (separate_kueue wraps Cluster Autoscaler); "
+                    "the overrides replay Karpenter without admission"] += 1
+        else:
+            overrides = ["loop=separate_kueue"]
+    Cluster(**{k: v for k, v in cluster.items() if k != "_target_"})  # refuse a config a replay could not load
     models = {t["gpu_model"] for t in cluster["node_types"]}
     absent = sum(bool(r["gpu_models"]) and not set(r["gpu_models"]) & models for r in rows)
     if absent:
@@ -425,7 +489,22 @@ def read_kubernetes(paths: list[str], *, running_duration_s: float | None = None
                      description="one pod per Pod object; jobs by PodGroup, pod group, JobSet or owner; "
                      "see harness/importers/kubernetes.py")
     result = ImportResult(table, meta, "pods", len(inp.pods), dropped, notes)
-    return KubernetesImport(result, cluster, len(nodes), len(inp.pods), assumed, ignored)
+    live = sum(not n.template for n in nodes.values())
+    return KubernetesImport(result, cluster, live, len(inp.pods), assumed, ignored, mapped, overrides)
+
+
+def _apply_group(g: NodeGroup, cluster: dict, sources: dict[str, tuple[str, dict[str, str]]]) -> None:
+    """Size the pool of node group `g` as its `--nodes` flag says."""
+    pools = [p for p in cluster["pools"] if sources[p["name"]][0] == g.name]
+    if not pools:
+        raise g.obj.refuse(g.path, f"node group {g.name!r} has no Node in the input (a node labelled "
+                           f"{' or '.join(POOL_LABELS)} = {g.name}, or a template Node annotated "
+                           f'{TEMPLATE_ANNOTATION}: "true")')
+    if len(pools) > 1:
+        raise g.obj.refuse(g.path, f"node group {g.name!r}'s nodes make {len(pools)} pools "
+                           f"({', '.join(p['name'] for p in pools)}): a node group's nodes share one node type, "
+                           "zone and block")
+    pools[0].update(min_size=g.min_size, max_size=g.max_size)  # named by the group: it spans one pool
 
 
 def cluster_yaml(cluster: dict, head: str) -> str:

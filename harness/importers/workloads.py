@@ -94,7 +94,8 @@ SUPPORTED_KEYS = "a key whose last part is rack (e.g. topology.kubernetes.io/rac
 BUILTIN_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
 INT32 = (-(2**31), 2**31 - 1)
 KINDS = ("Pod", "PodGroup", "Workload", "PriorityClass")
-CLUSTER_SCOPED = frozenset({"PriorityClass", "Node"})  # named without a namespace
+#: named without a namespace
+CLUSTER_SCOPED = frozenset({"PriorityClass", "Node", "ResourceFlavor", "ClusterQueue", "Cohort", "NodePool"})
 
 
 # ---- quantities -------------------------------------------------------------------------
@@ -246,6 +247,15 @@ def get_field(obj: Obj, path: str, types: type | tuple[type, ...], default: Any 
     if not isinstance(value, types) or isinstance(value, bool) and bool not in _tuple(types):
         raise obj.refuse(path, f"expected {_type_names(types)}, got {value!r}")
     return value
+
+
+def string_map(obj: Obj, path: str = "metadata.labels") -> dict[str, str]:
+    """A map of strings at `path` (labels, a nodeSelector), each value checked."""
+    values = get_field(obj, path, dict, {})
+    for key, value in values.items():
+        if not isinstance(value, str):
+            raise obj.refuse(f'{path}["{key}"]', f"a label value is a string, got {value!r}")
+    return values
 
 
 def _tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
