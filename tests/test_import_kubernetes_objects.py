@@ -125,6 +125,7 @@ def test_node_groups_size_their_pools_and_a_template_stands_for_a_group_at_zero(
     text = "\n".join(k.summary())
     assert "node group a100 (Cluster Autoscaler --nodes): pool a100, 0 to 4 nodes" in text
     assert text.count("Cluster Autoscaler's --expander: not read") == 1
+    assert k.assumed["node groups: the replay starts each at its --nodes MIN, not at the nodes seen"] == 1  # l4: 2 seen
 
 
 def _docs(path: Path) -> list[dict]:

@@ -43,6 +43,17 @@ Pods -> rows (the pod rows of workloads.py, then):
   the trace cannot restrict a pod to labelled nodes. A nodeSelector every node satisfies
   (`kubernetes.io/os: linux`) restricts nothing and is counted as such.
 - DaemonSet pods and mirror (static) pods are dropped, counted: they belong to the nodes.
+
+The cluster's other objects, among the same files (each module's docstring has its mapping):
+- Kueue ResourceFlavors, ClusterQueues, LocalQueues, Cohorts -> the `kueue:` section
+  (importers/kueue_manifests.py); pods' queues become `<namespace>/<queue-name label>`.
+- Karpenter NodePools, with `instance_types` (--instance-types) -> a pool per offering, and the
+  loop's disruption settings as Hydra overrides (importers/karpenter_manifests.py).
+- the cluster-autoscaler Deployment's `--nodes=MIN:MAX:NAME` flags -> the node group's pool
+  sized MIN..MAX (importers/node_groups.py); a Node annotated `loopbench.io/node-template: "true"`
+  is a group's template (shape and labels), not a node of the cluster.
+The overrides that replay the cluster as it ran (loop=separate_kueue, separate_karpenter, ...)
+are printed and written at the top of the cluster YAML.
 Every refusal names the file, the object (`Kind namespace/name`) and the field path.
 """
 
@@ -385,7 +396,7 @@ def read_kubernetes(paths: list[str], *, running_duration_s: float | None = None
     mapped: list[str] = []
     overrides: list[str] = []
     for g in groups:
-        _apply_group(g, cluster, sources)
+        _apply_group(g, cluster, sources, assumed)
         mapped.append(f"node group {g.name} (Cluster Autoscaler --nodes): pool {g.name}, {g.min_size} to "
                       f"{g.max_size} nodes")
     if instance_types is not None and not nodepools:
@@ -493,8 +504,9 @@ def read_kubernetes(paths: list[str], *, running_duration_s: float | None = None
     return KubernetesImport(result, cluster, live, len(inp.pods), assumed, ignored, mapped, overrides)
 
 
-def _apply_group(g: NodeGroup, cluster: dict, sources: dict[str, tuple[str, dict[str, str]]]) -> None:
-    """Size the pool of node group `g` as its `--nodes` flag says."""
+def _apply_group(g: NodeGroup, cluster: dict, sources: dict[str, tuple[str, dict[str, str]]],
+                 assumed: Counter) -> None:
+    """Size the pool of node group `g` as its `--nodes` flag says (a replay starts it at MIN)."""
     pools = [p for p in cluster["pools"] if sources[p["name"]][0] == g.name]
     if not pools:
         raise g.obj.refuse(g.path, f"node group {g.name!r} has no Node in the input (a node labelled "
@@ -504,6 +516,8 @@ def _apply_group(g: NodeGroup, cluster: dict, sources: dict[str, tuple[str, dict
         raise g.obj.refuse(g.path, f"node group {g.name!r}'s nodes make {len(pools)} pools "
                            f"({', '.join(p['name'] for p in pools)}): a node group's nodes share one node type, "
                            "zone and block")
+    if pools[0]["max_size"] != g.min_size:
+        assumed["node groups: the replay starts each at its --nodes MIN, not at the nodes seen"] += 1
     pools[0].update(min_size=g.min_size, max_size=g.max_size)  # named by the group: it spans one pool
 
 
