@@ -16,8 +16,10 @@ import yaml
 from harness.config import compose
 from harness.errors import LoopbenchError
 from harness.importers.cli import main
+from harness.importers.karpenter_manifests import go_duration
 from harness.importers.kubernetes import read_kubernetes
 from harness.importers.kueue_manifests import UNMANAGED
+from harness.importers.workloads import Obj
 from harness.replay import Replay
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kubernetes"
@@ -234,6 +236,12 @@ def test_a_bad_object_is_refused_naming_file_object_and_field(case, tmp_path, ca
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert f"{file}: {expected}" in err, err
     assert not out.exists()
+
+
+def test_consolidate_after_reads_go_durations():
+    np_ = Obj("karpenter.yaml", {}, "NodePool", "default", "gpu")
+    assert [go_duration(np_, "spec.disruption.consolidateAfter", t) for t in ("500ms", "1h30m", "5m", "0s")] == \
+        [0.5, 5400.0, 300.0, 0.0]
 
 
 def test_a_nodepool_needs_the_instance_type_list_and_the_list_a_nodepool():

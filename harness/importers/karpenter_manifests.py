@@ -62,7 +62,7 @@ POLICIES = {"WhenEmptyOrUnderutilized": "true", "WhenEmpty": "false"}
 #: Karpenter's default disruption (v1): what the loop config already has
 DEFAULT_DISRUPTION = ("WhenEmptyOrUnderutilized", 0.0, 0.1)
 TYPE_KEYS = ("name", "cpu", "memory", "gpus", "gpu_model", "zones", "prices", "labels")
-_DURATION = re.compile(r"(\d+(?:\.\d*)?)(h|m|s|ms)")
+_DURATION = re.compile(r"(\d+(?:\.\d*)?)(ms|h|m|s)")
 _UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
