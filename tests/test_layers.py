@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, str]] = [
     ("autoscalers", r"harness\.(autoscalers(\..*)?|services\.buffers)"),
     ("loops", r"harness\.(loops(\..*)?|kueue(\..*)?|services\.(loop|replicas))"),
     ("runs", r"harness\.(replay|openb_packing|config|summary|progress|provenance|kernel_cache)"),
-    ("commands", r"harness\.(cli|compare|results|report|grid|sweep_summary|explain)"),
+    ("commands", r"harness\.(cli|compare|results|report|gantt|grid|sweep_summary|explain)"),
 ]
 
 
