@@ -5,6 +5,7 @@
     loopbench generate [overrides]        synthetic AI workload -> canonical trace
     loopbench import FORMAT SRC... -o T   public trace -> canonical trace (+ cluster config)
     loopbench export kubernetes --cluster C --trace T -o OUT.yaml   cluster + trace -> Nodes, Pods
+    loopbench export perfetto RUN -o RUN.trace.json   a run's nodes, pods and decisions -> ui.perfetto.dev
     loopbench explain RUN JOB_OR_POD [--node N]   why a job waited, how a node came and went (events.parquet)
     loopbench packing-report SWEEP... -o results/openb_packing
     loopbench report RUN_OR_SWEEP... -o results/NAME   tables, plots and report.html of replay runs

@@ -18,6 +18,10 @@ regeneration can be compared byte for byte:
 - for runs with services (a trace's `services:`), a table of the service metrics and a plot,
   one panel per service, of its demand against each variant's ready capacity over time (from
   each run's services_timeline.parquet; not for a grid, whose plots are bars only);
+- a Gantt view of nodes over time with their pods (harness/gantt.py) for one run of each of
+  the first GANTTS variants (its lowest seed), when the runs have nodes.parquet (pods: with
+  events.parquet) and are no grid; `loopbench results` leaves it out (`gantt_view=False`): its
+  reports are aggregates over seeds;
 - `report.html`: the tables and the plots in one self-contained page (PNG data URIs, no
   network), and the same plots as PNG files for `summary.md`;
 - `provenance.json`: the code that built the report and each run's provenance (version,
@@ -44,7 +48,7 @@ import numpy as np
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
-from harness import grid
+from harness import gantt, grid, run_timeline
 from harness.description import Description
 from harness.errors import LoopbenchError
 from harness.output import COMPLETE_MARKER, atomic_dir, write_text
@@ -81,6 +85,8 @@ ABLATION = ["idle_accel_hours", "gang_latency_p50_s", "gang_latency_p99_s", "cos
 #: Columns that are not results (they change from one execution to the next): runs written before
 #: the wall time moved to run.json (harness/provenance.py) have it in their metrics.
 UNSTABLE = ["wall_s"]
+#: Variants with a Gantt view of one of their runs, at most (each costs about a second or two to draw)
+GANTTS = 4
 #: Number columns of one Markdown table at most: a wider table is cut into several, each
 #: repeating the leading columns, so that it fits a page (the HTML page wraps cells instead).
 MAX_NUMBER_COLUMNS = 5
@@ -805,6 +811,24 @@ def plot_services(timeline: pl.DataFrame, variants: list[Variant]) -> bytes:
     return _png(fig)
 
 
+def gantt_figures(runs: list[Path], metrics: pl.DataFrame, variants: list[Variant]) -> list[Figure]:
+    """A Gantt view of one run per variant, its lowest seed, for the first GANTTS variants whose
+    runs have nodes.parquet."""
+    index = {r: i for i, r in enumerate(runs)}
+    out: list[Figure] = []
+    for v in variants[:GANTTS]:
+        mine = [(metrics["seed"][index[r]], r) for r in runs if metrics["variant"][index[r]] == v.label]
+        seed, run = min(mine)
+        if not (run / "nodes.parquet").exists():
+            continue
+        tl = run_timeline.read(run)
+        which = f"{v.label}, seed {seed}"
+        more = f" Only the first {GANTTS} variants have one." if len(variants) > GANTTS and not out else ""
+        out.append(Figure(f"gantt-{len(out)}", f"Nodes over time: {which}", _png(gantt.plot(tl, which)),
+                          f"One run: {which} (its lowest seed).{more} {gantt.caption(tl)}"))
+    return out
+
+
 def _idle_figure(summary: pl.DataFrame, variants: list[Variant]) -> Figure:
     return Figure("idle", "Idle accelerator hours by cause",
                   _stacked(summary, variants, [(f"idle_accel_hours_{c}", c.replace("_", " ")) for c in IDLE_CAUSES],
@@ -890,8 +914,10 @@ def _intro(metrics: pl.DataFrame, variants: list[Variant], runs: list[Path]) -> 
             "Metric definitions: docs/model.md."]
 
 
-def build(paths: list[str | Path], out: Path, title: str | None = None, notes: Sequence[str] = ()) -> Report:
-    """Aggregate the runs below `paths` and write the report files into `out`, replacing it whole."""
+def build(paths: list[str | Path], out: Path, title: str | None = None, notes: Sequence[str] = (),
+          gantt_view: bool = True) -> Report:
+    """Aggregate the runs below `paths` and write the report files into `out`, replacing it whole;
+    `gantt_view`: with a Gantt view of one run per variant (gantt_figures)."""
     runs = find_runs(paths)
     metrics = pl.concat([_read_metrics(r) for r in runs], how="diagonal_relaxed")
     metrics, variants = label_runs(runs, metrics)
@@ -924,6 +950,8 @@ def build(paths: list[str | Path], out: Path, title: str | None = None, notes: S
         rep.figures = bar_figures(summary, variants)
     elif jobs.height and timeline.height:
         rep.figures = figures(summary, jobs, timeline, variants, services)
+    if gantt_view and not cells:
+        rep.figures += gantt_figures(runs, metrics, variants)
     with atomic_dir(out, "summary.md") as tmp:  # `out` is the old report or the new one, whole
         pngs = {f.id: f"{f.id}.png" for f in rep.figures}
         for f in rep.figures:
@@ -951,8 +979,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("-o", "--out", required=True, metavar="OUTDIR")
     ap.add_argument("--title", help="page title (default: the OUTDIR name)")
     ap.add_argument("--note", action="append", default=[], help="a paragraph to print under the title (repeatable)")
+    ap.add_argument("--no-gantt", action="store_true",
+                    help=f"leave out the Gantt view of nodes over time (a run of each of the first {GANTTS} variants)")
     args = ap.parse_args(argv)
     out = Path(args.out)
-    rep = build(args.dirs, out, args.title, args.note)
+    rep = build(args.dirs, out, args.title, args.note, gantt_view=not args.no_gantt)
     print(f"{len(rep.tables)} tables, {len(rep.figures)} plots -> {out / 'summary.md'}, {out / 'report.html'}")
     return 0

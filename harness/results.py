@@ -304,7 +304,7 @@ def report(exp: Experiment, runs: Path, out: Path) -> None:
     else:
         from harness.report import build
 
-        build([runs], out, exp.title, exp.notes)
+        build([runs], out, exp.title, exp.notes, gantt_view=False)  # results are over seeds, not one run
 
 
 def regenerate(exp: Experiment, out_root: Path, runs_root: Path, jobs: int, sets: Sequence[str] = ()) -> Path:

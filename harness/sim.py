@@ -208,7 +208,8 @@ class Simulation(Engine):
         self.node_pods[n].add(p)
         held = int(w.milli[p]) * len(gpu_idx) if math.isnan(self.job_started[j]) else 0
         if self.hooks.event:
-            self.hooks.emit(Event.BOUND, p, j, n, ",".join(str(g) for g in gpu_idx.tolist()))
+            devices, milli = ",".join(str(g) for g in gpu_idx.tolist()), int(w.milli[p])
+            self.hooks.emit(Event.BOUND, p, j, n, f"{devices} milli={milli}" if devices and milli < 1000 else devices)
         if st.status[n] == READY:  # it runs, or waits for its gang: its reason is set there
             self._bound_on_ready(p)
         else:

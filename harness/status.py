@@ -38,7 +38,7 @@ class Event(IntEnum):
     REFUSED = 1  # no node type can ever hold the job: it is not waited on
     QUEUED = 2  # the job's pending pods reached the scheduler's queue (past any admission layer)
     REASON = 3  # a pod's pending reason changed (detail: the new reason)
-    BOUND = 4  # a pod was bound to a node (detail: its GPUs)
+    BOUND = 4  # a pod was bound to a node (detail: its GPUs, and `milli=M` of each for a share)
     STARTED = 5  # a bound pod runs
     PREEMPTED = 6  # a pod is evicted (preemption, consolidation): it restarts from scratch
     RELEASED = 7  # a pod left its node back to pending (gang timeout, a booting node given up, evicted)

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1] / "harness"
 #: bottom first; a module's layer is the first whose pattern matches its dotted name
 LAYERS: list[tuple[str, str]] = [
     ("codes", r"harness(\.errors|\.status|\.output|\.progress|\.description|\.hooks|\.sealed)?"),
-    ("data", r"harness\.(dra\.(resources|cel|translate|allocator|layer)|dra|trace|node_type|cluster|workload|transforms|generate|settings|kueue\.queues|importers(\..*)?|exporters(\..*)?"
+    ("data", r"harness\.(dra\.(resources|cel|translate|allocator|layer)|dra|trace|node_type|cluster|workload|transforms|generate|settings|kueue\.queues|importers(\..*)?|exporters(\..*)?|run_timeline"
              r"|services(\.(trace|workload|transforms))?)"),
     ("cluster state and scoring", r"harness\.(dra\.utilization|node_devices|state|cloud|packer|filters|scores|fragmentation"
                                   r"|idle_rates|whatif)"),
@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, str]] = [
     ("autoscalers", r"harness\.(autoscalers(\..*)?|services\.buffers)"),
     ("loops", r"harness\.(loops(\..*)?|kueue(\..*)?|services\.(loop|replicas))"),
     ("runs", r"harness\.(replay|openb_packing|config|summary|progress|provenance|kernel_cache)"),
-    ("commands", r"harness\.(cli|compare|results|report|grid|sweep_summary|explain)"),
+    ("commands", r"harness\.(cli|compare|results|report|gantt|grid|sweep_summary|explain)"),
 ]
 
 

@@ -1,10 +1,12 @@
-"""`loopbench export`: a cluster config and a trace to another format.
+"""`loopbench export`: a cluster config and a trace, or a run, to another format.
 
     loopbench export kubernetes --cluster CLUSTER.yaml --trace TRACE.parquet --out OUT.yaml|OUT.json
+    loopbench export perfetto RUN_DIR --out RUN.trace.json
 
 The cluster YAML is built as a replay builds `cluster=...` (its `_target_`, every key checked),
 the trace read and checked as a replay reads it. What the format cannot carry back is listed
-once in the summary. The output is written atomically.
+once in the summary. A run is read from its own outputs (harness/run_timeline.py). The output
+is written atomically.
 """
 
 from __future__ import annotations
@@ -75,16 +77,41 @@ def _kubernetes(argv: list[str]) -> int:
     return 0
 
 
+def _perfetto(argv: list[str]) -> int:
+    from harness.exporters import perfetto
+
+    p = argparse.ArgumentParser(prog="loopbench export perfetto", description=(
+        "A replay run -> a Chrome / Perfetto trace (JSON) to open in ui.perfetto.dev or chrome://tracing: nodes "
+        "as tracks per pool, pods as slices on them, autoscaler decisions as instants, job waits per queue. "
+        "Pods and decisions need the run's decision trace (replay with trace_events=true). "
+        "See harness/exporters/perfetto.py."))
+    p.add_argument("run", metavar="RUN_DIR", help="a finished replay run (a folder holding metrics.parquet)")
+    p.add_argument("-o", "--out", required=True, metavar="RUN.trace.json", help="the trace to write")
+    args = p.parse_args(argv)
+    check_outputs([("--out", args.out)], [], "export")
+    text, tl = perfetto.export(Path(args.run))
+    write_text(text, Path(args.out))
+    print("\n".join([f"loopbench export perfetto: {args.run}",
+                     f"  {tl.nodes.height:,} nodes, {0 if tl.stays is None else tl.stays.height:,} pod stays, "
+                     f"{0 if tl.decisions is None else tl.decisions.height:,} autoscaler decisions, "
+                     f"{tl.jobs.height:,} jobs",
+                     *(f"  missing: {m}" for m in tl.missing), f"  wrote {args.out} (open it in ui.perfetto.dev)"]))
+    return 0
+
+
+FORMATS = {"kubernetes": _kubernetes, "perfetto": _perfetto}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `loopbench export`; a bad input is one clear line and exit code 1."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] != ["kubernetes"]:  # --help, or a format there is none of: argparse says so
+    if argv[:1] not in [[f] for f in FORMATS]:  # --help, or a format there is none of: argparse says so
         p = argparse.ArgumentParser(prog="loopbench export", description=__doc__.split("\n")[0],
-                                    epilog="loopbench export kubernetes --help: its flags")
-        p.add_argument("format", choices=["kubernetes"])
+                                    epilog="loopbench export FORMAT --help: its flags")
+        p.add_argument("format", choices=list(FORMATS))
         p.parse_args(argv[:1])
     try:
-        return _kubernetes(argv[1:])
+        return FORMATS[argv[0]](argv[1:])
     except LoopbenchError as exc:
         print(f"loopbench export: error: {exc}", file=sys.stderr)
         return 1
