@@ -348,6 +348,9 @@ class Cluster:
         self.kueue = None if kueue is None else parse_kueue(kueue, [p.name for p in self.pools])
         #: devices in DRA's terms (harness/dra/layer.py): with it, every GPU pod runs by its claim
         self.devices = None if dra is None else DeviceLayer(self.node_types, self.partition_profiles, dra)
+        if self.devices is not None and self.devices.taints:
+            self.devices.taints.check_slots(np.repeat([self.type_index(p.node_type) for p in self.pools],
+                                                      [p.max_size for p in self.pools]))
 
     # ---- static per-slot layout ------------------------------------------------------
     def type_index(self, name: str) -> int:

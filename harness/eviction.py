@@ -1,8 +1,9 @@
 """Preemption's effect on pods and jobs: who goes back to pending, and the work lost.
 
-The scheduler's PostFilter (harness/scheduler/preemption.py), Kueue's preemption and
-Karpenter's consolidation evict through `Simulation.evict`; the pods leave their nodes by the
-simulation's one release path (`unbind_many`).
+The scheduler's PostFilter (harness/scheduler/preemption.py), Kueue's preemption, Karpenter's
+consolidation and a NoExecute device taint (harness/taint_eviction.py) evict through
+`Simulation.evict`; the pods leave their nodes by the simulation's one release path
+(`unbind_many`).
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ import numpy as np
 from harness.status import BOUND, DONE, NOT_ARRIVED, PENDING, RUNNING, PendingReason
 
 
-def evict(sim, pods: np.ndarray) -> None:
+def evict(sim, pods: np.ndarray, by_taint: bool = False) -> None:
     """Preempt these bound or running pods: each goes back to pending and restarts from
     scratch. A gang goes whole: every member that has a node or finished goes back, and it
     must gather its quorum again (a job with no pod left on a node starts again: its
     `job_started` becomes its next start). The accelerator work the running (and, in a gang,
-    the finished) pods of the trace did is lost, and each job touched counts one preemption."""
+    the finished) pods of the trace did is lost, and each job touched counts one preemption
+    (`by_taint`: one eviction by a device taint, counted apart)."""
     w = sim.w
     assert np.isin(sim.pod_status[pods], (BOUND, RUNNING)).all(), "only pods on a node are evicted"
     jobs = np.unique(w.job[pods])
@@ -33,7 +35,7 @@ def evict(sim, pods: np.ndarray) -> None:
     ran = np.r_[sim.now - sim.pod_start[running], sim.pod_end[done] - sim.pod_start[done]]
     gpu_milli = w.gpus[np.r_[running, done]].astype(np.float64) * w.milli[np.r_[running, done]]
     pause = w.job_placeholder[jobs]
-    sim.acct.preempted(jobs[~pause], float(ran @ gpu_milli))
+    (sim.acct.evicted_by_taint if by_taint else sim.acct.preempted)(jobs[~pause], float(ran @ gpu_milli))
     sim.acct.placeholder_preemptions += int(pause.sum())
     sim.unbind_many(out[sim.pod_status[out] != DONE])
     if len(done):  # finished members of a preempted gang run again (they left their nodes)

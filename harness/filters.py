@@ -58,7 +58,8 @@ def _claims_feasible(state: ClusterState, w: Workload, pod: int, claims: tuple, 
     base = (state.status == READY) if usable is None else usable
     slots = np.arange(state.n_slots) if at is None else np.atleast_1d(np.asarray(at, np.int64))
     ok = base[slots] & static[slots] & (state.cpu_free[slots] >= w.cpu[pod]) & (state.mem_free[slots] >= w.mem[pod])
-    ok[ok] = dra_layer.fits(_devices(state), state.device_arrays, state.slot_type, claims, slots[ok])
+    ok[ok] = dra_layer.fits(_devices(state), state.device_arrays, state.slot_type, claims, slots[ok],
+                            state.device_taints)
     return ok if at is None or np.ndim(at) else ok[0]
 
 
@@ -68,7 +69,8 @@ def pick_devices(state: ClusterState, w: Workload, pod: int, node: int) -> np.nd
     claims = claims_of(w, pod)
     if claims is None:
         return state.pick_devices(node, int(w.gpus[pod]), int(w.milli[pod]), bool(w.nvlink[pod]), bool(w.numa[pod]))
-    return dra_layer.allocation(_devices(state), state.device_arrays, int(state.slot_type[node]), claims, node)
+    return dra_layer.allocation(_devices(state), state.device_arrays, int(state.slot_type[node]), claims, node,
+                                state.device_taints)
 
 
 def pod_rule(state: ClusterState, w: Workload, pod: int,
@@ -197,7 +199,7 @@ def fits_on(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray) -> np
         bound = np.minimum(state.cpu_free[nodes] // cpu if cpu else MOST_ALIKE,
                            state.mem_free[nodes] // mem if mem else MOST_ALIKE)
         return dra_layer.fit_counts(_devices(state), state.device_arrays, state.slot_type, claims, nodes,
-                                    np.minimum(bound, MOST_ALIKE))
+                                    np.minimum(bound, MOST_ALIKE), state.device_taints)
     return packer.fits_on(np.asarray(nodes, np.int64), *shape_of(w, pod), state.cpu_free, state.mem_free,
                           state.gpu_free, state.free_whole, state.slot_type, domains_of(state, w, pod))
 
@@ -224,7 +226,7 @@ def bind_alike(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray, co
         state.bind_many(nodes, counts, int(w.cpu[pod]), int(w.mem[pod]), devices_taken(state, w, pod, nodes, counts))
         return
     taken, rows = dra_layer.take_alike(_devices(state), state.device_arrays, state.slot_type, claims, nodes, counts,
-                                       state.gpu_free.shape[1])
+                                       state.gpu_free.shape[1], state.device_taints)
     state.bind_many(nodes, counts, int(w.cpu[pod]), int(w.mem[pod]), taken)
     for array, after in zip(state.device_arrays, rows, strict=True):  # after bind_many saved them for a trial
         array[nodes] = after

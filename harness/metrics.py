@@ -114,11 +114,18 @@ class Accounting:
         self.job_preemptions = np.zeros(sim.w.n_jobs, np.int32)  # times each job was preempted
         self.preempted_lost = 0.0  # GPU milli-seconds of work preempted pods lost
         self.placeholder_preemptions = 0  # placeholders preempted (counted apart: no work lost)
+        self.job_taint_evictions = np.zeros(sim.w.n_jobs, np.int32)  # times a device taint evicted each job
+        self.taint_lost = 0.0  # GPU milli-seconds of work pods evicted by device taints lost
 
     def preempted(self, jobs: np.ndarray, lost_milli_s: float) -> None:
         """These jobs were preempted once each (`Simulation.evict`), losing this much work."""
         self.job_preemptions[jobs] += 1
         self.preempted_lost += lost_milli_s
+
+    def evicted_by_taint(self, jobs: np.ndarray, lost_milli_s: float) -> None:
+        """These jobs were evicted once each by a NoExecute device taint, losing this much work."""
+        self.job_taint_evictions[jobs] += 1
+        self.taint_lost += lost_milli_s
 
     def set_reason(self, p: int, reason: int) -> None:
         if self.pause is not None and self.pause[p]:
@@ -520,6 +527,18 @@ def preemption_losses(sim) -> dict[str, float | int]:
             "preempted_accel_hours_lost": sim.acct.preempted_lost / MILLI_HOUR}
 
 
+def taint_eviction_losses(sim) -> dict[str, float | int]:
+    """Device taints during the run: how many came, the evictions their NoExecute effect made,
+    the jobs they hit and the accelerator-hours of work thrown away; nothing in a cluster
+    without them."""
+    if sim.taint_eviction is None:
+        return {}
+    return {"device_taints": sim.taint_eviction.applied,
+            "taint_evictions": int(sim.acct.job_taint_evictions.sum()),
+            "jobs_evicted_by_taint": int((sim.acct.job_taint_evictions > 0).sum()),
+            "taint_evicted_accel_hours_lost": sim.acct.taint_lost / MILLI_HOUR}
+
+
 def buffer_rows(sim) -> dict[str, float | int]:
     """With overprovisioning placeholders: how many, the accelerator-hours they held (idle: they do
     no work) and how often a pod preempted one; nothing without any."""
@@ -563,6 +582,7 @@ def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl
            if n != "not_admitted" or sim.admission is not None},  # only behind an admission layer
         **admission_waits(sim, jobs),
         **preemption_losses(sim),
+        **taint_eviction_losses(sim),
         **{k: v for ext in sim.acct.extensions for k, v in ext.totals().items()},  # e.g. a trace with services
         "nodes_provisioned": nodes.height,
         "nodes_never_used": int((~nodes["used"]).sum()),

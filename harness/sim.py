@@ -53,6 +53,7 @@ from harness.status import (
     Event,
     PendingReason,
 )
+from harness.taint_eviction import DeviceTaintEviction
 from harness.workload import Workload
 
 if TYPE_CHECKING:  # what the simulation drives (harness/view.py)
@@ -119,6 +120,9 @@ class Simulation(Engine):
         self.acct = Accounting(self, self._cloud.phantom, timeline_interval_s)
         #: the services' replicas (None: a trace without services)
         self.replicasets = None if workload.services is None else ReplicaSets(self, workload.services)
+        #: device taints coming and going, and the evictions they make (None: none configured)
+        taints = None if cluster.devices is None else cluster.devices.taints
+        self.taint_eviction = None if not taints else DeviceTaintEviction(self, taints)
         for p, pool in enumerate(cluster.pools):
             if pool.min_size:
                 for n in self._cloud.free_slots(p)[:pool.min_size]:
@@ -300,12 +304,13 @@ class Simulation(Engine):
             for p, j, n in zip(pods.tolist(), jobs.tolist(), nodes.tolist(), strict=True):
                 self.hooks.emit(Event.RELEASED, p, j, n)
 
-    def evict(self, pods: np.ndarray) -> None:
-        """Preempt these bound or running pods (gangs whole): they restart from scratch (`evict`)."""
+    def evict(self, pods: np.ndarray, taint: str = "") -> None:
+        """Preempt these bound or running pods (gangs whole): they restart from scratch (`evict`).
+        `taint`: the NoExecute device taint that evicts them, counted apart from preemptions."""
         if self.hooks.event:
             for p in np.asarray(pods).tolist():
-                self.hooks.emit(Event.PREEMPTED, p, int(self.w.job[p]), int(self.pod_node[p]))
-        evict(self, pods)
+                self.hooks.emit(Event.PREEMPTED, p, int(self.w.job[p]), int(self.pod_node[p]), taint)
+        evict(self, pods, by_taint=bool(taint))
 
     def withdraw(self, j: int) -> None:
         """Job j, of one pod, is gone before it finished (a deleted replica): it leaves its node

@@ -113,9 +113,15 @@ class ClusterState:
         self.pool_allowed = np.ones((1, len(cluster.pools)), bool)
         #: a DRA cluster's devices (harness/dra/layer.py) and every node's allocation state
         self.dra = cluster.devices
+        #: per slot and device, the device taints in force (a bitmask over the cluster's taint
+        #: catalogue, harness/dra/taints.py); None in a cluster without taints during the run
+        self.device_taints: np.ndarray | None = None
         if self.dra is not None:
             self.dra_taken, self.dra_cap, self.dra_counters = self.dra.arrays(n)
             self._DYNAMIC = ClusterState._DYNAMIC + self.DEVICE_ARRAYS
+            if self.dra.taints:
+                self.device_taints = np.zeros((n, self.dra.width), np.int64)
+                self._DYNAMIC += ("device_taints",)
 
     @property
     def device_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -133,6 +139,18 @@ class ClusterState:
         """The nodes whose capacity grew since the last call (the scheduler's QueueingHints)."""
         grown, self.grown = self.grown, []
         return grown
+
+    def taint_devices(self, n: int, marks: np.ndarray) -> None:
+        """The device taints in force on slot n's devices are now `marks`: a pod that tolerates
+        fewer finds less room (a change, as a bind is), and where a taint went, more (as a
+        release)."""
+        assert self.device_taints is not None and self._undo is None, "taints change between trials"
+        went = (self.device_taints[n] & ~marks).any()
+        self.device_taints[n] = marks
+        self.mutations += 1
+        self.changed_at[n] = self.mutations
+        if went:
+            self.capacity_opened([n])
 
     # ---- trials: changes that undo themselves ------------------------------------------
     def fork(self) -> None:

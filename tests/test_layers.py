@@ -16,11 +16,11 @@ ROOT = Path(__file__).resolve().parents[1] / "harness"
 #: bottom first; a module's layer is the first whose pattern matches its dotted name
 LAYERS: list[tuple[str, str]] = [
     ("codes", r"harness(\.errors|\.status|\.output|\.progress|\.description|\.hooks|\.sealed)?"),
-    ("data", r"harness\.(dra\.(resources|cel|translate|allocator|layer)|dra|trace|node_type|cluster|workload|transforms|generate|settings|kueue\.queues|importers(\..*)?|exporters(\..*)?|run_timeline"
+    ("data", r"harness\.(dra\.(resources|cel|translate|allocator|layer|taints)|dra|trace|node_type|cluster|workload|transforms|generate|settings|kueue\.queues|importers(\..*)?|exporters(\..*)?|run_timeline"
              r"|services(\.(trace|workload|transforms))?)"),
     ("cluster state and scoring", r"harness\.(dra\.utilization|node_devices|state|cloud|packer|filters|scores|fragmentation"
                                   r"|idle_rates|whatif)"),
-    ("simulation", r"harness\.(sim|decisions|engine|fleet|job_queue|ledger|metrics|view|quiet|eviction|admission|services\.(metrics|replicaset|engine))"),
+    ("simulation", r"harness\.(sim|decisions|engine|fleet|job_queue|ledger|metrics|view|quiet|eviction|taint_eviction|admission|services\.(metrics|replicaset|engine))"),
     ("scheduler", r"harness\.scheduler(\..*)?"),
     ("autoscalers", r"harness\.(autoscalers(\..*)?|services\.buffers)"),
     ("loops", r"harness\.(loops(\..*)?|kueue(\..*)?|services\.(loop|replicas))"),

@@ -17,7 +17,7 @@ compiled (numba, `_search`). A node's allocation state is three arrays of `Devic
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numba import njit
@@ -223,16 +223,32 @@ def compile_claims(claims: tuple[Claim, ...], devices: NodeDevices, classes: dic
     fewest = np.array([need_arr[a:b].min() for a, b in zip(starts, ends, strict=True)], np.int64)
     claim_of = np.array(req_claim, np.int64)
     rest_min = np.array([fewest[r + 1:][claim_of[r + 1:] == claim_of[r]].sum() for r in range(len(starts))], np.int64)
-    before = np.zeros((len(options), D + 1), np.int64)
-    before[:, 1:] = np.cumsum(match_arr, axis=1)
-    members = np.full((len(options), D), -1, np.int64)
-    for o in range(len(options)):
-        found = np.flatnonzero(match_arr[o])
-        members[o, :len(found)] = found
+    members, before = _visited(match_arr)
     return CompiledClaims(tuple(requests), tuple(options), np.array(starts, np.int64), np.array(ends, np.int64),
                           match_arr, members, before, need_arr,
                           np.array(take, np.int64).reshape(len(options), D, Q), con_value, con_req,
                           claim_of, rest_min, error)
+
+
+def _visited(match: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """What the search visits per option: the matching devices ascending (-1 padded), and how
+    many match below each index."""
+    before = np.zeros((match.shape[0], match.shape[1] + 1), np.int64)
+    before[:, 1:] = np.cumsum(match, axis=1)
+    members = np.full(match.shape, -1, np.int64)
+    for o in range(match.shape[0]):
+        found = np.flatnonzero(match[o])
+        members[o, :len(found)] = found
+    return members, before
+
+
+def without(cc: CompiledClaims, blocked: np.ndarray) -> CompiledClaims:
+    """The claims with the (option, device) pairs of `blocked` no longer matching (a device
+    taint the option does not tolerate, on one node). What an option needs is unchanged, so
+    `All` over a blocked device fails, as upstream's allocateDevice refuses it."""
+    match = cc.match & ~blocked
+    members, before = _visited(match)
+    return replace(cc, match=match, members=members, before=before)
 
 
 @njit(cache=True, inline="always")

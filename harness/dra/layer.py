@@ -15,11 +15,16 @@ The section (as `loopbench import dra` writes it):
       device_classes: [{name: NAME, spec: SPEC}, ...]   # beside the built-in gpu, mig, nic
       node_types: {TYPE: [SLICE SPEC, ...]}             # else the type's columns, translated
       claims: {NAME: CLAIM SPEC}                        # templates the trace's `claim` names
+      taint_rules: [...]; device_failures: {...}         # taints during the run (harness.dra.taints)
 
 A device is one of the node type's GPUs when it has an integer attribute `index` (as NVIDIA's
 driver publishes it) below the type's `gpus`; the share of that GPU it takes is its capacity
 request's share of its capacity (a multi-allocatable device), else its first counter's share
 of that counter (a partition), else the whole GPU.
+
+A device taint in force on a node (a per-slot bitmask, `tainted`) keeps an option that does
+not tolerate it off that device there: the claims are compiled once more for each pattern of
+taints met (`compiled_tainted`), and nodes are allocated in groups of one type and pattern.
 """
 
 from __future__ import annotations
@@ -27,13 +32,22 @@ from __future__ import annotations
 import numpy as np
 
 from harness.dra import translate
-from harness.dra.allocator import CompiledClaims, DeviceState, NodeDevices, allocate, commit_rows, compile_claims
+from harness.dra.allocator import (
+    CompiledClaims,
+    DeviceState,
+    NodeDevices,
+    allocate,
+    commit_rows,
+    compile_claims,
+    without,
+)
 from harness.dra.resources import Claim, claim, device_class, resource_slice
+from harness.dra.taints import DeviceTaints, tolerated_bits
 from harness.errors import ConfigError
 from harness.node_type import NodeType
 
 WHOLE = translate.WHOLE
-SECTION_KEYS = ("device_classes", "node_types", "claims")
+SECTION_KEYS = ("device_classes", "node_types", "claims", "taint_rules", "device_failures")
 
 
 class ClaimedGpus(np.ndarray):
@@ -108,6 +122,14 @@ class DeviceLayer:
         self.n_capacities = max([len(d.capacities) for d in self.devices] + [0])
         self.n_counters = max([len(d.counters) for d in self.devices] + [0])
         self._compiled: dict[tuple[int, int], tuple[tuple[Claim, ...], CompiledClaims, np.ndarray]] = {}
+        #: taints during the run (None: none configured)
+        self.taints = None
+        if raw.get("taint_rules") is not None or raw.get("device_failures") is not None:
+            self.taints = DeviceTaints(raw.get("taint_rules"), raw.get("device_failures"), names,
+                                       [d.names for d in self.devices], [d.drivers for d in self.devices],
+                                       [np.flatnonzero(g >= 0) for g in self.gpu_index])
+        self._tainted: dict[tuple[int, int, bytes], CompiledClaims] = {}
+        self._tolerated: dict[int, np.ndarray] = {}
 
     # ---- claims against node types ------------------------------------------------------
     def compiled(self, claims: tuple[Claim, ...], t: int) -> tuple[CompiledClaims, np.ndarray]:
@@ -119,6 +141,21 @@ class DeviceLayer:
             cc = compile_claims(claims, self.devices[t], self.classes)
             hit = self._compiled[key] = (claims, cc, self._gpu_milli(cc, t))  # the claims kept: ids stay unique
         return hit[1], hit[2]
+
+    def compiled_tainted(self, claims: tuple[Claim, ...], t: int, marks: np.ndarray) -> CompiledClaims:
+        """The claims compiled for a node of type t whose devices carry these taints (`marks`:
+        per device, a bitmask over the catalogue of `taints`)."""
+        key = (id(claims), t, marks.tobytes())
+        hit = self._tainted.get(key)
+        if hit is None:
+            assert self.taints is not None, "devices are tainted only where taints are configured"
+            cc, _ = self.compiled(claims, t)
+            tolerated = self._tolerated.get(id(claims))
+            if tolerated is None:
+                tolerated = self._tolerated[id(claims)] = tolerated_bits(claims, self.taints.catalogue)
+            row = marks[:self.devices[t].n_devices]
+            hit = self._tainted[key] = without(cc, (row[None, :] & ~tolerated[:, None]) != 0)
+        return hit
 
     def _gpu_milli(self, cc: CompiledClaims, t: int) -> np.ndarray:
         dev, index = self.devices[t], self.gpu_index[t]
@@ -180,27 +217,40 @@ class DeviceLayer:
                            counters[:, :len(dev.counters)])
 
 
-def by_type(slot_type: np.ndarray, slots: np.ndarray):
-    """(type, the slots of that type) for each type among the slots."""
+def _groups(layer: DeviceLayer, slot_type: np.ndarray, tainted: np.ndarray | None, claims: tuple[Claim, ...],
+            slots: np.ndarray):
+    """(type, the claims compiled for it, the positions in `slots`) for each group of slots
+    whose nodes are of one type and carry one pattern of device taints (`tainted`: per slot and
+    device, the taints in force; None: no taints configured)."""
     types = slot_type[slots]
     for t in np.unique(types).tolist():
-        yield t, slots[types == t]
+        at = np.flatnonzero(types == t)
+        marks = None if tainted is None else tainted[slots[at]]
+        if marks is None or not marks.any():
+            yield t, layer.compiled(claims, t)[0], at
+            continue
+        patterns, which = np.unique(marks, axis=0, return_inverse=True)
+        for i, row in enumerate(patterns):
+            cc = layer.compiled_tainted(claims, t, row) if row.any() else layer.compiled(claims, t)[0]
+            yield t, cc, at[which.ravel() == i]
 
 
 def fits(layer: DeviceLayer, arrays: Arrays, slot_type: np.ndarray, claims: tuple[Claim, ...],
-         slots: np.ndarray) -> np.ndarray:
+         slots: np.ndarray, tainted: np.ndarray | None = None) -> np.ndarray:
     """Per slot: can its node allocate the claims now?"""
     out = np.zeros(len(slots), bool)
-    for t, rows in by_type(slot_type, slots):
-        cc, _ = layer.compiled(claims, t)
-        out[slot_type[slots] == t] = allocate(cc, layer.devices[t], layer.view(*arrays, t), rows)[0]
+    for t, cc, at in _groups(layer, slot_type, tainted, claims, slots):
+        out[at] = allocate(cc, layer.devices[t], layer.view(*arrays, t), slots[at])[0]
     return out
 
 
-def allocation(layer: DeviceLayer, arrays: Arrays, t: int, claims: tuple[Claim, ...], n: int) -> ClaimedGpus:
+def allocation(layer: DeviceLayer, arrays: Arrays, t: int, claims: tuple[Claim, ...], n: int,
+               tainted: np.ndarray | None = None) -> ClaimedGpus:
     """The devices the claims get on node n (of type t), first fit as upstream; its GPUs as
     the pod's GPU array. The node must fit."""
     cc, milli = layer.compiled(claims, t)
+    if tainted is not None and tainted[n].any():
+        cc = layer.compiled_tainted(claims, t, tainted[n])
     ok, found = allocate(cc, layer.devices[t], layer.view(*arrays, t), np.array([n], np.int64))
     assert ok[0], "the claims fit the node they are allocated on"
     opts, picks = found.opts[0], found.picks[0]
@@ -214,40 +264,40 @@ def allocation(layer: DeviceLayer, arrays: Arrays, t: int, claims: tuple[Claim, 
 
 
 def fit_counts(layer: DeviceLayer, arrays: Arrays, slot_type: np.ndarray, claims: tuple[Claim, ...],
-               slots: np.ndarray, bound: np.ndarray) -> np.ndarray:
+               slots: np.ndarray, bound: np.ndarray, tainted: np.ndarray | None = None) -> np.ndarray:
     """How many pods with these claims each slot's node takes one after another (at most
     `bound`, what its CPU and memory allow): allocated and kept on a scratch copy, round by
     round over the nodes still taking more."""
     out = np.zeros(len(slots), np.int64)
-    for t, rows in by_type(slot_type, slots):
-        at = np.flatnonzero(slot_type[slots] == t)
-        scratch = tuple(a[rows].copy() for a in arrays)
-        out[at] = _rounds(layer, scratch, t, claims, bound[at])[0]
+    for t, cc, at in _groups(layer, slot_type, tainted, claims, slots):
+        scratch = tuple(a[slots[at]].copy() for a in arrays)
+        out[at] = _rounds(layer, scratch, t, claims, cc, bound[at])[0]
     return out
 
 
 def take_alike(layer: DeviceLayer, arrays: Arrays, slot_type: np.ndarray, claims: tuple[Claim, ...],
-               slots: np.ndarray, counts: np.ndarray, n_gpus: int) -> tuple[np.ndarray, tuple]:
+               slots: np.ndarray, counts: np.ndarray, n_gpus: int,
+               tainted: np.ndarray | None = None) -> tuple[np.ndarray, tuple]:
     """Allocate counts[i] pods with these claims on slots[i] (distinct), one after another:
     the GPU milli they take (len(slots) x GPUs, for the GPU matrix) and the slots' rows of the
     arrays after (for the caller to write once it saved the rows before)."""
     taken = np.zeros((len(slots), n_gpus), np.int64)
     after = tuple(a[slots].copy() for a in arrays)
-    for t, _ in by_type(slot_type, slots):
-        at = np.flatnonzero(slot_type[slots] == t)
+    for t, cc, at in _groups(layer, slot_type, tainted, claims, slots):
         sub = tuple(a[at] for a in after)
-        got, taken[at] = _rounds(layer, sub, t, claims, counts[at], n_gpus)
+        got, taken[at] = _rounds(layer, sub, t, claims, cc, counts[at], n_gpus)
         assert (got == counts[at]).all(), "as many pods as counted fit"
         for a, s in zip(after, sub, strict=True):
             a[at] = s
     return taken, after
 
 
-def _rounds(layer: DeviceLayer, arrays: Arrays, t: int, claims: tuple[Claim, ...], bound: np.ndarray,
-            n_gpus: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Rows 0.. of `arrays` (one per node of type t) take pods, each node up to its bound,
-    kept: how many each took, and the GPU milli they took there (rows x n_gpus)."""
-    cc, milli = layer.compiled(claims, t)
+def _rounds(layer: DeviceLayer, arrays: Arrays, t: int, claims: tuple[Claim, ...], cc: CompiledClaims,
+            bound: np.ndarray, n_gpus: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Rows 0.. of `arrays` (one per node of type t) take pods with the claims (compiled as
+    `cc` for these nodes), each node up to its bound, kept: how many each took, and the GPU
+    milli they took there (rows x n_gpus)."""
+    milli = layer.compiled(claims, t)[1]
     dev, state = layer.devices[t], layer.view(*arrays, t)
     got = np.zeros(len(bound), np.int64)
     gpu_milli = np.zeros((len(bound), n_gpus), np.int64)

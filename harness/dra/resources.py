@@ -66,12 +66,14 @@ class DeviceTaint:
 class DeviceToleration:
     """A request's toleration of device taints (KEP-5055), as upstream's ToleratesTaint reads
     it: an empty key matches every key (operator Exists), an empty effect every effect; Equal
-    compares the value, Exists does not."""
+    compares the value, Exists does not. `seconds` (tolerationSeconds, NoExecute only): how long
+    a pod may keep a device after the taint came (None: for ever, negative: not at all)."""
 
     key: str = ""
     operator: str = EQUAL
     value: str = ""
     effect: str = ""
+    seconds: int | None = None
 
     def tolerates(self, taint: DeviceTaint) -> bool:
         if self.effect and self.effect != taint.effect:
@@ -323,7 +325,10 @@ def _toleration(raw: object, where: str) -> DeviceToleration:
         raise ConfigError(f"{where}.value", f"must be empty with operator {EXISTS}")
     if operator == EQUAL and not key:
         raise ConfigError(f"{where}.key", f"an empty key needs operator {EXISTS}")
-    return DeviceToleration(key, operator, value, _get(raw, "effect", str, where, ""))
+    effect = _get(raw, "effect", str, where, "")
+    if effect not in ("", NO_SCHEDULE, NO_EXECUTE):
+        raise ConfigError(f"{where}.effect", f"is empty, {NO_SCHEDULE} or {NO_EXECUTE}, got {effect!r}")
+    return DeviceToleration(key, operator, value, effect, _get(raw, "tolerationSeconds", int, where))
 
 
 def _request(raw: dict, where: str, alternative: bool) -> DeviceRequest:
