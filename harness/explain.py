@@ -124,6 +124,9 @@ def explain_job(events: pl.DataFrame, job_id: str, pods: list[int] | None = None
         per = ", ".join(f"{r['detail']} {duration(r['seconds'] / max(len(members), 1))}"
                         for r in waits.iter_rows(named=True))
         lines.append(f"  pending, per pod on average: {per}")
+    said = rows.filter(pl.col("event") == "unschedulable")
+    if said.height:  # the scheduler's FitError: the words of its last cycle for a member
+        lines.append(f"  last turned away at {_at(said['t'][-1])}: {said['detail'][-1]}")
     binds, gone = (rows.filter(pl.col("event") == e).height for e in ("bound", "released"))
     if gone:
         lines.append(f"  bound {_count(binds, 'time')} and given back {_count(gone, 'time')} before it ran "

@@ -372,8 +372,8 @@ class Simulation(Engine):
     def noting(self) -> bool:
         return bool(self.hooks.event)
 
-    def note(self, kind: int, detail: str = "", node: int = -1) -> None:
-        self.hooks.emit(kind, node=node, detail=detail)
+    def note(self, kind: int, detail: str = "", node: int = -1, pod: int = -1) -> None:
+        self.hooks.emit(kind, pod, int(self.w.job[pod]) if pod >= 0 else -1, node, detail)
 
     # ---- nodes -------------------------------------------------------------------------
     def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None) -> np.ndarray:

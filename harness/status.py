@@ -52,6 +52,7 @@ class Event(IntEnum):
     BACKOFF = 15  # a pool backed off: the provider granted less than asked
     SCALE_DOWN = 16  # an autoscaler removes a node it found unneeded (detail: empty or drained, for how long)
     UNREMOVABLE = 17  # a node found unneeded whose pods fit nowhere else: kept, rechecked later
+    UNSCHEDULABLE = 18  # a pod found no node in a cycle (detail: nodes turned away by each rule, as FitError)
 
 
 EVENT_NAMES = [e.name.lower() for e in Event]

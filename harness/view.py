@@ -182,8 +182,8 @@ class SimulationView(Protocol):
     def noting(self) -> bool:
         """The decision trace is on: a loop then says why it acts (`note`)."""
         ...
-    def note(self, kind: int, detail: str = "", node: int = -1) -> None:
-        """A loop's decision (a harness.status.Event) for the decision trace."""
+    def note(self, kind: int, detail: str = "", node: int = -1, pod: int = -1) -> None:
+        """A loop's decision (a harness.status.Event) for the decision trace, of a node or a pod."""
         ...
     def remove_node(self, n: int) -> None:
         """Remove node n (empty, or booting: pods planned there go back to the queue)."""

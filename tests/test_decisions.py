@@ -24,7 +24,9 @@ def test_a_preemption_reads_as_it_happened():
     """Two 8-GPU nodes, present from the start. `low` (a gang of 2 x 8 GPUs) arrives at 0: both
     pods shortage, queued, bound one per node (the first waits for its gang), both start. At
     100 `high` (2 x 4 GPUs, priority 100, 50 s) preempts it whole: each `low` pod is preempted
-    and released back to pending (shortage again), `high` binds and starts. At 150 `high`
+    and released back to pending (shortage again), `high` binds and starts, and the scheduler
+    turns `low` away (each node has 4 of its 8 GPUs left: FitError's `Insufficient
+    nvidia.com/gpu` on both). At 150 `high`
     finishes and `low` binds and starts again on the same nodes."""
     cl = cluster([node_type("g8")], [pool(f"n{i}", "g8", min_size=1, max_size=1) for i in range(2)],
                  autoscaling=False)
@@ -53,6 +55,8 @@ def test_a_preemption_reads_as_it_happened():
         (100.0, "reason", "low", 0, None, "shortage"), (100.0, "released", "low", 0, 0, None),
         (100.0, "reason", "low", 1, None, "shortage"), (100.0, "released", "low", 1, 1, None),
         *start(100.0, "high", 2, 3, gpus4),
+        *[(100.0, "unschedulable", "low", p, None, "0/2 nodes are available: 2 Insufficient nvidia.com/gpu "
+                                                   "(NodeResourcesFit)") for p in (0, 1)],
         (150.0, "finished", "high", 2, 0, None), (150.0, "finished", "high", 3, 1, None),
         *start(150.0, "low", 0, 1, gpus8),
     ]
@@ -84,3 +88,29 @@ def test_recording_changes_no_other_output(loop, reason, tmp_path):
     for name in ("jobs", "nodes", "timeline", "metrics"):
         off, on = (pl.read_parquet(runs[k] / f"{name}.parquet") for k in (False, True))
         assert_frame_equal(off, on, check_exact=True)
+
+
+def test_a_pod_turned_away_is_told_by_rule_as_fit_error_words_it():
+    """Four nodes present from the start: an L4 node (not the H100 the pod asks), an H100 node
+    whose CPU a first pod took (60 of 64 cores), one whose memory it took (500 of 512 GiB),
+    and one whose GPUs it took (8 of 8). A pod of 4 H100s, 8 cores, 16 GiB then fits none: each
+    node is counted once, by the first rule it fails."""
+    l4 = node_type("l4", gpu_model="L4")
+    cl = cluster([node_type("h"), l4], [pool("a", "l4", min_size=1, max_size=1)]
+                 + [pool(f"h{i}", "h", min_size=1, max_size=1) for i in range(3)], autoscaling=False)
+    fillers = [{"job_id": "cpu", "cpu_milli": 60000, "gpu_count": 0, "gpu_milli": 0, "gpu_models": ["H100"]},
+               {"job_id": "mem", "memory_mib": 500 * 1024, "gpu_count": 0, "gpu_milli": 0, "gpu_models": ["H100"]},
+               {"job_id": "gpu", "gpu_count": 8, "gpu_models": ["H100"]}]
+    late = {"job_id": "late", "gpu_count": 4, "cpu_milli": 8000, "memory_mib": 16384, "gpu_models": ["H100"],
+            "submit_s": 10.0}
+    sim = Simulation(compile_workload(trace([*fillers, late]), cl), cl, seed=0, horizon_s=100.0)
+    events = DecisionTrace(sim)
+    sim.run(SchedulerOnly(Scheduler(LeastAllocated(), gang=GangScheduling())))
+    said = events.frame().filter(pl.col("event") == "unschedulable")
+    # the fillers land on distinct H100 nodes only if LeastAllocated spreads them: check it did
+    bound = events.frame().filter(pl.col("event") == "bound").filter(pl.col("job_id") != "late")
+    assert bound["node"].n_unique() == 3 and "a" not in bound["pool"].to_list()
+    assert said.select("t", "job_id", "detail").rows() == [(
+        10.0, "late", "0/4 nodes are available: 1 didn't match the pod's GPU model, partition profile, NIC or "
+        "placement (NodeAffinity), 1 Insufficient cpu (NodeResourcesFit), 1 Insufficient memory "
+        "(NodeResourcesFit), 1 Insufficient nvidia.com/gpu (NodeResourcesFit)")]

@@ -21,6 +21,8 @@ ROWS = [
     (10.0, "arrived", "g", None, None, None, None, None),
     (10.0, "reason", "g", 0, "g-0", None, None, "shortage"),
     (10.0, "reason", "g", 1, "g-1", None, None, "shortage"),
+    (10.0, "unschedulable", "g", 0, "g-0", None, None,
+     "0/1 nodes are available: 1 Insufficient nvidia.com/gpu (NodeResourcesFit)"),
     (100.0, "option", None, None, None, None, None, "pool=small nodes=2 helped=2 price=4.00 waste=0.500"),
     (100.0, "option", None, None, None, None, None, "pool=big nodes=1 helped=2 price=6.00 waste=0.100 chosen"),
     (100.0, "scale_up", None, None, None, None, None, "pool=big asked=1 granted=1"),
@@ -61,6 +63,7 @@ def test_a_jobs_story_by_hand(events):
     assert explain_job(events, "g") == [
         "job g (2 pods): arrived at 10.0 s, started at 400 s (6 min 40 s in): waited 6 min 30 s",
         "  pending, per pod on average: booting 4 min 30 s, shortage 1 min 30 s",
+        "  last turned away at 10.0 s: 0/1 nodes are available: 1 Insufficient nvidia.com/gpu (NodeResourcesFit)",
         "  bound 3 times and given back 1 time before it ran (released: a gang short of its quorum, a node "
         "given up or an eviction)",
         "  ran on node 1 (big): bought at 100 s (1 min 40 s in) by a scale-up of big (asked 1, granted 1, "

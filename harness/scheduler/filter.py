@@ -12,7 +12,7 @@ from typing import Protocol
 import numpy as np
 from numba import njit
 
-from harness.filters import feasible, pod_rule
+from harness.filters import claims_of, feasible, pod_rule
 from harness.scheduler.plugin import Plugin
 from harness.state import WHOLE, ClusterState
 from harness.status import PendingReason
@@ -31,6 +31,11 @@ class Filter(Protocol):
     def reason(self, state: ClusterState, w: Workload, pod: int, usable: np.ndarray,
                booting: np.ndarray) -> PendingReason:
         """Why `pod` is pending after a cycle, given the nodes it may use and those booting."""
+        ...
+
+    def rejections(self, state: ClusterState, w: Workload, pod: int, usable: np.ndarray) -> str:
+        """What kube-scheduler's FitError says of `pod` over the nodes it may use: how many
+        nodes each rule turned it away from, with the plugin that holds the rule."""
         ...
 
 
@@ -58,6 +63,42 @@ class NodeResourcesFit(Plugin):
         if found == FITS_ALONE:
             return PendingReason.TOPOLOGY if w.job_locality[w.job[pod]] else PendingReason.GANG_WAIT
         return _REASON[found]
+
+    def rejections(self, state, w, pod, usable):
+        """`0/N nodes are available: ...` as upstream words it: each node counted once, by the
+        first rule it fails in the order GPU model / profile / NIC / placement (what never
+        changes on the node), CPU, memory, then the pod's devices; a node that passes every
+        rule held no place for the pod's gang (its quorum or its rack/block did not fit)."""
+        nodes = np.flatnonzero(usable)
+        cpu, mem, static, _, _ = pod_rule(state, w, pod)
+        fits = feasible(state, w, pod, usable, at=nodes) if len(nodes) else np.zeros(0, bool)
+        rules = [(~static[nodes], "didn't match the pod's GPU model, partition profile, NIC or placement "
+                                  "(NodeAffinity)"),
+                 (state.cpu_free[nodes] < cpu, "Insufficient cpu (NodeResourcesFit)"),
+                 (state.mem_free[nodes] < mem, "Insufficient memory (NodeResourcesFit)"),
+                 (~fits, _device_rule(w, pod))]
+        left = np.ones(len(nodes), bool)
+        parts = []
+        for failed, words in rules:
+            hit = left & failed
+            if hit.any():
+                parts.append(f"{int(hit.sum()):,} {words}")
+            left &= ~hit
+        if left.any():
+            parts.append(f"{int(left.sum()):,} had room for the pod but not for its gang "
+                         "(quorum, rack or block: the gang plugin)")
+        return f"0/{len(nodes):,} nodes are available" + (": " + ", ".join(parts) if parts else "")
+
+
+def _device_rule(w: Workload, pod: int) -> str:
+    """The words for a node whose devices cannot take the pod, by what the pod asks."""
+    if claims_of(w, pod) is not None:
+        return "cannot allocate the pod's ResourceClaim (DynamicResources)"
+    if w.milli[pod] < WHOLE:
+        return f"no GPU with {int(w.milli[pod]):,} milli free (GPU sharing)"
+    if w.nvlink[pod] or w.numa[pod] or w.nic[pod]:
+        return "too few free GPUs (or NICs) in one NVLink or NUMA domain (the pod's topology claims)"
+    return "Insufficient nvidia.com/gpu (NodeResourcesFit)"
 
 
 _REASON = {ON_BOOTING: PendingReason.BOOTING, FITS_UNCLAIMED: PendingReason.TOPOLOGY,

@@ -50,7 +50,7 @@ from harness.scheduler.queue_sort import PrioritySort, QueueSort
 from harness.scheduler.sampling import walk_feasible
 from harness.scores import ScorePlugin
 from harness.settings import check, component, integer
-from harness.status import BOOTING, PENDING
+from harness.status import BOOTING, PENDING, Event
 from harness.workload import LOCALITY_CODE
 
 if TYPE_CHECKING:  # the loops' package is above the scheduler: for annotations only
@@ -119,6 +119,9 @@ class Scheduler:
         filters = [p.filter for p in at["Filter"]]
         self.filter: Callable[..., np.ndarray] = filters[0] if len(filters) == 1 else _all_of(filters)
         self.diagnose = next(p.reason for p in at["Filter"] if implements(p, "reason"))  # pending reasons
+        #: the FitError words of a pending pod, for the decision trace
+        self.rejections = next((p.rejections for p in at["Filter"] if implements(p, "rejections")), None)
+        self.said: dict[int, str] = {}  # what the decision trace last said of each pending pod
         self.post_filters = tuple(p.post_filter for p in at["PostFilter"] if implements(p, "post_filter"))
         self.gang_post_filters = tuple(p.post_filter_gang for p in at["PostFilter"]
                                        if implements(p, "post_filter_gang"))
@@ -322,6 +325,8 @@ class Scheduler:
         pods = pods[sim.pod_status[pods] == PENDING]
         if len(pods) == 0:
             return
+        if sim.noting:
+            self._say_why(pods)
         if self.job_uniform[js].all():  # the common case: each job's pods are alike
             first = self.job_first_pod[js]
             keys = self._reason_key(first).tolist()
@@ -336,6 +341,20 @@ class Scheduler:
         codes = zip(keys.tolist(), pods[first].tolist(), strict=True)
         by_key = np.fromiter((self._reason(key, p) for key, p in codes), np.int8, len(keys))
         sim.acct.set_reasons(pods, by_key[inverse])
+
+    def _say_why(self, pods: np.ndarray) -> None:
+        """With the decision trace on: each pending pod's FitError (how many nodes each rule
+        turned it away from), when it differs from what was last said of the pod."""
+        if self.rejections is None:
+            return
+        sim, whys = self.sim, self.cycle_state.whys
+        for p, key in zip(pods.tolist(), self._reason_key(pods).tolist(), strict=True):
+            why = whys.get(key)
+            if why is None:
+                why = whys[key] = self.rejections(sim.state, sim.w, p, self.free_ready)
+            if self.said.get(p) != why:
+                self.said[p] = why
+                sim.note(Event.UNSCHEDULABLE, why, pod=p)
 
     def _reason(self, key: int, p: int) -> int:
         """Why pod p (of reason key `key`) is pending; pods alike share the verdict in a cycle."""

@@ -45,13 +45,14 @@ if TYPE_CHECKING:
 class CycleState:
     """What one cycle learns, forgotten when it ends (upstream's CycleState): the failure keys
     it found (a key -> fewest pods of it that found no place; a plugin may add keys of its
-    own), the pending reasons by reason key, and whether it preempted."""
+    own), the pending reasons (and, traced, the FitError words) by reason key, and whether it preempted."""
 
-    __slots__ = ("failed", "reasons", "preempted")
+    __slots__ = ("failed", "reasons", "whys", "preempted")
 
     def __init__(self) -> None:
         self.failed: dict[tuple, int] = {}
         self.reasons: dict[int, int] = {}
+        self.whys: dict[int, str] = {}  # the FitError words by reason key (decision trace only)
         self.preempted = False
 
 
