@@ -107,16 +107,17 @@ class ScaleDown:
         """As upstream `utilization.Calculate`: with DRA, a node publishing ResourceSlices is as
         used as its most used device pool; else a GPU node's GPU requests over its GPUs (CPU and
         memory ignored), max(CPU, memory) requests over allocatable for the others."""
-        util = self._resource_utilization(nodes)
         if self.pools is None:
-            return util
+            return self._resource_utilization(nodes)
         st = self.sim.state
         types = st.slot_type[nodes]
         dra = self.pools.published[types]
         if not dra.any():
-            return util
-        _, top = self.pools.highest(types[dra], *(a[nodes[dra]] for a in st.device_arrays))
-        util[dra] = top
+            return self._resource_utilization(nodes)
+        util = np.empty(len(nodes))
+        if not dra.all():
+            util[~dra] = self._resource_utilization(nodes[~dra])
+        util[dra] = self.pools.highest(types[dra], *(a[nodes[dra]] for a in st.device_arrays))[1]
         return util
 
     def _resource_utilization(self, nodes: np.ndarray) -> np.ndarray:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from harness.dra.allocator import DeviceState, NodeDevices
 
@@ -78,32 +79,10 @@ class PoolTable:
               counter_left: np.ndarray) -> np.ndarray:
         """Utilisation of each pool (nodes x pools, 0 where a type has fewer) of nodes of these
         types in these allocation states (rows of the cluster state's arrays, padded as here)."""
-        n, n_p = len(types), self.n_pools
-        if n == 0 or n_p == 0:
-            return np.zeros((n, n_p))
         d, k = self.dev_pool.shape[1], self.counter_set.shape[1]
-        capacity, multi = self.capacity[types], self.multi[types]
-        in_use = taken[:, :d] | (multi & (cap_left[:, :d] < capacity).any(axis=2))
-        in_pool = self.dev_pool[types][:, :, None] == np.arange(n_p)  # (N, D, P)
-        atomic = self.atomic[types][:, :, None] & in_pool
-        partitionable = ~self.atomic[types][:, :, None] & in_pool
-        n_atomic = atomic.sum(axis=1)
-        used_atomic = (atomic & in_use[:, :, None]).sum(axis=1)
-        used_part = (partitionable & in_use[:, :, None]).sum(axis=1)
-        cap = self.counter_cap[types]
-        used = cap - counter_left[:, :k]
-        ratio = np.divide(used, cap, out=np.zeros(used.shape), where=cap > 0)  # (N, K)
-        n_s = self.set_pool.shape[1]
-        in_set = self.counter_set[types][:, :, None] == np.arange(n_s)  # (N, K, S)
-        set_top = np.where(in_set, ratio[:, :, None], 0.0).max(axis=1, initial=0.0)  # (N, S) its most used counter
-        set_in_pool = self.set_pool[types][:, :, None] == np.arange(n_p)  # (N, S, P)
-        n_sets = set_in_pool.sum(axis=1)
-        part_sum = (set_top[:, :, None] * set_in_pool).sum(axis=1)
-        atomic_util = np.divide(used_atomic, n_atomic, out=np.zeros((n, n_p)), where=n_atomic > 0)
-        part_util = np.divide(part_sum, n_sets, out=np.zeros((n, n_p)), where=n_sets > 0)
-        total = n_atomic + n_sets
-        mixed = np.divide(used_atomic + part_sum, total, out=np.zeros((n, n_p)), where=total > 0)
-        return np.where(used_part == 0, atomic_util, np.where(used_atomic == 0, part_util, mixed))
+        return _pools(np.asarray(types, np.int64), taken[:, :d], cap_left[:, :d, :self.capacity.shape[2]],
+                      counter_left[:, :k], self.dev_pool, self.atomic, self.multi, self.capacity, self.counter_set,
+                      self.set_pool, self.counter_cap, self.n_pools)
 
     def highest(self, types: np.ndarray, taken: np.ndarray, cap_left: np.ndarray,
                 counter_left: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -115,6 +94,55 @@ class PoolTable:
         best = util.argmax(axis=1)
         has = best < np.array([len(p) for p in self.names], np.int64)[types]
         return np.where(has, best, -1), util[np.arange(len(types)), best]
+
+
+@njit(cache=True)
+def _pools(types, taken, cap_left, counter_left, dev_pool, atomic, multi, capacity, counter_set, set_pool,
+           counter_cap, n_pools):
+    """`PoolTable.pools`, node by node (a scale-down pass judges a few nodes: no per-call array overhead)."""
+    n, n_d, n_q = len(types), dev_pool.shape[1], capacity.shape[2]
+    n_k, n_s = counter_set.shape[1], set_pool.shape[1]
+    out = np.zeros((n, n_pools))
+    for i in range(n):
+        t = types[i]
+        n_atomic = np.zeros(n_pools, np.int64)
+        used_atomic = np.zeros(n_pools, np.int64)
+        used_part = np.zeros(n_pools, np.int64)
+        for d in range(n_d):
+            p = dev_pool[t, d]
+            if p < 0:
+                continue
+            use = taken[i, d]
+            if not use and multi[t, d]:
+                for q in range(n_q):
+                    if cap_left[i, d, q] < capacity[t, d, q]:
+                        use = True
+                        break
+            if atomic[t, d]:
+                n_atomic[p] += 1
+                used_atomic[p] += use
+            else:
+                used_part[p] += use
+        set_top = np.zeros(n_s)  # each counter set's most used counter
+        for c in range(n_k):
+            s = counter_set[t, c]
+            if s >= 0 and counter_cap[t, c] > 0:
+                set_top[s] = max(set_top[s], (counter_cap[t, c] - counter_left[i, c]) / counter_cap[t, c])
+        n_sets = np.zeros(n_pools, np.int64)
+        part_sum = np.zeros(n_pools)
+        for s in range(n_s):
+            p = set_pool[t, s]
+            if p >= 0:
+                n_sets[p] += 1
+                part_sum[p] += set_top[s]
+        for p in range(n_pools):
+            if used_part[p] == 0:  # only atomic devices allocated (or none): their share alone
+                out[i, p] = used_atomic[p] / n_atomic[p] if n_atomic[p] else 0.0
+            elif used_atomic[p] == 0:  # only partitionable ones: the counter sets' average alone
+                out[i, p] = part_sum[p] / n_sets[p] if n_sets[p] else 0.0
+            else:  # both: weighed by atomic devices and counter sets
+                out[i, p] = (used_atomic[p] + part_sum[p]) / (n_atomic[p] + n_sets[p])
+    return out
 
 
 def pool_utilization(devices: NodeDevices, state: DeviceState) -> dict[str, np.ndarray]:
