@@ -7,7 +7,7 @@ pool with only one kind allocated is that kind's utilisation alone (upstream's e
 A node with DRA devices is as used as its most used pool (CPU and memory then do not count).
 
 `PoolTable` compiles this once per node type, padded to the widest, so that the utilisation
-of many nodes of any types is a few array operations on the cluster state's allocation arrays.
+of many nodes of any types is one compiled pass over the cluster state's allocation arrays.
 """
 
 from __future__ import annotations
