@@ -18,6 +18,10 @@ class Hooks:
     unbound: list[Callable[[int], None]] = field(default_factory=list)
     #: a pod that never finishes by itself started running (a service's replica)
     endless: list[Callable[[int], None]] = field(default_factory=list)
+    #: a pod was bound to a node (pod, node): its devices are `Simulation.pod_gpus[pod]`
+    bound: list[Callable[[int, int], None]] = field(default_factory=list)
+    #: a pod left its node, whatever the reason (finished, unbound, preempted, withdrawn)
+    left: list[Callable[[int], None]] = field(default_factory=list)
     #: a job is withdrawn before it finished (a deleted replica)
     withdrawn: list[Callable[[int], None]] = field(default_factory=list)
     #: anything the decision trace records: (harness.status.Event, pod, job, node, detail), -1

@@ -20,6 +20,7 @@ from hydra.utils import to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
 from harness.decisions import DecisionTrace
+from harness.dra.writeback import ClaimWriter
 from harness.errors import ConfigError, LoopbenchError, TraceError
 from harness.kueue.loop import KueueLoop, unknown_queues
 from harness.loops.base import conform
@@ -44,7 +45,8 @@ DEFAULT_TAIL_S = 86400.0
 #: what a run writes besides metrics.parquet (its completion marker, written last)
 OUTPUTS = ("jobs.parquet", "nodes.parquet", "timeline.parquet", RUN_INFO, "config.yaml",
            "services.parquet", "services_timeline.parquet",  # these two: a trace with services
-           "events.parquet")  # the decision trace (trace_events=true)
+           "events.parquet",  # the decision trace (trace_events=true)
+           "claims.yaml", "claims.parquet")  # a DRA run's allocations (write_claims=true)
 
 
 def build(cfg: DictConfig) -> tuple[Simulation, Loop]:
@@ -215,6 +217,14 @@ WARMUP = 0.01
 PACE_WINDOW_S = 30.0
 
 
+def claim_writer(sim: Simulation) -> ClaimWriter:
+    """The listener that writes a DRA run's claims; refused outside a DRA cluster (nothing to write)."""
+    if sim.state.dra is None:
+        raise ConfigError("write_claims", "needs a DRA cluster (a `dra:` section; `+cluster.dra={}` translates "
+                                          "the default one): without one no pod has a ResourceClaim")
+    return ClaimWriter(sim)
+
+
 def estimate(sim: Simulation, name: str, family: str) -> str:
     """What a replay is about to do and about how long it will take, or "" when short: its pods
     at what a pod costs its loop's family."""
@@ -266,6 +276,7 @@ class Replay:
             meta = provenance(cfg, trace_meta(to_absolute_path(str(cfg.trace.path))))
             sim.acct.timeline.stream_to(out_dir / "timeline.parquet", meta)
             events = DecisionTrace(sim) if cfg.get("trace_events") else None
+            claims = claim_writer(sim) if cfg.get("write_claims") else None
             with replay_progress(sim, loop.name, self.progress_interval_s, progress) as bar:
                 sim.run(loop, progress=bar.update_to if progress else None)
             wall = time.perf_counter() - started
@@ -282,6 +293,9 @@ class Replay:
             write_parquet(nodes, out_dir / "nodes.parquet", meta)
             if events is not None:
                 write_parquet(events.frame(), out_dir / "events.parquet", meta)
+            if claims is not None:
+                write_text(claims.yaml(), out_dir / "claims.yaml")
+                write_parquet(claims.frame(), out_dir / "claims.parquet", meta)
             sim.acct.timeline.close()
             write_run_info(out_dir, wall, loop.describe().as_record())
             write_text(OmegaConf.to_yaml(cfg), out_dir / "config.yaml")

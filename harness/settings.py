@@ -171,6 +171,8 @@ RUN: dict[str, Rule] = {
     "consolidation": flag("every loop that scales down also removes under-used nodes, moving their pods "
                           "(false: only empty nodes are removed)"),
     "trace_events": flag("write the decision trace, events.parquet: one row per pod, job and node event"),
+    "write_claims": flag("write a DRA run's allocations: claims.yaml (a ResourceClaim per bound pod's claim, "
+                         "allocated) and claims.parquet (one row per allocated device)"),
 }
 
 

@@ -210,6 +210,8 @@ class Simulation(Engine):
         if self.job_anchor[j] < 0:
             self.job_anchor[j] = n
         self.node_pods[n].add(p)
+        for hook in self.hooks.bound:
+            hook(p, n)
         held = int(w.milli[p]) * len(gpu_idx) if math.isnan(self.job_started[j]) else 0
         if self.hooks.event:
             devices, milli = ",".join(str(g) for g in gpu_idx.tolist()), int(w.milli[p])
@@ -248,6 +250,8 @@ class Simulation(Engine):
         self.state.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
         self.node_pods[n].discard(p)
         self.pod_gpus[p] = None
+        for hook in self.hooks.left:
+            hook(p)
         self.ledger.released(n, p, milli if math.isnan(self.job_started[w.job[p]]) else 0,
                              milli if self.placeholder[p] and self.pod_status[p] == RUNNING else 0)
 

@@ -49,8 +49,9 @@ GANG = {"none": NoGang, "coscheduling": Coscheduling, "atomic": Atomic, "workloa
 def separate(gang_mode: str = "coscheduling", policy=None, pre_filter=None, **autoscaler) -> SeparateLoops:
     """The separate loops; `pre_filter` a PreFilter plugin of the scheduler (WaitsForCapacity)."""
     autoscaler.setdefault("expander", Chain([Price()]))
+    autoscaler.setdefault("scale_down", ScaleDown())
     return SeparateLoops(Scheduler(policy or LeastAllocated(), gang=GANG[gang_mode](), pre_filter=pre_filter),
-                         ClusterAutoscaler(scale_down=ScaleDown(), **autoscaler))
+                         ClusterAutoscaler(**autoscaler))
 
 
 def merged(policy=None, **settings) -> MergedLoop:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.dra.utilization import PoolTable
 from harness.quiet import Clock, leading
 from harness.settings import check, duration, flag, fraction, integer
 from harness.status import ABSENT, READY, Event
@@ -36,7 +37,10 @@ class ScaleDown:
     simulated, the same way, only for the nodes about to be drained; one found unremovable
     loses its timer and waits `unremovable_recheck_s`, as upstream's would.
     `drain_underutilized`: false, only empty nodes are candidates (no node is drained; upstream's
-    closest is `--max-drain-parallelism=0`); the loops set it from the global `consolidation`."""
+    closest is `--max-drain-parallelism=0`); the loops set it from the global `consolidation`.
+    `dra_utilization`: in a DRA cluster a node publishing ResourceSlices is as used as its most
+    used device pool (upstream with DRA enabled; its GPUs are DRA devices, not the GPU extended
+    resource, and it carries no provider GPU label); false reads its GPU utilisation as before."""
 
     SETTINGS = {
         "utilization_threshold": fraction("a node below this accelerator utilisation is unneeded"),
@@ -48,6 +52,8 @@ class ScaleDown:
         "count_gpu_shares": flag("a GPU node's utilisation counts GPU shares and partitions, not only whole GPUs"),
         "simulate_every_scan": flag("simulate every candidate's removal at every pass (upstream's planner, "
                                     "slow), not only before a drain"),
+        "dra_utilization": flag("in a DRA cluster a node publishing devices is as used as its most used device "
+                                "pool (upstream); false: its GPU utilisation, as without DRA"),
         "drain_underutilized": flag("under-used nodes are drained and removed too (false: only empty nodes); "
                                     "conf/loop/*.yaml set it from the global `consolidation`"),
     }
@@ -55,12 +61,14 @@ class ScaleDown:
     def __init__(self, utilization_threshold: float = 0.5, unneeded_time_s: float = 600.0,
                  delay_after_add_s: float = 600.0, max_scale_down_parallelism: int = 10,
                  max_drain_parallelism: int = 1, unremovable_recheck_s: float = 300.0,
-                 count_gpu_shares: bool = False, simulate_every_scan: bool = False, drain_underutilized: bool = True):
+                 count_gpu_shares: bool = False, simulate_every_scan: bool = False, drain_underutilized: bool = True,
+                 dra_utilization: bool = True):
         check(self, "scale_down", utilization_threshold=utilization_threshold,
               unneeded_time_s=unneeded_time_s, delay_after_add_s=delay_after_add_s,
               max_scale_down_parallelism=max_scale_down_parallelism, max_drain_parallelism=max_drain_parallelism,
               unremovable_recheck_s=unremovable_recheck_s, count_gpu_shares=count_gpu_shares,
-              simulate_every_scan=simulate_every_scan, drain_underutilized=drain_underutilized)
+              simulate_every_scan=simulate_every_scan, drain_underutilized=drain_underutilized,
+              dra_utilization=dra_utilization)
         self.threshold = float(utilization_threshold)
         self.unneeded_time_s = float(unneeded_time_s)
         self.delay_after_add_s = float(delay_after_add_s)
@@ -70,6 +78,7 @@ class ScaleDown:
         self.count_gpu_shares = bool(count_gpu_shares)
         self.simulate_every_scan = bool(simulate_every_scan)
         self.drain_underutilized = bool(drain_underutilized)
+        self.dra_utilization = bool(dra_utilization)
 
     def attach(self, sim: SimulationView) -> None:
         self.sim = sim
@@ -91,10 +100,29 @@ class ScaleDown:
         whole = (w.milli == 1000) & (w.profile_bit == 0)
         shares = bool(((w.gpus > 0) & ~whole).any()) and not self.count_gpu_shares
         self.gpu_request = np.where(whole, w.gpus.astype(np.int64) * 1000, 0) if shares else None
+        layer = sim.state.dra
+        self.pools = PoolTable.of(layer.devices) if layer is not None and self.dra_utilization else None
 
     def utilization(self, nodes: np.ndarray) -> np.ndarray:
-        """As upstream `utilization.Calculate`: a GPU node's GPU requests over its GPUs (CPU and
+        """As upstream `utilization.Calculate`: with DRA, a node publishing ResourceSlices is as
+        used as its most used device pool; else a GPU node's GPU requests over its GPUs (CPU and
         memory ignored), max(CPU, memory) requests over allocatable for the others."""
+        if self.pools is None:
+            return self._resource_utilization(nodes)
+        st = self.sim.state
+        types = st.slot_type[nodes]
+        dra = self.pools.published[types]
+        if not dra.any():
+            return self._resource_utilization(nodes)
+        util = np.empty(len(nodes))
+        if not dra.all():
+            util[~dra] = self._resource_utilization(nodes[~dra])
+        util[dra] = self.pools.highest(types[dra], *(a[nodes[dra]] for a in st.device_arrays))[1]
+        return util
+
+    def _resource_utilization(self, nodes: np.ndarray) -> np.ndarray:
+        """Upstream's reading without DRA: GPU requests over GPUs for a GPU node, max(CPU,
+        memory) requests over allocatable for the others."""
         st = self.sim.state
         gcap = st.gpu_milli_cap[nodes]
         used = st.gpu_used[nodes] if self.gpu_request is None else self._gpu_requested(nodes)
