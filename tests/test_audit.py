@@ -265,6 +265,7 @@ class BuysForTomorrow(SeparateLoops):
 
     #: what it tells the provider the node is for (the runtime guard's case: the pod to come)
     names_the_pod = False
+    bought: frozenset[int] = frozenset()
 
     def step(self, sim, now):
         super().step(sim, now)
@@ -272,8 +273,8 @@ class BuysForTomorrow(SeparateLoops):
         if not len(late):
             return
         p = int(late[np.argmin(sim.w.submit[late])])
-        if sim.w.submit[p] - now < 300.0 and not getattr(self, "bought", set()) >= {p}:
-            self.bought = getattr(self, "bought", set()) | {p}
+        if sim.w.submit[p] - now < 300.0 and p not in self.bought:
+            self.bought |= {p}
             pools = sim.cluster.pools
             fits = [i for i, pool in enumerate(pools)
                     if sim.cluster.node_types[sim.cluster.type_index(pool.node_type)].gpus >= sim.w.gpus[p]]
