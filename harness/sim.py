@@ -380,8 +380,10 @@ class Simulation(Engine):
         self.hooks.emit(kind, pod, int(self.w.job[pod]) if pod >= 0 else -1, node, detail)
 
     # ---- nodes -------------------------------------------------------------------------
-    def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None) -> np.ndarray:
-        """Ask the cloud for nodes of pool p (`Fleet.provision`)."""
+    def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None,
+                  pods: np.ndarray | None = None) -> np.ndarray:
+        """Ask the cloud for nodes of pool p (`Fleet.provision`); `pods`, what they are for, is
+        the loop's to state and the audit's to check (`SimulationView.provision`)."""
         return self.fleet.provision(p, count, atomic, slots)
 
     @property

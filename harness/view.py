@@ -82,7 +82,8 @@ class SimulationView(Protocol):
     workload (without run times), pod and job status, the queue, the provider's `Provider`
     face, and the few actions that change them. Loops read these and act only through the
     methods. Nothing here tells a provider's stock, a pod's run time, a future arrival or when
-    a booting node will be ready (tests/test_audit.py holds it so)."""
+    a booting node will be ready (tests/test_audit.py holds it so: it replays every loop with
+    the rows of `w` of pods not arrived sealed, `harness.sealed.Unarrived`)."""
 
     @property
     def w(self) -> Workload: ...
@@ -177,7 +178,12 @@ class SimulationView(Protocol):
     def replicasets(self) -> Replicas | None:
         """The services' replicas (harness/services/engine.py; None: a trace without services)."""
         ...
-    def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None) -> np.ndarray: ...
+    def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None,
+                  pods: np.ndarray | None = None) -> np.ndarray:
+        """Ask the provider for `count` nodes of pool p for these `pods` (None: for no pod in
+        particular, e.g. a buffer's room): pods that exist, as a real controller's are (the audit
+        holds it so, as it holds that every pod bound has arrived)."""
+        ...
     @property
     def noting(self) -> bool:
         """The decision trace is on: a loop then says why it acts (`note`)."""

@@ -538,13 +538,14 @@ class ClusterAutoscaler:
             return
         p, count = self._expand(options)
         count = self._within_limits(p, count, headroom)
-        self._ask(now, p, count)
+        self._ask(now, p, count, np.concatenate(units))
 
-    def _ask(self, now: float, p: int, count: int, atomic: bool = False,
+    def _ask(self, now: float, p: int, count: int, pods: np.ndarray, atomic: bool = False,
              slots: np.ndarray | None = None) -> np.ndarray:
-        """Ask the cloud for `count` nodes of pool p. A short answer backs the pool off at once;
-        the nodes accepted are tracked until they come up (`_track_requests`)."""
-        granted = np.asarray(self.sim.provision(p, count, atomic=atomic, slots=slots), np.int64)
+        """Ask the cloud for `count` nodes of pool p for the `pods` the scan estimated. A short
+        answer backs the pool off at once; the nodes accepted are tracked until they come up
+        (`_track_requests`)."""
+        granted = np.asarray(self.sim.provision(p, count, atomic=atomic, slots=slots, pods=pods), np.int64)
         if len(granted) < count:
             self.backoff.failed(p, now)
             self.sim.note(Event.BACKOFF, f"pool={self.sim.cluster.pools[p].name} asked={count} granted={len(granted)}")
@@ -565,7 +566,7 @@ class ClusterAutoscaler:
         if not options:
             return None
         p, count = self._expand(options)
-        return self._ask(now, p, count, atomic=atomic, slots=self._preferred_slots(p, unit))
+        return self._ask(now, p, count, unit, atomic=atomic, slots=self._preferred_slots(p, unit))
 
     def _whole_unit_options(self, now: float, unit: np.ndarray) -> list[Option]:
         """An option per pool (not backed off) that could take every pod of the unit at once."""

@@ -308,7 +308,7 @@ class KarpenterAutoscaler:
             types, allowed = sim_.claim_types(c), sim_.claim_pools[c]
             pool = self.offerings.cheapest(types, allowed, remaining, committed)
             while pool >= 0:
-                slot = self.offerings.launch(pool, now)
+                slot = self.offerings.launch(pool, now, pods)
                 if slot >= 0:
                     if self.sim.noting:
                         self.sim.note(Event.OPTION, f"nodeclaim {c}: the cheapest compatible offering, "

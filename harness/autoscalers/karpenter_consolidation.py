@@ -287,7 +287,8 @@ class Consolidation:
         if pool < 0:
             self._delete(cands, "empty" if emptiness else "underutilized: its pods fit on the other nodes")
             return
-        slot = self.offerings.launch(pool, self.sim.now)
+        moved = np.array([p for n in cands.tolist() for p in self.sim.pods_on(n)], np.int64)  # what it is for
+        slot = self.offerings.launch(pool, self.sim.now, moved)
         if slot >= 0:  # else an insufficient-capacity error: the command fails
             self.sim.note(Event.OPTION, f"consolidation: {len(cands)} node(s) replaced by one cheaper, "
                                         f"pool={self.sim.cluster.pools[pool].name} chosen")

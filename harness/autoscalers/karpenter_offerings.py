@@ -81,11 +81,11 @@ class Offerings:
         idx = np.flatnonzero(ok)
         return int(idx[np.argmin(price[idx])])
 
-    def launch(self, pool: int, now: float) -> int:
-        """Ask for one node of this offering (a NodeClaim's launch): its slot, or -1 when the
-        provider answers with an insufficient-capacity error, which puts the offering in the
-        unavailable cache for `unavailable_ttl_s`."""
-        slots = self.sim.provision(pool, 1, atomic=False)
+    def launch(self, pool: int, now: float, pods: np.ndarray) -> int:
+        """Ask for one node of this offering for these pods (a NodeClaim's launch): its slot, or
+        -1 when the provider answers with an insufficient-capacity error, which puts the
+        offering in the unavailable cache for `unavailable_ttl_s`."""
+        slots = self.sim.provision(pool, 1, atomic=False, pods=pods)
         if not len(slots):
             self.unavailable_until[pool] = now + self.unavailable_ttl_s
             self.sim.note(Event.BACKOFF, f"pool={self.sim.cluster.pools[pool].name} insufficient capacity: "

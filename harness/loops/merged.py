@@ -229,7 +229,7 @@ class MergedLoop:
             return False
         count, pool, opened, plan = best
         if count:
-            granted = self._buy(pool, opened)
+            granted = self._buy(pool, opened, pods)
             if len(granted) < count:  # short: the granted nodes are in flight for the new plans
                 self.unplanned += granted.tolist()
                 return self._provision_for(j)
@@ -255,7 +255,7 @@ class MergedLoop:
                 continue
             count, pool, opened, _ = best
             if count:
-                self._buy(pool, opened)  # short: what was granted is capacity toward them still
+                self._buy(pool, opened, pods)  # short: what was granted is capacity toward them still
             self.demand_milli -= self._fits_pool(pods) @ self.pod_milli[pods]
 
     def _missing_key(self) -> bytes:
@@ -304,10 +304,11 @@ class MergedLoop:
                 best = (cost, len(opened), pool, opened, plan)
         return None if best is None else best[1:]
 
-    def _buy(self, pool: int, opened: list[int]) -> np.ndarray:
-        """Ask pool for the nodes of these slots, all or nothing; a short grant backs it off."""
+    def _buy(self, pool: int, opened: list[int], pods: np.ndarray) -> np.ndarray:
+        """Ask pool for the nodes of these slots for these pods, all or nothing; a short grant
+        backs it off."""
         sim = self.sim
-        granted = sim.provision(pool, len(opened), atomic=True, slots=np.array(opened))
+        granted = sim.provision(pool, len(opened), atomic=True, slots=np.array(opened), pods=pods)
         if len(granted) < len(opened):
             self._fell_short(pool, sim.now)
             return granted
