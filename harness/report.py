@@ -55,10 +55,13 @@ from harness.summary import (
     IDLE_CAUSES,
     MODELS,
     UNSERVED,
+    Metric,
     catalogue,
     expand,
     metric,
     percent,
+    provider,
+    readable,
     setting,
     verdict,
 )
@@ -335,13 +338,20 @@ def _spread(mean, lo, hi, digits: int, count: bool = False) -> str:
     return f"{_num(mean, digits)} [{_num(lo, ends)}, {_num(hi, ends)}]"
 
 
+def _shown(summary: pl.DataFrame, columns: list[str]) -> dict[str, Metric]:
+    """Each column's metric as its table shows it (`readable`: seconds as hours where they
+    reach five digits; summary.csv keeps seconds)."""
+    return {c: readable(metric(c), summary.filter(pl.col("metric") == c)["max"].to_list()) for c in columns}
+
+
 def _cells(summary: pl.DataFrame, variants: list[Variant], columns: list[str]) -> list[list[str]]:
     by = {(r["variant"], r["metric"]): r for r in summary.iter_rows(named=True)}
+    shown = _shown(summary, columns)
     rows = []
     for v in variants:
         row = [v.label, str(max((by[(v.label, c)]["seeds"] for c in columns if (v.label, c) in by), default=0))]
         for c in columns:
-            r, m = by.get((v.label, c)), metric(c)
+            r, m = by.get((v.label, c)), shown[c]
             k = m.scale
             row.append(_spread(r["mean"] * k, r["min"] * k, r["max"] * k, m.digits, m.count) if r else "–")
         rows.append(row)
@@ -350,7 +360,8 @@ def _cells(summary: pl.DataFrame, variants: list[Variant], columns: list[str]) -
 
 def _metric_table(id: str, title: str, summary: pl.DataFrame, variants: list[Variant], columns: list[str],
                   note: str = "") -> Table:
-    return Table(id, title, ["variant", "seeds", *[metric(c).header for c in columns]],
+    shown = _shown(summary, columns)
+    return Table(id, title, ["variant", "seeds", *[shown[c].header for c in columns]],
                  _cells(summary, variants, columns), note)
 
 
@@ -399,6 +410,11 @@ def _valued(metrics: pl.DataFrame, column: str) -> bool:
     return column in metrics.columns and bool(metrics[column].cast(pl.Float64).is_not_nan().any())
 
 
+def _scaled(x, m: Metric):
+    """A value in the unit its metric is shown in (None stays None)."""
+    return None if x is None else x * m.scale
+
+
 def _pm(mean, half, digits: int) -> str:
     """mean ± half-width (the half-width left out for one seed)."""
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
@@ -415,6 +431,7 @@ def grid_tables(metrics: pl.DataFrame, cols: list[str], variants: list[Variant]
     by = {(tuple(r[c] for c in cols), r["loop"], r["metric"]): r for r in stats.iter_rows(named=True)}
     keys = sorted({k[0] for k in by}, key=lambda key: [(v is None, 0 if v is None else v) for v in key])  # unset last
     columns = [c for c in GRID if _valued(metrics, c)]
+    shown = {c: readable(metric(c), stats.filter(pl.col("metric") == c)["mean"].to_list()) for c in columns}
     rows = []
     for key in keys:
         where = grid.describe(dict(zip(cols, key, strict=True)), cols)
@@ -422,11 +439,11 @@ def grid_tables(metrics: pl.DataFrame, cols: list[str], variants: list[Variant]
             cells = [by.get((key, loop, c)) for c in columns]
             if any(cells):
                 seeds = max(r["seeds"] for r in cells if r)
-                rows.append([where, loop, str(seeds),
-                             *[_pm(r["mean"], r["half"], metric(c).digits) if r else "–"
-                               for r, c in zip(cells, columns, strict=True)]])
+                rows.append([where, loop, str(seeds), *[_pm(_scaled(r["mean"], shown[c]), _scaled(r["half"], shown[c]),
+                                                            shown[c].digits) if r else "–"
+                                                        for r, c in zip(cells, columns, strict=True)]])
     tables = [Table("grid", "Robustness grid: each setting (mean ± 95% CI over seeds)",
-                    ["setting", "loop", "seeds", *[metric(c).header for c in columns]], rows,
+                    ["setting", "loop", "seeds", *[shown[c].header for c in columns]], rows,
                     "The interval is t-based over the setting's seeds (Student's t, n - 1 degrees of freedom).",
                     text_cols=2, lead=3)]
     steps = grid.steps(metrics, cols)
@@ -876,7 +893,10 @@ def _intro(metrics: pl.DataFrame, variants: list[Variant], runs: list[Path]) -> 
     for c, what in (("trace", "trace"), ("cluster", "cluster"), ("policy", "scheduler score policy"),
                     ("shortage", "provider (cluster.shortage)")):
         if c in metrics.columns:
-            facts.append(f"{what}: {', '.join(sorted(map(str, metrics[c].unique().to_list())))}.")
+            values = sorted(map(str, metrics[c].unique().to_list()))
+            if c == "shortage":  # the value and what it means: `error` is no failure of the run
+                values = [f"{v} ({provider(v)})" if provider(v) != v else v for v in values]
+            facts.append(f"{what}: {', '.join(values)}.")
     for c, what in (("pods", "pods"), ("gangs", "gangs")):
         if c in metrics.columns:
             values = sorted(metrics[c].unique().to_list())

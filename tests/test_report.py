@@ -497,11 +497,11 @@ def test_the_grid_report_states_ranges_and_whether_each_step_holds_everywhere(tm
     rep = report.build([grid_runs(tmp_path / "runs")], tmp_path / "out", "grid")
     # merged saves (105 - 55) / 105 = 47.6% (A, error), 30/105 = 28.6%, 40/105 = 38.1%, 20/105 = 19.0% (B, silent)
     assert ("merged saves 19-48% of idle accelerator hours over separate, depending on scoring and provider "
-            "(4 settings). It saves the least (19%) with scoring B, provider silent.") in rep.verdict
+            "(4 settings). It saves the least (19%) with scoring B, provider fails silently.") in rep.verdict
     assert [t.id for t in rep.tables[:4]] == ["variants", "grid", "steps", "steps-across"]
     cells = {(r[0], r[1]): r for r in rep.tables[1].rows}
     # separate in every cell: 100, 110: mean 105, std 7.07, half-width 12.706 x 7.07 / sqrt(2) = 63.5
-    assert cells[("scoring A, provider error", "separate")][2:5] == ["2", "105 ± 64", "315 ± 191"]
+    assert cells[("scoring A, provider refuses at once", "separate")][2:5] == ["2", "105 ± 64", "315 ± 191"]
     across = {r[0]: r for r in rep.tables[3].rows}
     # sees saves 5 h on both seeds (no spread: holds in all 4 settings); prefers saves -10 and
     # +10 over sees (mean 0: holds nowhere); merged over prefers: 100 - 55 = 45 ... 100 - 85 = 15
