@@ -250,6 +250,19 @@ def test_help_lists_every_loop_and_policy_with_one_line(command, tmp_path):
         assert line, (name, r.stdout)
 
 
+@pytest.mark.parametrize("command", ["replay", "compare"])
+def test_help_lists_the_loops_and_policies_of_the_users_own_config_folder(command, tmp_path):
+    """A policy or loop in a folder on Hydra's search path is one the user can pick: --help
+    lists it beside the package's own."""
+    for group, name, line in (("policy", "fewest_gpus", "Fewest free GPUs first."), ("loop", "mine", "My loop.")):
+        (tmp_path / "myconf" / group).mkdir(parents=True)
+        (tmp_path / "myconf" / group / f"{name}.yaml").write_text(f"# {line}\n_target_: my_policy.Mine\n")
+    r = loopbench(command, f"hydra.searchpath=[file://{tmp_path}/myconf]", "--help", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^  fewest_gpus +Fewest free GPUs first\.$", r.stdout, re.M), r.stdout
+    assert re.search(r"^  mine +My loop\.$", r.stdout, re.M) and re.search(r"^  merged +One planner", r.stdout, re.M)
+
+
 @pytest.mark.parametrize("group", ["loop", "policy"])
 def test_every_loop_and_policy_says_what_it_is_in_its_first_line(group):
     from harness.config import describe
