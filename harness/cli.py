@@ -35,8 +35,33 @@ CATALOG = ("loop", "policy")
 
 
 def _help_catalog(*groups: str) -> str:
-    """`${loopbench.catalog:loop,policy}` in conf/hydra/help: `$` escaped for Hydra's template."""
-    return catalog(*groups).replace("$", "$$")
+    """`${loopbench.catalog:loop,policy}` in conf/hydra/help: the options on the run's search
+    path (conf/, then the folders `hydra.searchpath` adds), `$` escaped for Hydra's template."""
+    return catalog(*groups, folders=_search_path()).replace("$", "$$")
+
+
+def _search_path() -> list[Path] | None:
+    """The config folders Hydra composes from, in its order (None outside a Hydra app). A
+    `pkg://` entry is the folder of that package; one that cannot be imported is left out,
+    as Hydra reports it when a config is asked of it."""
+    import importlib.util
+
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return None
+    folders = []
+    for src in HydraConfig.get().runtime.config_sources:
+        if src.schema == "file":
+            folders.append(Path(src.path))
+        elif src.schema == "pkg" and src.provider not in ("hydra", "main"):
+            try:
+                spec = importlib.util.find_spec(src.path)
+            except ImportError:
+                spec = None
+            if spec is not None and spec.submodule_search_locations:
+                folders += [Path(p) for p in spec.submodule_search_locations]
+    return folders
 
 
 def _in_file(exc: LoopbenchError) -> str:

@@ -54,11 +54,17 @@ def describe(path: Path) -> str:
     return ""
 
 
-def catalog(*groups: str) -> str:
-    """The options of config `groups` in conf/, one line each (for --help)."""
+def catalog(*groups: str, folders: list[Path] | None = None) -> str:
+    """The options of config `groups`, one line each (for --help), found in `folders` (the
+    search path, default conf/ alone): a name in two folders is the first one's, as Hydra
+    picks it."""
     blocks = []
     for group in groups:
-        files = sorted((conf_dir() / group).glob("*.yaml"))
+        found: dict[str, Path] = {}
+        for folder in folders or [conf_dir()]:
+            for f in sorted((folder / group).glob("*.yaml")):
+                found.setdefault(f.stem, f)
+        files = [found[name] for name in sorted(found)]
         width = max((len(f.stem) for f in files), default=0)
         blocks.append("\n".join([f"{group}=NAME, one of:", *(f"  {f.stem:<{width}}  {describe(f)}" for f in files)]))
     return "\n\n".join(blocks)

@@ -15,7 +15,7 @@ import math
 
 import polars as pl
 
-from harness.summary import BY_COLUMN, VERDICT, percent
+from harness.summary import BY_COLUMN, VERDICT, percent, provider
 
 #: Columns that tell the settings of runs apart (the first two go together: a trace is
 #: replayed on its own cluster), with what the verdict calls each.
@@ -48,11 +48,18 @@ def cell_columns(metrics: pl.DataFrame) -> list[str]:
 
 
 def describe(cell: dict, cols: list[str]) -> str:
-    """`trace default, scoring bin_packing, provider silent` (the cluster goes with its trace,
-    so it is named only when the trace is not a dimension)."""
+    """`trace default, scoring bin_packing, provider fails silently` (the cluster goes with its
+    trace, so it is named only when the trace is not a dimension)."""
     shown = [c for c in cols if not (c == "cluster" and "trace" in cols)]
-    return ", ".join(f"{CELL[c]} {_short(cell[c]) if c == 'trace' else 'none' if cell[c] is None else cell[c]}"
-                     for c in shown) or "one setting"
+    return ", ".join(f"{CELL[c]} {_value(c, cell[c])}" for c in shown) or "one setting"
+
+
+def _value(column: str, value) -> str:
+    """A cell's value as its description says it: a trace by its file's stem, the provider's
+    behaviour in words."""
+    if value is None:
+        return "none"
+    return _short(value) if column == "trace" else provider(value) if column == "shortage" else str(value)
 
 
 def _short(trace: str) -> str:

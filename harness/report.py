@@ -59,10 +59,13 @@ from harness.summary import (
     IDLE_CAUSES,
     MODELS,
     UNSERVED,
+    Metric,
     catalogue,
     expand,
     metric,
     percent,
+    provider,
+    readable,
     setting,
     verdict,
 )
@@ -87,6 +90,8 @@ ABLATION = ["idle_accel_hours", "gang_latency_p50_s", "gang_latency_p99_s", "cos
 UNSTABLE = ["wall_s"]
 #: Variants with a Gantt view of one of their runs, at most (each costs about a second or two to draw)
 GANTTS = 4
+#: Whether a saving holds, said of a setting run with one seed: no interval to exclude 0.
+ONE_SEED = "one seed: no spread"
 #: Number columns of one Markdown table at most: a wider table is cut into several, each
 #: repeating the leading columns, so that it fits a page (the HTML page wraps cells instead).
 MAX_NUMBER_COLUMNS = 5
@@ -323,6 +328,7 @@ class Report:
     verdict: list[str] = field(default_factory=list)  # first thing a reader sees
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
+    left_out: str = ""  # which plots the report does not draw, and why
 
 
 def _num(x: float | None, digits: int) -> str:
@@ -341,13 +347,20 @@ def _spread(mean, lo, hi, digits: int, count: bool = False) -> str:
     return f"{_num(mean, digits)} [{_num(lo, ends)}, {_num(hi, ends)}]"
 
 
+def _shown(summary: pl.DataFrame, columns: list[str]) -> dict[str, Metric]:
+    """Each column's metric as its table shows it (`readable`: seconds as hours where they
+    reach five digits; summary.csv keeps seconds)."""
+    return {c: readable(metric(c), summary.filter(pl.col("metric") == c)["max"].to_list()) for c in columns}
+
+
 def _cells(summary: pl.DataFrame, variants: list[Variant], columns: list[str]) -> list[list[str]]:
     by = {(r["variant"], r["metric"]): r for r in summary.iter_rows(named=True)}
+    shown = _shown(summary, columns)
     rows = []
     for v in variants:
         row = [v.label, str(max((by[(v.label, c)]["seeds"] for c in columns if (v.label, c) in by), default=0))]
         for c in columns:
-            r, m = by.get((v.label, c)), metric(c)
+            r, m = by.get((v.label, c)), shown[c]
             k = m.scale
             row.append(_spread(r["mean"] * k, r["min"] * k, r["max"] * k, m.digits, m.count) if r else "–")
         rows.append(row)
@@ -356,7 +369,8 @@ def _cells(summary: pl.DataFrame, variants: list[Variant], columns: list[str]) -
 
 def _metric_table(id: str, title: str, summary: pl.DataFrame, variants: list[Variant], columns: list[str],
                   note: str = "") -> Table:
-    return Table(id, title, ["variant", "seeds", *[metric(c).header for c in columns]],
+    shown = _shown(summary, columns)
+    return Table(id, title, ["variant", "seeds", *[shown[c].header for c in columns]],
                  _cells(summary, variants, columns), note)
 
 
@@ -405,6 +419,11 @@ def _valued(metrics: pl.DataFrame, column: str) -> bool:
     return column in metrics.columns and bool(metrics[column].cast(pl.Float64).is_not_nan().any())
 
 
+def _scaled(x, m: Metric):
+    """A value in the unit its metric is shown in (None stays None)."""
+    return None if x is None else x * m.scale
+
+
 def _pm(mean, half, digits: int) -> str:
     """mean ± half-width (the half-width left out for one seed)."""
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
@@ -421,6 +440,7 @@ def grid_tables(metrics: pl.DataFrame, cols: list[str], variants: list[Variant]
     by = {(tuple(r[c] for c in cols), r["loop"], r["metric"]): r for r in stats.iter_rows(named=True)}
     keys = sorted({k[0] for k in by}, key=lambda key: [(v is None, 0 if v is None else v) for v in key])  # unset last
     columns = [c for c in GRID if _valued(metrics, c)]
+    shown = {c: readable(metric(c), stats.filter(pl.col("metric") == c)["mean"].to_list()) for c in columns}
     rows = []
     for key in keys:
         where = grid.describe(dict(zip(cols, key, strict=True)), cols)
@@ -428,11 +448,11 @@ def grid_tables(metrics: pl.DataFrame, cols: list[str], variants: list[Variant]
             cells = [by.get((key, loop, c)) for c in columns]
             if any(cells):
                 seeds = max(r["seeds"] for r in cells if r)
-                rows.append([where, loop, str(seeds),
-                             *[_pm(r["mean"], r["half"], metric(c).digits) if r else "–"
-                               for r, c in zip(cells, columns, strict=True)]])
+                rows.append([where, loop, str(seeds), *[_pm(_scaled(r["mean"], shown[c]), _scaled(r["half"], shown[c]),
+                                                            shown[c].digits) if r else "–"
+                                                        for r, c in zip(cells, columns, strict=True)]])
     tables = [Table("grid", "Robustness grid: each setting (mean ± 95% CI over seeds)",
-                    ["setting", "loop", "seeds", *[metric(c).header for c in columns]], rows,
+                    ["setting", "loop", "seeds", *[shown[c].header for c in columns]], rows,
                     "The interval is t-based over the setting's seeds (Student's t, n - 1 degrees of freedom).",
                     text_cols=2, lead=3)]
     steps = grid.steps(metrics, cols)
@@ -440,7 +460,8 @@ def grid_tables(metrics: pl.DataFrame, cols: list[str], variants: list[Variant]
         label = metric("idle_accel_hours")
         detail = [[r["step"], grid.describe(r, cols), str(r["seeds"]), _pm(r["saved"], r["half"], 0),
                    percent(r["pct"]) if r["pct"] is not None else "–",
-                   {True: "yes", False: "no"}.get(r["holds"], "n/a")] for r in steps.iter_rows(named=True)]
+                   ONE_SEED if r["seeds"] < 2 else {True: "yes", False: "no"}.get(r["holds"], "n/a")]
+                  for r in steps.iter_rows(named=True)]
         tables.append(Table("steps", f"Interface steps in each setting: {label.label} saved over the step before",
                             ["step", "setting", "seeds", "saved (h, ± 95% CI)", "saved (%)", "holds"], detail,
                             "Steps: sees over separate, prefers over sees, requests (the merged loop) over prefers; "
@@ -452,6 +473,9 @@ def grid_tables(metrics: pl.DataFrame, cols: list[str], variants: list[Variant]
             part = steps.filter(pl.col("step") == name)
             pcts = [x for x in part["pct"].to_list() if x is not None]
             if not part.height or not pcts:
+                continue
+            if not (part["seeds"] > 1).any():  # no interval, so no setting where it could be said to hold
+                across.append([name, f"{loop} over {over}", grid.span(pcts), ONE_SEED, ONE_SEED])
                 continue
             held = int(part["holds"].fill_null(False).sum())
             across.append([name, f"{loop} over {over}", grid.span(pcts), f"{held}/{part.height}",
@@ -496,6 +520,19 @@ def idle_split(summary: pl.DataFrame, variants: list[Variant]) -> list[str]:
     return out
 
 
+def _dearest(summary: pl.DataFrame, present: set[str]) -> str:
+    """`, so an idle H100 does not count as an idle L4`: the dearest and the cheapest of the
+    runs' GPU models per idle hour (nothing for one model)."""
+    hours, usd = "idle_accel_hours_model_", "idle_accel_usd_model_"
+    models = [c[len(hours):] for c in present if c.startswith(hours) and usd + c[len(hours):] in present]
+    total = dict(summary.group_by("metric").agg(pl.col("mean").sum()).iter_rows())
+    price = {m: total[usd + m] / total[hours + m] for m in models if total[hours + m]}
+    if len(price) < 2:
+        return ""
+    dear, cheap = max(price, key=lambda m: (price[m], m)), min(price, key=lambda m: (price[m], m))
+    return f", so an idle {dear} does not count as an idle {cheap}"
+
+
 def tables(summary: pl.DataFrame, abl: pl.DataFrame | None, variants: list[Variant], present: set[str]) -> list[Table]:
     def have(cols):
         return [c for c in cols if c in present]
@@ -511,8 +548,8 @@ def tables(summary: pl.DataFrame, abl: pl.DataFrame | None, variants: list[Varia
         out.append(_metric_table("idle-models", "Idle accelerator hours and their cost by GPU model", summary, variants,
                                  have(by_model), " ".join([
                                      "Each idle GPU at its pool's price per GPU-hour (node price / GPUs; a committed "
-                                     "slot at its committed price, as cost counts it), so an idle H100 does not "
-                                     "count as an idle T4.", *idle_split(summary, variants)])))
+                                     f"slot at its committed price, as cost counts it){_dearest(summary, present)}.",
+                                     *idle_split(summary, variants)])))
     if have(SERVICES):
         out.append(_metric_table("services", "Services: demand against ready capacity", summary, variants,
                                  have(SERVICES), "Totals over the services of each run (docs/model.md, services)."))
@@ -567,8 +604,12 @@ def markdown(rep: Report, pngs: dict[str, str]) -> str:
                       "|" + "|".join(["---"] * text + ["---:"] * (len(cols) - text)) + "|"]
             lines += ["| " + " | ".join(_md_cell(r[c]) for c in cols) + " |" for r in t.rows]
             lines.append("")
+    if rep.figures or rep.left_out:
+        lines += ["## Plots", ""]
     if rep.figures:
-        lines += ["## Plots", "", "The same plots, self-contained: [report.html](report.html).", ""]
+        lines += ["The same plots, self-contained: [report.html](report.html).", ""]
+    if rep.left_out:
+        lines += [rep.left_out, ""]
     for f in rep.figures:
         lines += [f"### {f.title}", ""]
         if f.note:
@@ -620,6 +661,8 @@ def html_page(rep: Report) -> str:
     if rep.verdict:
         parts.append('<ul class="verdict">' + "".join(f"<li>{e(v)}</li>" for v in rep.verdict) + "</ul>")
     parts += [f"<p>{e(p)}</p>" for p in rep.intro]
+    first, rest = rep.figures[:1], rep.figures[1:]
+    parts += [_html_figure(f) for f in first]  # a plot before the tables: what the numbers look like
     for t in rep.tables:
         parts.append(f'<h2>{e(t.title)}</h2>')
         if t.note:
@@ -630,15 +673,20 @@ def html_page(rep: Report) -> str:
                                    else f"<td>{_html_number(c)}</td>" for i, c in enumerate(r)) + "</tr>"
                   for r in t.rows]
         parts.append("</tbody></table></div>")
-    if rep.figures:
+    if rest or rep.left_out:
         parts.append("<h2>Plots</h2>")
-    for f in rep.figures:
-        data = base64.b64encode(f.png).decode("ascii")
-        parts.append(f'<figure id="figure-{f.id}"><h3>{e(f.title)}</h3>'
-                     + (f'<p class="note">{e(f.note)}</p>' if f.note else "")
-                     + f'<img alt="{e(f.title)}" src="data:image/png;base64,{data}"></figure>')
+    if rep.left_out:
+        parts.append(f'<p class="note">{e(rep.left_out)}</p>')
+    parts += [_html_figure(f) for f in rest]
     parts += [f"<script>{SCRIPT}</script>", "</body></html>", ""]
     return "\n".join(parts)
+
+
+def _html_figure(f: Figure) -> str:
+    e = html.escape
+    data = base64.b64encode(f.png).decode("ascii")
+    return (f'<figure id="figure-{f.id}"><h3>{e(f.title)}</h3>' + (f'<p class="note">{e(f.note)}</p>' if f.note else "")
+            + f'<img alt="{e(f.title)}" src="data:image/png;base64,{data}"></figure>')
 
 
 # ---- plots ---------------------------------------------------------------------------------
@@ -890,6 +938,17 @@ def _read_metrics(run: Path) -> pl.DataFrame:
     return metrics
 
 
+def _left_out(metrics: pl.DataFrame, cells: list[str], variants: list[Variant]) -> str:
+    """Why a grid's report draws bars only: the plots of one setting, by name, and how to get them."""
+    names = [*(["gang start latency CDF"] if _valued(metrics, "gang_latency_p99_s") else []),
+             "fragmentation over time", "billed vs used accelerators over time", "pending pod-hours by reason",
+             *(["demand against ready capacity per service"] if _valued(metrics, UNSERVED) else [])]
+    settings = metrics.select(cells).unique().height
+    return (f"Left out: {', '.join(names[:-1])} and {names[-1]}. These runs differ by {grid.depending(cells)} "
+            f"({settings} settings, {len(variants)} variants): too many for one curve or panel each. A report over "
+            "the runs of one setting draws them.")
+
+
 def _write_csv(df: pl.DataFrame, path: Path) -> None:
     write_text(df.write_csv(float_precision=4), path)
 
@@ -900,7 +959,10 @@ def _intro(metrics: pl.DataFrame, variants: list[Variant], runs: list[Path]) -> 
     for c, what in (("trace", "trace"), ("cluster", "cluster"), ("policy", "scheduler score policy"),
                     ("shortage", "provider (cluster.shortage)")):
         if c in metrics.columns:
-            facts.append(f"{what}: {', '.join(sorted(map(str, metrics[c].unique().to_list())))}.")
+            values = sorted(map(str, metrics[c].unique().to_list()))
+            if c == "shortage":  # the value and what it means: `error` is no failure of the run
+                values = [f"{v} ({provider(v)})" if provider(v) != v else v for v in values]
+            facts.append(f"{what}: {', '.join(values)}.")
     for c, what in (("pods", "pods"), ("gangs", "gangs")):
         if c in metrics.columns:
             values = sorted(metrics[c].unique().to_list())
@@ -948,8 +1010,12 @@ def build(paths: list[str | Path], out: Path, title: str | None = None, notes: S
         first, grid_stats, steps = grid_tables(metrics, cells, variants)
         rep.tables[1:1] = first  # after the variants: the grid is what the report is about
         rep.figures = bar_figures(summary, variants)
+        rep.left_out = _left_out(metrics, cells, variants)
     elif jobs.height and timeline.height:
         rep.figures = figures(summary, jobs, timeline, variants, services)
+    else:
+        rep.left_out = (f"No plots: the runs have no {'jobs.parquet' if not jobs.height else 'timeline.parquet'} "
+                        "(the plots draw each job's start and the timeline of every run).")
     if gantt_view and not cells:
         rep.figures += gantt_figures(runs, metrics, variants)
     with atomic_dir(out, "summary.md") as tmp:  # `out` is the old report or the new one, whole

@@ -128,6 +128,15 @@ class ResourceAllocation(ScorePlugin):
         self.resource_ids = np.array([RESOURCES.index(name) for name in resources], np.int64)
         self.resource_weights = np.array(list(resources.values()), np.int64)
 
+    @property
+    def name(self) -> str:
+        """The strategy, with its resources' weights when they are not kube-scheduler's default
+        (`MostAllocated(cpu 1, memory 1, nvidia.com/gpu 3)`): other weights are another policy
+        in a results table, not the same one pooled."""
+        if self.resources == DEFAULT_RESOURCES:
+            return type(self).__name__
+        return f"{type(self).__name__}({', '.join(f'{k} {v}' for k, v in self.resources.items())})"
+
     def allocation_scores(self, state: ClusterState, w: Workload, pod: int, nodes: np.ndarray,
                           strategy: int) -> np.ndarray:
         """The strategy's score of each node (`allocation_scores`, compiled) with the pod on it."""

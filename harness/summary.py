@@ -7,7 +7,7 @@ verdict line per loop against the first, in the form the robustness grid states 
 (harness/grid.py), e.g.
 
     merged saves 75% of idle accelerator hours over separate (7,484 -> 1,866) in one setting
-    (scoring kube_default, provider error); cost -47%, gang start p99 -82%
+    (scoring kube_default, provider refuses at once); cost -47%, gang start p99 -82%
 """
 
 from __future__ import annotations
@@ -90,6 +90,13 @@ VERDICT = ["idle_accel_hours", "cost_usd", "gang_latency_p99_s"]
 NEVER_STARTED = "gangs_never_started"
 UNSERVED = "demand_unserved_share"
 MISSING = "–"
+#: A count below this changes as two values (`1 -> 2`): a share of a handful says more than it means.
+FEW = 10
+#: Seconds from here on read as hours: five-digit seconds are hard to picture.
+HOURS_FROM_S = 10_000
+#: How the provider answers a request it cannot fill (`cluster.shortage`), in words: its
+#: value `error` reads as if the run had failed.
+PROVIDER = {"error": "refuses at once", "silent": "fails silently"}
 
 
 def metric(column: str) -> Metric:
@@ -121,6 +128,19 @@ def _missing(x) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
 
 
+def readable(m: Metric, values) -> Metric:
+    """The metric as shown beside these values: seconds as hours (one decimal) when one of
+    them reaches five digits; otherwise as catalogued. The CSVs keep seconds."""
+    if m.unit != "s" or not any(not _missing(v) and abs(v * m.scale) >= HOURS_FROM_S for v in values):
+        return m
+    return Metric(m.column, m.label, "h", m.better, 1, m.count, m.scale / 3600)
+
+
+def provider(shortage) -> str:
+    """`cluster.shortage` as the provider's behaviour: `refuses at once`, `fails silently`."""
+    return PROVIDER.get(str(shortage), str(shortage))
+
+
 def number(x, metric: Metric) -> str:
     """One value as shown: thousands separators, the metric's decimals; a count without them
     (a mean of counts over seeds keeps its decimals)."""
@@ -131,10 +151,11 @@ def number(x, metric: Metric) -> str:
 
 
 def _change(metric: Metric, base, value) -> str | None:
-    """`-75%`, or the two values when the baseline is 0; None when either is missing."""
+    """`-75%`, or the two values when the baseline is 0 or both are a few of a count
+    (`1 -> 2`, not `+100%`); None when either is missing."""
     if _missing(base) or _missing(value):
         return None
-    if base == 0:
+    if base == 0 or (metric.count and max(abs(base), abs(value)) < FEW):
         return f"{number(base, metric)} -> {number(value, metric)}"
     pct = (value - base) / abs(base) * 100
     if round(pct, 1) == 0:
@@ -191,9 +212,31 @@ def verdict(name: str, base_name: str, values: dict, base: dict, setting: str = 
 
 
 def setting(row: dict) -> str:
-    """`scoring kube_default, provider error`: the grid's dimensions a run row names."""
-    named = [(what, row.get(c)) for c, what in (("policy", "scoring"), ("shortage", "provider"))]
-    return ", ".join(f"{what} {v}" for what, v in named if v is not None)
+    """`scoring kube_default, provider refuses at once`: the grid's dimensions a run row names."""
+    named = [("scoring", row.get("policy")), ("provider", row.get("shortage"))]
+    return ", ".join(f"{what} {provider(v) if what == 'provider' else v}" for what, v in named if v is not None)
+
+
+def what_ran(metrics: pl.DataFrame) -> str:
+    """`trace traces/default.parquet (3,405 pods, 20 gangs), cluster default, seed 0`: what the
+    runs replayed, each value once (a column whose runs differ lists its values); nothing
+    for rows that name no trace."""
+    def values(column: str) -> list:
+        return list(dict.fromkeys(metrics[column].to_list())) if column in metrics.columns else []
+
+    if not values("trace"):
+        return ""
+    parts = []
+    for column in ("trace", "cluster", "seed"):
+        shown = values(column)
+        if not shown:
+            continue
+        part = f"{column} {', '.join(map(str, shown))}"
+        if column == "trace":
+            sizes = [f"{v[0]:,} {what}" for what in ("pods", "gangs") if len(v := values(what)) == 1 and v[0]]
+            part += f" ({', '.join(sizes)})" if sizes else ""
+        parts.append(part)
+    return ", ".join(parts)
 
 
 def _rows(metrics: pl.DataFrame, columns: list[str]) -> list[list[str]]:
@@ -202,7 +245,7 @@ def _rows(metrics: pl.DataFrame, columns: list[str]) -> list[list[str]]:
     rows = [["metric", "unit", "better", *[str(r.get("loop", i + 1)) for i, r in enumerate(runs)]]]
     for c in expand(columns, metrics.columns):
         if c in metrics.columns:
-            m = metric(c)
+            m = readable(metric(c), [r[c] for r in runs])
             rows.append([m.label, m.unit, m.better, *[number(r[c], m) for r in runs]])
     return rows
 
@@ -243,8 +286,9 @@ def verdicts(metrics: pl.DataFrame) -> list[str]:
 
 
 def readout(metrics: pl.DataFrame, markdown: bool = False) -> str:
-    """What replay and compare print: the table, the wall time, the verdicts (one paragraph
-    each in Markdown)."""
+    """What replay and compare print: what ran, the table, the wall time, the verdicts (one
+    paragraph each in Markdown)."""
+    ran = [line for line in [what_ran(metrics)] if line]
     if markdown:
-        return "\n\n".join([markdown_table(metrics), wall_line(metrics), *verdicts(metrics)]) + "\n"
-    return "\n".join([table(metrics), "", wall_line(metrics), *verdicts(metrics)])
+        return "\n\n".join([*ran, markdown_table(metrics), wall_line(metrics), *verdicts(metrics)]) + "\n"
+    return "\n".join([*ran, table(metrics), "", wall_line(metrics), *verdicts(metrics)])

@@ -52,6 +52,7 @@ def test_replay_writes_a_complete_run_directory(tmp_path, small_trace):
     jobs = pl.read_parquet(run / "jobs.parquet")
     assert jobs.height == 80
     assert not list(run.glob(".*.tmp")), "no temp files left behind"
+    assert not list(run.glob("*.log")), "nothing logs through Python logging: no empty log file"
 
 
 def test_replay_multirun_sweeps_loops(tmp_path, small_trace):
@@ -202,6 +203,9 @@ def test_compare_is_a_hydra_app(tmp_path, small_trace):
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("loopbench compare") and "powered by Hydra" not in r.stdout
     assert re.search(r"^\s+separate_provreq\s+Today's bridge", r.stdout, re.M), r.stdout
+    # its examples are compare's own (replay's `loop=merged` is refused by compare)
+    assert re.search(r"^\s+loopbench compare loops=separate,\S+ ", r.stdout, re.M), r.stdout
+    assert "loop=merged" not in r.stdout
 
 
 def test_compare_overrides_apply_to_every_loop(tmp_path, small_trace):
@@ -244,6 +248,19 @@ def test_help_lists_every_loop_and_policy_with_one_line(command, tmp_path):
     for name in LOOPS + POLICIES:
         line = re.search(rf"^\s+{name}\s+(\S.*)$", r.stdout, re.M)
         assert line, (name, r.stdout)
+
+
+@pytest.mark.parametrize("command", ["replay", "compare"])
+def test_help_lists_the_loops_and_policies_of_the_users_own_config_folder(command, tmp_path):
+    """A policy or loop in a folder on Hydra's search path is one the user can pick: --help
+    lists it beside the package's own."""
+    for group, name, line in (("policy", "fewest_gpus", "Fewest free GPUs first."), ("loop", "mine", "My loop.")):
+        (tmp_path / "myconf" / group).mkdir(parents=True)
+        (tmp_path / "myconf" / group / f"{name}.yaml").write_text(f"# {line}\n_target_: my_policy.Mine\n")
+    r = loopbench(command, f"hydra.searchpath=[file://{tmp_path}/myconf]", "--help", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^  fewest_gpus +Fewest free GPUs first\.$", r.stdout, re.M), r.stdout
+    assert re.search(r"^  mine +My loop\.$", r.stdout, re.M) and re.search(r"^  merged +One planner", r.stdout, re.M)
 
 
 @pytest.mark.parametrize("group", ["loop", "policy"])
@@ -289,3 +306,20 @@ def test_generate_help_says_what_it_does(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("loopbench generate") and "powered by Hydra" not in r.stdout
     assert "workload: default, scale" in r.stdout
+
+
+def test_what_the_readmes_have_users_write_into_the_checkout_is_git_ignored():
+    """Imported and generated traces, a config folder of one's own and an exported cluster, at
+    the paths the README and traces/README.md use, stay out of `git status`; the bundled
+    traces do not."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+
+    def ignored(path: str) -> bool:
+        return subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=ROOT).returncode == 0
+
+    written = ["openb.parquet", "mine.parquet", "myconf/cluster/openb_static.yaml", "traces/azure.parquet",
+               "traces/azure.services.parquet", "traces/seed7.parquet", "default.yaml"]
+    assert [p for p in written if not ignored(p)] == []
+    bundled = subprocess.run(["git", "ls-files", "traces"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    assert bundled and [p for p in bundled if ignored(p)] == []

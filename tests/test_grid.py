@@ -69,11 +69,11 @@ def test_the_ranges_form_when_it_burns_more_somewhere_or_everywhere():
     assert cols == ["policy", "shortage"]
     assert grid.ranges_verdict("merged", "separate", grid.savings(mixed, cols, "merged", "separate"), cols) == (
         "merged saves up to 50% of idle accelerator hours over separate but burns up to 20% more, depending on "
-        "scoring and provider (4 settings). It burns the most (20% more) with scoring B, provider error.")
+        "scoring and provider (4 settings). It burns the most (20% more) with scoring B, provider refuses at once.")
     worse = mixed.filter(pl.col("policy") == "B")
     assert grid.ranges_verdict("merged", "separate", grid.savings(worse, cols, "merged", "separate"), cols) == (
         "merged burns 10-20% more idle accelerator hours than separate, depending on scoring and provider "
-        "(2 settings). It burns the most (20% more) with scoring B, provider error.")
+        "(2 settings). It burns the most (20% more) with scoring B, provider refuses at once.")
 
 
 def test_a_trace_is_named_by_its_file_and_its_cluster_goes_with_it():

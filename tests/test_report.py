@@ -275,6 +275,9 @@ def test_summary_and_page_open_with_the_verdict(runs, tmp_path):
     page = (tmp_path / "out" / "report.html").read_text()
     assert "<h1>golden</h1>\n<ul class=\"verdict\">" + "".join(f"<li>{html.escape(v)}</li>" for v in verdicts) + "</ul>" in page
     assert "<td>12 [10,&nbsp;14]</td>" in page  # a cell wraps before its bracket, never inside it
+    # a plot before the first table: what the numbers look like, without scrolling past them
+    assert page.index('<figure id="figure-idle">') < page.index("<table")
+    assert page.count("<figure") == len(report.build([runs], tmp_path / "again").figures)
 
 
 WIDE_LOOPS = ["separate", "separate_topology", "separate_gang", "separate_sharing", "separate_reservation",
@@ -469,6 +472,8 @@ def test_idle_cost_by_model_explains_more_idle_hours_at_a_lower_cost(tmp_path):
     assert table.header == ["variant", "seeds", "idle accelerator hours (h) ↓", "idle accelerator cost (USD) ↓",
                             "idle: A100 (h) ↓", "idle: T4 (h) ↓", "idle cost: A100 (USD) ↓", "idle cost: T4 (USD) ↓"]
     assert table.rows[1] == ["merged", "1", "120", "110", "20", "100", "60", "50"]
+    # the runs' own GPU models, the dearest against the cheapest per idle hour
+    assert "so an idle A100 does not count as an idle T4. " in table.note
     assert table.note.endswith(
         "merged idles 20% more accelerator hours than separate, yet they cost 56% less: the hours sit on other GPU "
         "models. Idle hours by model, merged against separate: T4 100 h against 20 h (~0.50 USD per idle GPU-hour); "
@@ -497,11 +502,11 @@ def test_the_grid_report_states_ranges_and_whether_each_step_holds_everywhere(tm
     rep = report.build([grid_runs(tmp_path / "runs")], tmp_path / "out", "grid")
     # merged saves (105 - 55) / 105 = 47.6% (A, error), 30/105 = 28.6%, 40/105 = 38.1%, 20/105 = 19.0% (B, silent)
     assert ("merged saves 19-48% of idle accelerator hours over separate, depending on scoring and provider "
-            "(4 settings). It saves the least (19%) with scoring B, provider silent.") in rep.verdict
+            "(4 settings). It saves the least (19%) with scoring B, provider fails silently.") in rep.verdict
     assert [t.id for t in rep.tables[:4]] == ["variants", "grid", "steps", "steps-across"]
     cells = {(r[0], r[1]): r for r in rep.tables[1].rows}
     # separate in every cell: 100, 110: mean 105, std 7.07, half-width 12.706 x 7.07 / sqrt(2) = 63.5
-    assert cells[("scoring A, provider error", "separate")][2:5] == ["2", "105 ± 64", "315 ± 191"]
+    assert cells[("scoring A, provider refuses at once", "separate")][2:5] == ["2", "105 ± 64", "315 ± 191"]
     across = {r[0]: r for r in rep.tables[3].rows}
     # sees saves 5 h on both seeds (no spread: holds in all 4 settings); prefers saves -10 and
     # +10 over sees (mean 0: holds nowhere); merged over prefers: 100 - 55 = 45 ... 100 - 85 = 15
@@ -511,6 +516,25 @@ def test_the_grid_report_states_ranges_and_whether_each_step_holds_everywhere(tm
     steps = pl.read_csv(tmp_path / "out" / "steps.csv")
     assert steps.filter(step="sees")["holds"].to_list() == [True] * 4
     assert (tmp_path / "out" / "grid.csv").exists() and {f.id for f in rep.figures} == {"idle", "cost"}
+    # the plots of one setting are left out, saying which and why, in both documents
+    left_out = ("Left out: gang start latency CDF, fragmentation over time, billed vs used accelerators over time "
+                "and pending pod-hours by reason. These runs differ by scoring and provider (4 settings, 16 "
+                "variants): too many for one curve or panel each. A report over the runs of one setting draws them.")
+    assert rep.left_out == left_out
+    assert left_out in (tmp_path / "out" / "summary.md").read_text()
+    assert html.escape(left_out) in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_a_grid_of_one_seed_says_so_rather_than_that_nothing_holds(tmp_path):
+    """With one seed a saving has no interval: `holds in 0/4` would read as if no step held."""
+    root = grid_runs(tmp_path / "runs")
+    for d in [m.parent for m in root.rglob("metrics.parquet") if pl.read_parquet(m)["seed"][0] == 1]:
+        shutil.rmtree(d)
+    rep = report.build([root], tmp_path / "out")
+    across = {r[0]: r for r in next(t for t in rep.tables if t.id == "steps-across").rows}
+    assert across["sees"][3:] == ["one seed: no spread", "one seed: no spread"]
+    detail = next(t for t in rep.tables if t.id == "steps").rows
+    assert {r[-1] for r in detail} == {"one seed: no spread"}
 
 
 def test_a_services_grid_is_judged_first_on_the_demand_left_unserved(tmp_path):

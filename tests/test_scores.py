@@ -410,3 +410,18 @@ def test_fgd_follows_a_reverted_trial():
     fresh.target = TARGET
     for pod in range(w.n_pods):
         assert scores(plugin, state, w, pod) == scores(fresh, state, w, pod)
+
+
+def test_every_policy_config_has_a_name_of_its_own():
+    """A results table tells policies apart by name: bin_packing (MostAllocated with GPUs weighted
+    3) was `MostAllocated`, as most_allocated is, and a report pooled the two."""
+    from hydra.utils import instantiate
+
+    from harness.config import compose, conf_dir
+
+    names = {p.stem: instantiate(compose("config", [f"policy={p.stem}"]).policy, _convert_="all").name
+             for p in sorted((conf_dir() / "policy").glob("*.yaml"))}
+    assert len(set(names.values())) == len(names), names
+    assert names["bin_packing"] == "MostAllocated(cpu 1, memory 1, nvidia.com/gpu 3)"
+    assert names["most_allocated"] == "MostAllocated"  # kube-scheduler's default resources: no weights shown
+    assert names["kube_default"] == "1*LeastAllocated+1*BalancedAllocation"

@@ -29,7 +29,7 @@ metric                   unit  better  separate  merged
 idle accelerator hours   h     lower      7,484   1,866
 idle: booting            h     lower         12       0
 accelerator utilisation        higher     0.331   0.602
-gang start p99           s     lower     61,641  11,095
+gang start p99           h     lower       17.1     3.1
 gangs never started            lower          0       0
 cost                     USD   lower     89,510  47,440
 nodes provisioned                         1,670     183
@@ -86,7 +86,9 @@ def test_a_single_setting_verdict_names_its_scoring_and_provider():
     rows = TWO_LOOPS.with_columns(policy=pl.lit("kube_default"), shortage=pl.lit("silent"))
     assert readout(rows).splitlines()[-1] == (
         "merged saves 75% of idle accelerator hours over separate (7,484 -> 1,866) in one setting "
-        "(scoring kube_default, provider silent); cost -47%, gang start p99 -82%")
+        "(scoring kube_default, provider fails silently); cost -47%, gang start p99 -82%")
+    # `error` is how the provider answers, not a failure of the run
+    assert "(scoring kube_default, provider refuses at once)" in readout(rows.with_columns(shortage=pl.lit("error")))
 
 
 def test_compare_names_the_provider_its_loops_ran_under():
@@ -135,6 +137,38 @@ def test_counts_print_as_whole_numbers_with_separators():
         "gangs never started 0 -> 0.4")
 
 
+def test_a_few_gangs_change_as_counts_not_shares():
+    """1 -> 2 gangs never started is +100%, which reads like a disaster; below ten a count
+    changes as its two values, above as a share."""
+    base = {"idle_accel_hours": 10.0, "gangs_never_started": 1, "nodes_never_used": 3}
+    assert verdict("b", "a", {"idle_accel_hours": 10.0, "gangs_never_started": 2}, base).endswith(
+        "gangs never started 1 -> 2")
+    assert verdict("b", "a", {"idle_accel_hours": 10.0, "gangs_never_started": 13},
+                   {**base, "gangs_never_started": 12}).endswith("gangs never started +8%")
+
+
+def test_five_digit_seconds_read_as_hours_and_short_ones_stay_seconds():
+    """47,726 s is hard to picture: a row of seconds that reaches 10,000 is shown in hours,
+    one decimal; a row below stays in seconds."""
+    rows = TWO_LOOPS.with_columns(gang_latency_p50_s=pl.Series([47_726.0, 2_580.0]),
+                                  time_to_capacity_p99_s=pl.Series([536.9, 61.0]))
+    lines = [re.sub(" +", " ", x) for x in readout(rows).splitlines()]
+    assert "gang start p50 h lower 13.3 0.7" in lines
+    assert "gang start p99 h lower 17.1 3.1" in lines
+    assert "time to capacity p99 s lower 537 61" in lines
+    assert "| gang start p50 | h | lower | 13.3 | 0.7 |" in readout(rows, markdown=True)
+
+
+def test_compare_and_replay_name_the_trace_cluster_and_seed_first():
+    rows = TWO_LOOPS.with_columns(trace=pl.lit("traces/default.parquet"), cluster=pl.lit("default"),
+                                  gangs=pl.lit(20))
+    line = "trace traces/default.parquet (3,405 pods, 20 gangs), cluster default, seed 0"
+    assert readout(rows).splitlines()[0] == line
+    assert readout(rows, markdown=True).startswith(line + "\n\n| metric |")
+    two_seeds = rows.with_columns(seed=pl.Series([0, 1]))
+    assert readout(two_seeds).splitlines()[0].endswith("cluster default, seed 0, 1")
+
+
 def test_durations():
     assert [duration(s) for s in (3.21, 59.96, 95.0, 3600.0 * 2.5, 86400 * 30)] == [
         "3.2 s", "1 min", "1 min 35 s", "2.5 h", "30.0 days"]
@@ -146,7 +180,8 @@ def test_replay_prints_the_readout_not_a_dataframe(tmp_path):
                   cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert re.fullmatch(r"metric +unit +better +merged", lines[0])
+    assert lines[0] == f"trace {tiny} (40 pods), cluster default, seed 0"
+    assert re.fullmatch(r"metric +unit +better +merged", lines[1])
     assert re.fullmatch(r"cost +USD +lower +[\d,]+", next(x for x in lines if x.startswith("cost ")))
     assert re.fullmatch(r"wall time: [\d.]+ s", lines[-2]) and lines[-1] == f"run directory: {tmp_path}/run"
     assert "shape:" not in r.stdout and "wall_s" not in r.stdout
