@@ -13,6 +13,7 @@ from harness.autoscalers.expanders import (
     LeastNodes,
     LeastWaste,
     MostPods,
+    PlannerPrice,
     Price,
     Priority,
     Random,
@@ -98,7 +99,8 @@ def test_the_scheduler_s_preference_is_the_cheapest_then_the_first_pool_never_ra
 
 @pytest.mark.parametrize("name, filters", [
     ("random", []), ("least_waste", [LeastWaste]), ("price", [Price]), ("priority", [Priority]),
-    ("most_pods", [MostPods]), ("least_nodes", [LeastNodes]),
+    ("most_pods", [MostPods]), ("least_nodes", [LeastNodes]), ("planner_price", [PlannerPrice]),
+    ("committed_first", [Reserved, LeastWaste]),
 ])
 def test_every_expander_file_builds_its_chain(name, filters):
     assert (CONF / "loop" / "autoscaler" / "expander" / f"{name}.yaml").exists()

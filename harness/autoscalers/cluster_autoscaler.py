@@ -30,7 +30,11 @@ Its view of a pod is set by switches, all off by default as in typical deploymen
                      bringing its type's ResourceSlices (the two switches above then apply only to
                      pods without claims); off: the pre-DRA view of the device columns;
   gang_aware         sizes a gang's pods together, all or nothing (else pod by pod);
-  reservation_aware  prefers pools with free committed slots and prices them at 0;
+  reservation_aware  prefers pools with free committed slots and prices them at 0 (and keeps
+                     committed nodes, as `keep_committed`);
+  keep_committed     never scales a committed node down: it is billed whether it runs or not
+                     (the merged loop's rule; what an operator's min_size does for a pool that
+                     holds nothing but the reservation);
   provisioning_request  gangs become ProvisioningRequests of `provisioning_class`
                      (harness/autoscalers/provisioning_request.py): one per scan, the whole gang
                      at once, its capacity booked in the autoscaler's own snapshot for
@@ -61,6 +65,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from harness.autoscalers import plan_price
 from harness.autoscalers.backoff import NodeGroupBackoff
 from harness.autoscalers.expanders import Chain, Expander, LeastWaste, Option, Reserved, SchedulerPreference, pod_prices
 from harness.autoscalers.provision_timeout import ProvisionTimeout
@@ -106,6 +111,7 @@ class ClusterAutoscaler:
                           "selectors)"),
         "gang_aware": flag("the autoscaler sizes a gang's pods together, all or nothing"),
         "reservation_aware": flag("the autoscaler prefers pools with free committed slots"),
+        "keep_committed": flag("scale-down never removes a committed node (it is billed whether it runs or not)"),
         "provisioning_request": flag("gangs become ProvisioningRequests"),
         "scheduler_sees": flag("the autoscaler simulates with the scheduler's full view of a pod"),
         "scheduler_prefers": flag("the autoscaler asks for the capacity the scheduler prefers"),
@@ -132,7 +138,7 @@ class ClusterAutoscaler:
                  backoff_reset_s: float = 10800.0, max_nodes_total: int = 0,
                  max_cores_total: float = MAX_CLUSTER_CORES, max_memory_total_gib: float = MAX_CLUSTER_MEMORY_GIB,
                  scale_down: ScaleDown | None = None, provisioning_class: str = BEST_EFFORT_ATOMIC,
-                 max_node_provision_time_s: float = 900.0, dra_aware: bool = True):
+                 max_node_provision_time_s: float = 900.0, dra_aware: bool = True, keep_committed: bool = False):
         check(self, "loop.autoscaler",
               scan_interval_s=scan_interval_s,
               expander=expander, topology_aware=topology_aware, sharing_aware=sharing_aware, gang_aware=gang_aware,
@@ -141,8 +147,10 @@ class ClusterAutoscaler:
               backoff_s=backoff_s, max_backoff_s=max_backoff_s, backoff_reset_s=backoff_reset_s,
               max_nodes_total=max_nodes_total, max_cores_total=max_cores_total,
               max_memory_total_gib=max_memory_total_gib, provisioning_class=provisioning_class,
-              max_node_provision_time_s=max_node_provision_time_s, dra_aware=dra_aware)
+              max_node_provision_time_s=max_node_provision_time_s, dra_aware=dra_aware,
+              keep_committed=keep_committed)
         self.dra_aware = bool(dra_aware)
+        self.keep_committed = bool(keep_committed or reservation_aware)
         self.scan_interval_s = float(scan_interval_s)
         self.topology_aware, self.sharing_aware = bool(topology_aware), bool(sharing_aware)
         self.gang_aware, self.reservation_aware = bool(gang_aware), bool(reservation_aware)
@@ -205,6 +213,7 @@ class ClusterAutoscaler:
         self.template_cpu, self.template_mem = st.type_cpu[pool_type], st.type_mem[pool_type]  # per pool
         self.template_gpus = st.type_gpus[pool_type] > 0
         self.pod_price = pod_prices(sim.cluster, self.view)  # per pod, for the price expander
+        self.expander.attach(sim)
         svc = sim.w.services
         if self.buffer is not None and svc is not None:  # a fake pod is a copy of a service's slot 0
             self.buffer_pod = sim.w.pods_by_job[sim.w.job_bounds[svc.slot_job[svc.slot_bounds[:-1]]]]
@@ -295,7 +304,7 @@ class ClusterAutoscaler:
         protect = booked_for >= 0  # booked capacity is not scaled down
         if self.buffer is not None:
             protect = protect | self._buffer_nodes()
-        if self.reservation_aware:
+        if self.keep_committed:
             protect = protect | self.sim.state.slot_committed  # removing it would save nothing
         self.scale_down.run(now, protect=protect, booked_for=booked_for)
         self.scanned_mutations = self.sim.state.mutations
@@ -418,9 +427,10 @@ class ClusterAutoscaler:
             left[idx[placed:]] = True
         return [units[i] for i in np.flatnonzero(left)]
 
-    def _estimate(self, p: int, units: list[np.ndarray], groups: list | None = None) -> tuple[int, int, float, float]:
-        """(new nodes, pods helped, least-waste score, pods helped's price) if pool p alone took
-        the units: upstream's
+    def _estimate(self, p: int, units: list[np.ndarray],
+                  groups: list | None = None) -> tuple[int, int, float, float, float, float]:
+        """(new nodes, pods helped, least-waste score, pods helped's price, their share of the
+        new nodes and the nodes' GPU milli as plan_price.taken) if pool p alone took the units: upstream's
         binpacking estimate onto empty template nodes of the pool (up to its free slots), by
         equivalence group (`groups`: `_groups` of the units in the view, the same for every
         pool), in the pool's decreasing order (`_ordered`). A group fills the nodes opened so
@@ -431,7 +441,7 @@ class ClusterAutoscaler:
         slots = sim.cloud.free_slots(p) if preferred is None else preferred
         slots = slots[:sum(len(u) for u in units)]
         if len(slots) == 0:
-            return 0, 0, np.inf, 0.0
+            return 0, 0, np.inf, 0.0, 0.0, 0.0
         snap = Snapshot(sim.state, slots, openable=range(len(slots)))
         helped, paid = 0, 0.0
         first = np.array([u[0] for u in units], np.int64)
@@ -448,11 +458,11 @@ class ClusterAutoscaler:
                     paid += float(self.pod_price[unit].sum())
         new = np.array(snap.opened, np.int64)
         if len(new) == 0:
-            return 0, 0, np.inf, 0.0
+            return 0, 0, np.inf, 0.0, 0.0, 0.0
         st = snap.state
         waste = (float(st.cpu_free[new].sum() / st.cpu_cap[new].sum())
                  + float(st.mem_free[new].sum() / st.mem_cap[new].sum()))
-        return len(new), helped, waste, paid
+        return len(new), helped, waste, paid, *plan_price.taken(st, new)
 
     def _ordered(self, p: int, groups: list[tuple[bool, np.ndarray]],
                  first: np.ndarray) -> list[tuple[bool, np.ndarray]]:
@@ -466,16 +476,17 @@ class ClusterAutoscaler:
         score = w.cpu[pods] / self.template_cpu[p] + w.mem[pods] / self.template_mem[p]
         return [groups[i] for i in np.argsort(-score, kind="stable").tolist()]
 
-    def _option(self, p: int, nodes: int, helped: int, waste: float, paid: float) -> Option:
+    def _option(self, p: int, nodes: int, helped: int, waste: float, paid: float, taken: float,
+                gpu_milli: float) -> Option:
         """Pool p's estimate as an expander option, priced in the autoscaler's view: the free
-        committed slots it would fill cost nothing if it knows of reservations."""
-        committed = 0
-        if self.reservation_aware or self.scheduler_prefers:
-            committed = min(self.sim.cloud.free_committed(p), nodes)
+        committed slots it would fill (the lowest free slots: the cloud fills them first) cost
+        nothing if it knows of reservations."""
+        committed = min(self.sim.cloud.free_committed(p), nodes)
+        aware = self.reservation_aware or self.scheduler_prefers
         pool = self.sim.cluster.pools[p]
-        return Option(p, nodes, helped, (nodes - committed) * pool.price, waste, committed, pool.priority,
+        return Option(p, nodes, helped, (nodes - committed * aware) * pool.price, waste, committed, pool.priority,
                       paid, int(self.template_cpu[p]), bool(self.template_gpus[p]),
-                      int((self.sim.state.status == READY).sum()))
+                      int((self.sim.state.status == READY).sum()), pool.price, taken, gpu_milli)
 
     def _expand(self, options: list[Option]) -> tuple[int, int]:
         """(pool, node count) of the option the expander picks (options is never empty)."""

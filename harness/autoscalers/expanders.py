@@ -23,6 +23,11 @@ plus its GPUs at the cheapest per-GPU price this cluster charges for a model the
 pods may name models and our node prices are the cluster's own, so the per-GPU price comes from
 the same price list: a pool's node price less its CPU and memory at the unit prices, per GPU.
 A pod's price never depends on the option's pool, as upstream's.
+
+`PlannerPrice` (`loop/autoscaler/expander=planner_price`) is upstream's external expander
+(`--expander=grpc --grpc-expander-url=...`, a service the operator runs) pricing each option
+as the merged planner prices a plan (harness/autoscalers/plan_price.py): with it the separate
+loops can buy as the merged planner would, so a comparison tells the pricing from the merging.
 """
 
 from __future__ import annotations
@@ -33,8 +38,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from harness.autoscalers import plan_price
+from harness.settings import check, duration
+
 if TYPE_CHECKING:
     from harness.cluster import Cluster
+    from harness.view import SimulationView
     from harness.workload import Workload
 
 #: Float scores closer than this (relative to the best, if above 1) are a tie.
@@ -100,12 +109,15 @@ def preferred_cpu(cluster_nodes: int) -> int:
 @dataclass(frozen=True)
 class Option:
     """One way to scale up, as the autoscaler sees it: `nodes` new nodes of `pool` that would
-    take `helped` pending pods. `price` is their hourly price, the free committed slots they
-    would fill (`committed` of them) at 0 if the autoscaler knows of reservations; `waste`
-    upstream least-waste's score, (CPU left free)/(CPU) + (memory left free)/(memory) of the
-    new nodes once the pods helped are on them; `priority` the pool's. For `Price`:
+    take `helped` pending pods, `committed` of them in the pool's free committed slots. `price`
+    is their hourly price, the committed ones at 0 if the autoscaler knows of reservations;
+    `waste` upstream least-waste's score, (CPU left free)/(CPU) + (memory left free)/(memory)
+    of the new nodes once the pods helped are on them; `priority` the pool's. For `Price`:
     `pod_price` the pods helped's summed hourly price (`pod_prices`), `node_cpu` the pool's node
-    CPU (milli), `gpus` whether its nodes have GPUs, `cluster_nodes` the cluster's node count."""
+    CPU (milli), `gpus` whether its nodes have GPUs, `cluster_nodes` the cluster's node count.
+    For `PlannerPrice`: `node_price` the pool's price of a node beyond its committed slots,
+    `taken` the dominant share the pods helped take of the new nodes, `gpu_milli` the new
+    nodes' GPU milli (plan_price.taken)."""
 
     pool: int
     nodes: int
@@ -118,6 +130,9 @@ class Option:
     node_cpu: int = 1000
     gpus: bool = False
     cluster_nodes: int = 0
+    node_price: float = 0.0
+    taken: float = 0.0
+    gpu_milli: float = 0.0
 
     @property
     def unit_price(self) -> float:
@@ -131,12 +146,20 @@ class Filter(ABC):
     @abstractmethod
     def best_options(self, options: list[Option]) -> list[Option]: ...
 
+    def attach(self, sim: SimulationView) -> None:
+        """Called once by the autoscaler with the cluster it scales, which a filter may watch."""
+        self.sim = sim
+
 
 class Expander(ABC):
     """Picks one option (None from none); `rng` is the autoscaler's seeded stream."""
 
     @abstractmethod
     def best_option(self, options: list[Option], rng: np.random.Generator) -> Option | None: ...
+
+    def attach(self, sim: SimulationView) -> None:
+        """Called once by the autoscaler with the cluster it scales, which an expander may watch."""
+        self.sim = sim
 
 
 def _least(options: list[Option], key) -> list[Option]:
@@ -216,6 +239,38 @@ class Reserved(Filter):
         return [o for o in options if o.committed > 0] or options
 
 
+class PlannerPrice(Filter):
+    """The options the merged planner would find cheapest (upstream's external `grpc`
+    expander, as a service pricing them): an option costs its pool's node price for the nodes
+    beyond the free committed slots it fills, times the share of them it pays for, what the
+    pods helped take (`Option.taken`) plus the GPUs the demand it sees for the pool would leave
+    idle (harness/autoscalers/plan_price.py); least cost, then fewest nodes, as the planner.
+    The demand is what such a service can watch: the pods pending and those that arrived in
+    the last `demand_window_s` (the merged loop's default) and were placed since."""
+
+    SETTINGS = {"demand_window_s": duration("seconds of past arrivals counted as demand for the free GPUs of "
+                                            "the nodes an option buys (0: the pending pods only)")}
+
+    def __init__(self, demand_window_s: float = 600.0):
+        check(self, "loop.autoscaler.expander.filters", demand_window_s=demand_window_s)
+        self.demand_window_s = float(demand_window_s)
+
+    def attach(self, sim: SimulationView) -> None:
+        super().attach(sim)
+        self.demand = plan_price.Demand(sim, self.demand_window_s)
+
+    def cost(self, o: Option, demand_milli: np.ndarray) -> float:
+        """What option o costs an hour, as the merged planner prices a plan."""
+        paid = plan_price.share(o.taken, o.gpu_milli, demand_milli[o.pool])
+        return plan_price.cost(o.node_price, o.nodes, o.committed, paid)
+
+    def best_options(self, options):
+        demand = self.demand.milli(self.demand.pods(self.sim.now))
+        cheapest = _least(options, lambda o: self.cost(o, demand))
+        fewest = min((o.nodes for o in cheapest), default=0)
+        return [o for o in cheapest if o.nodes == fewest]
+
+
 class Random(Expander):
     """One option at random (upstream `random`, and every chain's fallback). One option is
     returned without a draw, so the stream moves only on a real choice."""
@@ -233,6 +288,12 @@ class Chain(Expander):
     def __init__(self, filters: list[Filter] | None = None, fallback: Expander | None = None):
         self.filters = list(filters or [])
         self.fallback = fallback or Random()
+
+    def attach(self, sim: SimulationView) -> None:
+        super().attach(sim)
+        for f in self.filters:
+            f.attach(sim)
+        self.fallback.attach(sim)
 
     def best_option(self, options, rng):
         for f in self.filters:

@@ -8,7 +8,8 @@ Each job (a gang, or a single pod) is planned as a unit, in queue order:
      every pool not backed off is tried (for a rack-local gang, in the pool's rack with the
      most free slots), the cheapest plan wins, committed slots counting as free. Exactly the
      plan's nodes are requested, all or nothing. If no pool can hold the whole job, it waits.
-A plan's cost weighs dollars against idle accelerators: the hourly price of its new nodes
+A plan's cost weighs dollars against idle accelerators (harness/autoscalers/plan_price.py, which
+the separate loops' `planner_price` expander shares): the hourly price of its new nodes
 times the job's dominant share of them (CPU, memory or GPU, whichever it takes most of) plus
 the share of their GPUs that the demand it sees for the pool would leave idle. That demand is
 what a controller knows: the queued pods that fit the pool, and the pods that arrived in the
@@ -48,7 +49,9 @@ import math
 
 import numpy as np
 
+from harness.autoscalers import plan_price
 from harness.autoscalers.backoff import NodeGroupBackoff
+from harness.autoscalers.plan_price import Demand
 from harness.autoscalers.provision_timeout import ProvisionTimeout
 from harness.autoscalers.scale_down import ScaleDown
 from harness.description import Description
@@ -57,10 +60,10 @@ from harness.quiet import NO_TICKS, Cadence
 from harness.scheduler import Scheduler
 from harness.scores import ScorePlugin
 from harness.settings import check, duration, number, period
-from harness.status import BOOTING, BOUND, NOT_ARRIVED, PENDING, RUNNING
+from harness.status import BOOTING, BOUND, NOT_ARRIVED, RUNNING
 from harness.view import SimulationView
 from harness.whatif import Snapshot
-from harness.workload import LOCALITY_CODE, pools_fit
+from harness.workload import LOCALITY_CODE
 
 
 class MergedLoop:
@@ -108,14 +111,11 @@ class MergedLoop:
         self.scanned_mutations = -1
         self.scanned_missing = b""  # `_missing_key` at the last scan
         self.planned_at = np.full(sim.w.n_jobs, -1, np.int64)  # layout version of the last failed plan
-        self.fits_pool = pools_fit(sim.cluster, sim.w)
         self.backoff = NodeGroupBackoff(len(sim.cluster.pools), self.backoff_s, self.max_backoff_s,
                                         self.backoff_reset_s)
         self.allowed = np.ones(len(sim.cluster.pools), bool)  # the pools not backed off at the last scan
         self.ceiling = np.full(len(sim.cluster.pools), np.inf)  # nodes a pool held when it last fell short
-        self.pod_milli = sim.w.gpu_milli_total
-        self.by_submit = np.argsort(sim.w.job_submit, kind="stable")
-        self.submits = sim.w.job_submit[self.by_submit]
+        self.demand = Demand(sim, self.demand_window_s)
         self.demand_milli = np.zeros(len(sim.cluster.pools))  # GPU milli of the demand seen, per pool (`_demand`)
 
     def next_wakeup(self, now: float) -> float:
@@ -175,20 +175,7 @@ class MergedLoop:
         """GPU milli per pool of the demand it sees: the queued pods, those that arrived (or
         replicas created) in the last `demand_window_s` and were placed since, and the replicas
         recommended but not created yet, that a node of the pool could hold."""
-        sim = self.sim
-        queued = sim.w.pods_of(sim.queue.jobs())
-        lo, hi = np.searchsorted(self.submits, [now - self.demand_window_s, now], side="right")
-        recent = sim.w.pods_of(self.by_submit[lo:hi])  # of the jobs that arrived: the pods that did
-        recent = recent[(sim.pod_status[recent] != PENDING) & (sim.w.submit[recent] <= now)]
-        pods = np.r_[queued[sim.pod_status[queued] == PENDING], recent,
-                     self._recent_replicas(now), self._missing_replicas()]
-        return self._fits_pool(pods) @ self.pod_milli[pods]
-
-    def _fits_pool(self, pods: np.ndarray) -> np.ndarray:
-        """pools x pods: could a node of the pool hold the pod, and may the pod use the pool
-        (an admission layer may keep it to some: `Workload.placement`)?"""
-        w = self.sim.w
-        return self.fits_pool[:, pods] & self.sim.state.pool_allowed[w.placement[pods]].T
+        return self.demand.milli(np.r_[self.demand.pods(now), self._recent_replicas(now), self._missing_replicas()])
 
     # ---- what it learns by asking -----------------------------------------------------
     def _give_up_unserved(self, now: float) -> None:
@@ -236,7 +223,7 @@ class MergedLoop:
         for p, n, gpu_idx in plan:
             sim.bind(p, n, gpu_idx)
             self.placer.reserve(sim.state, sim.w, p, n)  # Reserve: e.g. GpuClustering tags planned pods
-        self.demand_milli -= self._fits_pool(pods) @ self.pod_milli[pods]  # planned: no longer queued
+        self.demand_milli -= self.demand.milli(pods)  # planned: no longer queued
         return True
 
     def _warm_for_recommended(self) -> None:
@@ -256,7 +243,7 @@ class MergedLoop:
             count, pool, opened, _ = best
             if count:
                 self._buy(pool, opened, pods)  # short: what was granted is capacity toward them still
-            self.demand_milli -= self._fits_pool(pods) @ self.pod_milli[pods]
+            self.demand_milli -= self.demand.milli(pods)
 
     def _missing_key(self) -> bytes:
         """The replicas recommended and not created yet, per service: a change wakes a scan."""
@@ -327,7 +314,7 @@ class MergedLoop:
         if booting:
             yield None, np.zeros(0, np.int64)
         rack_local = sim.w.job_locality[j] == LOCALITY_CODE["rack"]
-        for p in np.flatnonzero(self._fits_pool(pods).all(axis=1)).tolist():
+        for p in np.flatnonzero(self.demand.fits(pods).all(axis=1)).tolist():
             free = sim.cloud.free_slots_in_emptiest_rack(p) if rack_local else sim.cloud.free_slots(p)
             want = len(pods)
             if not self.allowed[p]:
@@ -371,11 +358,7 @@ class MergedLoop:
         demand it sees for the pool (the job's own included); at most 1."""
         if pool is None or len(new) == 0:
             return 0.0
-        cpu, mem, gpu = st.cpu_cap[new].sum(), st.mem_cap[new].sum(), st.gpu_milli_cap[new].sum()
-        used = max(1 - st.cpu_free[new].sum() / cpu, 1 - st.mem_free[new].sum() / mem,
-                   1 - st.gpu_free[new].sum() / gpu if gpu else 0.0)
-        idle = max(0.0, 1 - self.demand_milli[pool] / gpu) if gpu else 0.0  # the demand includes the job's own
-        return float(min(1.0, used + idle))
+        return plan_price.share(*plan_price.taken(st, new), self.demand_milli[pool])
 
     def _cost(self, pool: int | None, opened: list[int], share: float) -> float:
         """Hourly price of the new nodes, times the share of them the plan pays for (`_share`);
@@ -383,4 +366,4 @@ class MergedLoop:
         if pool is None or not opened:
             return 0.0
         committed = int(self.sim.state.slot_committed[np.array(opened)].sum())
-        return (len(opened) - committed) * self.sim.cluster.pools[pool].price * share
+        return plan_price.cost(self.sim.cluster.pools[pool].price, len(opened), committed, share)

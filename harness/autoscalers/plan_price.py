@@ -1,0 +1,76 @@
+"""What new nodes cost a plan: the merged planner's price, shared with the separate loops'
+`PlannerPrice` expander, so that either loop can weigh dollars against idle accelerators the
+same way and a comparison can tell the pricing from the merging.
+
+A plan pays the hourly price of its new nodes beyond the committed slots (those are billed
+whatever happens), times its `share` of them: the dominant share the pods it places take (CPU,
+memory or GPU, whichever they take most of) plus the share of the nodes' GPUs that the demand
+seen for the pool would leave idle, at most 1. The demand (`Demand`) is what a controller
+knows: the pods pending, and those that arrived in the last `window_s` and were placed since,
+that a node of the pool could hold.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from harness.status import PENDING
+from harness.workload import pools_fit
+
+if TYPE_CHECKING:
+    from harness.state import ClusterState
+    from harness.view import SimulationView
+
+
+class Demand:
+    """The GPU demand a controller sees per pool, in the scheduler's view of a pod."""
+
+    def __init__(self, sim: SimulationView, window_s: float):
+        self.sim, self.window_s = sim, float(window_s)
+        self.fits_pool = pools_fit(sim.cluster, sim.w)
+        self.pod_milli = sim.w.gpu_milli_total
+        self.by_submit = np.argsort(sim.w.job_submit, kind="stable")  # the trace's jobs, at attach
+        self.submits = sim.w.job_submit[self.by_submit]
+
+    def pods(self, now: float) -> np.ndarray:
+        """The pods pending, then those that arrived in the last `window_s` and were placed since."""
+        sim = self.sim
+        queued = sim.w.pods_of(sim.queue.jobs())
+        lo, hi = np.searchsorted(self.submits, [now - self.window_s, now], side="right")
+        recent = sim.w.pods_of(self.by_submit[lo:hi])  # of the jobs that arrived: the pods that did
+        recent = recent[(sim.pod_status[recent] != PENDING) & (sim.w.submit[recent] <= now)]
+        return np.r_[queued[sim.pod_status[queued] == PENDING], recent]
+
+    def fits(self, pods: np.ndarray) -> np.ndarray:
+        """pools x pods: could a node of the pool hold the pod, and may the pod use the pool
+        (an admission layer may keep it to some: `Workload.placement`)?"""
+        w = self.sim.w
+        return self.fits_pool[:, pods] & self.sim.state.pool_allowed[w.placement[pods]].T
+
+    def milli(self, pods: np.ndarray) -> np.ndarray:
+        """GPU milli per pool of these pods, each counted in every pool that could hold it."""
+        return self.fits(pods) @ self.pod_milli[pods]
+
+
+def taken(st: ClusterState, new: np.ndarray) -> tuple[float, float]:
+    """(the dominant share the pods packed on nodes `new` of state `st` take of them, the
+    nodes' GPU milli)."""
+    cpu, mem, gpu = st.cpu_cap[new].sum(), st.mem_cap[new].sum(), st.gpu_milli_cap[new].sum()
+    used = max(1 - st.cpu_free[new].sum() / cpu, 1 - st.mem_free[new].sum() / mem,
+               1 - st.gpu_free[new].sum() / gpu if gpu else 0.0)
+    return used, gpu
+
+
+def share(used: float, gpu: float, demand_milli: float) -> float:
+    """The share of new nodes a plan pays for: what its pods take (`taken`) plus the share of
+    the nodes' `gpu` milli beyond the demand seen for their pool (the plan's own included)."""
+    idle = max(0.0, 1 - demand_milli / gpu) if gpu else 0.0
+    return float(min(1.0, used + idle))
+
+
+def cost(price: float, nodes: int, committed: int, paid_share: float) -> float:
+    """Hourly price of `nodes` new nodes of a pool at `price`, `committed` of them in committed
+    slots (already paid for), times the share of them the plan pays for (`share`)."""
+    return (nodes - committed) * price * paid_share
