@@ -171,6 +171,8 @@ RUN: dict[str, Rule] = {
     "consolidation": flag("every loop that scales down also removes under-used nodes, moving their pods "
                           "(false: only empty nodes are removed)"),
     "trace_events": flag("write the decision trace, events.parquet: one row per pod, job and node event"),
+    "trace.generated": flag("the trace is drawn at run time from `workload` and trace.seed (harness/generated.py)"),
+    "trace.seed": integer("seed of the drawn trace's job mix, arrivals and gang sizes", ge=0),
 }
 
 
