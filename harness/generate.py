@@ -199,6 +199,8 @@ CLASSES: dict[str, type[JobClass]] = {
     "gangs": GangClass,
     "cpu": CpuClass,
 }
+#: Knobs a description leaves out while null (they came after traces that are bundled).
+UNSET = ("n", "members", "member_weights")
 #: Short job-id prefix per class.
 PREFIX = {"inference": "inf", "training": "trn", "gangs": "gang", "cpu": "cpu"}
 
@@ -442,12 +444,16 @@ class SyntheticWorkload:
 
     # ---- description -----------------------------------------------------------------
     def params(self) -> dict[str, Any]:
+        """Every knob; the later ones (UNSET) only when set, so a trace drawn before they existed
+        keeps its description, byte for byte."""
         services = {"services": {name: asdict(c) for name, c in self.services.items()}} if self.services else {}
+        load = {"load": self.load} if self.load != 1.0 else {}
         return {
             "span_s": self.span_s,
             "n_jobs": self.n_jobs,
-            "load": self.load,
-            **{name: asdict(c) for name, c in self.classes.items()},
+            **load,
+            **{name: {k: v for k, v in asdict(c).items() if not (k in UNSET and v is None)}
+               for name, c in self.classes.items()},
             **services,
         }
 

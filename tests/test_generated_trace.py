@@ -129,3 +129,20 @@ def test_a_generated_trace_replays(tmp_path):
     sim, loop = build(_scenario("philly_redrawn", tmp_path, "loop=merged", "workload.span_s=7200"))
     assert sim.cluster.name == "philly" and len(sim.w.job_id) > 0
     assert [p.name.split(".")[0] for p in tmp_path.glob("*.parquet")] == ["drawn"]  # its draw, beside trace.path
+
+
+def test_each_cell_of_the_evidence_grid_names_its_trace_and_gang_count():
+    from omegaconf import OmegaConf
+
+    grid = OmegaConf.load(ROOT / "conf" / "experiment" / "loops_evidence.yaml").hydra.sweeper.params
+    cells = str(grid.scenario).split(",")
+    assert len(cells) == 7 and "openb_autoscaled" in cells
+    for cell in cells:
+        cfg = compose("config", ["experiment=loops_evidence", f"scenario={cell}"])
+        check_config(cfg)
+        assert Path(str(cfg.trace.path)).stem.startswith(cell.split("_g")[0].replace("_autoscaled", ""))
+        if cell == "openb_autoscaled":
+            assert not cfg.trace.get("generated") and cfg.get("workload") is None
+        else:
+            assert cfg.trace.generated and Path(str(cfg.trace.path)).stem == cell
+            assert cfg.workload.gangs.n == int(cell.rsplit("_g", 1)[1])
