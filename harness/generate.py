@@ -50,7 +50,7 @@ import pyarrow.compute as pc
 from harness.errors import ConfigError, LoopbenchError, TraceError
 from harness.output import written_together
 from harness.services.trace import MAX_DEMAND_ROWS, MAX_REPLICAS
-from harness.settings import check, check_config, flag, fraction, grid, instantiate, integer, number, weight
+from harness.settings import Rule, check, check_config, flag, fraction, grid, instantiate, integer, number, weight
 from harness.trace import MAX_CPU_MILLI, MAX_GPUS_PER_POD, MAX_MEMORY_MIB, MAX_TIME_S, SCHEMA
 
 DAY_S = 86400.0
@@ -70,6 +70,8 @@ def _fits_in_memory(jobs: float, key: str) -> None:
         raise ConfigError(key, f"about {jobs:,.0f} jobs would need about {need / 1e9:,.1f} GB to generate "
                                f"({BYTES_PER_JOB / 1e3:g} kB a job), more than this machine's {ram / 1e9:,.1f} GB: "
                                "fewer jobs")
+#: most pods of one gang (members): 16x the largest gang of the published traces (Acme's 1,024 GPUs)
+MAX_GANG_MEMBERS = 2048
 #: Resolution of the piecewise-constant arrival intensity.
 BIN_S = 60.0
 #: Keep generated times readable (millisecond resolution) and stable across platforms.
@@ -85,6 +87,9 @@ class JobClass:
 
     #: mean jobs per hour (before the daily cycle and bursts); 0 disables the class
     rate_per_h: float = 0.0
+    #: exactly this many jobs of the class over the span (null: a Poisson count of the rate);
+    #: the arrivals still follow the rate's daily cycle and bursts
+    n: int | None = None
     #: daily cycle: rate x (1 + amplitude * cos(2 pi (t/day - peak_hour/24)))
     diurnal_amplitude: float = 0.0
     peak_hour: float = 14.0
@@ -138,6 +143,11 @@ class GangClass(JobClass):
     locality: dict = field(default_factory=lambda: {"rack": 0.5, "block": 0.5})
     min_members: int = 2
     max_members: dict = field(default_factory=lambda: {"rack": 4, "block": 8, "none": 8})
+    #: members of every gang, whatever its locality, uniform on the grid [lo, hi(, step)]
+    #: (null: min_members..max_members of its locality): one key a sweep can vary
+    members: list | None = None
+    #: members -> weight (null: uniform), for size distributions a trace publishes (powers of two)
+    member_weights: dict | None = None
     nvlink: bool = True
     nic_per_gpu: bool = True
     models: list = field(default_factory=lambda: ["H100"])
@@ -189,6 +199,8 @@ CLASSES: dict[str, type[JobClass]] = {
     "gangs": GangClass,
     "cpu": CpuClass,
 }
+#: Knobs a description leaves out while null (they came after traces that are bundled).
+UNSET = ("n", "members", "member_weights")
 #: Short job-id prefix per class.
 PREFIX = {"inference": "inf", "training": "trn", "gangs": "gang", "cpu": "cpu"}
 
@@ -221,6 +233,13 @@ def _build_class(name: str, cfg: dict | None) -> JobClass:
     for q, spec in obj.queues.items():
         if not isinstance(spec, dict) or set(spec) - {"weight", "priority"}:
             raise ConfigError(f"{where}.queues.{q}", "must be {weight: float, priority: int}")
+    if isinstance(obj, GangClass) and obj.member_weights is not None:
+        if obj.members is not None:
+            raise ConfigError(f"{where}.member_weights", "members already sets the gang sizes: set one or the other")
+        bad = [k for k in obj.member_weights if not str(k).isdigit() or not 2 <= int(k) <= MAX_GANG_MEMBERS]
+        if bad:
+            raise ConfigError(f"{where}.member_weights.{bad[0]}",
+                              f"a gang size must be an integer from 2 to {MAX_GANG_MEMBERS:,} pods")
     return obj
 
 
@@ -323,7 +342,9 @@ class SyntheticWorkload:
         "span_s": number("seconds over which jobs arrive", gt=0, le=MAX_TIME_S),
         "n_jobs": integer("jobs in total, split over the classes by rate; null = drawn from the rates",
                           ge=0, le=MAX_JOBS, null=True),
+        "load": number("arrival rate multiplier of every class (and of fixed job counts)", gt=0, le=1000),
         "*.rate_per_h": number("mean jobs per hour of the class; 0 disables it", ge=0),
+        "*.n": integer("jobs of the class over span_s; null = drawn from its rate", ge=0, le=MAX_JOBS, null=True),
         "*.diurnal_amplitude": fraction("depth of the daily cycle of arrivals"),
         "*.peak_hour": number("hour of the day at which arrivals peak", ge=0, le=24),
         "*.bursts_per_day": number("mean burst windows per day", ge=0),
@@ -351,6 +372,9 @@ class SyntheticWorkload:
         "*.locality.*": weight("weight of this gang locality"),
         "*.min_members": integer("fewest pods of a gang", ge=1),
         "*.max_members.*": integer("most pods of a gang of this locality", ge=1),
+        "*.members": Rule("grid", "pods of every gang, uniform on [lo, hi] or [lo, hi, step]; null = by locality",
+                          lo=2, hi=MAX_GANG_MEMBERS, null=True),
+        "*.member_weights.*": weight("weight of this gang size (pods)"),
         "*.nvlink": flag("gang pods claim one NVLink domain"),
         "*.nic_per_gpu": flag("gang pods claim a NIC per GPU"),
         "*.cpu_milli_per_pod": integer("CPU milli of each gang pod", ge=0, le=MAX_CPU_MILLI),
@@ -385,25 +409,32 @@ class SyntheticWorkload:
         gangs: dict | None = None,
         cpu: dict | None = None,
         services: dict | None = None,
+        load: float = 1.0,
     ):
         given = {"inference": inference, "training": training, "gangs": gangs, "cpu": cpu}
-        check(self, "workload", span_s=span_s, n_jobs=n_jobs, services=services, **given)
+        check(self, "workload", span_s=span_s, n_jobs=n_jobs, services=services, load=load, **given)
         self.span_s = float(span_s)
         self.n_jobs = None if n_jobs is None else int(n_jobs)
+        self.load = float(load)
         self.classes: dict[str, JobClass] = {name: _build_class(name, given[name]) for name in CLASSES}
         self.services: dict[str, ServiceClass] = _build_services(services)
+        fixed = [name for name, c in self.classes.items() if c.n is not None]
+        if self.n_jobs is not None and fixed:
+            raise ConfigError(f"workload.{fixed[0]}.n", "n_jobs already fixes every class's job count: set one or "
+                                                        "the other")
         if self.n_jobs and sum(c.rate_per_h for c in self.classes.values()) <= 0:
             raise ConfigError("workload", "n_jobs is set but every class has rate_per_h 0")
         if self.n_jobs is None:  # the mean job count of the rates, bursts included, must fit in memory
-            mean = self.span_s / 3600.0 * sum(
-                c.rate_per_h * (1.0 + (c.burst_factor - 1.0) * c.bursts_per_day * c.burst_len_s / DAY_S)
+            mean = self.load * sum(
+                c.n if c.n is not None else self.span_s / 3600.0 * c.rate_per_h
+                * (1.0 + (c.burst_factor - 1.0) * c.bursts_per_day * c.burst_len_s / DAY_S)
                 for c in self.classes.values())
             if not mean <= MAX_JOBS:
                 raise ConfigError("workload", f"the rates draw about {mean:.3g} jobs over span_s, more than "
                                   f"{MAX_JOBS:,}: lower the rates or span_s, or set n_jobs")
             _fits_in_memory(mean, "workload (its rates over span_s)")
         else:
-            _fits_in_memory(self.n_jobs, "workload.n_jobs")
+            _fits_in_memory(self.n_jobs * self.load, "workload.n_jobs")
         rows = sum(math.ceil(self.span_s / c.window_s) + 1 for c in self.services.values())
         if rows > MAX_DEMAND_ROWS:
             name, c = min(self.services.items(), key=lambda item: item[1].window_s)
@@ -413,11 +444,16 @@ class SyntheticWorkload:
 
     # ---- description -----------------------------------------------------------------
     def params(self) -> dict[str, Any]:
+        """Every knob; the later ones (UNSET) only when set, so a trace drawn before they existed
+        keeps its description, byte for byte."""
         services = {"services": {name: asdict(c) for name, c in self.services.items()}} if self.services else {}
+        load = {"load": self.load} if self.load != 1.0 else {}
         return {
             "span_s": self.span_s,
             "n_jobs": self.n_jobs,
-            **{name: asdict(c) for name, c in self.classes.items()},
+            **load,
+            **{name: {k: v for k, v in asdict(c).items() if not (k in UNSET and v is None)}
+               for name, c in self.classes.items()},
             **services,
         }
 
@@ -429,16 +465,18 @@ class SyntheticWorkload:
 
     # ---- arrivals ----------------------------------------------------------------------
     def _class_counts(self, rng_by_class: dict[str, np.random.Generator], intensities: dict) -> dict[str, int]:
+        """Jobs per class: a fixed count (n, n_jobs) times the load, else a Poisson count of the
+        (load-scaled) intensity over the span."""
         if self.n_jobs is None:
             return {
-                name: int(rng_by_class[name].poisson(
+                name: round(c.n * self.load) if c.n is not None else int(rng_by_class[name].poisson(
                     (intensities[name] * self._bin_widths(len(intensities[name]))).sum()))
-                for name in self.classes
+                for name, c in self.classes.items()
             }
         rates = np.array([c.rate_per_h for c in self.classes.values()], float)
-        exact = self.n_jobs * rates / rates.sum()
+        exact = round(self.n_jobs * self.load) * rates / rates.sum()
         counts = np.floor(exact).astype(np.int64)
-        rest = self.n_jobs - int(counts.sum())
+        rest = round(self.n_jobs * self.load) - int(counts.sum())
         if rest:  # largest remainder, ties to the earlier class
             order = np.argsort(-(exact - counts), kind="stable")
             counts[order[:rest]] += 1
@@ -546,10 +584,16 @@ class SyntheticWorkload:
             if loc not in LOCALITIES:
                 raise ConfigError(f"{where}.locality", f"unknown locality '{loc}' (known: {', '.join(LOCALITIES)})")
         loc_idx = _choose(rng, lcum, n)
-        hi = np.array([int(c.max_members.get(loc, c.min_members)) for loc in locs])[loc_idx]
-        if c.min_members < 1 or (hi < c.min_members).any():
-            raise ConfigError(f"{where}.max_members", "need 1 <= min_members <= max_members of every locality")
-        size = rng.integers(c.min_members, hi + 1).astype(np.int32)
+        if c.member_weights is not None:
+            sizes, scum = _choice_table(c.member_weights, f"{where}.member_weights")
+            size = np.array([int(k) for k in sizes], np.int32)[_choose(rng, scum, n)]
+        elif c.members is not None:
+            size = _uniform_grid(rng, c.members, n, f"{where}.members").astype(np.int32)
+        else:
+            hi = np.array([int(c.max_members.get(loc, c.min_members)) for loc in locs])[loc_idx]
+            if c.min_members < 1 or (hi < c.min_members).any():
+                raise ConfigError(f"{where}.max_members", "need 1 <= min_members <= max_members of every locality")
+            size = rng.integers(c.min_members, hi + 1).astype(np.int32)
         loc_code = np.array([LOCALITIES.index(loc) for loc in locs], np.int8)[loc_idx]
         job = np.repeat(np.arange(n), size)
         starts = np.cumsum(size) - size
@@ -584,7 +628,8 @@ class SyntheticWorkload:
                 np.random.SeedSequence([seed & 0xFFFFFFFF, seed >> 32, zlib.crc32(name.encode())]))
             for name in self.classes
         }
-        lams = {name: self._intensity(c, c.rate_per_h / 3600.0, rngs[name]) for name, c in self.classes.items()}
+        lams = {name: self._intensity(c, c.rate_per_h * self.load / 3600.0, rngs[name])
+                for name, c in self.classes.items()}
         counts = self._class_counts(rngs, lams)
         makers: dict[str, Callable[..., _Part]] = {
             "inference": self._inference, "training": self._training, "gangs": self._gangs, "cpu": self._cpu}

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.decisions import DecisionTrace
 from harness.dra.writeback import ClaimWriter
 from harness.errors import ConfigError, LoopbenchError, TraceError
+from harness.generated import trace_file
 from harness.kueue.loop import KueueLoop, unknown_queues
 from harness.loops.base import conform
 from harness.metrics import jobs_frame, nodes_frame, summary_row
@@ -52,7 +53,7 @@ OUTPUTS = ("jobs.parquet", "nodes.parquet", "timeline.parquet", RUN_INFO, "confi
 def build(cfg: DictConfig) -> tuple[Simulation, Loop]:
     """Instantiate trace, cluster and loop from a composed config, once its settings are valid."""
     check_config(cfg)
-    path = to_absolute_path(str(cfg.trace.path))
+    path = trace_file(cfg)
     if cfg.get("import_args") and not Path(path).exists():
         import_trace(cfg)
     service_files = service_paths(cfg)
@@ -273,7 +274,7 @@ class Replay:
             note = estimate(sim, loop.name, loop.describe().family) if progress else ""
             if note:
                 print(note, file=sys.stderr, flush=True)
-            meta = provenance(cfg, trace_meta(to_absolute_path(str(cfg.trace.path))))
+            meta = provenance(cfg, trace_meta(trace_file(cfg)))
             sim.acct.timeline.stream_to(out_dir / "timeline.parquet", meta)
             events = DecisionTrace(sim) if cfg.get("trace_events") else None
             claims = claim_writer(sim) if cfg.get("write_claims") else None

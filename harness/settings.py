@@ -173,6 +173,8 @@ RUN: dict[str, Rule] = {
     "trace_events": flag("write the decision trace, events.parquet: one row per pod, job and node event"),
     "write_claims": flag("write a DRA run's allocations: claims.yaml (a ResourceClaim per bound pod's claim, "
                          "allocated) and claims.parquet (one row per allocated device)"),
+    "trace.generated": flag("the trace is drawn at run time from `workload` and trace.seed (harness/generated.py)"),
+    "trace.seed": integer("seed of the drawn trace's job mix, arrivals and gang sizes", ge=0),
 }
 
 
