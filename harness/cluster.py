@@ -6,7 +6,8 @@ partition profiles it offers, its price). A pool is a node type in a zone and bl
 rack layout, size bounds, committed (reserved) slots, pricing, a seeded provisioning delay,
 finite stock (fixed, stepped over time, or redrawn every period from a seeded stream), how the
 provider answers a request it cannot fill (`shortage`: at once with an error, or silently with
-nodes that never come up) and whether it honours all-or-nothing requests.
+nodes that never come up), whether it honours all-or-nothing requests, and the least time a
+node is billed for (`min_billed_s`, the cluster's unless the pool sets its own).
 
 Node slots are fixed: pool p owns slots [offset_p, offset_p + max_size_p) of every state
 array, slot i of a pool sits in rack i // nodes_per_rack, and the first `committed` slots of
@@ -105,6 +106,7 @@ class Pool:
     stock: int | None = None  # the most the provider ever supplies (None: unlimited)
     stock_varies: StockSteps | StockDraws | None = None  # how stock changes over time (None: fixed)
     shortage: str = "error"  # SHORTAGES
+    min_billed_s: float = 0.0  # the least a node of the pool is billed for, however soon it goes
     atomic: bool = False
     priority: int = 0
     taints: tuple[str, ...] = ()
@@ -158,6 +160,15 @@ def _typed(value, kind: str, where: str, optional: bool = False):
         expected = "finite float" if kind == "float" else kind
         raise ConfigError(where, f"expected {expected}{' or null' if optional else ''}, got {shown(value)}")
     return value
+
+
+def _min_billed(value, where: str) -> float:
+    """A minimum billed time: seconds in [0, MAX_TIME_S] (the big clouds bill per second with a
+    one-minute minimum)."""
+    seconds = _typed(value, "float", where)
+    if not 0 <= seconds <= MAX_TIME_S:
+        raise ConfigError(where, f"must be in [0, {MAX_TIME_S:,.0f}] seconds, got {shown(value)}")
+    return float(seconds)
 
 
 def _mapping(value, where: str) -> dict:
@@ -230,6 +241,7 @@ class Cluster:
         autoscaling: bool = True,
         name: str = "cluster",
         shortage: str = "error",
+        min_billed_s: float = 0.0,
         kueue: dict[str, Any] | None = None,
         dra: dict[str, Any] | None = None,
     ):
@@ -237,6 +249,7 @@ class Cluster:
         if shortage not in SHORTAGES:
             raise ConfigError("cluster.shortage", f"must be one of {', '.join(SHORTAGES)}, got {shown(shortage)}")
         self.shortage = shortage
+        _min_billed(min_billed_s, "cluster.min_billed_s")
         self.autoscaling = bool(_typed(autoscaling, "bool", "cluster.autoscaling"))  # no bool("maybe")
         self.partition_profiles = {}
         for prof, milli in _mapping(partition_profiles or {}, "cluster.partition_profiles").items():
@@ -302,6 +315,7 @@ class Cluster:
             if cfg["shortage"] not in SHORTAGES:
                 raise ConfigError(f"{where}.shortage",
                                   f"must be one of {', '.join(SHORTAGES)}, got {shown(cfg['shortage'])}")
+            cfg["min_billed_s"] = _min_billed(cfg.get("min_billed_s", min_billed_s), f"{where}.min_billed_s")
             for j, taint in enumerate(cfg["taints"]):
                 _taint(taint, f"{where}.taints[{j}]")
             pool = _build(Pool, cfg, where)

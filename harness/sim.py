@@ -394,6 +394,7 @@ class Simulation(Engine):
         queue (a loop giving up on a node that does not come up)."""
         if self.state.status[n] == BOOTING:
             self.unbind_many(sorted(self.node_pods[n]))
+        self.acct.removing(n, float(self.node_requested_at[n]))
         self.fleet.remove(n)
 
     def pods_on(self, n: int) -> list[int]:
