@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from harness.admission import AdmissionGate
-from harness.cloud import Cloud, ProviderFacade
+from harness.cloud import Cloud, Placement, ProviderFacade
 from harness.cluster import Cluster
 from harness.engine import Engine
 from harness.eviction import evict
@@ -376,9 +376,9 @@ class Simulation(Engine):
         self.hooks.emit(kind, node=node, detail=detail)
 
     # ---- nodes -------------------------------------------------------------------------
-    def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None) -> np.ndarray:
+    def provision(self, p: int, count: int, atomic: bool, placement: Placement | None = None) -> np.ndarray:
         """Ask the cloud for nodes of pool p (`Fleet.provision`)."""
-        return self.fleet.provision(p, count, atomic, slots)
+        return self.fleet.provision(p, count, atomic, placement)
 
     @property
     def last_scale_up(self) -> float:

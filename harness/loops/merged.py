@@ -51,6 +51,7 @@ import numpy as np
 from harness.autoscalers.backoff import NodeGroupBackoff
 from harness.autoscalers.provision_timeout import ProvisionTimeout
 from harness.autoscalers.scale_down import ScaleDown
+from harness.cloud import Placement
 from harness.description import Description
 from harness.filters import feasible
 from harness.quiet import NO_TICKS, Cadence
@@ -229,10 +230,12 @@ class MergedLoop:
             return False
         count, pool, opened, plan = best
         if count:
-            granted = self._buy(pool, opened)
+            granted = self._buy(pool, opened, self._placement(j, opened, plan))
             if len(granted) < count:  # short: the granted nodes are in flight for the new plans
                 self.unplanned += granted.tolist()
                 return self._provision_for(j)
+            where = dict(zip(opened, granted.tolist(), strict=True))  # the provider's slots, alike nodes
+            plan = [(p, where.get(n, n), gpu_idx) for p, n, gpu_idx in plan]
         for p, n, gpu_idx in plan:
             sim.bind(p, n, gpu_idx)
             self.placer.reserve(sim.state, sim.w, p, n)  # Reserve: e.g. GpuClustering tags planned pods
@@ -304,10 +307,19 @@ class MergedLoop:
                 best = (cost, len(opened), pool, opened, plan)
         return None if best is None else best[1:]
 
-    def _buy(self, pool: int, opened: list[int]) -> np.ndarray:
-        """Ask pool for the nodes of these slots, all or nothing; a short grant backs it off."""
+    def _placement(self, j: int, opened: list[int], plan: list) -> Placement | None:
+        """How a plan's new nodes are asked for: a rack-local job's in one rack, that of the
+        nodes it already has in the plan (joining their group) or the provider's pick."""
+        if self.sim.w.job_locality[j] != LOCALITY_CODE["rack"]:
+            return None
+        new = set(opened)
+        return Placement(near=min((n for _, n, _ in plan if n not in new), default=-1))
+
+    def _buy(self, pool: int, opened: list[int], placement: Placement | None = None) -> np.ndarray:
+        """Ask pool for as many nodes as the plan opened, all or nothing, placed as it needs
+        (the provider picks the slots); a short grant backs it off."""
         sim = self.sim
-        granted = sim.provision(pool, len(opened), atomic=True, slots=np.array(opened))
+        granted = sim.provision(pool, len(opened), atomic=True, placement=placement)
         if len(granted) < len(opened):
             self._fell_short(pool, sim.now)
             return granted
