@@ -7,7 +7,9 @@ Each job (a gang, or a single pod) is planned as a unit, in queue order:
      several pods may fit there in part; then nodes already booting) and new nodes of one pool:
      every pool not backed off is tried (for a rack-local gang, in the pool's rack with the
      most free slots), the cheapest plan wins, committed slots counting as free. Exactly the
-     plan's nodes are requested, all or nothing. If no pool can hold the whole job, it waits.
+     plan's nodes are requested, all or nothing (a rack-local job's as a compact placement:
+     the provider picks the slots, and the plan is bound where they came). If no pool can
+     hold the whole job, it waits.
 A plan's cost weighs dollars against idle accelerators: the hourly price of its new nodes
 times the job's dominant share of them (CPU, memory or GPU, whichever it takes most of) plus
 the share of their GPUs that the demand it sees for the pool would leave idle. That demand is
