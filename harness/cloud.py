@@ -8,7 +8,15 @@ says so at once (fewer than N for a best-effort request, none for an all-or-noth
 where the pool honours atomicity). A `silent` pool accepts every node asked up to its free slots;
 only what stock allows ever comes up, the rest are phantoms: booting forever, never billed,
 until the loop gives up on them (`Simulation.remove_node`). A stock drop never removes a node
-that exists. Granted nodes take the lowest free slots, so committed (reserved) slots fill first.
+that exists.
+
+The provider, not the loop, decides where granted nodes go. A plain request takes the lowest
+free slots, so committed (reserved) slots fill first. A request with a `Placement` (a
+compact-placement policy: every node in one rack) is served from one rack the provider picks
+from its own free slots (`compact_rack`: its `emptiest`, or `packed`, the fullest that holds
+the whole request), or from the rack of a node it joins; that rack's free slots bound the
+request as stock does, so it fails or comes back short like a request beyond stock. A pool is
+one block, so every request is block-compact.
 
 The Simulation keeps its Cloud to itself; loops get a `ProviderFacade` with only what a real
 controller can read of its provider (harness/view.py `Provider`): free slots and room
@@ -18,6 +26,7 @@ under its own limits, never stock.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -30,6 +39,14 @@ NEVER = np.inf
 #: periods of a redrawn stock drawn at once: a long replay with a short period costs a few bulk
 #: draws, not a Python call per period
 STOCK_CHUNK = 1 << 14
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A compact-placement policy on a request (a cloud's placement group): all its nodes in one
+    rack, the provider's choice of rack, or the rack of node slot `near` (a group it joins)."""
+
+    near: int = -1
 
 
 class StockStream:
@@ -68,7 +85,8 @@ class Cloud:
         return np.flatnonzero(self.state.status[sl] == ABSENT) + sl.start
 
     def free_slots_in_emptiest_rack(self, p: int) -> np.ndarray:
-        """Free slots of pool p's rack with the most free slots (for a rack-local gang)."""
+        """Free slots of pool p's rack with the most free slots: where a rack-local gang's plan
+        may hope to fit (the provider decides where its nodes go)."""
         slots = self.free_slots(p)
         if len(slots) == 0:
             return slots
@@ -106,19 +124,36 @@ class Cloud:
         sl = self.state.pool_slots(p)
         return int(((self.state.status[sl] == ABSENT) & self.state.slot_committed[sl]).sum())
 
+    def placed(self, p: int, count: int, placement: Placement | None) -> np.ndarray:
+        """The free slots of pool p a request for `count` nodes may take, in the order it fills
+        them: all of them, or those of the one rack its placement gets."""
+        free = self.free_slots(p)
+        if placement is None or len(free) == 0:
+            return free
+        racks = self.state.slot_rack[free]
+        if placement.near >= 0:
+            return free[racks == self.state.slot_rack[placement.near]]
+        ids, counts = np.unique(racks, return_counts=True)
+        pick = int(np.argmax(counts))
+        if self.cluster.pools[p].compact_rack == "packed" and counts[pick] >= count:
+            fits = np.flatnonzero(counts >= count)
+            pick = int(fits[np.argmin(counts[fits])])
+        return free[racks == ids[pick]]
+
     def request(self, p: int, count: int, atomic: bool, now: float,
-                slots: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Ask pool p for `count` nodes at `now`, in the given free slots (racks) or the lowest
-        free ones. Returns (slots, boot delays) of what was accepted; a phantom's delay is NEVER."""
+                placement: Placement | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Ask pool p for `count` nodes at `now`, anywhere or as `placement` says (`placed`).
+        Returns (slots, boot delays) of what was accepted; a phantom's delay is NEVER."""
         pool = self.cluster.pools[p]
         honoured = atomic and pool.atomic
-        real = min(count, self.available(p, now))
-        accept = real if pool.shortage == "error" else min(count, max(self.room(p), 0))
+        slots = self.placed(p, count, placement)
+        real = min(count, self.available(p, now), len(slots))
+        accept = real if pool.shortage == "error" else min(count, len(slots))
         if honoured and accept < count:
             accept = real = 0
         if honoured and real < accept:
             real = 0  # all or nothing: none of them comes up
-        slots = (self.free_slots(p) if slots is None else np.asarray(slots, np.int64))[:accept]
+        slots = slots[:accept]
         d = pool.boot_delay
         drawn = self.rngs[p].uniform(d.min_s, d.max_s, size=real) if d.max_s > d.min_s else np.full(real, d.min_s)
         k = min(real, len(slots))

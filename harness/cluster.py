@@ -6,7 +6,9 @@ partition profiles it offers, its price). A pool is a node type in a zone and bl
 rack layout, size bounds, committed (reserved) slots, pricing, a seeded provisioning delay,
 finite stock (fixed, stepped over time, or redrawn every period from a seeded stream), how the
 provider answers a request it cannot fill (`shortage`: at once with an error, or silently with
-nodes that never come up) and whether it honours all-or-nothing requests.
+nodes that never come up), whether it honours all-or-nothing requests, which rack it serves a
+compact-placement request from (`compact_rack`, harness/cloud.py), and the least time a node
+is billed for (`min_billed_s`); each the cluster's unless the pool sets its own.
 
 Node slots are fixed: pool p owns slots [offset_p, offset_p + max_size_p) of every state
 array, slot i of a pool sits in rack i // nodes_per_rack, and the first `committed` slots of
@@ -67,6 +69,10 @@ class BootDelay:
 #: granted (the big clouds' insufficient-capacity error); `silent` accepts every node asked (up
 #: to the pool's free slots) but only what stock allows ever comes up: the rest boot forever.
 SHORTAGES = ("error", "silent")
+#: The rack a compact-placement request is served from: `emptiest`, the rack with the most free
+#: slots (the best a loop could hope for); `packed`, the fullest rack that holds the whole
+#: request (a provider keeping its empty racks for large groups), else the emptiest.
+COMPACT_RACKS = ("emptiest", "packed")
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,8 @@ class Pool:
     stock: int | None = None  # the most the provider ever supplies (None: unlimited)
     stock_varies: StockSteps | StockDraws | None = None  # how stock changes over time (None: fixed)
     shortage: str = "error"  # SHORTAGES
+    min_billed_s: float = 0.0  # the least a node of the pool is billed for, however soon it goes
+    compact_rack: str = "emptiest"  # COMPACT_RACKS: the rack a compact-placement request gets
     atomic: bool = False
     priority: int = 0
     taints: tuple[str, ...] = ()
@@ -158,6 +166,21 @@ def _typed(value, kind: str, where: str, optional: bool = False):
         expected = "finite float" if kind == "float" else kind
         raise ConfigError(where, f"expected {expected}{' or null' if optional else ''}, got {shown(value)}")
     return value
+
+
+def _one_of(value, choices: tuple[str, ...], where: str) -> str:
+    if value not in choices:
+        raise ConfigError(where, f"must be one of {', '.join(choices)}, got {shown(value)}")
+    return value
+
+
+def _min_billed(value, where: str) -> float:
+    """A minimum billed time: seconds in [0, MAX_TIME_S] (the big clouds bill per second with a
+    one-minute minimum)."""
+    seconds = _typed(value, "float", where)
+    if not 0 <= seconds <= MAX_TIME_S:
+        raise ConfigError(where, f"must be in [0, {MAX_TIME_S:,.0f}] seconds, got {shown(value)}")
+    return float(seconds)
 
 
 def _mapping(value, where: str) -> dict:
@@ -230,13 +253,15 @@ class Cluster:
         autoscaling: bool = True,
         name: str = "cluster",
         shortage: str = "error",
+        min_billed_s: float = 0.0,
+        compact_rack: str = "emptiest",
         kueue: dict[str, Any] | None = None,
         dra: dict[str, Any] | None = None,
     ):
         self.name = _typed(name, "str", "cluster.name")
-        if shortage not in SHORTAGES:
-            raise ConfigError("cluster.shortage", f"must be one of {', '.join(SHORTAGES)}, got {shown(shortage)}")
-        self.shortage = shortage
+        self.shortage = _one_of(shortage, SHORTAGES, "cluster.shortage")
+        _min_billed(min_billed_s, "cluster.min_billed_s")
+        _one_of(compact_rack, COMPACT_RACKS, "cluster.compact_rack")
         self.autoscaling = bool(_typed(autoscaling, "bool", "cluster.autoscaling"))  # no bool("maybe")
         self.partition_profiles = {}
         for prof, milli in _mapping(partition_profiles or {}, "cluster.partition_profiles").items():
@@ -298,10 +323,10 @@ class Cluster:
                 if internal in cfg:
                     raise ConfigError(where, f"unknown key '{internal}' (a varying stock is written as `stock`)")
             cfg["stock"], cfg["stock_varies"] = _stock(cfg.get("stock"), f"{where}.stock")
-            cfg.setdefault("shortage", shortage)
-            if cfg["shortage"] not in SHORTAGES:
-                raise ConfigError(f"{where}.shortage",
-                                  f"must be one of {', '.join(SHORTAGES)}, got {shown(cfg['shortage'])}")
+            cfg["shortage"] = _one_of(cfg.get("shortage", shortage), SHORTAGES, f"{where}.shortage")
+            cfg["compact_rack"] = _one_of(cfg.get("compact_rack", compact_rack), COMPACT_RACKS,
+                                          f"{where}.compact_rack")
+            cfg["min_billed_s"] = _min_billed(cfg.get("min_billed_s", min_billed_s), f"{where}.min_billed_s")
             for j, taint in enumerate(cfg["taints"]):
                 _taint(taint, f"{where}.taints[{j}]")
             pool = _build(Pool, cfg, where)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.cloud import Cloud
+from harness.cloud import Cloud, Placement
 from harness.engine import Engine
 from harness.hooks import Hooks
 from harness.ledger import Ledger
@@ -45,11 +45,11 @@ class Fleet:
         self.requested_at = np.full(state.n_slots, np.nan)  # when a loop asked for the node
         self.last_scale_up = -np.inf
 
-    def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None) -> np.ndarray:
+    def provision(self, p: int, count: int, atomic: bool, placement: Placement | None = None) -> np.ndarray:
         """Ask the cloud for nodes of pool p; accepted nodes boot (a phantom, forever). Returns
-        the accepted slots: what the provider said yes to, phantoms included."""
+        the accepted slots: what the provider said yes to, where it put them, phantoms included."""
         now = self.engine.now
-        slots, delays = self.cloud.request(p, count, atomic, now, slots)
+        slots, delays = self.cloud.request(p, count, atomic, now, placement)
         for n, d in zip(slots.tolist(), delays.tolist(), strict=True):
             self.add(n, ready=False)
             if math.isfinite(d):

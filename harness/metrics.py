@@ -15,6 +15,10 @@ The same idle split by GPU model, in accelerator-hours and in USD, each GPU at i
 price per GPU-hour (node price / GPUs: the pool's price, or its committed price in a committed
 slot, as cost counts them), so an idle H100 does not count as an idle T4.
 Fragmentation is the FGD measure over ready nodes (`harness.fragmentation`).
+A node removed before its pool's `min_billed_s` ran out is still billed the rest (up to the
+horizon), counted at its removal as what it was then (booting, or unallocated on a ready node:
+a node goes empty), and costed at its pool's price; a phantom is never billed, and a node in a
+committed slot costs nothing more than the slot.
 """
 
 from __future__ import annotations
@@ -94,6 +98,7 @@ class Accounting:
         # idle GPU milli-seconds (row 0) and idle USD (row 1) per GPU model, integrated as `totals`
         self.idle_by_model: np.ndarray = np.zeros((2, len(self.models)))
         self.committed_cost_rate = sum(p.committed * p.committed_price for p in cluster.pools)
+        self.min_billed_s = np.array([p.min_billed_s for p in cluster.pools])
         self._cost_key, self._cost = -1, 0.0
         self._phantom_key, self._phantom = -1, (0, 0, np.zeros(len(cluster.pools), np.int64))
         self.last = 0.0
@@ -126,6 +131,21 @@ class Accounting:
         """These jobs were evicted once each by a NoExecute device taint, losing this much work."""
         self.job_taint_evictions[jobs] += 1
         self.taint_lost += lost_milli_s
+
+    def removing(self, n: int, requested_at: float) -> None:
+        """Node n goes now: bill what is left of its minimum billed time, at once (the
+        integrals then stay those of the nodes that exist)."""
+        st, now = self.sim.state, self.sim.now
+        pool = int(st.slot_pool[n])
+        rest = min(requested_at + self.min_billed_s[pool], self.sim.horizon) - now
+        if rest <= 0 or self.phantom[n] or st.slot_committed[n]:
+            return
+        milli = float(st.gpu_milli_cap[n]) * rest
+        tot = self.totals
+        tot["billed"] += milli
+        tot["booting" if st.status[n] == BOOTING else "unallocated"] += milli
+        self.idle_by_model += self.idle_weights[n].reshape(2, -1) * milli
+        tot["cost"] += self.pool_price[pool] * rest / 3600.0
 
     def set_reason(self, p: int, reason: int) -> None:
         if self.pause is not None and self.pause[p]:

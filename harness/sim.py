@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from harness.admission import AdmissionGate
-from harness.cloud import Cloud, ProviderFacade
+from harness.cloud import Cloud, Placement, ProviderFacade
 from harness.cluster import Cluster
 from harness.engine import Engine
 from harness.eviction import evict
@@ -380,11 +380,11 @@ class Simulation(Engine):
         self.hooks.emit(kind, pod, int(self.w.job[pod]) if pod >= 0 else -1, node, detail)
 
     # ---- nodes -------------------------------------------------------------------------
-    def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None,
+    def provision(self, p: int, count: int, atomic: bool, placement: Placement | None = None,
                   pods: np.ndarray | None = None) -> np.ndarray:
         """Ask the cloud for nodes of pool p (`Fleet.provision`); `pods`, what they are for, is
         the loop's to state and the audit's to check (`SimulationView.provision`)."""
-        return self.fleet.provision(p, count, atomic, slots)
+        return self.fleet.provision(p, count, atomic, placement)
 
     @property
     def last_scale_up(self) -> float:
@@ -400,6 +400,7 @@ class Simulation(Engine):
         queue (a loop giving up on a node that does not come up)."""
         if self.state.status[n] == BOOTING:
             self.unbind_many(sorted(self.node_pods[n]))
+        self.acct.removing(n, float(self.node_requested_at[n]))
         self.fleet.remove(n)
 
     def pods_on(self, n: int) -> list[int]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import numpy as np
 
+    from harness.cloud import Placement
     from harness.cluster import Cluster
     from harness.description import Description
     from harness.job_queue import JobQueue
@@ -27,9 +28,10 @@ if TYPE_CHECKING:
 
 class Provider(Protocol):
     """What a loop may read of the cloud provider: its free slots and the room left under the
-    limits the user configured, never its stock. Capacity is learned by asking
-    (`SimulationView.provision`): an `error` pool grants fewer nodes at once, a `silent` one
-    accepts them all and some never come up (harness/cloud.py)."""
+    limits the user configured (what a plan may count on), never its stock. Capacity is learned
+    by asking (`SimulationView.provision`): an `error` pool grants fewer nodes at once, a
+    `silent` one accepts them all and some never come up (harness/cloud.py). Where new nodes go
+    is the provider's to decide: a loop asks for a placement, never for slots."""
 
     def free_slots(self, p: int) -> np.ndarray: ...
     def free_slots_in_emptiest_rack(self, p: int) -> np.ndarray: ...
@@ -178,11 +180,13 @@ class SimulationView(Protocol):
     def replicasets(self) -> Replicas | None:
         """The services' replicas (harness/services/engine.py; None: a trace without services)."""
         ...
-    def provision(self, p: int, count: int, atomic: bool, slots: np.ndarray | None = None,
+    def provision(self, p: int, count: int, atomic: bool, placement: Placement | None = None,
                   pods: np.ndarray | None = None) -> np.ndarray:
-        """Ask the provider for `count` nodes of pool p for these `pods` (None: for no pod in
-        particular, e.g. a buffer's room): pods that exist, as a real controller's are (the audit
-        holds it so, as it holds that every pod bound has arrived)."""
+        """Ask the provider for `count` nodes of pool p (all or nothing if `atomic` and the pool
+        honours it), anywhere or in one rack (`placement`): the provider picks the slots. Returns
+        the slots it accepted (fewer when short), the only way a loop learns what it got. `pods`:
+        what they are for (None: no pod in particular, e.g. a buffer's room): pods that exist, as
+        a real controller's are (the audit holds it so, as it holds that every pod bound has arrived)."""
         ...
     @property
     def noting(self) -> bool:

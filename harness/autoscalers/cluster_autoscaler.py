@@ -71,6 +71,7 @@ from harness.autoscalers.expanders import Chain, Expander, LeastWaste, Option, R
 from harness.autoscalers.provision_timeout import ProvisionTimeout
 from harness.autoscalers.provisioning_request import BEST_EFFORT_ATOMIC, CHECK_CAPACITY, ProvisioningRequests
 from harness.autoscalers.scale_down import ScaleDown
+from harness.cloud import Placement
 from harness.description import (
     GANG,
     PROVISIONING_REQUEST,
@@ -552,11 +553,11 @@ class ClusterAutoscaler:
         self._ask(now, p, count, np.concatenate(units))
 
     def _ask(self, now: float, p: int, count: int, pods: np.ndarray, atomic: bool = False,
-             slots: np.ndarray | None = None) -> np.ndarray:
+             placement: Placement | None = None) -> np.ndarray:
         """Ask the cloud for `count` nodes of pool p for the `pods` the scan estimated. A short
         answer backs the pool off at once; the nodes accepted are tracked until they come up
         (`_track_requests`)."""
-        granted = np.asarray(self.sim.provision(p, count, atomic=atomic, slots=slots, pods=pods), np.int64)
+        granted = np.asarray(self.sim.provision(p, count, atomic=atomic, placement=placement, pods=pods), np.int64)
         if len(granted) < count:
             self.backoff.failed(p, now)
             self.sim.note(Event.BACKOFF, f"pool={self.sim.cluster.pools[p].name} asked={count} granted={len(granted)}")
@@ -577,7 +578,7 @@ class ClusterAutoscaler:
         if not options:
             return None
         p, count = self._expand(options)
-        return self._ask(now, p, count, unit, atomic=atomic, slots=self._preferred_slots(p, unit))
+        return self._ask(now, p, count, unit, atomic=atomic, placement=Placement() if self._in_one_rack(unit) else None)
 
     def _whole_unit_options(self, now: float, unit: np.ndarray) -> list[Option]:
         """An option per pool (not backed off) that could take every pod of the unit at once."""
@@ -599,9 +600,13 @@ class ClusterAutoscaler:
             if self.scale_up_whole(now, unit, atomic=False) is not None:
                 self.provreq_idle_key = None
 
+    def _in_one_rack(self, unit: np.ndarray) -> bool:
+        """The scheduler states a rack-local gang's preference for one rack: the nodes are
+        asked for in one rack (a compact placement), the provider picks which."""
+        w = self.sim.w
+        return self.scheduler_prefers and w.job_locality[w.job[unit[0]]] == LOCALITY_CODE["rack"]
+
     def _preferred_slots(self, p: int, unit: np.ndarray) -> np.ndarray | None:
-        """The rack the scheduler prefers for a rack-local gang (else the cloud's choice)."""
-        sim = self.sim
-        if not self.scheduler_prefers or sim.w.job_locality[sim.w.job[unit[0]]] != LOCALITY_CODE["rack"]:
-            return None
-        return sim.cloud.free_slots_in_emptiest_rack(p)
+        """Where the estimate puts a rack-local gang the scheduler states a preference for: the
+        free slots of the rack with the most of them (else the pool's)."""
+        return self.sim.cloud.free_slots_in_emptiest_rack(p) if self._in_one_rack(unit) else None

@@ -7,7 +7,9 @@ Each job (a gang, or a single pod) is planned as a unit, in queue order:
      several pods may fit there in part; then nodes already booting) and new nodes of one pool:
      every pool not backed off is tried (for a rack-local gang, in the pool's rack with the
      most free slots), the cheapest plan wins, committed slots counting as free. Exactly the
-     plan's nodes are requested, all or nothing. If no pool can hold the whole job, it waits.
+     plan's nodes are requested, all or nothing (a rack-local job's as a compact placement:
+     the provider picks the slots, and the plan is bound where they came). If no pool can
+     hold the whole job, it waits.
 A plan's cost weighs dollars against idle accelerators (harness/autoscalers/plan_price.py, which
 the separate loops' `planner_price` expander shares): the hourly price of its new nodes
 times the job's dominant share of them (CPU, memory or GPU, whichever it takes most of) plus
@@ -54,6 +56,7 @@ from harness.autoscalers.backoff import NodeGroupBackoff
 from harness.autoscalers.plan_price import Demand
 from harness.autoscalers.provision_timeout import ProvisionTimeout
 from harness.autoscalers.scale_down import ScaleDown
+from harness.cloud import Placement
 from harness.description import Description
 from harness.filters import feasible
 from harness.quiet import NO_TICKS, Cadence
@@ -216,10 +219,12 @@ class MergedLoop:
             return False
         count, pool, opened, plan = best
         if count:
-            granted = self._buy(pool, opened, pods)
+            granted = self._buy(pool, opened, pods, self._placement(j, opened, plan))
             if len(granted) < count:  # short: the granted nodes are in flight for the new plans
                 self.unplanned += granted.tolist()
                 return self._provision_for(j)
+            where = dict(zip(opened, granted.tolist(), strict=True))  # the provider's slots, alike nodes
+            plan = [(p, where.get(n, n), gpu_idx) for p, n, gpu_idx in plan]
         for p, n, gpu_idx in plan:
             sim.bind(p, n, gpu_idx)
             self.placer.reserve(sim.state, sim.w, p, n)  # Reserve: e.g. GpuClustering tags planned pods
@@ -291,11 +296,19 @@ class MergedLoop:
                 best = (cost, len(opened), pool, opened, plan)
         return None if best is None else best[1:]
 
-    def _buy(self, pool: int, opened: list[int], pods: np.ndarray) -> np.ndarray:
-        """Ask pool for the nodes of these slots for these pods, all or nothing; a short grant
-        backs it off."""
+    def _placement(self, j: int, opened: list[int], plan: list) -> Placement | None:
+        """How a plan's new nodes are asked for: a rack-local job's in one rack, that of the
+        nodes it already has in the plan (joining their group) or the provider's pick."""
+        if self.sim.w.job_locality[j] != LOCALITY_CODE["rack"]:
+            return None
+        new = set(opened)
+        return Placement(near=min((n for _, n, _ in plan if n not in new), default=-1))
+
+    def _buy(self, pool: int, opened: list[int], pods: np.ndarray, placement: Placement | None = None) -> np.ndarray:
+        """Ask pool for as many nodes as the plan opened for these pods, all or nothing, placed
+        as it needs (the provider picks the slots); a short grant backs it off."""
         sim = self.sim
-        granted = sim.provision(pool, len(opened), atomic=True, slots=np.array(opened), pods=pods)
+        granted = sim.provision(pool, len(opened), atomic=True, placement=placement, pods=pods)
         if len(granted) < len(opened):
             self._fell_short(pool, sim.now)
             return granted
