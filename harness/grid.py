@@ -6,7 +6,9 @@ report shows means with 95% confidence intervals, t-based over seeds. A loop's s
 another is paired by seed (the same seed draws the same boot delays and tie-breaks for both),
 so its interval is that of the per-seed differences. The headline states a saving as the range
 of its per-cell values, `merged saves A-B% of idle accelerator hours over separate, depending
-on scoring and provider`, with the cell where it saves the least.
+on scoring and provider`, with the cell where it saves the least. A cell whose paired runs did
+not do the same work (harness/work.py) is never counted as a saving: it is named and counted
+apart.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import math
 
 import polars as pl
 
+from harness import work
 from harness.summary import BY_COLUMN, VERDICT, percent, provider
 
 #: Columns that tell the settings of runs apart (the first two go together: a trace is
@@ -86,7 +89,8 @@ def cell_stats(metrics: pl.DataFrame, cols: list[str], columns: list[str]) -> pl
 def savings(metrics: pl.DataFrame, cols: list[str], loop: str, over: str, column: str = VERDICT[0]) -> pl.DataFrame:
     """What `loop` saves over `over` in each cell, paired by seed: seeds, the mean of `over`,
     saved = mean of (over - loop) with its 95% half-width, pct = saved / mean of `over` x 100,
-    holds = the interval excludes 0 on the saving side (null with one seed)."""
+    equal_work = every pair of runs did the same work, holds = the interval excludes 0 on the
+    saving side and the work was equal (null with one seed of equal work)."""
     def side(name):
         return (metrics.filter(pl.col("loop") == name).select(*cols, "seed", pl.col(column).cast(pl.Float64))
                 .filter(pl.col(column).is_not_nan()))
@@ -97,8 +101,12 @@ def savings(metrics: pl.DataFrame, cols: list[str], loop: str, over: str, column
     out = pairs.group_by(*keys).agg(pl.len().alias("seeds"), pl.col(column).mean().alias("base"),
                                     d.mean().alias("saved"), d.std().alias("std"))
     out = out.with_columns(half=_ci(pl.col("seeds"), pl.col("std"))).drop("std")
+    equal = (work.pairs(metrics, "loop", over, cols).filter(pl.col("loop") == loop).with_columns(_one_cell=pl.lit(0))
+             .group_by(*keys).agg(equal_work=pl.col("equal").all()))
+    out = out.join(equal, on=keys, how="left").with_columns(pl.col("equal_work").fill_null(True))
     return out.with_columns(pct=pl.when(pl.col("base") != 0).then(pl.col("saved") / pl.col("base").abs() * 100),
-                            holds=pl.col("saved") - pl.col("half") > 0).sort(keys).drop("_one_cell", strict=False)
+                            holds=(pl.col("saved") - pl.col("half") > 0) & pl.col("equal_work")
+                            ).sort(keys).drop("_one_cell", strict=False)
 
 
 def steps(metrics: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
@@ -135,15 +143,32 @@ def depending(cols: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def ranges_verdict(name: str, over: str, per_cell: pl.DataFrame, cols: list[str], column: str = VERDICT[0]) -> str:
+def work_note(metrics: pl.DataFrame, cols: list[str], loop: str, over: str) -> str | None:
+    """harness/work.py's note of `loop`'s runs against `over`'s across the grid (None: equal work)."""
+    return work.note(work.pairs(metrics, "loop", over, cols).filter(pl.col("loop") == loop), loop, over)
+
+
+def ranges_verdict(name: str, over: str, per_cell: pl.DataFrame, cols: list[str], column: str = VERDICT[0],
+                   unequal: str | None = None) -> str:
     """The headline in ranges form from `savings` rows: `merged saves A-B% of idle accelerator
     hours over separate, depending on scoring and provider (8 settings). It saves the least
     (A%) with trace ..., scoring ..., provider ....` A saving that is negative somewhere says
-    so (`burns up to C% more`)."""
+    so (`burns up to C% more`). Cells of unequal work are left out of the range and named
+    first, with `unequal` (work_note) saying how the work differed."""
     rows = [r for r in per_cell.iter_rows(named=True) if r["pct"] is not None]
     label = BY_COLUMN[column].label
     if not rows:
         return f"{name} vs {over}: {label} n/a"
+    apart = [r for r in rows if r.get("equal_work") is False]
+    rows = [r for r in rows if r.get("equal_work") is not False]
+    first = ""
+    if apart:
+        where_apart = "; ".join(describe(r, cols) for r in apart)
+        first = (f"{name} vs {over}: {unequal or work.MARK}. {len(apart)} of {len(apart) + len(rows)} settings "
+                 f"are counted apart ({where_apart}). ")
+        if not rows:
+            return f"{first}No saving is stated: no setting did equal work."
+        first += f"In the other {len(rows)}: "
     pcts = [r["pct"] for r in rows]
     where = f"depending on {depending(cols)} ({len(rows)} settings)"
     least = min(rows, key=lambda r: r["pct"])
@@ -156,4 +181,4 @@ def ranges_verdict(name: str, over: str, per_cell: pl.DataFrame, cols: list[str]
                 f"{percent(-min(pcts))} more, {where}")
     fares = (f"saves the least ({percent(least['pct'])})" if least["pct"] >= 0
              else f"burns the most ({percent(-least['pct'])} more)")
-    return f"{head}. It {fares} with {describe(least, cols)}."
+    return f"{first}{head}. It {fares} with {describe(least, cols)}."

@@ -48,7 +48,7 @@ import numpy as np
 import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
-from harness import gantt, grid, run_timeline
+from harness import gantt, grid, run_timeline, work
 from harness.description import Description
 from harness.errors import LoopbenchError
 from harness.output import COMPLETE_MARKER, atomic_dir, write_text
@@ -80,7 +80,7 @@ GRID = ["idle_accel_hours", "idle_accel_usd", "cost_usd", "gang_latency_p99_s",
 
 
 HEADLINE = ["idle_accel_hours", "accel_utilization", "frag_ratio", "gang_latency_p50_s", "gang_latency_p99_s",
-            "gangs_never_started", "cost_usd", "nodes_provisioned", "nodes_never_used"]
+            "gangs_never_started", "pods_done", "cost_usd", "nodes_provisioned", "nodes_never_used"]
 #: A trace with services (harness/services/metrics.py): their table, when runs have them.
 SERVICES = ["demand_unserved_share", "time_to_capacity_p50_s", "time_to_capacity_p99_s", "cold_starts",
             "warm_idle_accel_hours"]
@@ -387,13 +387,21 @@ def _base(variants: list[Variant]) -> Variant:
     return bases[0] if len(bases) == 1 else variants[0]
 
 
-def verdicts(summary: pl.DataFrame, variants: list[Variant], where: str = "") -> list[str]:
+def unequal_work(metrics: pl.DataFrame, variants: list[Variant]) -> dict[str, str]:
+    """The work notes (harness/work.py) of the variants whose runs did not do the baseline's
+    work on the same seeds."""
+    return work.notes(metrics, "variant", _base(variants).label) if len(variants) > 1 else {}
+
+
+def verdicts(summary: pl.DataFrame, variants: list[Variant], where: str = "",
+             unequal: dict[str, str] | None = None) -> list[str]:
     """Each variant against the baseline, on the means over seeds, in the one setting `where`
-    (harness.summary.setting) all runs share."""
+    (harness.summary.setting) all runs share; one in `unequal` (unequal_work) says so first."""
     if len(variants) < 2:
         return []
-    base, means = _base(variants), _means(summary, variants)
-    return [verdict(v.label, base.label, means[v.label], means[base.label], where) for v in variants if v is not base]
+    base, means, notes = _base(variants), _means(summary, variants), unequal or {}
+    return [verdict(v.label, base.label, means[v.label], means[base.label], where, notes.get(v.label, ""))
+            for v in variants if v is not base]
 
 
 def grid_verdicts(metrics: pl.DataFrame, cols: list[str], variants: list[Variant]) -> list[str]:
@@ -403,14 +411,16 @@ def grid_verdicts(metrics: pl.DataFrame, cols: list[str], variants: list[Variant
     if grid.BASE not in loops:
         return []
     judged = [*([UNSERVED] if _valued(metrics, UNSERVED) else []), grid.VERDICT[0]]  # services: unserved first
-    lines = [grid.ranges_verdict(loop, grid.BASE, grid.savings(metrics, cols, loop, grid.BASE, c), cols, c)
+    lines = [grid.ranges_verdict(loop, grid.BASE, grid.savings(metrics, cols, loop, grid.BASE, c), cols, c,
+                                 grid.work_note(metrics, cols, loop, grid.BASE))
              for loop in loops if loop != grid.BASE for c in judged]
     others = [loop for loop in loops if loop not in (grid.BASE, MERGED)]
     if MERGED in loops and others:  # and against the strongest of the others, not only the weakest
         for c in judged:
             rival = grid.strongest(metrics, cols, others, c)
             lines.append(grid.ranges_verdict(MERGED, f"{rival} (the other loop with the least)",
-                                             grid.savings(metrics, cols, MERGED, rival, c), cols, c))
+                                             grid.savings(metrics, cols, MERGED, rival, c), cols, c,
+                                             grid.work_note(metrics, cols, MERGED, rival)))
     return lines
 
 
@@ -460,30 +470,36 @@ def grid_tables(metrics: pl.DataFrame, cols: list[str], variants: list[Variant]
         label = metric("idle_accel_hours")
         detail = [[r["step"], grid.describe(r, cols), str(r["seeds"]), _pm(r["saved"], r["half"], 0),
                    percent(r["pct"]) if r["pct"] is not None else "–",
+                   "no: unequal work" if not r["equal_work"] else
                    ONE_SEED if r["seeds"] < 2 else {True: "yes", False: "no"}.get(r["holds"], "n/a")]
                   for r in steps.iter_rows(named=True)]
         tables.append(Table("steps", f"Interface steps in each setting: {label.label} saved over the step before",
                             ["step", "setting", "seeds", "saved (h, ± 95% CI)", "saved (%)", "holds"], detail,
                             "Steps: sees over separate, prefers over sees, requests (the merged loop) over prefers; "
                             "provreq (the ProvisioningRequest bridge) over separate. saved = the step before - this "
-                            "step, paired by seed; it holds when the saving is > 0 and its interval excludes 0.",
+                            "step, paired by seed; it holds when the saving is > 0, its interval excludes 0 and both "
+                            "loops did the same work on every seed (pods and jobs done, never admitted or started).",
                             text_cols=2, lead=3))
         across = []
         for (name, loop, over) in grid.STEPS:
             part = steps.filter(pl.col("step") == name)
-            pcts = [x for x in part["pct"].to_list() if x is not None]
-            if not part.height or not pcts:
+            equal = part.filter(pl.col("equal_work"))
+            pcts = [x for x in equal["pct"].to_list() if x is not None]
+            if not part.height:
                 continue
             if not (part["seeds"] > 1).any():  # no interval, so no setting where it could be said to hold
                 across.append([name, f"{loop} over {over}", grid.span(pcts), ONE_SEED, ONE_SEED])
                 continue
             held = int(part["holds"].fill_null(False).sum())
-            across.append([name, f"{loop} over {over}", grid.span(pcts), f"{held}/{part.height}",
+            across.append([name, f"{loop} over {over}", grid.span(pcts) if pcts else "–",
+                           f"{held}/{equal.height}", str(part.height - equal.height),
                            "yes" if held == part.height else "no"])
-        header = ["step", "loops", "saved (%, min-max)", "holds in (settings)", "holds everywhere"]
+        header = ["step", "loops", "saved (%, min-max)", "holds in (settings)", "unequal work (settings)",
+                  "holds everywhere"]
         tables.append(Table("steps-across", "Interface steps across the grid", header, across,
-                            "The range of the step's saving over the settings, and in how many of them it "
-                            "holds (saving > 0, 95% interval excluding 0).", text_cols=2, lead=2))
+                            "The range of the step's saving over the settings where both loops did the same work, "
+                            "in how many of those it holds (saving > 0, 95% interval excluding 0), and the settings "
+                            "of unequal work, counted apart: no saving is claimed there.", text_cols=2, lead=2))
     return tables, stats, steps
 
 
@@ -533,13 +549,18 @@ def _dearest(summary: pl.DataFrame, present: set[str]) -> str:
     return f", so an idle {dear} does not count as an idle {cheap}"
 
 
-def tables(summary: pl.DataFrame, abl: pl.DataFrame | None, variants: list[Variant], present: set[str]) -> list[Table]:
+def tables(summary: pl.DataFrame, abl: pl.DataFrame | None, variants: list[Variant], present: set[str],
+           unequal: dict[str, str]) -> list[Table]:
+    """The report's tables; the headline's note names the variants in `unequal` (unequal_work)."""
     def have(cols):
         return [c for c in cols if c in present]
 
     out = [Table("variants", "Variants", ["variant", "loop", "capability"],
                  [[v.label, v.loop, v.capability] for v in variants], text_cols=3, lead=3)]
-    out.append(_metric_table("headline", "Headline (mean [min, max] over seeds)", summary, variants, have(HEADLINE)))
+    note = (f"{work.MARK} to {_base(variants).label} (pods or jobs done, never admitted or never started differ "
+            f"on some seed; the verdicts say how): {', '.join(unequal)}." if unequal else "")
+    out.append(_metric_table("headline", "Headline (mean [min, max] over seeds)", summary, variants, have(HEADLINE),
+                             note))
     out.append(_metric_table("idle", "Idle accelerator hours by cause", summary, variants,
                              have(["idle_accel_hours", *[f"idle_accel_hours_{c}" for c in IDLE_CAUSES]]),
                              "idle = billed - used = booting + unallocated + gang wait + committed (docs/model.md)."))
@@ -997,14 +1018,15 @@ def build(paths: list[str | Path], out: Path, title: str | None = None, notes: S
                                                       ["t_s", "billed_gpus", "used_gpus", "frag_ratio", "frag_amount"])
     services = pl.DataFrame() if cells else _read_all(runs, labels, "services_timeline.parquet",
                                                       ["t_s", "service", "demand", "ready_capacity"])
+    unequal = {} if cells else unequal_work(metrics, variants)
     rep = Report(title or out.name, [*notes, *_intro(metrics, variants, runs)],
                  grid_verdicts(metrics, cells, variants) if cells else
-                 verdicts(summary, variants, setting(metrics.row(0, named=True))))
+                 verdicts(summary, variants, setting(metrics.row(0, named=True)), unequal))
     baselines = [v.label for v in variants if v.is_baseline]
     if len(baselines) > 1:
         rep.intro.append(f"No ablation table: {len(baselines)} variants are all-off separate loops "
                          f"({'; '.join(baselines)}); report each trace/cluster/policy separately for one.")
-    rep.tables = tables(summary, abl, variants, set(summary["metric"]))  # metrics with a value
+    rep.tables = tables(summary, abl, variants, set(summary["metric"]), unequal)  # metrics with a value
     grid_stats = steps = None
     if cells:
         first, grid_stats, steps = grid_tables(metrics, cells, variants)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from harness import work
 from harness.progress import duration
 from harness.status import REASON_NAMES
 
@@ -58,6 +59,11 @@ METRICS = [
     Metric("gang_latency_p99_s", "gang start p99", "s", LOWER),
     Metric("gang_latency_max_s", "gang start max", "s", LOWER),
     Metric("gangs_never_started", "gangs never started", "", LOWER, 1, True),
+    # the work done by the horizon: loops compared must do the same (harness/work.py)
+    Metric("pods_done", "pods done", "", "", 1, True),
+    Metric("jobs_done", "jobs done", "", "", 1, True),
+    Metric("pods_not_admitted", "pods never admitted", "", LOWER, 1, True),
+    Metric("jobs_not_admitted", "jobs never admitted", "", LOWER, 1, True),
     # a trace with services (harness/services/metrics.py)
     Metric("demand_unserved_share", "demand not served (share)", "", LOWER, 4),
     Metric("time_to_capacity_p50_s", "time to capacity p50", "s", LOWER),
@@ -82,6 +88,7 @@ MODELS = "*by_model"
 HEADLINE = ["idle_accel_hours", *[f"idle_accel_hours_{c}" for c in IDLE_CAUSES], "idle_accel_hours_buffer",
             "idle_accel_usd", MODELS,
             "accel_utilization", "frag_ratio", "gang_latency_p50_s", "gang_latency_p99_s", "gangs_never_started",
+            "pods_done", "jobs_done", "pods_not_admitted", "jobs_not_admitted",
             "demand_unserved_share", "time_to_capacity_p99_s", "cold_starts", "warm_idle_accel_hours",
             "cost_usd", "nodes_provisioned", "nodes_never_used"]
 #: The verdict's metrics; the first also shows its two values. Gangs never started join when
@@ -193,10 +200,12 @@ def saves(name: str, base_name: str, base, value) -> str:
     return f"{name} saves {percent(pct)} of {m.label} over {base_name} {values}"
 
 
-def verdict(name: str, base_name: str, values: dict, base: dict, setting: str = "") -> str:
+def verdict(name: str, base_name: str, values: dict, base: dict, setting: str = "", unequal: str = "") -> str:
     """The ranges form of harness/grid.py for one setting (its scoring and provider, when
     known): `name saves P% of idle accelerator hours over base_name (b -> v) in one setting
-    (...); <metric> <change>, ...` over the rest of VERDICT (values by column)."""
+    (...); <metric> <change>, ...` over the rest of VERDICT (values by column). `unequal`, the
+    note of runs that did not do the same work (harness/work.py), comes first: a saving on
+    less work is no saving."""
     columns = list(VERDICT[1:])
     if any((d.get(NEVER_STARTED) or 0) > 0 for d in (values, base)):  # None or NaN: not > 0
         columns.append(NEVER_STARTED)
@@ -208,7 +217,8 @@ def verdict(name: str, base_name: str, values: dict, base: dict, setting: str = 
         change = _change(m, base.get(c), values.get(c))
         parts.append(f"{m.label} {change if change is not None else 'n/a'}")
     where = f" in one setting ({setting})" if setting else ""
-    return f"{saves(name, base_name, base.get(VERDICT[0]), values.get(VERDICT[0]))}{where}; {', '.join(parts)}"
+    first = f"{name} vs {base_name}: {unequal}. " if unequal else ""
+    return f"{first}{saves(name, base_name, base.get(VERDICT[0]), values.get(VERDICT[0]))}{where}; {', '.join(parts)}"
 
 
 def setting(row: dict) -> str:
@@ -240,9 +250,15 @@ def what_ran(metrics: pl.DataFrame) -> str:
 
 
 def _rows(metrics: pl.DataFrame, columns: list[str]) -> list[list[str]]:
-    """Header and one row per metric (label, unit, better), one column per loop (a row of `metrics`)."""
+    """Header and one row per metric (label, unit, better), one column per loop (a row of `metrics`);
+    with several loops whose runs count their pods done, first whether each did the first's work."""
     runs = metrics.to_dicts()
-    rows = [["metric", "unit", "better", *[str(r.get("loop", i + 1)) for i, r in enumerate(runs)]]]
+    names = [str(r.get("loop", i + 1)) for i, r in enumerate(runs)]
+    rows = [["metric", "unit", "better", *names]]
+    if len(runs) > 1 and "pods_done" in metrics.columns:
+        unequal = _unequal(metrics)
+        rows.append(["equal work", "", "", "reference",
+                     *["NO" if name in unequal else "yes" for name in names[1:]]])
     for c in expand(columns, metrics.columns):
         if c in metrics.columns:
             m = readable(metric(c), [r[c] for r in runs])
@@ -278,11 +294,20 @@ def wall_line(metrics: pl.DataFrame) -> str:
     return "wall time: " + ", ".join(f"{r.get('loop', i + 1)} {duration(r['wall_s'])}" for i, r in enumerate(runs))
 
 
+def _unequal(metrics: pl.DataFrame) -> dict[str, str]:
+    """The work notes of the loops (rows) that did not do the first's work."""
+    if "loop" not in metrics.columns:
+        return {}
+    return work.notes(metrics, "loop", str(metrics["loop"][0]))
+
+
 def verdicts(metrics: pl.DataFrame) -> list[str]:
     """One verdict line per loop (row) after the first, against the first, in the setting of
-    the first."""
+    the first; one that did not do the first's work says so first."""
     runs = metrics.to_dicts()
-    return [verdict(str(r.get("loop")), str(runs[0].get("loop")), r, runs[0], setting(runs[0])) for r in runs[1:]]
+    unequal = _unequal(metrics)
+    return [verdict(str(r.get("loop")), str(runs[0].get("loop")), r, runs[0], setting(runs[0]),
+                    unequal.get(str(r.get("loop")), "")) for r in runs[1:]]
 
 
 def readout(metrics: pl.DataFrame, markdown: bool = False) -> str:

@@ -302,7 +302,7 @@ def test_wide_tables_are_split_in_markdown(tmp_path):
     md = (tmp_path / "out" / "summary.md").read_text().splitlines()
     rules = [line for line in md if line.startswith("|---")]
     assert rules and max(r.count("---:") for r in rules) <= report.MAX_NUMBER_COLUMNS + 1  # + seeds
-    # the headline's 9 metrics in two tables, each repeating the variant and its seeds
+    # the headline's 10 metrics in two tables, each repeating the variant and its seeds
     section = md[md.index("## Headline (mean [min, max] over seeds)"):md.index("## Idle accelerator hours by cause")]
     headers = [line for line in section if line.startswith("| variant |")]
     assert len(headers) == 2 and all(h.startswith("| variant | seeds | ") for h in headers)
@@ -510,8 +510,8 @@ def test_the_grid_report_states_ranges_and_whether_each_step_holds_everywhere(tm
     across = {r[0]: r for r in rep.tables[3].rows}
     # sees saves 5 h on both seeds (no spread: holds in all 4 settings); prefers saves -10 and
     # +10 over sees (mean 0: holds nowhere); merged over prefers: 100 - 55 = 45 ... 100 - 85 = 15
-    assert across["sees"] == ["sees", "separate_sees over separate", "5%", "4/4", "yes"]
-    assert across["prefers"] == ["prefers", "separate_prefers over separate_sees", "±0%", "0/4", "no"]
+    assert across["sees"] == ["sees", "separate_sees over separate", "5%", "4/4", "0", "yes"]
+    assert across["prefers"] == ["prefers", "separate_prefers over separate_sees", "±0%", "0/4", "0", "no"]
     assert across["requests (merged)"][2] == "15-45%"
     steps = pl.read_csv(tmp_path / "out" / "steps.csv")
     assert steps.filter(step="sees")["holds"].to_list() == [True] * 4
