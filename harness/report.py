@@ -80,7 +80,9 @@ GRID = ["idle_accel_hours", "idle_accel_usd", "cost_usd", "gang_latency_p99_s",
 
 
 HEADLINE = ["idle_accel_hours", "accel_utilization", "frag_ratio", "gang_latency_p50_s", "gang_latency_p99_s",
-            "gangs_never_started", "pods_done", "cost_usd", "nodes_provisioned", "nodes_never_used"]
+            "gangs_never_started", "cost_usd", "nodes_provisioned", "nodes_never_used"]
+#: The work done by the horizon, which loops compared must share (harness/work.py).
+WORK = ["pods_done", "jobs_done", "pods_not_admitted", "jobs_not_admitted", "gangs_never_started"]
 #: A trace with services (harness/services/metrics.py): their table, when runs have them.
 SERVICES = ["demand_unserved_share", "time_to_capacity_p50_s", "time_to_capacity_p99_s", "cold_starts",
             "warm_idle_accel_hours"]
@@ -557,10 +559,14 @@ def tables(summary: pl.DataFrame, abl: pl.DataFrame | None, variants: list[Varia
 
     out = [Table("variants", "Variants", ["variant", "loop", "capability"],
                  [[v.label, v.loop, v.capability] for v in variants], text_cols=3, lead=3)]
-    note = (f"{work.MARK} to {_base(variants).label} (pods or jobs done, never admitted or never started differ "
-            f"on some seed; the verdicts say how): {', '.join(unequal)}." if unequal else "")
-    out.append(_metric_table("headline", "Headline (mean [min, max] over seeds)", summary, variants, have(HEADLINE),
-                             note))
+    out.append(_metric_table("headline", "Headline (mean [min, max] over seeds)", summary, variants, have(HEADLINE)))
+    if "pods_done" in present:
+        base = _base(variants).label
+        unequal_note = (f" {work.MARK} to {base} (on some seed; the verdicts say how): {', '.join(unequal)}."
+                        if unequal else f" Every variant did the work of {base}.")
+        out.append(_metric_table("work", "Work done by the horizon", summary, variants, have(WORK),
+                                 "Loops compared must finish the same work: the same pods and jobs done, none never "
+                                 "admitted or never started, paired by seed." + unequal_note))
     out.append(_metric_table("idle", "Idle accelerator hours by cause", summary, variants,
                              have(["idle_accel_hours", *[f"idle_accel_hours_{c}" for c in IDLE_CAUSES]]),
                              "idle = billed - used = booting + unallocated + gang wait + committed (docs/model.md)."))
