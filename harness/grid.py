@@ -144,8 +144,14 @@ def depending(cols: list[str]) -> str:
 
 
 def work_note(metrics: pl.DataFrame, cols: list[str], loop: str, over: str) -> str | None:
-    """harness/work.py's note of `loop`'s runs against `over`'s across the grid (None: equal work)."""
-    return work.note(work.pairs(metrics, "loop", over, cols).filter(pl.col("loop") == loop), loop, over)
+    """harness/work.py's note of `loop`'s runs against `over`'s across the grid, one per trace
+    (counts of different traces are not averaged together); None: equal work."""
+    pairs = work.pairs(metrics, "loop", over, cols).filter(pl.col("loop") == loop)
+    if "trace" not in cols:
+        return work.note(pairs, loop, over)
+    notes = [work.note(part, loop, over, f" with trace {_short(trace)}")
+             for (trace,), part in pairs.group_by("trace", maintain_order=True)]
+    return " — ".join(n for n in notes if n) or None
 
 
 def ranges_verdict(name: str, over: str, per_cell: pl.DataFrame, cols: list[str], column: str = VERDICT[0],

@@ -61,7 +61,8 @@ def pairs(metrics: pl.DataFrame, name: str, reference: str, by: Sequence[str] = 
 
 
 def _count(x: float) -> str:
-    return f"{x:,.0f}" if x == round(x) else f"{x:,.1f}"
+    """A count, or a mean of counts: 3,161, 2.4, 0.03 (never a 0.0 that hides a difference)."""
+    return f"{x:,.0f}" if x == round(x) else f"{x:,.1f}" if abs(x) >= 0.1 else f"{x:.1g}"
 
 
 def _things(x: float, noun: str, what: str) -> str:
@@ -69,11 +70,11 @@ def _things(x: float, noun: str, what: str) -> str:
     return f"{_count(x)} {noun}{'' if x == 1 else 's'} {what}"
 
 
-def note(pairs_of_one: pl.DataFrame, name: str, reference: str) -> str | None:
+def note(pairs_of_one: pl.DataFrame, name: str, reference: str, where: str = "") -> str | None:
     """`NOT EQUAL WORK: separate_kueue left 244 jobs never admitted, 244 pods not started; 3,161
     of 3,405 pods done in separate_kueue against 3,405 in merged` for the pairs of one loop
-    against the reference (several: `in k of n runs`, counts as means over the k); None when
-    every pair did equal work."""
+    against the reference (several: `in k of n runs`, counts as means over the k), `where`
+    after the mark (` with trace default`); None when every pair did equal work."""
     runs = pairs_of_one.height
     differ = pairs_of_one.filter(~pl.col("equal"))
     unequal = differ.height
@@ -95,7 +96,7 @@ def note(pairs_of_one: pl.DataFrame, name: str, reference: str) -> str | None:
         parts.append(f"{_count(done[0])}{total} pods done in {name} against {_count(done[1])} in {reference}")
     if means["jobs_done"] is not None and means["jobs_done_ref"] is not None:
         parts.append(f"{_count(means['jobs_done'])} jobs done against {_count(means['jobs_done_ref'])}")
-    where = f" in {unequal} of {runs} runs" + (" (means over those)" if unequal > 1 else "") if runs > 1 else ""
+    where += f" in {unequal} of {runs} runs" + (" (means over those)" if unequal > 1 else "") if runs > 1 else ""
     return f"{MARK}{where}: " + "; ".join([*sides, *([", ".join(parts)] if parts else [])] or ["the counts differ"])
 
 
