@@ -109,13 +109,13 @@ def test_the_grid_counts_a_cell_of_unequal_work_apart(tmp_path):
     steps = pl.read_csv(tmp_path / "out" / "steps.csv").filter(step="sees")
     assert steps["equal_work"].to_list() == [False, True, True, True] and steps["holds"].to_list()[0] is False
     detail = {(r[0], r[1]): r for r in rep.tables[2].rows}
-    assert detail[("sees", "scoring A, provider error")][-1] == "no: unequal work"
+    assert detail[("sees", "scoring A, provider refuses at once")][-1] == "no: unequal work"
     # merged saves 28.6% (A, silent), 38.1% (B, error), 19.0% (B, silent); (A, error) apart
     assert ("merged vs separate: NOT EQUAL WORK in 1 of 8 runs: separate left 1 gang never started, 2 pods not "
             "started; 10 of 10 pods done in merged against 8 in separate. 1 of 4 settings are counted apart "
-            "(scoring A, provider error). In the other 3: merged saves 19-38% of idle accelerator hours over "
+            "(scoring A, provider refuses at once). In the other 3: merged saves 19-38% of idle accelerator hours over "
             "separate, depending on scoring and provider (3 settings). It saves the least (19%) with scoring B, "
-            "provider silent.") in rep.verdict
+            "provider fails silently.") in rep.verdict
 
 
 def test_a_grid_with_no_cell_of_equal_work_states_no_saving():
