@@ -490,7 +490,8 @@ def grid_tables(metrics: pl.DataFrame, cols: list[str], variants: list[Variant]
             if not part.height:
                 continue
             if not (part["seeds"] > 1).any():  # no interval, so no setting where it could be said to hold
-                across.append([name, f"{loop} over {over}", grid.span(pcts), ONE_SEED, ONE_SEED])
+                across.append([name, f"{loop} over {over}", grid.span(pcts) if pcts else "–", ONE_SEED,
+                               str(part.height - equal.height), ONE_SEED])
                 continue
             held = int(part["holds"].fill_null(False).sum())
             across.append([name, f"{loop} over {over}", grid.span(pcts) if pcts else "–",

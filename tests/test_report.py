@@ -532,7 +532,7 @@ def test_a_grid_of_one_seed_says_so_rather_than_that_nothing_holds(tmp_path):
         shutil.rmtree(d)
     rep = report.build([root], tmp_path / "out")
     across = {r[0]: r for r in next(t for t in rep.tables if t.id == "steps-across").rows}
-    assert across["sees"][3:] == ["one seed: no spread", "one seed: no spread"]
+    assert across["sees"][3:] == ["one seed: no spread", "0", "one seed: no spread"]
     detail = next(t for t in rep.tables if t.id == "steps").rows
     assert {r[-1] for r in detail} == {"one seed: no spread"}
 
