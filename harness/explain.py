@@ -79,12 +79,21 @@ def scale_up_of(events: pl.DataFrame, life: pl.DataFrame) -> str:
     up = _kv(ups[0])
     options = [_kv(d) for d in same.filter(pl.col("event") == "option")["detail"].to_list()]
     others = [o for o in options if o.get("pool") != pool][:OPTIONS_SHOWN]
-    over = "; over " + ", ".join(f"{o['pool']} (price {o.get('price', '?')}, waste {o.get('waste', '?')})"
-                                 for o in others) if others else ""
+    over = "; over " + ", ".join(f"{o['pool']} ({_weighed(o) or '?'})" for o in others) if others else ""
     mine = next((o for o in options if o.get("pool") == pool), {})
-    weighed = f", price {mine['price']}, waste {mine['waste']}" if "price" in mine and "waste" in mine else ""
+    weighed = f", {_weighed(mine)}" if _weighed(mine) else ""
     return (f"bought at {_at(t)} by a scale-up of {pool} (asked {up.get('asked', '?')}, granted "
             f"{up.get('granted', '?')}{weighed}{over})")
+
+
+def _weighed(option: dict) -> str:
+    """How an autoscaler weighed a scale-up option: Cluster Autoscaler's price and waste, the
+    merged planner's plan price."""
+    if "price" in option and "waste" in option:
+        return f"price {option['price']}, waste {option['waste']}"
+    if "plan_price" in option:
+        return f"plan price {option['plan_price']} per hour"
+    return ""
 
 
 def _life_at(events: pl.DataFrame, node: int, t: float) -> pl.DataFrame:

@@ -63,7 +63,7 @@ from harness.quiet import NO_TICKS, Cadence
 from harness.scheduler import Scheduler
 from harness.scores import ScorePlugin
 from harness.settings import check, duration, number, period
-from harness.status import BOOTING, BOUND, NOT_ARRIVED, RUNNING
+from harness.status import BOOTING, BOUND, NOT_ARRIVED, RUNNING, Event
 from harness.view import SimulationView
 from harness.whatif import Snapshot
 from harness.workload import LOCALITY_CODE
@@ -286,15 +286,28 @@ class MergedLoop:
         sim = self.sim
         best = None  # (cost, new nodes, pool, slots, plan)
         have = np.r_[self._room_on_ready(pods), np.flatnonzero(sim.state.status == BOOTING)]
+        weighed = []  # (pool, new nodes, cost) of each feasible plan, for the decision trace
         for pool, slots in self._options(j, pods, len(have) > 0):
             found = self._pack(pods, pool, slots, j, have)
             if found is None:
                 continue
             opened, plan, share = found
             cost = self._cost(pool, opened, share)
+            weighed.append((pool, len(opened), cost))
             if best is None or (cost, len(opened)) < best[:2]:
                 best = (cost, len(opened), pool, opened, plan)
+        if best is not None and best[1] and sim.noting:
+            self._note_plans(weighed, best[2], len(pods))
         return None if best is None else best[1:]
+
+    def _note_plans(self, weighed: list[tuple], chosen: int | None, helped: int) -> None:
+        """The plans that bought nodes, weighed against each other, for the decision trace: the
+        pool (none: the room the cluster has), its new nodes and the plan's price per hour."""
+        pools = self.sim.cluster.pools
+        for pool, nodes, cost in weighed:
+            mark = " chosen" if pool == chosen else ""
+            name = pools[pool].name if pool is not None else "none"
+            self.sim.note(Event.OPTION, f"pool={name} nodes={nodes} helped={helped} plan_price={cost:.2f}{mark}")
 
     def _placement(self, j: int, opened: list[int], plan: list) -> Placement | None:
         """How a plan's new nodes are asked for: a rack-local job's in one rack, that of the
