@@ -359,7 +359,7 @@ def test_wide_tables_fit_a_laptop_screen_in_chromium(tmp_path):
     assert 'data-tables-overflowing="0"' in dom
 
 
-ALL_TABLES = {"variants", "headline", "idle", "pending", "more", "ablation"}
+ALL_TABLES = {"variants", "headline", "work", "idle", "pending", "more", "ablation"}
 ALL_PLOTS = {"idle", "gang-cdf", "fragmentation", "billed-used", "cost", "pending"}
 
 
