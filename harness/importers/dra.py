@@ -53,7 +53,13 @@ def _located(file: str, exc: ConfigError) -> ConfigError:
     return ConfigError(f"{file}: {exc.where}", exc.rule)
 
 
-def _refuse(obj: Obj, path: str, rule: str) -> ConfigError:
+def is_dra(obj: Obj) -> bool:
+    """An object this importer reads (or refuses: another resource.k8s.io kind or version)."""
+    version = obj.body.get("apiVersion")
+    return obj.kind in KINDS or (isinstance(version, str) and version.split("/")[0] == GROUP and "/" in version)
+
+
+def refuse(obj: Obj, path: str, rule: str) -> ConfigError:
     return ConfigError(f"{obj.file}: {obj.kind} {obj.name!r}.{path}", rule)
 
 
@@ -79,6 +85,8 @@ class DraInput:
     node_types: dict[str, NodeType] = field(default_factory=dict)
     claims: dict[str, r.Claim] = field(default_factory=dict)
     claim_specs: dict[str, dict] = field(default_factory=dict)
+    #: per node (by name, sorted) its slices, in a fixed order
+    nodes: dict[str, list[tuple[Obj, r.ResourceSlice]]] = field(default_factory=dict)
     templates: int = 0
     ignored: Counter = field(default_factory=Counter)
 
@@ -107,11 +115,12 @@ def _kind_of(d: r.Device) -> r.Device:
     return replace(d, attributes=attrs)  # a type's name stands for the value
 
 
-def _published(s: r.ResourceSlice) -> tuple:
-    return (s.driver, s.shared_counters, [_kind_of(d) for d in s.devices])
+def published_by(items: list[tuple[Obj, r.ResourceSlice]]) -> list[tuple]:
+    """What one node's slices publish, compared between nodes of a type (identities by type)."""
+    return [(s.driver, s.shared_counters, [_kind_of(d) for d in s.devices]) for _, s in items]
 
 
-def _first_difference(a: list[r.ResourceSlice], b: list[r.ResourceSlice]) -> str:
+def first_difference(a: list[r.ResourceSlice], b: list[r.ResourceSlice]) -> str:
     for sa, sb in zip(a, b, strict=False):
         if sa.driver != sb.driver:
             return f"driver {sa.driver!r} against {sb.driver!r}"
@@ -152,7 +161,14 @@ def _check_claim(obj: Obj, c: r.Claim, classes: dict[str, r.DeviceClass]) -> Non
 
 def read_dra(paths: list[str], node_types: dict[str, str] | None = None) -> DraInput:
     """The DRA objects of `paths` (one input), checked; `node_types` maps node name -> type."""
-    mapping = dict(node_types or {})
+    out = read_objects(paths)
+    _group(out, dict(node_types or {}))
+    return out
+
+
+def read_objects(paths: list[str]) -> DraInput:
+    """The DRA objects of `paths`, checked, with each node's slices but no node types: for an
+    importer that types nodes by their own shape (importers/kubernetes.py)."""
     out = DraInput()
     seen: dict[tuple[str, str], Obj] = {}
     slices: list[tuple[Obj, r.ResourceSlice]] = []
@@ -165,14 +181,14 @@ def read_dra(paths: list[str], node_types: dict[str, str] | None = None) -> DraI
                 out.ignored[obj.kind] += 1
                 continue
             if obj.kind not in KINDS:
-                raise _refuse(obj, "kind", f"{obj.kind} is not modelled (read: {', '.join(KINDS)})")
+                raise refuse(obj, "kind", f"{obj.kind} is not modelled (read: {', '.join(KINDS)})")
             if version != r.API_VERSION:
-                raise _refuse(obj, "apiVersion", f"{version!r} is not supported (this importer reads "
-                              f"{r.API_VERSION})")
+                raise refuse(obj, "apiVersion", f"{version!r} is not supported (this importer reads "
+                             f"{r.API_VERSION})")
             family = "claim" if obj.kind.startswith("ResourceClaim") else obj.kind
             first = seen.get((family, obj.name))
             if first is not None:
-                raise _refuse(obj, "metadata.name", f"defined twice (first as {first.kind} in {first.file})")
+                raise refuse(obj, "metadata.name", f"defined twice (first as {first.kind} in {first.file})")
             seen[(family, obj.name)] = obj
             try:
                 if obj.kind == "DeviceClass":
@@ -198,34 +214,40 @@ def read_dra(paths: list[str], node_types: dict[str, str] | None = None) -> DraI
         spec = obj.body["spec"]
         out.claim_specs[c.name] = spec["spec"] if obj.kind == "ResourceClaimTemplate" else spec
         out.templates += obj.kind == "ResourceClaimTemplate"
-    _group(slices, mapping, out)
+    _by_node(slices, out)
     return out
 
 
-def _group(slices: list[tuple[Obj, r.ResourceSlice]], mapping: dict[str, str], out: DraInput) -> None:
+def _by_node(slices: list[tuple[Obj, r.ResourceSlice]], out: DraInput) -> None:
+    """Each node's slices, in a fixed order, their pools checked; a slice of no one node refused."""
     by_node: dict[str, list[tuple[Obj, r.ResourceSlice]]] = {}
     for obj, s in slices:
         spec = obj.body["spec"]
         for key in NETWORK:
             if spec.get(key) not in (None, False):
-                raise _refuse(obj, f"spec.{key}", "network-attached devices are not modelled: give the slices "
-                              "of devices on one node (spec.nodeName)")
+                raise refuse(obj, f"spec.{key}", "network-attached devices are not modelled: give the slices "
+                             "of devices on one node (spec.nodeName)")
         node = spec.get("nodeName")
         if not isinstance(node, str) or not node:
-            raise _refuse(obj, "spec.nodeName", f"missing or not a string ({node!r}): a slice of one node's "
-                          "devices names its node")
+            raise refuse(obj, "spec.nodeName", f"missing or not a string ({node!r}): a slice of one node's "
+                         "devices names its node")
         by_node.setdefault(node, []).append((obj, s))
-    unknown = sorted(set(mapping) - set(by_node))
-    if unknown:
-        raise ConfigError("--node-type", f"node {unknown[0]!r} publishes no ResourceSlice in the input "
-                          f"(nodes: {', '.join(sorted(by_node)) or 'none'})")
-    published: dict[str, list] = {}
     file_of = {id(s): o.file for o, s in slices}
     for node in sorted(by_node):
         items = sorted(by_node[node], key=lambda item: _slice_key(item[1]))
         r.check_pools(tuple(s for _, s in items), lambda s: f"{file_of[id(s)]}: ResourceSlice {s.name!r}")
+        out.nodes[node] = items
+
+
+def _group(out: DraInput, mapping: dict[str, str]) -> None:
+    unknown = sorted(set(mapping) - set(out.nodes))
+    if unknown:
+        raise ConfigError("--node-type", f"node {unknown[0]!r} publishes no ResourceSlice in the input "
+                          f"(nodes: {', '.join(sorted(out.nodes)) or 'none'})")
+    published: dict[str, list] = {}
+    for node, items in out.nodes.items():
         tname = mapping.get(node) or default_node_type(node)
-        here = [_published(s) for _, s in items]
+        here = published_by(items)
         t = out.node_types.get(tname)
         if t is None:
             t = out.node_types[tname] = NodeType(tname, first=node, specs=[o.body["spec"] for o, _ in items],
@@ -235,7 +257,7 @@ def _group(slices: list[tuple[Obj, r.ResourceSlice]], mapping: dict[str, str], o
             where = ", ".join(f"{o.file}: ResourceSlice {o.name!r}" for o, _ in items)
             raise ConfigError(f"{where}.spec.devices",
                               f"node {node!r} and node {t.first!r} are both of node type {tname!r} but publish "
-                              f"different devices ({_first_difference([s for _, s in items], t.slices)}); "
+                              f"different devices ({first_difference([s for _, s in items], t.slices)}); "
                               "give them different types (--node-type NODE=TYPE)")
         t.nodes.append(node)
 

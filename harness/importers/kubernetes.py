@@ -52,6 +52,14 @@ The cluster's other objects, among the same files (each module's docstring has i
 - the cluster-autoscaler Deployment's `--nodes=MIN:MAX:NAME` flags -> the node group's pool
   sized MIN..MAX (importers/node_groups.py); a Node annotated `loopbench.io/node-template: "true"`
   is a group's template (shape and labels), not a node of the cluster.
+- DRA DeviceClasses, ResourceSlices, ResourceClaimTemplates and ResourceClaims -> the `dra:`
+  section, checked as `loopbench import dra` checks them (importers/dra.py): a node type gets
+  the slices of its first node that publishes any (`spec.nodeName`), and a node of that type
+  publishing other devices (or none) is listed in the summary, replayed as that first node;
+  a node's GPUs are at least its devices with an `index` attribute (the layer's GPUs). A pod's
+  `spec.resourceClaims` (one: the trace holds one claim per pod) names its `claim`, and its
+  gpu_count and gpu_milli become the claim's (its share of each GPU, its GPUs on an empty node),
+  as the trace's check of a DRA cluster requires.
 The overrides that replay the cluster as it ran (loop=separate_kueue, separate_karpenter, ...)
 are printed and written at the top of the cluster YAML.
 Every refusal names the file, the object (`Kind namespace/name`) and the field path.
@@ -65,10 +73,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from harness.cluster import GPU_TAINT_KEY, Cluster
+from harness.dra.layer import DeviceLayer, allocation
 from harness.errors import ConfigError, TraceError
+from harness.importers import dra
 from harness.importers.common import ImportResult, boot_delay, node_price
 from harness.importers.karpenter_manifests import nodepool_pools, read_instance_types
 from harness.importers.kueue_manifests import KINDS as KUEUE_KINDS
@@ -163,7 +174,7 @@ class _Node:
     template: bool  # a node group's template, not a node of the cluster
 
 
-def _node(obj: Obj, assumed: Counter, ignored: Counter) -> _Node:
+def _node(obj: Obj, assumed: Counter, ignored: Counter, slice_gpus: int) -> _Node:
     labels = string_map(obj)
     path = "status.allocatable"
     res = get_field(obj, path, dict)
@@ -180,6 +191,10 @@ def _node(obj: Obj, assumed: Counter, ignored: Counter) -> _Node:
         if value <= 0:
             raise obj.refuse(f"{path}.{key}", f"missing or zero ({res.get(key)!r}): a node needs some")
     gpus = int(q.get(GPU, 0))
+    if slice_gpus > gpus:
+        assumed["nodes whose ResourceSlices publish more GPUs (devices with an index) than their allocatable "
+                f"{GPU}: the slices' count"] += 1
+        gpus = slice_gpus
     if gpus > MAX_GPUS_PER_POD:
         raise obj.refuse(f"{path}.{GPU}", f"{gpus} GPUs: at most {MAX_GPUS_PER_POD} per node")
     for name in sorted(set(q) - {"cpu", "memory", GPU}):
@@ -378,11 +393,14 @@ def read_kubernetes(paths: list[str], *, running_duration_s: float | None = None
     nodes: dict[str, _Node] = {}
     nodepools: list[Obj] = []
     groups: list[NodeGroup] = []
+    devices = dra.read_objects(paths)
     for obj in inp.others:
+        if dra.is_dra(obj):
+            continue
         if obj.kind == "Node":
             if obj.name in nodes:
                 raise obj.refuse("metadata.name", f"defined twice (first in {nodes[obj.name].obj.file})")
-            nodes[obj.name] = _node(obj, assumed, ignored)
+            nodes[obj.name] = _node(obj, assumed, ignored, _slice_gpus(devices.nodes.get(obj.name, [])))
         elif obj.kind == "NodePool":
             nodepools.append(obj)
         elif obj.kind == "Deployment" and (found := node_groups(obj, ignored)):
@@ -394,6 +412,8 @@ def read_kubernetes(paths: list[str], *, running_duration_s: float | None = None
     cluster, sources = _cluster(list(nodes.values()), name or Path(paths[0]).stem, autoscaled)
     pool_labels = {p: labels for p, (_, labels) in sources.items()}
     mapped: list[str] = []
+    if devices.classes or devices.nodes or devices.claims:
+        cluster["dra"] = _dra_section(devices, nodes, mapped)
     overrides: list[str] = []
     for g in groups:
         _apply_group(g, cluster, sources, assumed)
@@ -460,6 +480,7 @@ def read_kubernetes(paths: list[str], *, running_duration_s: float | None = None
             else:
                 assumed[f"{phase} pods without {DURATION_ANNOTATION}: run to the end of the replay"] += 1
         row["gpu_models"] = _gpu_models(pod, row["gpu_count"], every, ignored, assumed)
+        row["claim"], row["claim_at"] = _claim_of(pod, devices)
         _ignored_fields(pod, ignored)
         owner = None if row["grouped"] else _owner(pod)
         if owner is not None:
@@ -489,7 +510,9 @@ def read_kubernetes(paths: list[str], *, running_duration_s: float | None = None
                     "the overrides replay Karpenter without admission"] += 1
         else:
             overrides = ["loop=separate_kueue"]
-    Cluster(**{k: v for k, v in cluster.items() if k != "_target_"})  # refuse a config a replay could not load
+    built = Cluster(**{k: v for k, v in cluster.items() if k != "_target_"})  # refuse what a replay could not load
+    if built.devices is not None:
+        _claim_columns(rows, built.devices, notes)
     models = {t["gpu_model"] for t in cluster["node_types"]}
     absent = sum(bool(r["gpu_models"]) and not set(r["gpu_models"]) & models for r in rows)
     if absent:
@@ -519,6 +542,99 @@ def _apply_group(g: NodeGroup, cluster: dict, sources: dict[str, tuple[str, dict
     if pools[0]["max_size"] != g.min_size:
         assumed["node groups: the replay starts each at its --nodes MIN, not at the nodes seen"] += 1
     pools[0].update(min_size=g.min_size, max_size=g.max_size)  # named by the group: it spans one pool
+
+
+def _slice_gpus(items: list) -> int:
+    """The GPUs a node's slices publish as the DRA layer counts them: its devices with an
+    integer `index` attribute, numbered from 0."""
+    index = [d.attributes.get(f"{s.driver}/index") for _, s in items for d in s.devices]
+    return max([i + 1 for i in index if isinstance(i, int) and not isinstance(i, bool)], default=0)
+
+
+def _dra_section(devices: dra.DraInput, nodes: dict[str, _Node], mapped: list[str]) -> dict:
+    """The cluster's `dra:` section: each node type the slices of its first node that publishes
+    any; a node of the type publishing other devices is listed, not refused (a replay gives
+    every node of a type the same devices)."""
+    for name, items in devices.nodes.items():
+        if name not in nodes:
+            obj = items[0][0]
+            raise dra.refuse(obj, "spec.nodeName", f"node {name!r} is not a Node of the input")
+    live = [n for n in nodes.values() if not n.template]
+    names = _type_names(list(dict.fromkeys(n.shape for n in nodes.values())))
+    first: dict[str, str] = {}
+    for n in live:
+        if devices.nodes.get(n.obj.name):
+            first.setdefault(names[n.shape], n.obj.name)
+    for n in live:
+        tname = names[n.shape]
+        if tname not in first or n.obj.name == first[tname]:
+            continue
+        here, there = devices.nodes.get(n.obj.name, []), devices.nodes[first[tname]]
+        if dra.published_by(here) != dra.published_by(there):
+            why = dra.first_difference([s for _, s in here], [s for _, s in there]) if here else "no ResourceSlice"
+            mapped.append(f"dra: node {n.obj.name} of type {tname} publishes other devices than node "
+                          f"{first[tname]} ({why}): replayed with {first[tname]}'s")
+    section = devices.document()["dra"]
+    section["node_types"] = {t: [o.body["spec"] for o, _ in devices.nodes[node]] for t, node in first.items()}
+    mapped.append(f"dra: {len(devices.classes)} DeviceClasses, the ResourceSlices of node types "
+                  f"{', '.join(first) or 'none'}, {len(devices.claims)} claims ({devices.templates} from "
+                  "ResourceClaimTemplates)")
+    return section
+
+
+def _claim_of(pod: Obj, devices: dra.DraInput) -> tuple[str | None, str | None]:
+    """The claim a pod names (the trace holds one per pod) and the field that names it."""
+    entries = get_field(pod, "spec.resourceClaims", list, [])
+    if not entries:
+        return None, None
+    if len(entries) > 1:
+        raise pod.refuse("spec.resourceClaims", f"{len(entries)} claims: the trace holds one claim per pod")
+    for key in ("resourceClaimTemplateName", "resourceClaimName"):
+        at = f"spec.resourceClaims[0].{key}"
+        value = get_field(pod, at, str)
+        if value is None:
+            continue
+        if value not in devices.claims:
+            known = ", ".join(sorted(devices.claims)) or "none"
+            raise pod.refuse(at, f"no ResourceClaimTemplate or ResourceClaim {value!r} in the input (given: {known})")
+        return value, at
+    raise pod.refuse("spec.resourceClaims[0]", "names neither a resourceClaimTemplateName nor a resourceClaimName")
+
+
+def _claim_columns(rows: list[dict], layer: DeviceLayer, notes: Counter) -> None:
+    """Each claimed row's gpu_count and gpu_milli as its claim takes them: the share of each
+    GPU it allocates and, of whole GPUs, how many an empty node allocates; what the columns
+    cannot say (GPUs of different shares, whole GPUs no node type holds) refused by pod."""
+    cache: dict[str, tuple[int, int] | str] = {}
+    for row in rows:
+        name, at = row["claim"], row.pop("claim_at")
+        if name is None:
+            continue
+        if name not in cache:
+            cache[name] = _columns_of(layer, name)
+        got = cache[name]
+        if isinstance(got, str):
+            raise row["obj"].refuse(at, got)
+        if row["gpu_count"] and (row["gpu_count"], row["gpu_milli"]) != got:
+            notes[f"pods asking for {GPU} beside a claim: the claim's GPUs in the trace"] += 1
+        row["gpu_count"], row["gpu_milli"] = got
+
+
+def _columns_of(layer: DeviceLayer, name: str) -> tuple[int, int] | str:
+    """(gpu_count, gpu_milli) of claim `name`, else why the columns cannot hold it."""
+    claims = (layer.claims[name],)
+    try:
+        milli = layer.gpu_milli(claims, name)
+    except ConfigError as exc:
+        return f"claim {name!r}: {exc.rule}"
+    if milli < 1000:
+        return (1 if milli else 0), milli
+    fits = np.flatnonzero(layer.fits_empty(claims))
+    if not len(fits):
+        return f"claim {name!r} takes whole GPUs, but no node type of the input can allocate it: how many is unknown"
+    arrays = layer.arrays(1)
+    layer.reset(*arrays, 0, int(fits[0]))
+    return len(allocation(layer, arrays, int(fits[0]), claims, 0)), milli
 
 
 def cluster_yaml(cluster: dict, head: str) -> str:

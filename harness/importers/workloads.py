@@ -711,6 +711,7 @@ def rows_table(rows: list[dict], paths: list[str], notes: Counter) -> tuple[pa.T
         "priority": np.array([r["priority"] for r in rows], np.int32),
         "queue": [r["queue"] for r in rows],
         "gpu_models": pa.array([r.get("gpu_models", []) for r in rows], pa.list_(pa.string())),
+        "claim": pa.array([r.get("claim") for r in rows], pa.string()),
     }
     names = ", ".join(Path(p).name for p in paths)
     table = validate_table(canonical(cols, n), names)
