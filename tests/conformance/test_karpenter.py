@@ -260,8 +260,8 @@ def requests(monkeypatch) -> list[tuple[str, float, int]]:
     log: list[tuple[str, float, int]] = []
     real = Simulation.provision
 
-    def provision(sim, p, count, atomic, placement=None):
-        got = real(sim, p, count, atomic, placement)
+    def provision(sim, p, count, atomic, placement=None, pods=None):
+        got = real(sim, p, count, atomic, placement, pods)
         log.append((sim.cluster.pools[p].name, sim.now, len(got)))
         return got
 
