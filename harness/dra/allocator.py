@@ -372,6 +372,139 @@ def _allocate_nodes(rows, taken, cap_left, cap_full, counter_left, opt_start, op
 
 
 @dataclass(frozen=True)
+class TypedClaims:
+    """A pod's claims compiled against every node type at once, each type's arrays padded to
+    the widest type's devices, capacities and counters (padding matches nothing and holds
+    nothing), so that one compiled call answers nodes of any type: per-type calls cost a
+    dispatch and a dozen numpy calls each, more than most searches."""
+
+    never: np.ndarray  # (T,) no node of the type can allocate them (a selector errs, too few devices)
+    opt_start: np.ndarray  # (R,) as CompiledClaims, the same on every type
+    opt_end: np.ndarray  # (R,)
+    req_claim: np.ndarray  # (R,)
+    con_req: np.ndarray  # (C, O)
+    match: np.ndarray  # (T, O, W) as CompiledClaims, per type
+    members: np.ndarray  # (T, O, W)
+    before: np.ndarray  # (T, O, W + 1)
+    need: np.ndarray  # (T, O)
+    take_cap: np.ndarray  # (T, O, W, Q)
+    con_value: np.ndarray  # (T, C, W)
+    rest_min: np.ndarray  # (T, R)
+    capacity: np.ndarray  # (T, W, Q) as NodeDevices, per type
+    consumes: np.ndarray  # (T, W, K)
+    multi: np.ndarray  # (T, W)
+    gpu_index: np.ndarray  # (T, W) the GPU each device is (-1: not a GPU)
+    gpu_milli: np.ndarray  # (T, O, W) the GPU milli an option takes of each device
+
+    @classmethod
+    def of(cls, compiled: list[CompiledClaims], devices: list[NodeDevices], gpu_index: list[np.ndarray],
+           gpu_milli: list[np.ndarray], width: int, n_capacities: int, n_counters: int) -> TypedClaims:
+        T, W, Q, K = len(compiled), width, n_capacities, n_counters
+        O, R, C = compiled[0].match.shape[0], len(compiled[0].opt_start), compiled[0].con_value.shape[0]
+        never = np.zeros(T, bool)
+        match, members = np.zeros((T, O, W), bool), np.full((T, O, W), -1, np.int64)
+        before, need = np.zeros((T, O, W + 1), np.int64), np.zeros((T, O), np.int64)
+        take_cap, con_value = np.zeros((T, O, W, Q), np.int64), np.full((T, C, W), -1, np.int64)
+        rest_min = np.zeros((T, R), np.int64)
+        capacity, consumes = np.zeros((T, W, Q), np.int64), np.zeros((T, W, K), np.int64)
+        multi, index, milli = np.zeros((T, W), bool), np.full((T, W), -1, np.int64), np.zeros((T, O, W), np.int64)
+        for t, (cc, dev) in enumerate(zip(compiled, devices, strict=True)):
+            D, q, k = dev.n_devices, len(dev.capacities), len(dev.counters)
+            never[t] = bool(cc.error) or bool(R and (cc.need > D).all())
+            match[t, :, :D], members[t, :, :D], need[t] = cc.match, cc.members, cc.need
+            before[t, :, :D + 1] = cc.before
+            before[t, :, D + 1:] = cc.before[:, D:]
+            take_cap[t, :, :D, :q], con_value[t, :, :D], rest_min[t] = cc.take_cap, cc.con_value, cc.rest_min
+            capacity[t, :D, :q], consumes[t, :D, :k], multi[t, :D] = dev.capacity, dev.consumes, dev.multi
+            index[t, :D], milli[t, :, :D] = gpu_index[t], gpu_milli[t]
+        first = compiled[0]
+        return cls(never, first.opt_start, first.opt_end, first.req_claim, first.con_req, match, members, before,
+                   need, take_cap, con_value, rest_min, capacity, consumes, multi, index, milli)
+
+
+def fits_typed(tc: TypedClaims, taken: np.ndarray, cap_left: np.ndarray, counter_left: np.ndarray,
+               slot_type: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """For each node row (of type slot_type[row], its state in the padded arrays): can the
+    claims be allocated there? The state is left as it was."""
+    return _fits_typed(np.asarray(rows, np.int64), slot_type, taken, cap_left, counter_left, tc.never, tc.opt_start,
+                       tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap, tc.capacity, tc.consumes,
+                       tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min, MAX_RESULTS)
+
+
+def take_typed(tc: TypedClaims, taken: np.ndarray, cap_left: np.ndarray, counter_left: np.ndarray,
+               row_type: np.ndarray, bound: np.ndarray, n_gpus: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows 0.. of the padded arrays (row i a node of type row_type[i]) take pods with the
+    claims one after another, each up to bound[i], kept: how many each took, and the GPU milli
+    they took there (rows x n_gpus). Each node's pods are allocated first fit on its state
+    after the ones before, as `allocate` then `commit` one at a time would."""
+    return _take_typed(row_type, taken, cap_left, counter_left, np.asarray(bound, np.int64), n_gpus, tc.never,
+                       tc.opt_start, tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap, tc.capacity,
+                       tc.consumes, tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min, tc.gpu_index,
+                       tc.gpu_milli, MAX_RESULTS)
+
+
+@njit(cache=True)
+def _fits_typed(rows, slot_type, taken, cap_left, counter_left, never, opt_start, opt_end, match, members, before,
+                need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min, limit):
+    R, C, W = len(opt_start), con_req.shape[0], taken.shape[1]
+    ok = np.zeros(len(rows), np.bool_)
+    t, cl, kl = np.empty(W, np.bool_), np.empty(cap_left.shape[1:], np.int64), np.empty(counter_left.shape[1], np.int64)
+    picks, opt = np.full((R, max(W, 1)), -1, np.int64), np.zeros(R, np.int64)
+    con_n, con_v = np.zeros(C, np.int64), np.zeros(C, np.int64)
+    claim_used = np.zeros(req_claim.max() + 1 if R else 1, np.int64)
+    for i in range(len(rows)):
+        n = rows[i]
+        k = slot_type[n]
+        if never[k]:
+            continue
+        t[:] = taken[n]
+        cl[:] = cap_left[n]
+        kl[:] = counter_left[n]
+        ok[i] = _search(t, cl, capacity[k], kl, opt_start, opt_end, match[k], members[k], before[k], need[k],
+                        take_cap[k], consumes[k], multi[k], con_value[k], con_req, req_claim, rest_min[k], limit,
+                        claim_used, con_n, con_v, picks, opt)
+    return ok
+
+
+@njit(cache=True)
+def _take_typed(row_type, taken, cap_left, counter_left, bound, n_gpus, never, opt_start, opt_end, match, members,
+                before, need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min, gpu_index,
+                gpu_milli, limit):
+    R, C, W = len(opt_start), con_req.shape[0], taken.shape[1]
+    got = np.zeros(len(bound), np.int64)
+    milli = np.zeros((len(bound), n_gpus), np.int64)
+    t, cl, kl = np.empty(W, np.bool_), np.empty(cap_left.shape[1:], np.int64), np.empty(counter_left.shape[1], np.int64)
+    picks, opt = np.full((R, max(W, 1)), -1, np.int64), np.zeros(R, np.int64)
+    con_n, con_v = np.zeros(C, np.int64), np.zeros(C, np.int64)
+    claim_used = np.zeros(req_claim.max() + 1 if R else 1, np.int64)
+    none, counts = np.zeros((0, take_cap.shape[1]), np.bool_), np.zeros(0, np.int64)
+    for n in range(len(bound)):
+        k = row_type[n]
+        if never[k]:
+            continue
+        while got[n] < bound[n]:
+            t[:] = taken[n]
+            cl[:] = cap_left[n]
+            kl[:] = counter_left[n]
+            picks[:] = -1
+            if not _search(t, cl, capacity[k], kl, opt_start, opt_end, match[k], members[k], before[k], need[k],
+                           take_cap[k], consumes[k], multi[k], con_value[k], con_req, req_claim, rest_min[k], limit,
+                           claim_used, con_n, con_v, picks, opt):
+                break
+            for r in range(R):
+                for j in range(picks.shape[1]):
+                    d = picks[r, j]
+                    if d < 0:
+                        continue
+                    _take(d, opt[r], 1, taken[n], cap_left[n], capacity[k], counter_left[n], take_cap[k], consumes[k],
+                          multi[k], np.zeros((0, W), np.int64), none, counts, counts)
+                    if n_gpus and gpu_index[k, d] >= 0:
+                        milli[n, gpu_index[k, d]] += gpu_milli[k, opt[r], d]
+            got[n] += 1
+    return got, milli
+
+
+@dataclass(frozen=True)
 class Allocation:
     """The devices a pod's claims got on one node: per request, its alternative and devices."""
 
@@ -427,13 +560,6 @@ def commit_pairs(cc: CompiledClaims, devices: NodeDevices, state: DeviceState, r
             cc.take_cap, devices.consumes, devices.multi)
 
 
-def commit_rows(cc: CompiledClaims, devices: NodeDevices, state: DeviceState, rows: np.ndarray, picks: np.ndarray,
-                opts: np.ndarray) -> None:
-    """Take, on each node of `rows`, the allocation `allocate` found there (its picks and opts)."""
-    _commit_rows(np.asarray(rows, np.int64), picks, opts, state.taken, state.cap_left, devices.capacity,
-                 state.counter_left, cc.take_cap, devices.consumes, devices.multi)
-
-
 @njit(cache=True)
 def _commit(pairs, sign, taken, cap_left, cap_full, counter_left, take_cap, consumes, multi):
     """`_take` for each (option, device) of an allocation, on one node's state rows."""
@@ -442,20 +568,6 @@ def _commit(pairs, sign, taken, cap_left, cap_full, counter_left, take_cap, cons
     for i in range(len(pairs)):
         _take(pairs[i, 1], pairs[i, 0], sign, taken, cap_left, cap_full, counter_left, take_cap, consumes, multi,
               np.zeros((0, len(taken)), np.int64), none, counts, counts)
-
-
-@njit(cache=True)
-def _commit_rows(rows, picks, opts, taken, cap_left, cap_full, counter_left, take_cap, consumes, multi):
-    none = np.zeros((0, take_cap.shape[0]), np.bool_)
-    counts = np.zeros(0, np.int64)
-    for i in range(len(rows)):
-        n = rows[i]
-        for r in range(picks.shape[1]):
-            for j in range(picks.shape[2]):
-                d = picks[i, r, j]
-                if d >= 0:
-                    _take(d, opts[i, r], 1, taken[n], cap_left[n], cap_full, counter_left[n], take_cap, consumes,
-                          multi, np.zeros((0, len(taken[n])), np.int64), none, counts, counts)
 
 
 def result(cc: CompiledClaims, devices: NodeDevices, a: Allocation) -> list[dict]:

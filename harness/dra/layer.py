@@ -27,7 +27,16 @@ from __future__ import annotations
 import numpy as np
 
 from harness.dra import translate
-from harness.dra.allocator import CompiledClaims, DeviceState, NodeDevices, allocate, commit_rows, compile_claims
+from harness.dra.allocator import (
+    CompiledClaims,
+    DeviceState,
+    NodeDevices,
+    TypedClaims,
+    allocate,
+    compile_claims,
+    fits_typed,
+    take_typed,
+)
 from harness.dra.resources import Claim, claim, device_class, resource_slice
 from harness.errors import ConfigError
 from harness.node_type import NodeType
@@ -108,6 +117,7 @@ class DeviceLayer:
         self.n_capacities = max([len(d.capacities) for d in self.devices] + [0])
         self.n_counters = max([len(d.counters) for d in self.devices] + [0])
         self._compiled: dict[tuple[int, int], tuple[tuple[Claim, ...], CompiledClaims, np.ndarray]] = {}
+        self._typed: dict[int, tuple[tuple[Claim, ...], TypedClaims]] = {}
 
     # ---- claims against node types ------------------------------------------------------
     def compiled(self, claims: tuple[Claim, ...], t: int) -> tuple[CompiledClaims, np.ndarray]:
@@ -119,6 +129,16 @@ class DeviceLayer:
             cc = compile_claims(claims, self.devices[t], self.classes)
             hit = self._compiled[key] = (claims, cc, self._gpu_milli(cc, t))  # the claims kept: ids stay unique
         return hit[1], hit[2]
+
+    def typed(self, claims: tuple[Claim, ...]) -> TypedClaims:
+        """The claims compiled against every node type, as one compiled call takes them."""
+        hit = self._typed.get(id(claims))
+        if hit is None:
+            per_type = [self.compiled(claims, t) for t in range(len(self.devices))]
+            tc = TypedClaims.of([cc for cc, _ in per_type], self.devices, self.gpu_index,
+                                [milli for _, milli in per_type], self.width, self.n_capacities, self.n_counters)
+            hit = self._typed[id(claims)] = (claims, tc)  # the claims kept: ids stay unique
+        return hit[1]
 
     def _gpu_milli(self, cc: CompiledClaims, t: int) -> np.ndarray:
         dev, index = self.devices[t], self.gpu_index[t]
@@ -180,21 +200,10 @@ class DeviceLayer:
                            counters[:, :len(dev.counters)])
 
 
-def by_type(slot_type: np.ndarray, slots: np.ndarray):
-    """(type, the slots of that type) for each type among the slots."""
-    types = slot_type[slots]
-    for t in np.unique(types).tolist():
-        yield t, slots[types == t]
-
-
 def fits(layer: DeviceLayer, arrays: Arrays, slot_type: np.ndarray, claims: tuple[Claim, ...],
          slots: np.ndarray) -> np.ndarray:
     """Per slot: can its node allocate the claims now?"""
-    out = np.zeros(len(slots), bool)
-    for t, rows in by_type(slot_type, slots):
-        cc, _ = layer.compiled(claims, t)
-        out[slot_type[slots] == t] = allocate(cc, layer.devices[t], layer.view(*arrays, t), rows)[0]
-    return out
+    return fits_typed(layer.typed(claims), *arrays, slot_type, slots)
 
 
 def allocation(layer: DeviceLayer, arrays: Arrays, t: int, claims: tuple[Claim, ...], n: int) -> ClaimedGpus:
@@ -216,14 +225,9 @@ def allocation(layer: DeviceLayer, arrays: Arrays, t: int, claims: tuple[Claim, 
 def fit_counts(layer: DeviceLayer, arrays: Arrays, slot_type: np.ndarray, claims: tuple[Claim, ...],
                slots: np.ndarray, bound: np.ndarray) -> np.ndarray:
     """How many pods with these claims each slot's node takes one after another (at most
-    `bound`, what its CPU and memory allow): allocated and kept on a scratch copy, round by
-    round over the nodes still taking more."""
-    out = np.zeros(len(slots), np.int64)
-    for t, rows in by_type(slot_type, slots):
-        at = np.flatnonzero(slot_type[slots] == t)
-        scratch = tuple(a[rows].copy() for a in arrays)
-        out[at] = _rounds(layer, scratch, t, claims, bound[at])[0]
-    return out
+    `bound`, what its CPU and memory allow): allocated and kept on a scratch copy."""
+    scratch = tuple(a[slots] for a in arrays)  # fancy indexing copies
+    return take_typed(layer.typed(claims), *scratch, slot_type[slots], bound, 0)[0]
 
 
 def take_alike(layer: DeviceLayer, arrays: Arrays, slot_type: np.ndarray, claims: tuple[Claim, ...],
@@ -231,42 +235,7 @@ def take_alike(layer: DeviceLayer, arrays: Arrays, slot_type: np.ndarray, claims
     """Allocate counts[i] pods with these claims on slots[i] (distinct), one after another:
     the GPU milli they take (len(slots) x GPUs, for the GPU matrix) and the slots' rows of the
     arrays after (for the caller to write once it saved the rows before)."""
-    taken = np.zeros((len(slots), n_gpus), np.int64)
-    after = tuple(a[slots].copy() for a in arrays)
-    for t, _ in by_type(slot_type, slots):
-        at = np.flatnonzero(slot_type[slots] == t)
-        sub = tuple(a[at] for a in after)
-        got, taken[at] = _rounds(layer, sub, t, claims, counts[at], n_gpus)
-        assert (got == counts[at]).all(), "as many pods as counted fit"
-        for a, s in zip(after, sub, strict=True):
-            a[at] = s
+    after = tuple(a[slots] for a in arrays)
+    got, taken = take_typed(layer.typed(claims), *after, slot_type[slots], counts, n_gpus)
+    assert (got == counts).all(), "as many pods as counted fit"
     return taken, after
-
-
-def _rounds(layer: DeviceLayer, arrays: Arrays, t: int, claims: tuple[Claim, ...], bound: np.ndarray,
-            n_gpus: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Rows 0.. of `arrays` (one per node of type t) take pods, each node up to its bound,
-    kept: how many each took, and the GPU milli they took there (rows x n_gpus)."""
-    cc, milli = layer.compiled(claims, t)
-    dev, state = layer.devices[t], layer.view(*arrays, t)
-    got = np.zeros(len(bound), np.int64)
-    gpu_milli = np.zeros((len(bound), n_gpus), np.int64)
-    alive = np.flatnonzero(bound > 0)
-    while len(alive):
-        ok, found = allocate(cc, dev, state, alive)
-        alive = alive[ok]
-        if not len(alive):
-            break
-        picks, opts = found.picks[ok], found.opts[ok]
-        commit_rows(cc, dev, state, alive, picks, opts)
-        got[alive] += 1
-        if n_gpus:
-            opt = np.repeat(opts, picks.shape[2], axis=1).reshape(picks.shape)
-            d = np.where(picks >= 0, picks, 0)
-            g = np.where(picks >= 0, layer.gpu_index[t][d], -1)
-            m = milli[opt, d]
-            row = np.repeat(alive, picks.shape[1] * picks.shape[2]).reshape(picks.shape)
-            on = g >= 0
-            np.add.at(gpu_milli, (row[on], g[on]), m[on])
-        alive = alive[got[alive] < bound[alive]]
-    return got, gpu_milli
