@@ -400,14 +400,14 @@ class TypedClaims:
     def of(cls, compiled: list[CompiledClaims], devices: list[NodeDevices], gpu_index: list[np.ndarray],
            gpu_milli: list[np.ndarray], width: int, n_capacities: int, n_counters: int) -> TypedClaims:
         T, W, Q, K = len(compiled), width, n_capacities, n_counters
-        O, R, C = compiled[0].match.shape[0], len(compiled[0].opt_start), compiled[0].con_value.shape[0]
+        P, R, C = compiled[0].match.shape[0], len(compiled[0].opt_start), compiled[0].con_value.shape[0]
         never = np.zeros(T, bool)
-        match, members = np.zeros((T, O, W), bool), np.full((T, O, W), -1, np.int64)
-        before, need = np.zeros((T, O, W + 1), np.int64), np.zeros((T, O), np.int64)
-        take_cap, con_value = np.zeros((T, O, W, Q), np.int64), np.full((T, C, W), -1, np.int64)
+        match, members = np.zeros((T, P, W), bool), np.full((T, P, W), -1, np.int64)
+        before, need = np.zeros((T, P, W + 1), np.int64), np.zeros((T, P), np.int64)
+        take_cap, con_value = np.zeros((T, P, W, Q), np.int64), np.full((T, C, W), -1, np.int64)
         rest_min = np.zeros((T, R), np.int64)
         capacity, consumes = np.zeros((T, W, Q), np.int64), np.zeros((T, W, K), np.int64)
-        multi, index, milli = np.zeros((T, W), bool), np.full((T, W), -1, np.int64), np.zeros((T, O, W), np.int64)
+        multi, index, milli = np.zeros((T, W), bool), np.full((T, W), -1, np.int64), np.zeros((T, P, W), np.int64)
         for t, (cc, dev) in enumerate(zip(compiled, devices, strict=True)):
             D, q, k = dev.n_devices, len(dev.capacities), len(dev.counters)
             never[t] = bool(cc.error) or bool(R and (cc.need > D).all())
@@ -422,25 +422,25 @@ class TypedClaims:
                    need, take_cap, con_value, rest_min, capacity, consumes, multi, index, milli)
 
 
-def fits_typed(tc: TypedClaims, taken: np.ndarray, cap_left: np.ndarray, counter_left: np.ndarray,
-               slot_type: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """For each node row (of type slot_type[row], its state in the padded arrays): can the
-    claims be allocated there? The state is left as it was."""
-    return _fits_typed(np.asarray(rows, np.int64), slot_type, taken, cap_left, counter_left, tc.never, tc.opt_start,
-                       tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap, tc.capacity, tc.consumes,
-                       tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min, MAX_RESULTS)
+def fits_typed(tc: TypedClaims, state: DeviceState, slot_type: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """For each node row (of type slot_type[row], its state padded to the widest type): can
+    the claims be allocated there? The state is left as it was."""
+    return _fits_typed(np.asarray(rows, np.int64), slot_type, state.taken, state.cap_left, state.counter_left,
+                       tc.never, tc.opt_start, tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap,
+                       tc.capacity, tc.consumes, tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min,
+                       MAX_RESULTS)
 
 
-def take_typed(tc: TypedClaims, taken: np.ndarray, cap_left: np.ndarray, counter_left: np.ndarray,
-               row_type: np.ndarray, bound: np.ndarray, n_gpus: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows 0.. of the padded arrays (row i a node of type row_type[i]) take pods with the
+def take_typed(tc: TypedClaims, state: DeviceState, row_type: np.ndarray, bound: np.ndarray,
+               n_gpus: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows 0.. of the padded state (row i a node of type row_type[i]) take pods with the
     claims one after another, each up to bound[i], kept: how many each took, and the GPU milli
     they took there (rows x n_gpus). Each node's pods are allocated first fit on its state
     after the ones before, as `allocate` then `commit` one at a time would."""
-    return _take_typed(row_type, taken, cap_left, counter_left, np.asarray(bound, np.int64), n_gpus, tc.never,
-                       tc.opt_start, tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap, tc.capacity,
-                       tc.consumes, tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min, tc.gpu_index,
-                       tc.gpu_milli, MAX_RESULTS)
+    return _take_typed(row_type, state.taken, state.cap_left, state.counter_left, np.asarray(bound, np.int64), n_gpus,
+                       tc.never, tc.opt_start, tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap,
+                       tc.capacity, tc.consumes, tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min,
+                       tc.gpu_index, tc.gpu_milli, MAX_RESULTS)
 
 
 @njit(cache=True)

@@ -203,7 +203,7 @@ class DeviceLayer:
 def fits(layer: DeviceLayer, arrays: Arrays, slot_type: np.ndarray, claims: tuple[Claim, ...],
          slots: np.ndarray) -> np.ndarray:
     """Per slot: can its node allocate the claims now?"""
-    return fits_typed(layer.typed(claims), *arrays, slot_type, slots)
+    return fits_typed(layer.typed(claims), DeviceState(*arrays), slot_type, slots)
 
 
 def allocation(layer: DeviceLayer, arrays: Arrays, t: int, claims: tuple[Claim, ...], n: int) -> ClaimedGpus:
@@ -226,8 +226,8 @@ def fit_counts(layer: DeviceLayer, arrays: Arrays, slot_type: np.ndarray, claims
                slots: np.ndarray, bound: np.ndarray) -> np.ndarray:
     """How many pods with these claims each slot's node takes one after another (at most
     `bound`, what its CPU and memory allow): allocated and kept on a scratch copy."""
-    scratch = tuple(a[slots] for a in arrays)  # fancy indexing copies
-    return take_typed(layer.typed(claims), *scratch, slot_type[slots], bound, 0)[0]
+    scratch = DeviceState(*(a[slots] for a in arrays))  # fancy indexing copies
+    return take_typed(layer.typed(claims), scratch, slot_type[slots], bound, 0)[0]
 
 
 def take_alike(layer: DeviceLayer, arrays: Arrays, slot_type: np.ndarray, claims: tuple[Claim, ...],
@@ -235,7 +235,7 @@ def take_alike(layer: DeviceLayer, arrays: Arrays, slot_type: np.ndarray, claims
     """Allocate counts[i] pods with these claims on slots[i] (distinct), one after another:
     the GPU milli they take (len(slots) x GPUs, for the GPU matrix) and the slots' rows of the
     arrays after (for the caller to write once it saved the rows before)."""
-    after = tuple(a[slots] for a in arrays)
-    got, taken = take_typed(layer.typed(claims), *after, slot_type[slots], counts, n_gpus)
+    after = DeviceState(*(a[slots] for a in arrays))
+    got, taken = take_typed(layer.typed(claims), after, slot_type[slots], counts, n_gpus)
     assert (got == counts).all(), "as many pods as counted fit"
-    return taken, after
+    return taken, (after.taken, after.cap_left, after.counter_left)
