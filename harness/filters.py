@@ -58,7 +58,7 @@ def _claims_feasible(state: ClusterState, w: Workload, pod: int, claims: tuple, 
     base = (state.status == READY) if usable is None else usable
     slots = np.arange(state.n_slots) if at is None else np.atleast_1d(np.asarray(at, np.int64))
     ok = base[slots] & static[slots] & (state.cpu_free[slots] >= w.cpu[pod]) & (state.mem_free[slots] >= w.mem[pod])
-    ok[ok] = dra_layer.fits(_devices(state), state.device_arrays, state.slot_type, claims, slots[ok])
+    ok[ok] = dra_layer.fits(_devices(state), state.device_arrays, state.dra_stamp, state.slot_type, claims, slots[ok])
     return ok if at is None or np.ndim(at) else ok[0]
 
 
@@ -196,8 +196,8 @@ def fits_on(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray) -> np
         cpu, mem = int(w.cpu[pod]), int(w.mem[pod])
         bound = np.minimum(state.cpu_free[nodes] // cpu if cpu else MOST_ALIKE,
                            state.mem_free[nodes] // mem if mem else MOST_ALIKE)
-        return dra_layer.fit_counts(_devices(state), state.device_arrays, state.slot_type, claims, nodes,
-                                    np.minimum(bound, MOST_ALIKE))
+        return dra_layer.fit_counts(_devices(state), state.device_arrays, state.dra_stamp, state.slot_type, claims,
+                                    nodes, np.minimum(bound, MOST_ALIKE))
     return packer.fits_on(np.asarray(nodes, np.int64), *shape_of(w, pod), state.cpu_free, state.mem_free,
                           state.gpu_free, state.free_whole, state.slot_type, domains_of(state, w, pod))
 
@@ -228,6 +228,7 @@ def bind_alike(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray, co
     state.bind_many(nodes, counts, int(w.cpu[pod]), int(w.mem[pod]), taken)
     for array, after in zip(state.device_arrays, rows, strict=True):  # after bind_many saved them for a trial
         array[nodes] = after
+    _devices(state).restamp(state.dra_stamp, nodes)
 
 
 def shape_of(w: Workload, pod: int) -> tuple[int, int, int, int, int]:

@@ -115,6 +115,8 @@ class ClusterState:
         self.dra = cluster.devices
         if self.dra is not None:
             self.dra_taken, self.dra_cap, self.dra_counters = self.dra.arrays(n)
+            self.dra_stamp = np.zeros(n, np.int64)  # names each node's allocation state (`DeviceLayer.restamp`)
+            self.dra.restamp(self.dra_stamp, np.arange(n))
             self._DYNAMIC = ClusterState._DYNAMIC + self.DEVICE_ARRAYS
 
     @property
@@ -192,7 +194,7 @@ class ClusterState:
         self.gpu_used[n] = 0
         self.pods_on[n] = 0
         if self.dra is not None:
-            self.dra.reset(*self.device_arrays, n, int(self.slot_type[n]))
+            self.dra.reset(*self.device_arrays, self.dra_stamp, n, int(self.slot_type[n]))
         self._refresh(n)
         self.layout_version += 1
         milli = int(self.gpu_cap[n]) * WHOLE
@@ -239,7 +241,7 @@ class ClusterState:
         self.cpu_free[n] = self.mem_free[n] = 0
         self.gpu_free[n, :] = 0
         if self.dra is not None:
-            self.dra.reset(*self.device_arrays, n, -1)
+            self.dra.reset(*self.device_arrays, self.dra_stamp, n, -1)
         self._refresh(n)
         self.layout_version += 1
 
@@ -258,6 +260,7 @@ class ClusterState:
             assert self.dra is not None, "devices are claimed only in a DRA cluster"
             commit_pairs(gpu_idx.compiled, self.dra.devices[t], self.dra.view(*self.device_arrays, t), n,
                          gpu_idx.pairs, sign)
+            self.dra.restamp(self.dra_stamp, n)
             gpu_idx = gpu_idx.view(np.ndarray)
         answer = take(n, sign, cpu, mem, gpu_idx, milli, self.cpu_free, self.mem_free, self.gpu_free, self.gpu_used,
                       self.pods_on, self.gpu_cap, self.slot_table, self.stacked_tables, self.free_whole,
@@ -384,7 +387,7 @@ class ClusterState:
                  "gpu_cap", "gpu_milli_cap", "model_bit", "nic_ok", "profile_bits", "slot_table")
     _DYNAMIC: tuple[str, ...] = ("status", "cpu_free", "mem_free", "gpu_free", "pods_on",
                 "free_whole", "max_share", "nvl_whole", "numa_whole", "both_whole", "gpu_used", "changed_at")
-    DEVICE_ARRAYS = ("dra_taken", "dra_cap", "dra_counters")  # dynamic too, in a DRA cluster
+    DEVICE_ARRAYS = ("dra_taken", "dra_cap", "dra_counters", "dra_stamp")  # dynamic too, in a DRA cluster
 
     def subset(self, idx: np.ndarray) -> ClusterState:
         """A scratch state of only the slots `idx` (local index i is slot idx[i]): what-if

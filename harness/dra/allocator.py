@@ -422,13 +422,44 @@ class TypedClaims:
                    need, take_cap, con_value, rest_min, capacity, consumes, multi, index, milli)
 
 
-def fits_typed(tc: TypedClaims, state: DeviceState, slot_type: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """For each node row (of type slot_type[row], its state padded to the widest type): can
-    the claims be allocated there? The state is left as it was."""
-    return _fits_typed(np.asarray(rows, np.int64), slot_type, state.taken, state.cap_left, state.counter_left,
-                       tc.never, tc.opt_start, tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap,
-                       tc.capacity, tc.consumes, tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min,
-                       MAX_RESULTS)
+@dataclass(frozen=True)
+class FitCache:
+    """One claim set's answers by node-state stamp (a stamp names one content of a node's
+    allocation state, so an answer holds wherever the stamp is found): direct-mapped, a
+    bucket keeping the last stamp answered."""
+
+    fit_key: np.ndarray  # (S,) the stamp whose feasibility the bucket holds (-1: none)
+    fit: np.ndarray  # (S,)
+    count_key: np.ndarray  # (S,) the stamp whose count the bucket holds (-1: none)
+    count: np.ndarray  # (S,) pods the node took one after another
+    full: np.ndarray  # (S,) the count stopped at its bound: more may fit
+
+    @classmethod
+    def empty(cls, size: int = 4096) -> FitCache:
+        return cls(np.full(size, -1, np.int64), np.zeros(size, bool), np.full(size, -1, np.int64),
+                   np.zeros(size, np.int64), np.zeros(size, bool))
+
+
+def fits_typed(tc: TypedClaims, cache: FitCache, state: DeviceState, stamp: np.ndarray, slot_type: np.ndarray,
+               rows: np.ndarray) -> np.ndarray:
+    """For each node row (of type slot_type[row], its state padded to the widest type, named
+    by stamp[row]): can the claims be allocated there? The state is left as it was."""
+    return _fits_typed(np.asarray(rows, np.int64), slot_type, stamp, state.taken, state.cap_left, state.counter_left,
+                       cache.fit_key, cache.fit, tc.never, tc.opt_start, tc.opt_end, tc.match, tc.members, tc.before,
+                       tc.need, tc.take_cap, tc.capacity, tc.consumes, tc.multi, tc.con_value, tc.con_req,
+                       tc.req_claim, tc.rest_min, MAX_RESULTS)
+
+
+def count_typed(tc: TypedClaims, cache: FitCache, state: DeviceState, stamp: np.ndarray, slot_type: np.ndarray,
+                rows: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """How many pods with the claims each node row takes one after another, at most bound[i]
+    (`take_typed` on a copy of its state, or the count its stamp had: a count that stopped at
+    a pod that did not fit holds for any bound, one that stopped at its bound for lower ones)."""
+    return _count_typed(np.asarray(rows, np.int64), slot_type, stamp, state.taken, state.cap_left,
+                        state.counter_left, np.asarray(bound, np.int64), cache.count_key, cache.count, cache.full,
+                        tc.never, tc.opt_start, tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap,
+                        tc.capacity, tc.consumes, tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min,
+                        tc.gpu_index, tc.gpu_milli, MAX_RESULTS)
 
 
 def take_typed(tc: TypedClaims, state: DeviceState, row_type: np.ndarray, bound: np.ndarray,
@@ -437,15 +468,18 @@ def take_typed(tc: TypedClaims, state: DeviceState, row_type: np.ndarray, bound:
     claims one after another, each up to bound[i], kept: how many each took, and the GPU milli
     they took there (rows x n_gpus). Each node's pods are allocated first fit on its state
     after the ones before, as `allocate` then `commit` one at a time would."""
-    return _take_typed(row_type, state.taken, state.cap_left, state.counter_left, np.asarray(bound, np.int64), n_gpus,
-                       tc.never, tc.opt_start, tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap,
-                       tc.capacity, tc.consumes, tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min,
-                       tc.gpu_index, tc.gpu_milli, MAX_RESULTS)
+    milli = np.zeros((len(bound), n_gpus), np.int64)
+    got = _take_typed(row_type, state.taken, state.cap_left, state.counter_left, np.asarray(bound, np.int64), milli,
+                      tc.never, tc.opt_start, tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap,
+                      tc.capacity, tc.consumes, tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min,
+                      tc.gpu_index, tc.gpu_milli, MAX_RESULTS)
+    return got, milli
 
 
 @njit(cache=True)
-def _fits_typed(rows, slot_type, taken, cap_left, counter_left, never, opt_start, opt_end, match, members, before,
-                need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min, limit):
+def _fits_typed(rows, slot_type, stamp, taken, cap_left, counter_left, fit_key, fit, never, opt_start, opt_end, match,
+                members, before, need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min,
+                limit):
     R, C, W = len(opt_start), con_req.shape[0], taken.shape[1]
     ok = np.zeros(len(rows), np.bool_)
     t, cl, kl = np.empty(W, np.bool_), np.empty(cap_left.shape[1:], np.int64), np.empty(counter_left.shape[1], np.int64)
@@ -457,30 +491,63 @@ def _fits_typed(rows, slot_type, taken, cap_left, counter_left, never, opt_start
         k = slot_type[n]
         if never[k]:
             continue
+        b = stamp[n] % len(fit_key)
+        if fit_key[b] == stamp[n]:
+            ok[i] = fit[b]
+            continue
         t[:] = taken[n]
         cl[:] = cap_left[n]
         kl[:] = counter_left[n]
         ok[i] = _search(t, cl, capacity[k], kl, opt_start, opt_end, match[k], members[k], before[k], need[k],
                         take_cap[k], consumes[k], multi[k], con_value[k], con_req, req_claim, rest_min[k], limit,
                         claim_used, con_n, con_v, picks, opt)
+        fit_key[b], fit[b] = stamp[n], ok[i]
     return ok
 
 
 @njit(cache=True)
-def _take_typed(row_type, taken, cap_left, counter_left, bound, n_gpus, never, opt_start, opt_end, match, members,
+def _count_typed(rows, slot_type, stamp, taken, cap_left, counter_left, bound, count_key, count, full, never, opt_start,
+                 opt_end, match, members, before, need, take_cap, capacity, consumes, multi, con_value, con_req,
+                 req_claim, rest_min, gpu_index, gpu_milli, limit):
+    got = np.zeros(len(rows), np.int64)
+    one = np.zeros(1, np.int64)
+    t, cl, kl = taken[:1].copy(), cap_left[:1].copy(), counter_left[:1].copy()
+    no_gpus = np.zeros((1, 0), np.int64)
+    for i in range(len(rows)):
+        n = rows[i]
+        b = stamp[n] % len(count_key)
+        if count_key[b] == stamp[n] and (not full[b] or count[b] >= bound[i]):
+            got[i] = min(count[b], bound[i])
+            continue
+        t[0], cl[0], kl[0] = taken[n], cap_left[n], counter_left[n]
+        one[0] = slot_type[n]
+        got[i] = _take_typed(one, t, cl, kl, bound[i:i + 1], no_gpus, never, opt_start, opt_end, match, members,
+                             before, need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min,
+                             gpu_index, gpu_milli, limit)[0]
+        count_key[b], count[b], full[b] = stamp[n], got[i], got[i] == bound[i]
+    return got
+
+
+@njit(cache=True)
+def _take_typed(row_type, taken, cap_left, counter_left, bound, milli, never, opt_start, opt_end, match, members,
                 before, need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min, gpu_index,
                 gpu_milli, limit):
     R, C, W = len(opt_start), con_req.shape[0], taken.shape[1]
     got = np.zeros(len(bound), np.int64)
-    milli = np.zeros((len(bound), n_gpus), np.int64)
     t, cl, kl = np.empty(W, np.bool_), np.empty(cap_left.shape[1:], np.int64), np.empty(counter_left.shape[1], np.int64)
     picks, opt = np.full((R, max(W, 1)), -1, np.int64), np.zeros(R, np.int64)
     con_n, con_v = np.zeros(C, np.int64), np.zeros(C, np.int64)
     claim_used = np.zeros(req_claim.max() + 1 if R else 1, np.int64)
     none, counts = np.zeros((0, take_cap.shape[1]), np.bool_), np.zeros(0, np.int64)
+    no_values = np.zeros((0, W), np.int64)
+    one_device = R == 1 and opt_end[0] - opt_start[0] == 1 and C == 0
     for n in range(len(bound)):
         k = row_type[n]
         if never[k]:
+            continue
+        if one_device and need[k, opt_start[0]] == 1:
+            got[n] = _take_one_by_one(n, k, opt_start[0], bound[n], taken, cap_left, counter_left, match, members,
+                                      before, take_cap, capacity, consumes, multi, gpu_index, gpu_milli, milli)
             continue
         while got[n] < bound[n]:
             t[:] = taken[n]
@@ -497,11 +564,37 @@ def _take_typed(row_type, taken, cap_left, counter_left, bound, n_gpus, never, o
                     if d < 0:
                         continue
                     _take(d, opt[r], 1, taken[n], cap_left[n], capacity[k], counter_left[n], take_cap[k], consumes[k],
-                          multi[k], np.zeros((0, W), np.int64), none, counts, counts)
-                    if n_gpus and gpu_index[k, d] >= 0:
+                          multi[k], no_values, none, counts, counts)
+                    if milli.shape[1] and gpu_index[k, d] >= 0:
                         milli[n, gpu_index[k, d]] += gpu_milli[k, opt[r], d]
             got[n] += 1
-    return got, milli
+    return got
+
+
+@njit(cache=True)
+def _take_one_by_one(n, k, o, bound, taken, cap_left, counter_left, match, members, before, take_cap, capacity,
+                     consumes, multi, gpu_index, gpu_milli, milli):
+    """`_take_typed` on node n for a claim of one device of one kind, no constraint: each pod
+    takes the first device that fits, and a device that did not fit an earlier pod fits no
+    later one (devices are only taken, capacity and counters only drawn), so each pod's scan
+    resumes at the device the pod before took instead of the first. Returns the pods taken."""
+    W = taken.shape[1]
+    none, counts = np.zeros((0, take_cap.shape[1]), np.bool_), np.zeros(0, np.int64)
+    no_values = np.zeros((0, W), np.int64)
+    got, p, end = 0, 0, before[k, o, W]
+    while got < bound:
+        while p < end and not _fits(members[k, o, p], o, taken[n], cap_left[n], counter_left[n], match[k], take_cap[k],
+                                    consumes[k], multi[k], no_values, none, counts, counts):
+            p += 1
+        if p == end:
+            break
+        d = members[k, o, p]
+        _take(d, o, 1, taken[n], cap_left[n], capacity[k], counter_left[n], take_cap[k], consumes[k], multi[k],
+              no_values, none, counts, counts)
+        if milli.shape[1] and gpu_index[k, d] >= 0:
+            milli[n, gpu_index[k, d]] += gpu_milli[k, o, d]
+        got += 1
+    return got
 
 
 @dataclass(frozen=True)

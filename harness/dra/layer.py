@@ -24,16 +24,20 @@ of that counter (a partition), else the whole GPU.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from harness.dra import translate
 from harness.dra.allocator import (
     CompiledClaims,
     DeviceState,
+    FitCache,
     NodeDevices,
     TypedClaims,
     allocate,
     compile_claims,
+    count_typed,
     fits_typed,
     take_typed,
 )
@@ -117,7 +121,8 @@ class DeviceLayer:
         self.n_capacities = max([len(d.capacities) for d in self.devices] + [0])
         self.n_counters = max([len(d.counters) for d in self.devices] + [0])
         self._compiled: dict[tuple[int, int], tuple[tuple[Claim, ...], CompiledClaims, np.ndarray]] = {}
-        self._typed: dict[int, tuple[tuple[Claim, ...], TypedClaims]] = {}
+        self._typed: dict[int, tuple[tuple[Claim, ...], TypedClaims, FitCache]] = {}
+        self._stamps = itertools.count(len(node_types))  # below: an empty node of type t is stamp t
 
     # ---- claims against node types ------------------------------------------------------
     def compiled(self, claims: tuple[Claim, ...], t: int) -> tuple[CompiledClaims, np.ndarray]:
@@ -130,15 +135,16 @@ class DeviceLayer:
             hit = self._compiled[key] = (claims, cc, self._gpu_milli(cc, t))  # the claims kept: ids stay unique
         return hit[1], hit[2]
 
-    def typed(self, claims: tuple[Claim, ...]) -> TypedClaims:
-        """The claims compiled against every node type, as one compiled call takes them."""
+    def typed(self, claims: tuple[Claim, ...]) -> tuple[TypedClaims, FitCache]:
+        """The claims compiled against every node type, as one compiled call takes them, and
+        their answers so far by node-state stamp."""
         hit = self._typed.get(id(claims))
         if hit is None:
             per_type = [self.compiled(claims, t) for t in range(len(self.devices))]
             tc = TypedClaims.of([cc for cc, _ in per_type], self.devices, self.gpu_index,
                                 [milli for _, milli in per_type], self.width, self.n_capacities, self.n_counters)
-            hit = self._typed[id(claims)] = (claims, tc)  # the claims kept: ids stay unique
-        return hit[1]
+            hit = self._typed[id(claims)] = (claims, tc, FitCache.empty())  # the claims kept: ids stay unique
+        return hit[1], hit[2]
 
     def _gpu_milli(self, cc: CompiledClaims, t: int) -> np.ndarray:
         dev, index = self.devices[t], self.gpu_index[t]
@@ -183,8 +189,17 @@ class DeviceLayer:
         return (np.zeros((n, self.width), bool), np.zeros((n, self.width, self.n_capacities), np.int64),
                 np.zeros((n, self.n_counters), np.int64))
 
-    def reset(self, taken: np.ndarray, cap: np.ndarray, counters: np.ndarray, n: int, t: int) -> None:
-        """Slot n holds a fresh node of type t (nothing allocated), or none (t = -1)."""
+    def restamp(self, stamp: np.ndarray, nodes) -> None:
+        """The allocation state of node(s) `nodes` changed: each gets a stamp never given
+        before. A stamp names one content of a node's state (and its type) wherever it is
+        found, in the cluster or a what-if copy, so answers are cached by stamp (`FitCache`)."""
+        n = np.atleast_1d(np.asarray(nodes, np.int64))
+        stamp[n] = np.fromiter(itertools.islice(self._stamps, len(n)), np.int64, len(n))
+
+    def reset(self, taken: np.ndarray, cap: np.ndarray, counters: np.ndarray, stamp: np.ndarray, n: int,
+              t: int) -> None:
+        """Slot n holds a fresh node of type t (nothing allocated, stamp t: one content per
+        type), or none (t = -1)."""
         taken[n] = False
         cap[n] = 0
         counters[n] = 0
@@ -192,6 +207,9 @@ class DeviceLayer:
             dev = self.devices[t]
             cap[n, :dev.n_devices, :len(dev.capacities)] = dev.capacity
             counters[n, :len(dev.counters)] = dev.counter_cap
+            stamp[n] = t
+        else:
+            self.restamp(stamp, n)
 
     def view(self, taken: np.ndarray, cap: np.ndarray, counters: np.ndarray, t: int) -> DeviceState:
         """The rows of these arrays as type t's allocation state (views: writes go through)."""
@@ -200,10 +218,10 @@ class DeviceLayer:
                            counters[:, :len(dev.counters)])
 
 
-def fits(layer: DeviceLayer, arrays: Arrays, slot_type: np.ndarray, claims: tuple[Claim, ...],
+def fits(layer: DeviceLayer, arrays: Arrays, stamp: np.ndarray, slot_type: np.ndarray, claims: tuple[Claim, ...],
          slots: np.ndarray) -> np.ndarray:
     """Per slot: can its node allocate the claims now?"""
-    return fits_typed(layer.typed(claims), DeviceState(*arrays), slot_type, slots)
+    return fits_typed(*layer.typed(claims), DeviceState(*arrays), stamp, slot_type, slots)
 
 
 def allocation(layer: DeviceLayer, arrays: Arrays, t: int, claims: tuple[Claim, ...], n: int) -> ClaimedGpus:
@@ -222,12 +240,11 @@ def allocation(layer: DeviceLayer, arrays: Arrays, t: int, claims: tuple[Claim, 
     return out
 
 
-def fit_counts(layer: DeviceLayer, arrays: Arrays, slot_type: np.ndarray, claims: tuple[Claim, ...],
-               slots: np.ndarray, bound: np.ndarray) -> np.ndarray:
+def fit_counts(layer: DeviceLayer, arrays: Arrays, stamp: np.ndarray, slot_type: np.ndarray,
+               claims: tuple[Claim, ...], slots: np.ndarray, bound: np.ndarray) -> np.ndarray:
     """How many pods with these claims each slot's node takes one after another (at most
-    `bound`, what its CPU and memory allow): allocated and kept on a scratch copy."""
-    scratch = DeviceState(*(a[slots] for a in arrays))  # fancy indexing copies
-    return take_typed(layer.typed(claims), scratch, slot_type[slots], bound, 0)[0]
+    `bound`, what its CPU and memory allow), the state left as it was."""
+    return count_typed(*layer.typed(claims), DeviceState(*arrays), stamp, slot_type, slots, bound)
 
 
 def take_alike(layer: DeviceLayer, arrays: Arrays, slot_type: np.ndarray, claims: tuple[Claim, ...],
@@ -236,6 +253,6 @@ def take_alike(layer: DeviceLayer, arrays: Arrays, slot_type: np.ndarray, claims
     the GPU milli they take (len(slots) x GPUs, for the GPU matrix) and the slots' rows of the
     arrays after (for the caller to write once it saved the rows before)."""
     after = DeviceState(*(a[slots] for a in arrays))
-    got, taken = take_typed(layer.typed(claims), after, slot_type[slots], counts, n_gpus)
+    got, taken = take_typed(layer.typed(claims)[0], after, slot_type[slots], counts, n_gpus)
     assert (got == counts).all(), "as many pods as counted fit"
     return taken, (after.taken, after.cap_left, after.counter_left)
