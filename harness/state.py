@@ -15,8 +15,7 @@ import numpy as np
 from numba import njit
 
 from harness.cluster import Cluster
-from harness.dra.allocator import commit_pairs
-from harness.dra.layer import ClaimedGpus
+from harness.dra.layer import ClaimedGpus, commit
 from harness.node_devices import NO_TABLE, OVER_ALLOCATED, pick, summarize, take
 from harness.status import ABSENT, BOOTING, READY
 
@@ -258,8 +257,7 @@ class ClusterState:
         if isinstance(gpu_idx, ClaimedGpus):  # a DRA pod: its every device, then its GPUs' mirror
             t = int(self.slot_type[n])
             assert self.dra is not None, "devices are claimed only in a DRA cluster"
-            commit_pairs(gpu_idx.compiled, self.dra.devices[t], self.dra.view(*self.device_arrays, t), n,
-                         gpu_idx.pairs, sign)
+            commit(self.device_arrays, gpu_idx, t, n, sign)
             self.dra.restamp(self.dra_stamp, n)
             gpu_idx = gpu_idx.view(np.ndarray)
         answer = take(n, sign, cpu, mem, gpu_idx, milli, self.cpu_free, self.mem_free, self.gpu_free, self.gpu_used,

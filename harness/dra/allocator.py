@@ -440,14 +440,47 @@ class FitCache:
                    np.zeros(size, np.int64), np.zeros(size, bool))
 
 
-def fits_typed(tc: TypedClaims, cache: FitCache, state: DeviceState, stamp: np.ndarray, slot_type: np.ndarray,
-               rows: np.ndarray) -> np.ndarray:
-    """For each node row (of type slot_type[row], its state padded to the widest type, named
-    by stamp[row]): can the claims be allocated there? The state is left as it was."""
-    return _fits_typed(np.asarray(rows, np.int64), slot_type, stamp, state.taken, state.cap_left, state.counter_left,
-                       cache.fit_key, cache.fit, tc.never, tc.opt_start, tc.opt_end, tc.match, tc.members, tc.before,
-                       tc.need, tc.take_cap, tc.capacity, tc.consumes, tc.multi, tc.con_value, tc.con_req,
-                       tc.req_claim, tc.rest_min, MAX_RESULTS)
+def feasible_typed(tc: TypedClaims, cache: FitCache, state: DeviceState, stamp: np.ndarray, slot_type: np.ndarray,
+                   slots: np.ndarray, usable: np.ndarray, static: np.ndarray, cpu_free: np.ndarray,
+                   mem_free: np.ndarray, cpu: int, mem: int) -> np.ndarray:
+    """Per slot: the node is usable, passes the pod's static checks, has its CPU and memory,
+    and can allocate the claims, in one compiled pass."""
+    return _feasible_typed(np.asarray(slots, np.int64), usable, static, cpu_free, mem_free, cpu, mem, slot_type, stamp,
+                           state.taken, state.cap_left, state.counter_left, cache.fit_key, cache.fit, tc.never,
+                           tc.opt_start, tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap,
+                           tc.capacity, tc.consumes, tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min,
+                           MAX_RESULTS)
+
+
+def first_fit_typed(tc: TypedClaims, cache: FitCache, state: DeviceState, stamp: np.ndarray, slot_type: np.ndarray,
+                    usable: np.ndarray, static: np.ndarray, cpu_free: np.ndarray, mem_free: np.ndarray, cpu: int,
+                    mem: int, most: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where k pods with the claims go first fit over the nodes `feasible_typed` passes, in
+    slot order: each node takes all it can (`count_typed`, bounded by its CPU and memory and
+    `most`) until k are placed. Returns the nodes that take some and how many each takes."""
+    return _first_fit_typed(usable, static, cpu_free, mem_free, cpu, mem, most, k, slot_type, stamp, state.taken,
+                            state.cap_left, state.counter_left, cache.count_key, cache.count, cache.full, tc.never,
+                            tc.opt_start, tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap,
+                            tc.capacity, tc.consumes, tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min,
+                            tc.gpu_index, tc.gpu_milli, MAX_RESULTS)
+
+
+def allocate_typed(tc: TypedClaims, state: DeviceState, t: int, n: int) -> np.ndarray:
+    """The devices the claims get on node n (of type t), first fit: (option, device) pairs in
+    the order taken. The node must fit."""
+    picks, opts = _allocate_one(n, state.taken, state.cap_left, state.counter_left, tc.opt_start, tc.opt_end,
+                                tc.match[t], tc.members[t], tc.before[t], tc.need[t], tc.take_cap[t], tc.capacity[t],
+                                tc.consumes[t], tc.multi[t], tc.con_value[t], tc.con_req, tc.req_claim, tc.rest_min[t],
+                                MAX_RESULTS)
+    on = picks >= 0
+    return np.stack([np.broadcast_to(opts[:, None], picks.shape)[on], picks[on]], axis=1)
+
+
+def commit_typed(tc: TypedClaims, state: DeviceState, t: int, n: int, pairs: np.ndarray, sign: int = 1) -> None:
+    """Take (sign 1) or give back (-1) an allocation, as (option, device) pairs, on node n of
+    type t."""
+    _commit(pairs, sign, state.taken[n], state.cap_left[n], tc.capacity[t], state.counter_left[n], tc.take_cap[t],
+            tc.consumes[t], tc.multi[t])
 
 
 def count_typed(tc: TypedClaims, cache: FitCache, state: DeviceState, stamp: np.ndarray, slot_type: np.ndarray,
@@ -503,6 +536,68 @@ def _fits_typed(rows, slot_type, stamp, taken, cap_left, counter_left, fit_key, 
                         claim_used, con_n, con_v, picks, opt)
         fit_key[b], fit[b] = stamp[n], ok[i]
     return ok
+
+
+@njit(cache=True)
+def _feasible_typed(slots, usable, static, cpu_free, mem_free, cpu, mem, slot_type, stamp, taken, cap_left,
+                    counter_left, fit_key, fit, never, opt_start, opt_end, match, members, before, need, take_cap,
+                    capacity, consumes, multi, con_value, con_req, req_claim, rest_min, limit):
+    rows, at = np.empty(len(slots), np.int64), np.empty(len(slots), np.int64)
+    m = 0
+    for i in range(len(slots)):
+        if _passes(slots[i], usable, static, cpu_free, mem_free, cpu, mem):
+            rows[m], at[m] = slots[i], i
+            m += 1
+    ok = _fits_typed(rows[:m], slot_type, stamp, taken, cap_left, counter_left, fit_key, fit, never, opt_start,
+                     opt_end, match, members, before, need, take_cap, capacity, consumes, multi, con_value, con_req,
+                     req_claim, rest_min, limit)
+    out = np.zeros(len(slots), np.bool_)
+    for j in range(m):
+        out[at[j]] = ok[j]
+    return out
+
+
+@njit(cache=True, inline="always")
+def _passes(n, usable, static, cpu_free, mem_free, cpu, mem):
+    return usable[n] and static[n] and cpu_free[n] >= cpu and mem_free[n] >= mem
+
+
+@njit(cache=True)
+def _first_fit_typed(usable, static, cpu_free, mem_free, cpu, mem, most, k, slot_type, stamp, taken, cap_left,
+                     counter_left, count_key, count, full, never, opt_start, opt_end, match, members, before, need,
+                     take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min, gpu_index, gpu_milli,
+                     limit):
+    nodes, got = np.empty(len(usable), np.int64), np.empty(len(usable), np.int64)
+    one, bound = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    m, left = 0, k
+    for n in range(len(usable)):
+        if left == 0:
+            break
+        if not _passes(n, usable, static, cpu_free, mem_free, cpu, mem):
+            continue
+        one[0] = n
+        bound[0] = min(cpu_free[n] // cpu if cpu else most, mem_free[n] // mem if mem else most, most)
+        c = _count_typed(one, slot_type, stamp, taken, cap_left, counter_left, bound, count_key, count, full, never,
+                         opt_start, opt_end, match, members, before, need, take_cap, capacity, consumes, multi,
+                         con_value, con_req, req_claim, rest_min, gpu_index, gpu_milli, limit)[0]
+        if c > 0:
+            nodes[m], got[m] = n, min(c, left)
+            left -= got[m]
+            m += 1
+    return nodes[:m].copy(), got[:m].copy()
+
+
+@njit(cache=True)
+def _allocate_one(n, taken, cap_left, counter_left, opt_start, opt_end, match, members, before, need, take_cap,
+                  capacity, consumes, multi, con_value, con_req, req_claim, rest_min, limit):
+    R, C, W = len(opt_start), con_req.shape[0], taken.shape[1]
+    picks, opt = np.full((R, max(W, 1)), -1, np.int64), np.zeros(R, np.int64)
+    claim_used = np.zeros(req_claim.max() + 1 if R else 1, np.int64)
+    ok = _search(taken[n].copy(), cap_left[n].copy(), capacity, counter_left[n].copy(), opt_start, opt_end, match,
+                 members, before, need, take_cap, consumes, multi, con_value, con_req, req_claim, rest_min, limit,
+                 claim_used, np.zeros(C, np.int64), np.zeros(C, np.int64), picks, opt)
+    assert ok, "the claims fit the node they are allocated on"
+    return picks, opt
 
 
 @njit(cache=True)
@@ -643,14 +738,8 @@ def commit(cc: CompiledClaims, devices: NodeDevices, state: DeviceState, row: in
            sign: int = 1) -> None:
     """Take (sign 1) or give back (-1) an allocation on node `row`."""
     pairs = np.array([(o, d) for o, devs in zip(a.option, a.devices, strict=True) for d in devs], np.int64)
-    commit_pairs(cc, devices, state, row, pairs.reshape(-1, 2), sign)
-
-
-def commit_pairs(cc: CompiledClaims, devices: NodeDevices, state: DeviceState, row: int, pairs: np.ndarray,
-                 sign: int = 1) -> None:
-    """`commit` of an allocation given as its (option, device) pairs."""
-    _commit(pairs, sign, state.taken[row], state.cap_left[row], devices.capacity, state.counter_left[row],
-            cc.take_cap, devices.consumes, devices.multi)
+    _commit(pairs.reshape(-1, 2), sign, state.taken[row], state.cap_left[row], devices.capacity,
+            state.counter_left[row], cc.take_cap, devices.consumes, devices.multi)
 
 
 @njit(cache=True)

@@ -24,8 +24,6 @@ of that counter (a partition), else the whole GPU.
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 from harness.dra import translate
@@ -36,9 +34,12 @@ from harness.dra.allocator import (
     NodeDevices,
     TypedClaims,
     allocate,
+    allocate_typed,
+    commit_typed,
     compile_claims,
     count_typed,
-    fits_typed,
+    feasible_typed,
+    first_fit_typed,
     take_typed,
 )
 from harness.dra.resources import Claim, claim, device_class, resource_slice
@@ -52,9 +53,9 @@ SECTION_KEYS = ("device_classes", "node_types", "claims")
 class ClaimedGpus(np.ndarray):
     """The GPUs a pod's claim was allocated on its node (the GPU matrix's view), carrying the
     allocation itself, every device (NICs too), so that releasing the pod gives back exactly
-    what it took. `compiled` is the claim on the node's type, `pairs` its (option, device)s."""
+    what it took. `typed` is the claim on every node type, `pairs` its (option, device)s."""
 
-    compiled: CompiledClaims
+    typed: TypedClaims
     pairs: np.ndarray
 
 
@@ -122,7 +123,7 @@ class DeviceLayer:
         self.n_counters = max([len(d.counters) for d in self.devices] + [0])
         self._compiled: dict[tuple[int, int], tuple[tuple[Claim, ...], CompiledClaims, np.ndarray]] = {}
         self._typed: dict[int, tuple[tuple[Claim, ...], TypedClaims, FitCache]] = {}
-        self._stamps = itertools.count(len(node_types))  # below: an empty node of type t is stamp t
+        self._next_stamp = len(node_types)  # below: an empty node of type t is stamp t
 
     # ---- claims against node types ------------------------------------------------------
     def compiled(self, claims: tuple[Claim, ...], t: int) -> tuple[CompiledClaims, np.ndarray]:
@@ -193,8 +194,9 @@ class DeviceLayer:
         """The allocation state of node(s) `nodes` changed: each gets a stamp never given
         before. A stamp names one content of a node's state (and its type) wherever it is
         found, in the cluster or a what-if copy, so answers are cached by stamp (`FitCache`)."""
-        n = np.atleast_1d(np.asarray(nodes, np.int64))
-        stamp[n] = np.fromiter(itertools.islice(self._stamps, len(n)), np.int64, len(n))
+        k = np.size(nodes)
+        stamp[nodes] = np.arange(self._next_stamp, self._next_stamp + k) if np.ndim(nodes) else self._next_stamp
+        self._next_stamp += k
 
     def reset(self, taken: np.ndarray, cap: np.ndarray, counters: np.ndarray, stamp: np.ndarray, n: int,
               t: int) -> None:
@@ -211,33 +213,39 @@ class DeviceLayer:
         else:
             self.restamp(stamp, n)
 
-    def view(self, taken: np.ndarray, cap: np.ndarray, counters: np.ndarray, t: int) -> DeviceState:
-        """The rows of these arrays as type t's allocation state (views: writes go through)."""
-        dev = self.devices[t]
-        return DeviceState(taken[:, :dev.n_devices], cap[:, :dev.n_devices, :len(dev.capacities)],
-                           counters[:, :len(dev.counters)])
 
-
-def fits(layer: DeviceLayer, arrays: Arrays, stamp: np.ndarray, slot_type: np.ndarray, claims: tuple[Claim, ...],
-         slots: np.ndarray) -> np.ndarray:
-    """Per slot: can its node allocate the claims now?"""
-    return fits_typed(*layer.typed(claims), DeviceState(*arrays), stamp, slot_type, slots)
+def feasible(layer: DeviceLayer, arrays: Arrays, stamp: np.ndarray, slot_type: np.ndarray, claims: tuple[Claim, ...],
+             slots: np.ndarray, usable: np.ndarray, static: np.ndarray, cpu_free: np.ndarray, mem_free: np.ndarray,
+             cpu: int, mem: int) -> np.ndarray:
+    """Per slot: its node is usable, passes the pod's static checks, has its CPU and memory,
+    and can allocate the claims now."""
+    return feasible_typed(*layer.typed(claims), DeviceState(*arrays), stamp, slot_type, slots, usable, static,
+                          cpu_free, mem_free, cpu, mem)
 
 
 def allocation(layer: DeviceLayer, arrays: Arrays, t: int, claims: tuple[Claim, ...], n: int) -> ClaimedGpus:
     """The devices the claims get on node n (of type t), first fit as upstream; its GPUs as
     the pod's GPU array. The node must fit."""
-    cc, milli = layer.compiled(claims, t)
-    ok, found = allocate(cc, layer.devices[t], layer.view(*arrays, t), np.array([n], np.int64))
-    assert ok[0], "the claims fit the node they are allocated on"
-    opts, picks = found.opts[0], found.picks[0]
-    opt = np.repeat(opts, picks.shape[1])
-    dev = picks.ravel()
-    pairs = np.stack([opt[dev >= 0], dev[dev >= 0]], axis=1)
-    gpus = layer.gpu_index[t][pairs[:, 1]]
+    tc = layer.typed(claims)[0]
+    pairs = allocate_typed(tc, DeviceState(*arrays), t, n)
+    gpus = tc.gpu_index[t][pairs[:, 1]]
     out = gpus[gpus >= 0].view(ClaimedGpus)
-    out.compiled, out.pairs = cc, pairs
+    out.typed, out.pairs = tc, pairs
     return out
+
+
+def commit(arrays: Arrays, gpus: ClaimedGpus, t: int, n: int, sign: int) -> None:
+    """A pod's allocation taken (sign 1) on node n of type t, or given back (-1)."""
+    commit_typed(gpus.typed, DeviceState(*arrays), t, n, gpus.pairs, sign)
+
+
+def first_fit(layer: DeviceLayer, arrays: Arrays, stamp: np.ndarray, slot_type: np.ndarray, claims: tuple[Claim, ...],
+              usable: np.ndarray, static: np.ndarray, cpu_free: np.ndarray, mem_free: np.ndarray, cpu: int, mem: int,
+              most: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where k pods with the claims go first fit over the nodes `feasible` passes, in slot
+    order, each taking all it can (at most `most`): the nodes used and how many each takes."""
+    return first_fit_typed(*layer.typed(claims), DeviceState(*arrays), stamp, slot_type, usable, static, cpu_free,
+                           mem_free, cpu, mem, most, k)
 
 
 def fit_counts(layer: DeviceLayer, arrays: Arrays, stamp: np.ndarray, slot_type: np.ndarray,
