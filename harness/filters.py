@@ -221,7 +221,7 @@ def bind_alike(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray, co
     state.bind_many(nodes, counts, int(w.cpu[pod]), int(w.mem[pod]), taken)
     for array, after in zip(state.device_arrays, rows, strict=True):  # after bind_many saved them for a trial
         array[nodes] = after
-    _devices(state).restamp(state.dra_stamp, nodes)
+    _devices(state).follow(state.dra_stamp, nodes, ("alike", id(claims), counts))
 
 
 def shape_of(w: Workload, pod: int) -> tuple[int, int, int, int, int]:

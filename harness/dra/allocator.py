@@ -577,9 +577,13 @@ def _first_fit_typed(usable, static, cpu_free, mem_free, cpu, mem, most, k, slot
             continue
         one[0] = n
         bound[0] = min(cpu_free[n] // cpu if cpu else most, mem_free[n] // mem if mem else most, most)
-        c = _count_typed(one, slot_type, stamp, taken, cap_left, counter_left, bound, count_key, count, full, never,
-                         opt_start, opt_end, match, members, before, need, take_cap, capacity, consumes, multi,
-                         con_value, con_req, req_claim, rest_min, gpu_index, gpu_milli, limit)[0]
+        b = stamp[n] % len(count_key)
+        if count_key[b] == stamp[n] and (not full[b] or count[b] >= bound[0]):
+            c = min(count[b], bound[0])
+        else:
+            c = _count_typed(one, slot_type, stamp, taken, cap_left, counter_left, bound, count_key, count, full,
+                             never, opt_start, opt_end, match, members, before, need, take_cap, capacity, consumes,
+                             multi, con_value, con_req, req_claim, rest_min, gpu_index, gpu_milli, limit)[0]
         if c > 0:
             nodes[m], got[m] = n, min(c, left)
             left -= got[m]

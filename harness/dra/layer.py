@@ -48,6 +48,7 @@ from harness.node_type import NodeType
 
 WHOLE = translate.WHOLE
 SECTION_KEYS = ("device_classes", "node_types", "claims")
+MOST_FOLLOWED = 1 << 20  # changes remembered by `DeviceLayer.follow` before it starts over
 
 
 class ClaimedGpus(np.ndarray):
@@ -124,6 +125,7 @@ class DeviceLayer:
         self._compiled: dict[tuple[int, int], tuple[tuple[Claim, ...], CompiledClaims, np.ndarray]] = {}
         self._typed: dict[int, tuple[tuple[Claim, ...], TypedClaims, FitCache]] = {}
         self._next_stamp = len(node_types)  # below: an empty node of type t is stamp t
+        self._after: dict[tuple, int] = {}  # (stamp, change) -> the stamp of the state it leads to
 
     # ---- claims against node types ------------------------------------------------------
     def compiled(self, claims: tuple[Claim, ...], t: int) -> tuple[CompiledClaims, np.ndarray]:
@@ -197,6 +199,21 @@ class DeviceLayer:
         k = np.size(nodes)
         stamp[nodes] = np.arange(self._next_stamp, self._next_stamp + k) if np.ndim(nodes) else self._next_stamp
         self._next_stamp += k
+
+    def follow(self, stamp: np.ndarray, nodes: np.ndarray | int, change: tuple) -> None:
+        """Node(s) `nodes` went through `change`, a full description of what was done to their
+        allocation state (its result a function of the state before): a state reached from the
+        same stamp by the same change is the same content, so it gets the same stamp, and what
+        was answered for it before holds again."""
+        if len(self._after) > MOST_FOLLOWED:
+            self._after.clear()  # only reuse is lost: a state reached again gets a new stamp
+        for i, n in enumerate(np.atleast_1d(nodes).tolist()):  # the few nodes one change touches
+            key = (int(stamp[n]), *(c[i] if isinstance(c, np.ndarray) else c for c in change))
+            after = self._after.get(key)
+            if after is None:
+                after = self._after[key] = self._next_stamp
+                self._next_stamp += 1
+            stamp[n] = after
 
     def reset(self, taken: np.ndarray, cap: np.ndarray, counters: np.ndarray, stamp: np.ndarray, n: int,
               t: int) -> None:
