@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1] / "harness"
 #: bottom first; a module's layer is the first whose pattern matches its dotted name
 LAYERS: list[tuple[str, str]] = [
     ("codes", r"harness(\.errors|\.status|\.output|\.progress|\.description|\.hooks|\.sealed)?"),
-    ("data", r"harness\.(dra\.(resources|cel|translate|allocator|layer|taints)|dra|trace|node_type|cluster|workload|transforms|generate|settings|kueue\.queues|importers(\..*)?|exporters(\..*)?|run_timeline"
+    ("data", r"harness\.(dra\.(resources|cel|translate|allocator|layer|taints)|dra|trace|node_type|cluster|workload|transforms|generate|generated|settings|kueue\.queues|importers(\..*)?|exporters(\..*)?|run_timeline"
              r"|services(\.(trace|workload|transforms))?)"),
     ("cluster state and scoring", r"harness\.(dra\.utilization|node_devices|state|cloud|packer|filters|scores|fragmentation"
                                   r"|idle_rates|whatif)"),
@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, str]] = [
     ("scheduler", r"harness\.scheduler(\..*)?"),
     ("autoscalers", r"harness\.(autoscalers(\..*)?|services\.buffers)"),
     ("loops", r"harness\.(loops(\..*)?|kueue(\..*)?|services\.(loop|replicas))"),
-    ("runs", r"harness\.(replay|openb_packing|config|summary|progress|provenance|kernel_cache)"),
+    ("runs", r"harness\.(replay|openb_packing|config|summary|progress|provenance|kernel_cache|work)"),
     ("commands", r"harness\.(cli|compare|results|report|gantt|grid|sweep_summary|explain)"),
 ]
 
