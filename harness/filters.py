@@ -15,7 +15,6 @@ from harness.status import READY
 from harness.workload import Workload
 
 MOST_ALIKE = 4096  # pods of one shape a node is counted for, when neither CPU nor memory bounds them
-FIRST_FIT_STEP = 64  # nodes a first fit of pods with claims counts at a time
 
 
 def feasible(state: ClusterState, w: Workload, pod: int, usable: np.ndarray | None = None,
@@ -53,14 +52,18 @@ def _claims_feasible(state: ClusterState, w: Workload, pod: int, claims: tuple, 
                      at: np.ndarray | None) -> np.ndarray:
     """`feasible` for a pod with claims: CPU, memory, taints and placement as for any pod, then
     the structured allocator on the nodes that pass (DynamicResources' Filter)."""
-    placement = int(w.placement[pod]) if len(state.allowed) > 1 else 0
-    static = state.pod_static(0, 0, False, placement, int(w.gpus[pod] > 0))
     base = (state.status == READY) if usable is None else usable
     slots = np.arange(state.n_slots) if at is None else np.atleast_1d(np.asarray(at, np.int64))
-    ok = base[slots] & static[slots] & (state.cpu_free[slots] >= w.cpu[pod]) & (state.mem_free[slots] >= w.mem[pod])
-    ok[ok] = dra_layer.fits(_devices(state), state.device_arrays, state.slot_type, claims, slots[ok],
-                            state.device_taints)
+    ok = dra_layer.feasible(_devices(state), state.device_arrays, state.dra_stamp, state.slot_type, claims, slots, base,
+                            _claims_static(state, w, pod), state.cpu_free, state.mem_free, int(w.cpu[pod]),
+                            int(w.mem[pod]), state.device_taints)
     return ok if at is None or np.ndim(at) else ok[0]
+
+
+def _claims_static(state: ClusterState, w: Workload, pod: int) -> np.ndarray:
+    """The static checks of a pod with claims: taints and placement (its devices are the claims')."""
+    placement = int(w.placement[pod]) if len(state.allowed) > 1 else 0
+    return state.pod_static(0, 0, False, placement, int(w.gpus[pod] > 0))
 
 
 def pick_devices(state: ClusterState, w: Workload, pod: int, node: int) -> np.ndarray:
@@ -163,31 +166,20 @@ def first_fit(state: ClusterState, w: Workload, pod: int, mask: np.ndarray, k: i
     """Where k pods shaped like `pod` go first fit over the `mask` nodes in slot order, without
     binding them: the lowest-index feasible node takes all it can (`fits_on`), then the next.
     Returns the nodes that take some and how many each takes (in all at most k)."""
-    if claims_of(w, pod) is not None:
-        return _claims_first_fit(state, w, pod, mask, k)
+    claims = claims_of(w, pod)
+    if claims is not None:
+        return _claims_first_fit(state, w, pod, claims, mask, k)
     _, _, static, column, need = pod_rule(state, w, pod)
     return packer.first_fit(mask, static, column, need, k, *shape_of(w, pod), state.cpu_free, state.mem_free,
                             state.gpu_free, state.free_whole, state.slot_type, domains_of(state, w, pod))
 
 
-def _claims_first_fit(state: ClusterState, w: Workload, pod: int, mask: np.ndarray,
+def _claims_first_fit(state: ClusterState, w: Workload, pod: int, claims: tuple, mask: np.ndarray,
                       k: int) -> tuple[np.ndarray, np.ndarray]:
-    """`first_fit` for a pod with claims: nodes counted in slot order, a few at a time, until k."""
-    nodes = np.flatnonzero(feasible(state, w, pod, mask))
-    used, got, left = [], [], k
-    for lo in range(0, len(nodes), FIRST_FIT_STEP):
-        chunk = nodes[lo:lo + FIRST_FIT_STEP]
-        counts = fits_on(state, w, pod, chunk)
-        before = np.r_[0, np.cumsum(counts)[:-1]]
-        take = np.clip(left - before, 0, counts)
-        used.append(chunk[take > 0])
-        got.append(take[take > 0])
-        left -= int(take.sum())
-        if left == 0:
-            break
-    if not used:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(used), np.concatenate(got)
+    """`first_fit` for a pod with claims: the filter and the count (`fits_on`) in one walk."""
+    return dra_layer.first_fit(_devices(state), state.device_arrays, state.dra_stamp, state.slot_type, claims, mask,
+                               _claims_static(state, w, pod), state.cpu_free, state.mem_free, int(w.cpu[pod]),
+                               int(w.mem[pod]), MOST_ALIKE, k, state.device_taints)
 
 
 def fits_on(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray) -> np.ndarray:
@@ -198,8 +190,8 @@ def fits_on(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray) -> np
         cpu, mem = int(w.cpu[pod]), int(w.mem[pod])
         bound = np.minimum(state.cpu_free[nodes] // cpu if cpu else MOST_ALIKE,
                            state.mem_free[nodes] // mem if mem else MOST_ALIKE)
-        return dra_layer.fit_counts(_devices(state), state.device_arrays, state.slot_type, claims, nodes,
-                                    np.minimum(bound, MOST_ALIKE), state.device_taints)
+        return dra_layer.fit_counts(_devices(state), state.device_arrays, state.dra_stamp, state.slot_type, claims,
+                                    nodes, np.minimum(bound, MOST_ALIKE), state.device_taints)
     return packer.fits_on(np.asarray(nodes, np.int64), *shape_of(w, pod), state.cpu_free, state.mem_free,
                           state.gpu_free, state.free_whole, state.slot_type, domains_of(state, w, pod))
 
@@ -230,6 +222,7 @@ def bind_alike(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray, co
     state.bind_many(nodes, counts, int(w.cpu[pod]), int(w.mem[pod]), taken)
     for array, after in zip(state.device_arrays, rows, strict=True):  # after bind_many saved them for a trial
         array[nodes] = after
+    _devices(state).follow(state.dra_stamp, nodes, ("alike", id(claims), counts))
 
 
 def shape_of(w: Workload, pod: int) -> tuple[int, int, int, int, int]:

@@ -15,8 +15,7 @@ import numpy as np
 from numba import njit
 
 from harness.cluster import Cluster
-from harness.dra.allocator import commit_pairs
-from harness.dra.layer import ClaimedGpus
+from harness.dra.layer import ClaimedGpus, commit
 from harness.node_devices import NO_TABLE, OVER_ALLOCATED, pick, summarize, take
 from harness.status import ABSENT, BOOTING, READY
 
@@ -118,6 +117,8 @@ class ClusterState:
         self.device_taints: np.ndarray | None = None
         if self.dra is not None:
             self.dra_taken, self.dra_cap, self.dra_counters = self.dra.arrays(n)
+            self.dra_stamp = np.zeros(n, np.int64)  # names each node's allocation state (`DeviceLayer.restamp`)
+            self.dra.restamp(self.dra_stamp, np.arange(n))
             self._DYNAMIC = ClusterState._DYNAMIC + self.DEVICE_ARRAYS
             if self.dra.taints:
                 self.device_taints = np.zeros((n, self.dra.width), np.int64)
@@ -144,8 +145,11 @@ class ClusterState:
         """The device taints in force on slot n's devices are now `marks`: a pod that tolerates
         fewer finds less room (a change, as a bind is), and where a taint went, more (as a
         release)."""
-        assert self.device_taints is not None and self._undo is None, "taints change between trials"
+        assert self.device_taints is not None and self.dra is not None and self._undo is None, \
+            "taints change between trials"
         went = (self.device_taints[n] & ~marks).any()
+        if (self.device_taints[n] != marks).any():  # a stamp names allocation and taints: a new one
+            self.dra.restamp(self.dra_stamp, n)
         self.device_taints[n] = marks
         self.mutations += 1
         self.changed_at[n] = self.mutations
@@ -210,7 +214,7 @@ class ClusterState:
         self.gpu_used[n] = 0
         self.pods_on[n] = 0
         if self.dra is not None:
-            self.dra.reset(*self.device_arrays, n, int(self.slot_type[n]))
+            self.dra.reset(*self.device_arrays, self.dra_stamp, n, int(self.slot_type[n]), self.device_taints)
         self._refresh(n)
         self.layout_version += 1
         milli = int(self.gpu_cap[n]) * WHOLE
@@ -257,7 +261,7 @@ class ClusterState:
         self.cpu_free[n] = self.mem_free[n] = 0
         self.gpu_free[n, :] = 0
         if self.dra is not None:
-            self.dra.reset(*self.device_arrays, n, -1)
+            self.dra.reset(*self.device_arrays, self.dra_stamp, n, -1)
         self._refresh(n)
         self.layout_version += 1
 
@@ -274,8 +278,8 @@ class ClusterState:
         if isinstance(gpu_idx, ClaimedGpus):  # a DRA pod: its every device, then its GPUs' mirror
             t = int(self.slot_type[n])
             assert self.dra is not None, "devices are claimed only in a DRA cluster"
-            commit_pairs(gpu_idx.compiled, self.dra.devices[t], self.dra.view(*self.device_arrays, t), n,
-                         gpu_idx.pairs, sign)
+            commit(self.device_arrays, gpu_idx, t, n, sign)
+            self.dra.follow(self.dra_stamp, n, ("pod", id(gpu_idx.typed), gpu_idx.pairs.tobytes(), sign))
             gpu_idx = gpu_idx.view(np.ndarray)
         answer = take(n, sign, cpu, mem, gpu_idx, milli, self.cpu_free, self.mem_free, self.gpu_free, self.gpu_used,
                       self.pods_on, self.gpu_cap, self.slot_table, self.stacked_tables, self.free_whole,
@@ -402,7 +406,7 @@ class ClusterState:
                  "gpu_cap", "gpu_milli_cap", "model_bit", "nic_ok", "profile_bits", "slot_table")
     _DYNAMIC: tuple[str, ...] = ("status", "cpu_free", "mem_free", "gpu_free", "pods_on",
                 "free_whole", "max_share", "nvl_whole", "numa_whole", "both_whole", "gpu_used", "changed_at")
-    DEVICE_ARRAYS = ("dra_taken", "dra_cap", "dra_counters")  # dynamic too, in a DRA cluster
+    DEVICE_ARRAYS = ("dra_taken", "dra_cap", "dra_counters", "dra_stamp")  # dynamic too, in a DRA cluster
 
     def subset(self, idx: np.ndarray) -> ClusterState:
         """A scratch state of only the slots `idx` (local index i is slot idx[i]): what-if

@@ -237,10 +237,14 @@ def _claims(table: pa.Table, cluster: Cluster, shape: np.ndarray, key: np.ndarra
         sets.append(claims)
     columns = np.flatnonzero((codes < 0) & (key[:, 2] > 0))
     _, first, inverse = np.unique(shape[columns], return_index=True, return_inverse=True)
+    made: dict[tuple, tuple] = {}  # shapes differing only in CPU or memory share one claims object
     for i, row in enumerate(columns[first].tolist()):
-        cpu, mem, gpus, milli, profile_bit, model_mask, nvl, numa, nic = (int(v) for v in key[row])
-        sets.append((claim_of(cluster.models, cluster.profiles, gpus, milli, profile_bit, model_mask, bool(nvl),
-                               bool(numa), bool(nic)),))
+        devices = tuple(int(v) for v in key[row, 2:])
+        if devices not in made:
+            gpus, milli, profile_bit, model_mask, nvl, numa, nic = devices
+            made[devices] = (claim_of(cluster.models, cluster.profiles, gpus, milli, profile_bit, model_mask,
+                                      bool(nvl), bool(numa), bool(nic)),)
+        sets.append(made[devices])
         out[columns[inverse.ravel() == i]] = len(sets) - 1
     return out, tuple(sets)
 

@@ -154,3 +154,23 @@ def test_bad_taint_config_is_refused_by_key(dra, where):
         Cluster(node_types=[sc.node_type("two", gpus=2, nvlink_domains=1, numa_domains=1)],
                 pools=[sc.pool("a", "two", min_size=1, max_size=1)], autoscaling=False, name="bad", dra=dra)
     assert where in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_node_whose_taints_change_gets_a_stamp_no_state_had_and_a_tainted_fresh_node_none_shared():
+    # answers are cached by node-state stamp: a stamp must name the taints as well as the
+    # allocation, so a node whose marks change, or a fresh node on a tainted slot, gets a new one
+    from harness.state import ClusterState
+
+    st = ClusterState(two_gpus(taint("NoSchedule", at_s=0.0), slots=2))
+    assert st.dra is not None and st.device_taints is not None
+    seen = set(st.dra_stamp.tolist())
+    st.taint_devices(0, np.array([1, 0], np.int64))
+    assert int(st.dra_stamp[0]) not in seen
+    seen.add(int(st.dra_stamp[0]))
+    same = int(st.dra_stamp[0])
+    st.taint_devices(0, np.array([1, 0], np.int64))  # no change: the stamp holds
+    assert int(st.dra_stamp[0]) == same
+    st.dra.reset(*st.device_arrays, st.dra_stamp, 0, 0, st.device_taints)  # a fresh node, tainted slot
+    assert int(st.dra_stamp[0]) not in seen | {0}
+    st.dra.reset(*st.device_arrays, st.dra_stamp, 1, 0, st.device_taints)  # a fresh node, untainted slot
+    assert int(st.dra_stamp[1]) == 0

@@ -39,6 +39,7 @@ from harness.dra.resources import (
 from harness.errors import ConfigError
 
 MAX_RESULTS = 32  # devices one claim may be allocated (upstream's AllocationResultsMaxSize)
+NO_MARKS = np.zeros((0, 0), np.int64)  # device taint marks of no node: no taints configured
 
 
 @dataclass(frozen=True)
@@ -388,6 +389,383 @@ def _allocate_nodes(rows, taken, cap_left, cap_full, counter_left, opt_start, op
 
 
 @dataclass(frozen=True)
+class TypedClaims:
+    """A pod's claims compiled against every node type at once, each type's arrays padded to
+    the widest type's devices, capacities and counters (padding matches nothing and holds
+    nothing), so that one compiled call answers nodes of any type: per-type calls cost a
+    dispatch and a dozen numpy calls each, more than most searches."""
+
+    never: np.ndarray  # (T,) no node of the type can allocate them (a selector errs, too few devices)
+    opt_start: np.ndarray  # (R,) as CompiledClaims, the same on every type
+    opt_end: np.ndarray  # (R,)
+    req_claim: np.ndarray  # (R,)
+    con_req: np.ndarray  # (C, O)
+    match: np.ndarray  # (T, O, W) as CompiledClaims, per type
+    members: np.ndarray  # (T, O, W)
+    before: np.ndarray  # (T, O, W + 1)
+    need: np.ndarray  # (T, O)
+    take_cap: np.ndarray  # (T, O, W, Q)
+    con_value: np.ndarray  # (T, C, W)
+    rest_min: np.ndarray  # (T, R)
+    capacity: np.ndarray  # (T, W, Q) as NodeDevices, per type
+    consumes: np.ndarray  # (T, W, K)
+    multi: np.ndarray  # (T, W)
+    gpu_index: np.ndarray  # (T, W) the GPU each device is (-1: not a GPU)
+    gpu_milli: np.ndarray  # (T, O, W) the GPU milli an option takes of each device
+    tolerated: np.ndarray  # (O,) the device taints (bits of the taint catalogue) an option tolerates
+
+    @classmethod
+    def of(cls, compiled: list[CompiledClaims], devices: list[NodeDevices], gpu_index: list[np.ndarray],
+           gpu_milli: list[np.ndarray], width: int, n_capacities: int, n_counters: int,
+           tolerated: np.ndarray | None = None) -> TypedClaims:
+        T, W, Q, K = len(compiled), width, n_capacities, n_counters
+        P, R, C = compiled[0].match.shape[0], len(compiled[0].opt_start), compiled[0].con_value.shape[0]
+        never = np.zeros(T, bool)
+        match, members = np.zeros((T, P, W), bool), np.full((T, P, W), -1, np.int64)
+        before, need = np.zeros((T, P, W + 1), np.int64), np.zeros((T, P), np.int64)
+        take_cap, con_value = np.zeros((T, P, W, Q), np.int64), np.full((T, C, W), -1, np.int64)
+        rest_min = np.zeros((T, R), np.int64)
+        capacity, consumes = np.zeros((T, W, Q), np.int64), np.zeros((T, W, K), np.int64)
+        multi, index, milli = np.zeros((T, W), bool), np.full((T, W), -1, np.int64), np.zeros((T, P, W), np.int64)
+        for t, (cc, dev) in enumerate(zip(compiled, devices, strict=True)):
+            D, q, k = dev.n_devices, len(dev.capacities), len(dev.counters)
+            never[t] = bool(cc.error) or bool(R and (cc.need > D).all())
+            match[t, :, :D], members[t, :, :D], need[t] = cc.match, cc.members, cc.need
+            before[t, :, :D + 1] = cc.before
+            before[t, :, D + 1:] = cc.before[:, D:]
+            take_cap[t, :, :D, :q], con_value[t, :, :D], rest_min[t] = cc.take_cap, cc.con_value, cc.rest_min
+            capacity[t, :D, :q], consumes[t, :D, :k], multi[t, :D] = dev.capacity, dev.consumes, dev.multi
+            index[t, :D], milli[t, :, :D] = gpu_index[t], gpu_milli[t]
+        first = compiled[0]
+        return cls(never, first.opt_start, first.opt_end, first.req_claim, first.con_req, match, members, before,
+                   need, take_cap, con_value, rest_min, capacity, consumes, multi, index, milli,
+                   np.zeros(P, np.int64) if tolerated is None else np.asarray(tolerated, np.int64))
+
+
+@dataclass(frozen=True)
+class FitCache:
+    """One claim set's answers by node-state stamp (a stamp names one content of a node's
+    allocation state, so an answer holds wherever the stamp is found): direct-mapped, a
+    bucket keeping the last stamp answered."""
+
+    fit_key: np.ndarray  # (S,) the stamp whose feasibility the bucket holds (-1: none)
+    fit: np.ndarray  # (S,)
+    count_key: np.ndarray  # (S,) the stamp whose count the bucket holds (-1: none)
+    count: np.ndarray  # (S,) pods the node took one after another
+    full: np.ndarray  # (S,) the count stopped at its bound: more may fit
+
+    @classmethod
+    def empty(cls, size: int = 4096) -> FitCache:
+        return cls(np.full(size, -1, np.int64), np.zeros(size, bool), np.full(size, -1, np.int64),
+                   np.zeros(size, np.int64), np.zeros(size, bool))
+
+
+def feasible_typed(tc: TypedClaims, cache: FitCache, state: DeviceState, stamp: np.ndarray, slot_type: np.ndarray,
+                   slots: np.ndarray, usable: np.ndarray, static: np.ndarray, cpu_free: np.ndarray,
+                   mem_free: np.ndarray, cpu: int, mem: int, marks: np.ndarray = NO_MARKS) -> np.ndarray:
+    """Per slot: the node is usable, passes the pod's static checks, has its CPU and memory,
+    and can allocate the claims, in one compiled pass. `marks` (slots x devices, or no rows:
+    no taints configured) are the device taints in force: device d of node n is no match for
+    option o where `marks[n, d] & ~tc.tolerated[o]` (`without`)."""
+    return _feasible_typed(np.asarray(slots, np.int64), usable, static, cpu_free, mem_free, cpu, mem, slot_type, stamp,
+                           state.taken, state.cap_left, state.counter_left, cache.fit_key, cache.fit, tc.never,
+                           tc.opt_start, tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap,
+                           tc.capacity, tc.consumes, tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min,
+                           marks, tc.tolerated, MAX_RESULTS)
+
+
+def first_fit_typed(tc: TypedClaims, cache: FitCache, state: DeviceState, stamp: np.ndarray, slot_type: np.ndarray,
+                    usable: np.ndarray, static: np.ndarray, cpu_free: np.ndarray, mem_free: np.ndarray, cpu: int,
+                    mem: int, most: int, k: int, marks: np.ndarray = NO_MARKS) -> tuple[np.ndarray, np.ndarray]:
+    """Where k pods with the claims go first fit over the nodes `feasible_typed` passes, in
+    slot order: each node takes all it can (`count_typed`, bounded by its CPU and memory and
+    `most`) until k are placed. Returns the nodes that take some and how many each takes."""
+    return _first_fit_typed(usable, static, cpu_free, mem_free, cpu, mem, most, k, slot_type, stamp, state.taken,
+                            state.cap_left, state.counter_left, cache.count_key, cache.count, cache.full, tc.never,
+                            tc.opt_start, tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap,
+                            tc.capacity, tc.consumes, tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min,
+                            tc.gpu_index, tc.gpu_milli, marks, tc.tolerated, MAX_RESULTS)
+
+
+def allocate_typed(tc: TypedClaims, state: DeviceState, t: int, n: int, marks: np.ndarray = NO_MARKS) -> np.ndarray:
+    """The devices the claims get on node n (of type t), first fit: (option, device) pairs in
+    the order taken. The node must fit."""
+    picks, opts = _allocate_one(n, state.taken, state.cap_left, state.counter_left, tc.opt_start, tc.opt_end,
+                                tc.match[t], tc.members[t], tc.before[t], tc.need[t], tc.take_cap[t], tc.capacity[t],
+                                tc.consumes[t], tc.multi[t], tc.con_value[t], tc.con_req, tc.req_claim, tc.rest_min[t],
+                                marks, tc.tolerated, MAX_RESULTS)
+    on = picks >= 0
+    return np.stack([np.broadcast_to(opts[:, None], picks.shape)[on], picks[on]], axis=1)
+
+
+def commit_typed(tc: TypedClaims, state: DeviceState, t: int, n: int, pairs: np.ndarray, sign: int = 1) -> None:
+    """Take (sign 1) or give back (-1) an allocation, as (option, device) pairs, on node n of
+    type t."""
+    _commit(pairs, sign, state.taken[n], state.cap_left[n], tc.capacity[t], state.counter_left[n], tc.take_cap[t],
+            tc.consumes[t], tc.multi[t])
+
+
+def count_typed(tc: TypedClaims, cache: FitCache, state: DeviceState, stamp: np.ndarray, slot_type: np.ndarray,
+                rows: np.ndarray, bound: np.ndarray, marks: np.ndarray = NO_MARKS) -> np.ndarray:
+    """How many pods with the claims each node row takes one after another, at most bound[i]
+    (`take_typed` on a copy of its state, or the count its stamp had: a count that stopped at
+    a pod that did not fit holds for any bound, one that stopped at its bound for lower ones)."""
+    return _count_typed(np.asarray(rows, np.int64), slot_type, stamp, state.taken, state.cap_left,
+                        state.counter_left, np.asarray(bound, np.int64), cache.count_key, cache.count, cache.full,
+                        tc.never, tc.opt_start, tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap,
+                        tc.capacity, tc.consumes, tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min,
+                        tc.gpu_index, tc.gpu_milli, marks, tc.tolerated, MAX_RESULTS)
+
+
+def take_typed(tc: TypedClaims, state: DeviceState, row_type: np.ndarray, bound: np.ndarray,
+               n_gpus: int, marks: np.ndarray = NO_MARKS) -> tuple[np.ndarray, np.ndarray]:
+    """Rows 0.. of the padded state (row i a node of type row_type[i]) take pods with the
+    claims one after another, each up to bound[i], kept: how many each took, and the GPU milli
+    they took there (rows x n_gpus). Each node's pods are allocated first fit on its state
+    after the ones before, as `allocate` then `commit` one at a time would."""
+    milli = np.zeros((len(bound), n_gpus), np.int64)
+    got = _take_typed(row_type, state.taken, state.cap_left, state.counter_left, np.asarray(bound, np.int64), milli,
+                      tc.never, tc.opt_start, tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap,
+                      tc.capacity, tc.consumes, tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min,
+                      tc.gpu_index, tc.gpu_milli, marks, tc.tolerated, MAX_RESULTS)
+    return got, milli
+
+
+@njit(cache=True, inline="always")
+def _blocked(marks, n, tolerated, match):
+    """Whether the device taints in force on node n (row n of `marks`; no rows: no taints)
+    keep some option off a device it matches (`marks[n, d] & ~tolerated[o]`)."""
+    if marks.shape[0] == 0:
+        return False
+    for d in range(match.shape[1]):
+        if marks[n, d] != 0:
+            for o in range(match.shape[0]):
+                if match[o, d] and marks[n, d] & ~tolerated[o] != 0:
+                    return True
+    return False
+
+
+@njit(cache=True)
+def _unblocked(marks, n, tolerated, match):
+    """The options' match, members and before on node n without the devices its taints keep
+    each option off, as `without` compiles them."""
+    P, W = match.shape
+    out_match, out_members = np.zeros((P, W), np.bool_), np.full((P, W), -1, np.int64)
+    out_before = np.zeros((P, W + 1), np.int64)
+    for o in range(P):
+        c = 0
+        for d in range(W):
+            on = match[o, d] and marks[n, d] & ~tolerated[o] == 0
+            out_match[o, d] = on
+            if on:
+                out_members[o, c] = d
+                c += 1
+            out_before[o, d + 1] = c
+    return out_match, out_members, out_before
+
+
+@njit(cache=True)
+def _fits_typed(rows, slot_type, stamp, taken, cap_left, counter_left, fit_key, fit, never, opt_start, opt_end, match,
+                members, before, need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min,
+                marks, tolerated, limit):
+    R, C, W = len(opt_start), con_req.shape[0], taken.shape[1]
+    ok = np.zeros(len(rows), np.bool_)
+    t, cl, kl = np.empty(W, np.bool_), np.empty(cap_left.shape[1:], np.int64), np.empty(counter_left.shape[1], np.int64)
+    picks, opt = np.full((R, max(W, 1)), -1, np.int64), np.zeros(R, np.int64)
+    con_n, con_v = np.zeros(C, np.int64), np.zeros(C, np.int64)
+    claim_used = np.zeros(req_claim.max() + 1 if R else 1, np.int64)
+    for i in range(len(rows)):
+        n = rows[i]
+        k = slot_type[n]
+        if never[k]:
+            continue
+        b = stamp[n] % len(fit_key)
+        if fit_key[b] == stamp[n]:
+            ok[i] = fit[b]
+            continue
+        t[:] = taken[n]
+        cl[:] = cap_left[n]
+        kl[:] = counter_left[n]
+        mk, memk, bk = match[k], members[k], before[k]
+        if _blocked(marks, n, tolerated, mk):
+            mk, memk, bk = _unblocked(marks, n, tolerated, mk)
+        ok[i] = _search(t, cl, capacity[k], kl, opt_start, opt_end, mk, memk, bk, need[k],
+                        take_cap[k], consumes[k], multi[k], con_value[k], con_req, req_claim, rest_min[k], limit,
+                        claim_used, con_n, con_v, picks, opt)
+        fit_key[b], fit[b] = stamp[n], ok[i]
+    return ok
+
+
+@njit(cache=True)
+def _feasible_typed(slots, usable, static, cpu_free, mem_free, cpu, mem, slot_type, stamp, taken, cap_left,
+                    counter_left, fit_key, fit, never, opt_start, opt_end, match, members, before, need, take_cap,
+                    capacity, consumes, multi, con_value, con_req, req_claim, rest_min, marks, tolerated, limit):
+    rows, at = np.empty(len(slots), np.int64), np.empty(len(slots), np.int64)
+    m = 0
+    for i in range(len(slots)):
+        if _passes(slots[i], usable, static, cpu_free, mem_free, cpu, mem):
+            rows[m], at[m] = slots[i], i
+            m += 1
+    ok = _fits_typed(rows[:m], slot_type, stamp, taken, cap_left, counter_left, fit_key, fit, never, opt_start,
+                     opt_end, match, members, before, need, take_cap, capacity, consumes, multi, con_value, con_req,
+                     req_claim, rest_min, marks, tolerated, limit)
+    out = np.zeros(len(slots), np.bool_)
+    for j in range(m):
+        out[at[j]] = ok[j]
+    return out
+
+
+@njit(cache=True, inline="always")
+def _passes(n, usable, static, cpu_free, mem_free, cpu, mem):
+    return usable[n] and static[n] and cpu_free[n] >= cpu and mem_free[n] >= mem
+
+
+@njit(cache=True)
+def _first_fit_typed(usable, static, cpu_free, mem_free, cpu, mem, most, k, slot_type, stamp, taken, cap_left,
+                     counter_left, count_key, count, full, never, opt_start, opt_end, match, members, before, need,
+                     take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min, gpu_index, gpu_milli,
+                     marks, tolerated, limit):
+    nodes, got = np.empty(len(usable), np.int64), np.empty(len(usable), np.int64)
+    one, bound = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    m, left = 0, k
+    for n in range(len(usable)):
+        if left == 0:
+            break
+        if not _passes(n, usable, static, cpu_free, mem_free, cpu, mem):
+            continue
+        one[0] = n
+        bound[0] = min(cpu_free[n] // cpu if cpu else most, mem_free[n] // mem if mem else most, most)
+        b = stamp[n] % len(count_key)
+        if count_key[b] == stamp[n] and (not full[b] or count[b] >= bound[0]):
+            c = min(count[b], bound[0])
+        else:
+            c = _count_typed(one, slot_type, stamp, taken, cap_left, counter_left, bound, count_key, count, full,
+                             never, opt_start, opt_end, match, members, before, need, take_cap, capacity, consumes,
+                             multi, con_value, con_req, req_claim, rest_min, gpu_index, gpu_milli, marks, tolerated,
+                             limit)[0]
+        if c > 0:
+            nodes[m], got[m] = n, min(c, left)
+            left -= got[m]
+            m += 1
+    return nodes[:m].copy(), got[:m].copy()
+
+
+@njit(cache=True)
+def _allocate_one(n, taken, cap_left, counter_left, opt_start, opt_end, match, members, before, need, take_cap,
+                  capacity, consumes, multi, con_value, con_req, req_claim, rest_min, marks, tolerated, limit):
+    R, C, W = len(opt_start), con_req.shape[0], taken.shape[1]
+    picks, opt = np.full((R, max(W, 1)), -1, np.int64), np.zeros(R, np.int64)
+    claim_used = np.zeros(req_claim.max() + 1 if R else 1, np.int64)
+    if _blocked(marks, n, tolerated, match):
+        match, members, before = _unblocked(marks, n, tolerated, match)
+    ok = _search(taken[n].copy(), cap_left[n].copy(), capacity, counter_left[n].copy(), opt_start, opt_end, match,
+                 members, before, need, take_cap, consumes, multi, con_value, con_req, req_claim, rest_min, limit,
+                 claim_used, np.zeros(C, np.int64), np.zeros(C, np.int64), picks, opt)
+    assert ok, "the claims fit the node they are allocated on"
+    return picks, opt
+
+
+@njit(cache=True)
+def _count_typed(rows, slot_type, stamp, taken, cap_left, counter_left, bound, count_key, count, full, never, opt_start,
+                 opt_end, match, members, before, need, take_cap, capacity, consumes, multi, con_value, con_req,
+                 req_claim, rest_min, gpu_index, gpu_milli, marks, tolerated, limit):
+    got = np.zeros(len(rows), np.int64)
+    one = np.zeros(1, np.int64)
+    t, cl, kl = taken[:1].copy(), cap_left[:1].copy(), counter_left[:1].copy()
+    mark = np.zeros((min(marks.shape[0], 1), marks.shape[1]), np.int64)  # the node's row of `marks`, if any
+    no_gpus = np.zeros((1, 0), np.int64)
+    for i in range(len(rows)):
+        n = rows[i]
+        b = stamp[n] % len(count_key)
+        if count_key[b] == stamp[n] and (not full[b] or count[b] >= bound[i]):
+            got[i] = min(count[b], bound[i])
+            continue
+        t[0], cl[0], kl[0] = taken[n], cap_left[n], counter_left[n]
+        if mark.shape[0]:
+            mark[0] = marks[n]
+        one[0] = slot_type[n]
+        got[i] = _take_typed(one, t, cl, kl, bound[i:i + 1], no_gpus, never, opt_start, opt_end, match, members,
+                             before, need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min,
+                             gpu_index, gpu_milli, mark, tolerated, limit)[0]
+        count_key[b], count[b], full[b] = stamp[n], got[i], got[i] == bound[i]
+    return got
+
+
+@njit(cache=True)
+def _take_typed(row_type, taken, cap_left, counter_left, bound, milli, never, opt_start, opt_end, match, members,
+                before, need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min, gpu_index,
+                gpu_milli, marks, tolerated, limit):
+    R, C, W = len(opt_start), con_req.shape[0], taken.shape[1]
+    got = np.zeros(len(bound), np.int64)
+    t, cl, kl = np.empty(W, np.bool_), np.empty(cap_left.shape[1:], np.int64), np.empty(counter_left.shape[1], np.int64)
+    picks, opt = np.full((R, max(W, 1)), -1, np.int64), np.zeros(R, np.int64)
+    con_n, con_v = np.zeros(C, np.int64), np.zeros(C, np.int64)
+    claim_used = np.zeros(req_claim.max() + 1 if R else 1, np.int64)
+    none, counts = np.zeros((0, take_cap.shape[1]), np.bool_), np.zeros(0, np.int64)
+    no_values = np.zeros((0, W), np.int64)
+    one_device = R == 1 and opt_end[0] - opt_start[0] == 1 and C == 0
+    for n in range(len(bound)):
+        k = row_type[n]
+        if never[k]:
+            continue
+        mk, memk, bk = match[k], members[k], before[k]
+        if _blocked(marks, n, tolerated, mk):  # taints keep options off devices: searched without them
+            mk, memk, bk = _unblocked(marks, n, tolerated, mk)
+        if one_device and need[k, opt_start[0]] == 1:
+            got[n] = _take_one_by_one(n, k, opt_start[0], bound[n], taken, cap_left, counter_left, mk, memk, bk,
+                                      take_cap, capacity, consumes, multi, gpu_index, gpu_milli, milli)
+            continue
+        while got[n] < bound[n]:
+            t[:] = taken[n]
+            cl[:] = cap_left[n]
+            kl[:] = counter_left[n]
+            picks[:] = -1
+            if not _search(t, cl, capacity[k], kl, opt_start, opt_end, mk, memk, bk, need[k],
+                           take_cap[k], consumes[k], multi[k], con_value[k], con_req, req_claim, rest_min[k], limit,
+                           claim_used, con_n, con_v, picks, opt):
+                break
+            for r in range(R):
+                for j in range(picks.shape[1]):
+                    d = picks[r, j]
+                    if d < 0:
+                        continue
+                    _take(d, opt[r], 1, taken[n], cap_left[n], capacity[k], counter_left[n], take_cap[k], consumes[k],
+                          multi[k], no_values, none, counts, counts)
+                    if milli.shape[1] and gpu_index[k, d] >= 0:
+                        milli[n, gpu_index[k, d]] += gpu_milli[k, opt[r], d]
+            got[n] += 1
+    return got
+
+
+@njit(cache=True)
+def _take_one_by_one(n, k, o, bound, taken, cap_left, counter_left, match, members, before, take_cap, capacity,
+                     consumes, multi, gpu_index, gpu_milli, milli):
+    """`_take_typed` on node n for a claim of one device of one kind, no constraint: each pod
+    takes the first device that fits, and a device that did not fit an earlier pod fits no
+    later one (devices are only taken, capacity and counters only drawn), so each pod's scan
+    resumes at the device the pod before took instead of the first. `match`, `members` and
+    `before` are the node's (type k's, or without the devices taints keep off). Returns the
+    pods taken."""
+    W = taken.shape[1]
+    none, counts = np.zeros((0, take_cap.shape[1]), np.bool_), np.zeros(0, np.int64)
+    no_values = np.zeros((0, W), np.int64)
+    got, p, end = 0, 0, before[o, W]
+    while got < bound:
+        while p < end and not _fits(members[o, p], o, taken[n], cap_left[n], counter_left[n], match, take_cap[k],
+                                    consumes[k], multi[k], no_values, none, counts, counts):
+            p += 1
+        if p == end:
+            break
+        d = members[o, p]
+        _take(d, o, 1, taken[n], cap_left[n], capacity[k], counter_left[n], take_cap[k], consumes[k], multi[k],
+              no_values, none, counts, counts)
+        if milli.shape[1] and gpu_index[k, d] >= 0:
+            milli[n, gpu_index[k, d]] += gpu_milli[k, o, d]
+        got += 1
+    return got
+
+
+@dataclass(frozen=True)
 class Allocation:
     """The devices a pod's claims got on one node: per request, its alternative and devices."""
 
@@ -433,21 +811,8 @@ def commit(cc: CompiledClaims, devices: NodeDevices, state: DeviceState, row: in
            sign: int = 1) -> None:
     """Take (sign 1) or give back (-1) an allocation on node `row`."""
     pairs = np.array([(o, d) for o, devs in zip(a.option, a.devices, strict=True) for d in devs], np.int64)
-    commit_pairs(cc, devices, state, row, pairs.reshape(-1, 2), sign)
-
-
-def commit_pairs(cc: CompiledClaims, devices: NodeDevices, state: DeviceState, row: int, pairs: np.ndarray,
-                 sign: int = 1) -> None:
-    """`commit` of an allocation given as its (option, device) pairs."""
-    _commit(pairs, sign, state.taken[row], state.cap_left[row], devices.capacity, state.counter_left[row],
-            cc.take_cap, devices.consumes, devices.multi)
-
-
-def commit_rows(cc: CompiledClaims, devices: NodeDevices, state: DeviceState, rows: np.ndarray, picks: np.ndarray,
-                opts: np.ndarray) -> None:
-    """Take, on each node of `rows`, the allocation `allocate` found there (its picks and opts)."""
-    _commit_rows(np.asarray(rows, np.int64), picks, opts, state.taken, state.cap_left, devices.capacity,
-                 state.counter_left, cc.take_cap, devices.consumes, devices.multi)
+    _commit(pairs.reshape(-1, 2), sign, state.taken[row], state.cap_left[row], devices.capacity,
+            state.counter_left[row], cc.take_cap, devices.consumes, devices.multi)
 
 
 @njit(cache=True)
@@ -458,20 +823,6 @@ def _commit(pairs, sign, taken, cap_left, cap_full, counter_left, take_cap, cons
     for i in range(len(pairs)):
         _take(pairs[i, 1], pairs[i, 0], sign, taken, cap_left, cap_full, counter_left, take_cap, consumes, multi,
               np.zeros((0, len(taken)), np.int64), none, counts, counts)
-
-
-@njit(cache=True)
-def _commit_rows(rows, picks, opts, taken, cap_left, cap_full, counter_left, take_cap, consumes, multi):
-    none = np.zeros((0, take_cap.shape[0]), np.bool_)
-    counts = np.zeros(0, np.int64)
-    for i in range(len(rows)):
-        n = rows[i]
-        for r in range(picks.shape[1]):
-            for j in range(picks.shape[2]):
-                d = picks[i, r, j]
-                if d >= 0:
-                    _take(d, opts[i, r], 1, taken[n], cap_left[n], cap_full, counter_left[n], take_cap, consumes,
-                          multi, np.zeros((0, len(taken[n])), np.int64), none, counts, counts)
 
 
 def result(cc: CompiledClaims, devices: NodeDevices, a: Allocation) -> list[dict]:

@@ -22,9 +22,11 @@ driver publishes it) below the type's `gpus`; the share of that GPU it takes is 
 request's share of its capacity (a multi-allocatable device), else its first counter's share
 of that counter (a partition), else the whole GPU.
 
-A device taint in force on a node (a per-slot bitmask, `tainted`) keeps an option that does
-not tolerate it off that device there: the claims are compiled once more for each pattern of
-taints met (`compiled_tainted`), and nodes are allocated in groups of one type and pattern.
+A device taint in force on a node (a per-slot bitmask, `marks`) keeps an option that does not
+tolerate it off that device there: the compiled calls take the marks and each option's
+tolerated bits (`TypedClaims.tolerated`) and, on a node whose marks block some option, search
+it as if those (option, device) pairs did not match (`allocator.without`). A node's stamp is
+renewed whenever its marks change, so a stamp still names one content (allocation and taints).
 """
 
 from __future__ import annotations
@@ -35,11 +37,17 @@ from harness.dra import translate
 from harness.dra.allocator import (
     CompiledClaims,
     DeviceState,
+    FitCache,
     NodeDevices,
+    TypedClaims,
     allocate,
-    commit_rows,
+    allocate_typed,
+    commit_typed,
     compile_claims,
-    without,
+    count_typed,
+    feasible_typed,
+    first_fit_typed,
+    take_typed,
 )
 from harness.dra.resources import Claim, claim, device_class, resource_slice
 from harness.dra.taints import DeviceTaints, tolerated_bits
@@ -48,14 +56,16 @@ from harness.node_type import NodeType
 
 WHOLE = translate.WHOLE
 SECTION_KEYS = ("device_classes", "node_types", "claims", "taint_rules", "device_failures")
+MOST_FOLLOWED = 1 << 20  # changes remembered by `DeviceLayer.follow` before it starts over
+NO_MARKS = np.zeros((0, 0), np.int64)  # the compiled calls' taint marks where none are configured
 
 
 class ClaimedGpus(np.ndarray):
     """The GPUs a pod's claim was allocated on its node (the GPU matrix's view), carrying the
     allocation itself, every device (NICs too), so that releasing the pod gives back exactly
-    what it took. `compiled` is the claim on the node's type, `pairs` its (option, device)s."""
+    what it took. `typed` is the claim on every node type, `pairs` its (option, device)s."""
 
-    compiled: CompiledClaims
+    typed: TypedClaims
     pairs: np.ndarray
 
 
@@ -122,14 +132,15 @@ class DeviceLayer:
         self.n_capacities = max([len(d.capacities) for d in self.devices] + [0])
         self.n_counters = max([len(d.counters) for d in self.devices] + [0])
         self._compiled: dict[tuple[int, int], tuple[tuple[Claim, ...], CompiledClaims, np.ndarray]] = {}
+        self._typed: dict[int, tuple[tuple[Claim, ...], TypedClaims, FitCache]] = {}
+        self._next_stamp = len(node_types)  # below: an empty node of type t is stamp t
+        self._after: dict[tuple, int] = {}  # (stamp, change) -> the stamp of the state it leads to
         #: taints during the run (None: none configured)
         self.taints = None
         if raw.get("taint_rules") is not None or raw.get("device_failures") is not None:
             self.taints = DeviceTaints(raw.get("taint_rules"), raw.get("device_failures"), names,
                                        [d.names for d in self.devices], [d.drivers for d in self.devices],
                                        [np.flatnonzero(g >= 0) for g in self.gpu_index])
-        self._tainted: dict[tuple[int, int, bytes], CompiledClaims] = {}
-        self._tolerated: dict[int, np.ndarray] = {}
 
     # ---- claims against node types ------------------------------------------------------
     def compiled(self, claims: tuple[Claim, ...], t: int) -> tuple[CompiledClaims, np.ndarray]:
@@ -142,20 +153,18 @@ class DeviceLayer:
             hit = self._compiled[key] = (claims, cc, self._gpu_milli(cc, t))  # the claims kept: ids stay unique
         return hit[1], hit[2]
 
-    def compiled_tainted(self, claims: tuple[Claim, ...], t: int, marks: np.ndarray) -> CompiledClaims:
-        """The claims compiled for a node of type t whose devices carry these taints (`marks`:
-        per device, a bitmask over the catalogue of `taints`)."""
-        key = (id(claims), t, marks.tobytes())
-        hit = self._tainted.get(key)
+    def typed(self, claims: tuple[Claim, ...]) -> tuple[TypedClaims, FitCache]:
+        """The claims compiled against every node type, as one compiled call takes them, and
+        their answers so far by node-state stamp."""
+        hit = self._typed.get(id(claims))
         if hit is None:
-            assert self.taints is not None, "devices are tainted only where taints are configured"
-            cc, _ = self.compiled(claims, t)
-            tolerated = self._tolerated.get(id(claims))
-            if tolerated is None:
-                tolerated = self._tolerated[id(claims)] = tolerated_bits(claims, self.taints.catalogue)
-            row = marks[:self.devices[t].n_devices]
-            hit = self._tainted[key] = without(cc, (row[None, :] & ~tolerated[:, None]) != 0)
-        return hit
+            per_type = [self.compiled(claims, t) for t in range(len(self.devices))]
+            tolerated = None if self.taints is None else tolerated_bits(claims, self.taints.catalogue)
+            tc = TypedClaims.of([cc for cc, _ in per_type], self.devices, self.gpu_index,
+                                [milli for _, milli in per_type], self.width, self.n_capacities, self.n_counters,
+                                tolerated)
+            hit = self._typed[id(claims)] = (claims, tc, FitCache.empty())  # the claims kept: ids stay unique
+        return hit[1], hit[2]
 
     def _gpu_milli(self, cc: CompiledClaims, t: int) -> np.ndarray:
         dev, index = self.devices[t], self.gpu_index[t]
@@ -200,8 +209,34 @@ class DeviceLayer:
         return (np.zeros((n, self.width), bool), np.zeros((n, self.width, self.n_capacities), np.int64),
                 np.zeros((n, self.n_counters), np.int64))
 
-    def reset(self, taken: np.ndarray, cap: np.ndarray, counters: np.ndarray, n: int, t: int) -> None:
-        """Slot n holds a fresh node of type t (nothing allocated), or none (t = -1)."""
+    def restamp(self, stamp: np.ndarray, nodes) -> None:
+        """The allocation state of node(s) `nodes` changed: each gets a stamp never given
+        before. A stamp names one content of a node's state (and its type) wherever it is
+        found, in the cluster or a what-if copy, so answers are cached by stamp (`FitCache`)."""
+        k = np.size(nodes)
+        stamp[nodes] = np.arange(self._next_stamp, self._next_stamp + k) if np.ndim(nodes) else self._next_stamp
+        self._next_stamp += k
+
+    def follow(self, stamp: np.ndarray, nodes: np.ndarray | int, change: tuple) -> None:
+        """Node(s) `nodes` went through `change`, a full description of what was done to their
+        allocation state (its result a function of the state before): a state reached from the
+        same stamp by the same change is the same content, so it gets the same stamp, and what
+        was answered for it before holds again."""
+        if len(self._after) > MOST_FOLLOWED:
+            self._after.clear()  # only reuse is lost: a state reached again gets a new stamp
+        for i, n in enumerate(np.atleast_1d(nodes).tolist()):  # the few nodes one change touches
+            key = (int(stamp[n]), *(c[i] if isinstance(c, np.ndarray) else c for c in change))
+            after = self._after.get(key)
+            if after is None:
+                after = self._after[key] = self._next_stamp
+                self._next_stamp += 1
+            stamp[n] = after
+
+    def reset(self, taken: np.ndarray, cap: np.ndarray, counters: np.ndarray, stamp: np.ndarray, n: int,
+              t: int, marks: np.ndarray | None = None) -> None:
+        """Slot n holds a fresh node of type t (nothing allocated, stamp t: one content per
+        type, unless device taints are in force on the slot (`marks`): then a stamp of its
+        own), or none (t = -1)."""
         taken[n] = False
         cap[n] = 0
         counters[n] = 0
@@ -209,114 +244,69 @@ class DeviceLayer:
             dev = self.devices[t]
             cap[n, :dev.n_devices, :len(dev.capacities)] = dev.capacity
             counters[n, :len(dev.counters)] = dev.counter_cap
-
-    def view(self, taken: np.ndarray, cap: np.ndarray, counters: np.ndarray, t: int) -> DeviceState:
-        """The rows of these arrays as type t's allocation state (views: writes go through)."""
-        dev = self.devices[t]
-        return DeviceState(taken[:, :dev.n_devices], cap[:, :dev.n_devices, :len(dev.capacities)],
-                           counters[:, :len(dev.counters)])
+        if t >= 0 and (marks is None or not marks[n].any()):
+            stamp[n] = t
+        else:
+            self.restamp(stamp, n)
 
 
-def _groups(layer: DeviceLayer, slot_type: np.ndarray, tainted: np.ndarray | None, claims: tuple[Claim, ...],
-            slots: np.ndarray):
-    """(type, the claims compiled for it, the positions in `slots`) for each group of slots
-    whose nodes are of one type and carry one pattern of device taints (`tainted`: per slot and
-    device, the taints in force; None: no taints configured)."""
-    types = slot_type[slots]
-    for t in np.unique(types).tolist():
-        at = np.flatnonzero(types == t)
-        marks = None if tainted is None else tainted[slots[at]]
-        if marks is None or not marks.any():
-            yield t, layer.compiled(claims, t)[0], at
-            continue
-        patterns, which = np.unique(marks, axis=0, return_inverse=True)
-        for i, row in enumerate(patterns):
-            cc = layer.compiled_tainted(claims, t, row) if row.any() else layer.compiled(claims, t)[0]
-            yield t, cc, at[which.ravel() == i]
+def feasible(layer: DeviceLayer, arrays: Arrays, stamp: np.ndarray, slot_type: np.ndarray, claims: tuple[Claim, ...],
+             slots: np.ndarray, usable: np.ndarray, static: np.ndarray, cpu_free: np.ndarray, mem_free: np.ndarray,
+             cpu: int, mem: int, marks: np.ndarray | None = None) -> np.ndarray:
+    """Per slot: its node is usable, passes the pod's static checks, has its CPU and memory,
+    and can allocate the claims now (`marks`: per slot and device, the taints in force; None:
+    no taints configured)."""
+    return feasible_typed(*layer.typed(claims), DeviceState(*arrays), stamp, slot_type, slots, usable, static,
+                          cpu_free, mem_free, cpu, mem, _marks(marks))
 
 
-def fits(layer: DeviceLayer, arrays: Arrays, slot_type: np.ndarray, claims: tuple[Claim, ...],
-         slots: np.ndarray, tainted: np.ndarray | None = None) -> np.ndarray:
-    """Per slot: can its node allocate the claims now?"""
-    out = np.zeros(len(slots), bool)
-    for t, cc, at in _groups(layer, slot_type, tainted, claims, slots):
-        out[at] = allocate(cc, layer.devices[t], layer.view(*arrays, t), slots[at])[0]
-    return out
+def _marks(marks: np.ndarray | None) -> np.ndarray:
+    """The taint marks as the compiled calls take them: no rows when no taints are configured."""
+    return NO_MARKS if marks is None else marks
 
 
 def allocation(layer: DeviceLayer, arrays: Arrays, t: int, claims: tuple[Claim, ...], n: int,
-               tainted: np.ndarray | None = None) -> ClaimedGpus:
+               marks: np.ndarray | None = None) -> ClaimedGpus:
     """The devices the claims get on node n (of type t), first fit as upstream; its GPUs as
     the pod's GPU array. The node must fit."""
-    cc, milli = layer.compiled(claims, t)
-    if tainted is not None and tainted[n].any():
-        cc = layer.compiled_tainted(claims, t, tainted[n])
-    ok, found = allocate(cc, layer.devices[t], layer.view(*arrays, t), np.array([n], np.int64))
-    assert ok[0], "the claims fit the node they are allocated on"
-    opts, picks = found.opts[0], found.picks[0]
-    opt = np.repeat(opts, picks.shape[1])
-    dev = picks.ravel()
-    pairs = np.stack([opt[dev >= 0], dev[dev >= 0]], axis=1)
-    gpus = layer.gpu_index[t][pairs[:, 1]]
+    tc = layer.typed(claims)[0]
+    pairs = allocate_typed(tc, DeviceState(*arrays), t, n, _marks(marks))
+    gpus = tc.gpu_index[t][pairs[:, 1]]
     out = gpus[gpus >= 0].view(ClaimedGpus)
-    out.compiled, out.pairs = cc, pairs
+    out.typed, out.pairs = tc, pairs
     return out
 
 
-def fit_counts(layer: DeviceLayer, arrays: Arrays, slot_type: np.ndarray, claims: tuple[Claim, ...],
-               slots: np.ndarray, bound: np.ndarray, tainted: np.ndarray | None = None) -> np.ndarray:
+def commit(arrays: Arrays, gpus: ClaimedGpus, t: int, n: int, sign: int) -> None:
+    """A pod's allocation taken (sign 1) on node n of type t, or given back (-1)."""
+    commit_typed(gpus.typed, DeviceState(*arrays), t, n, gpus.pairs, sign)
+
+
+def first_fit(layer: DeviceLayer, arrays: Arrays, stamp: np.ndarray, slot_type: np.ndarray, claims: tuple[Claim, ...],
+              usable: np.ndarray, static: np.ndarray, cpu_free: np.ndarray, mem_free: np.ndarray, cpu: int, mem: int,
+              most: int, k: int, marks: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Where k pods with the claims go first fit over the nodes `feasible` passes, in slot
+    order, each taking all it can (at most `most`): the nodes used and how many each takes."""
+    return first_fit_typed(*layer.typed(claims), DeviceState(*arrays), stamp, slot_type, usable, static, cpu_free,
+                           mem_free, cpu, mem, most, k, _marks(marks))
+
+
+def fit_counts(layer: DeviceLayer, arrays: Arrays, stamp: np.ndarray, slot_type: np.ndarray,
+               claims: tuple[Claim, ...], slots: np.ndarray, bound: np.ndarray,
+               marks: np.ndarray | None = None) -> np.ndarray:
     """How many pods with these claims each slot's node takes one after another (at most
-    `bound`, what its CPU and memory allow): allocated and kept on a scratch copy, round by
-    round over the nodes still taking more."""
-    out = np.zeros(len(slots), np.int64)
-    for t, cc, at in _groups(layer, slot_type, tainted, claims, slots):
-        scratch = tuple(a[slots[at]].copy() for a in arrays)
-        out[at] = _rounds(layer, scratch, t, claims, cc, bound[at])[0]
-    return out
+    `bound`, what its CPU and memory allow), the state left as it was."""
+    return count_typed(*layer.typed(claims), DeviceState(*arrays), stamp, slot_type, slots, bound, _marks(marks))
 
 
 def take_alike(layer: DeviceLayer, arrays: Arrays, slot_type: np.ndarray, claims: tuple[Claim, ...],
                slots: np.ndarray, counts: np.ndarray, n_gpus: int,
-               tainted: np.ndarray | None = None) -> tuple[np.ndarray, tuple]:
+               marks: np.ndarray | None = None) -> tuple[np.ndarray, tuple]:
     """Allocate counts[i] pods with these claims on slots[i] (distinct), one after another:
     the GPU milli they take (len(slots) x GPUs, for the GPU matrix) and the slots' rows of the
     arrays after (for the caller to write once it saved the rows before)."""
-    taken = np.zeros((len(slots), n_gpus), np.int64)
-    after = tuple(a[slots].copy() for a in arrays)
-    for t, cc, at in _groups(layer, slot_type, tainted, claims, slots):
-        sub = tuple(a[at] for a in after)
-        got, taken[at] = _rounds(layer, sub, t, claims, cc, counts[at], n_gpus)
-        assert (got == counts[at]).all(), "as many pods as counted fit"
-        for a, s in zip(after, sub, strict=True):
-            a[at] = s
-    return taken, after
-
-
-def _rounds(layer: DeviceLayer, arrays: Arrays, t: int, claims: tuple[Claim, ...], cc: CompiledClaims,
-            bound: np.ndarray, n_gpus: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Rows 0.. of `arrays` (one per node of type t) take pods with the claims (compiled as
-    `cc` for these nodes), each node up to its bound, kept: how many each took, and the GPU
-    milli they took there (rows x n_gpus)."""
-    milli = layer.compiled(claims, t)[1]
-    dev, state = layer.devices[t], layer.view(*arrays, t)
-    got = np.zeros(len(bound), np.int64)
-    gpu_milli = np.zeros((len(bound), n_gpus), np.int64)
-    alive = np.flatnonzero(bound > 0)
-    while len(alive):
-        ok, found = allocate(cc, dev, state, alive)
-        alive = alive[ok]
-        if not len(alive):
-            break
-        picks, opts = found.picks[ok], found.opts[ok]
-        commit_rows(cc, dev, state, alive, picks, opts)
-        got[alive] += 1
-        if n_gpus:
-            opt = np.repeat(opts, picks.shape[2], axis=1).reshape(picks.shape)
-            d = np.where(picks >= 0, picks, 0)
-            g = np.where(picks >= 0, layer.gpu_index[t][d], -1)
-            m = milli[opt, d]
-            row = np.repeat(alive, picks.shape[1] * picks.shape[2]).reshape(picks.shape)
-            on = g >= 0
-            np.add.at(gpu_milli, (row[on], g[on]), m[on])
-        alive = alive[got[alive] < bound[alive]]
-    return got, gpu_milli
+    after = DeviceState(*(a[slots] for a in arrays))
+    got, taken = take_typed(layer.typed(claims)[0], after, slot_type[slots], counts, n_gpus,
+                            _marks(None if marks is None else marks[slots]))
+    assert (got == counts).all(), "as many pods as counted fit"
+    return taken, (after.taken, after.cap_left, after.counter_left)

@@ -66,7 +66,7 @@ class ClaimWriter:
         assert w.claim is not None and st.dra is not None
         claims = w.claim_sets[int(w.claim[p])]
         t = int(st.slot_type[n])
-        devices, cc = st.dra.devices[t], gpus.compiled
+        devices, cc = st.dra.devices[t], st.dra.compiled(claims, t)[0]
         translated = all(s.pool == sim.cluster.node_types[t].name for s in devices.slices)  # pools per node
         request_of = np.searchsorted(cc.opt_end, np.arange(len(cc.options)), side="right")
         results = []

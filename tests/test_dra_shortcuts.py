@@ -1,0 +1,130 @@
+"""The allocator's shortcuts give the answers of the plain allocator: a claim set counted on a
+node one pod after another (one compiled call for every node type; a one-device claim scanning on
+from the device the pod before took) takes the pods and devices that `allocate` then `commit`,
+pod by pod, would; and an answer cached by node-state stamp is the answer computed afresh."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from hydra.utils import instantiate
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.config import compose
+from harness.dra import allocator as al
+from harness.dra import translate as tr
+from harness.dra.layer import DeviceLayer
+
+CLUSTER = instantiate(compose("config", []).cluster)
+LAYER = DeviceLayer(CLUSTER.node_types, CLUSTER.partition_profiles, {})
+SHAPES = [  # (gpus, milli, profile_bit, model_mask, nvlink, numa, nic): claims today's columns make
+    (1, 1000, 0, 0, False, False, False), (2, 1000, 0, 0, False, True, True), (1, 250, 0, 0, False, False, False),
+    (1, 500, 0, 0, False, False, False), (4, 1000, 0, 0, True, False, False), (1, 143, 1, 0, False, False, False),
+    (1, 286, 2, 0, False, False, False), (8, 1000, 0, 0, True, False, False),
+]
+CLAIMS = [(tr.claim_of(CLUSTER.models, CLUSTER.profiles, *s),) for s in SHAPES]
+
+
+def one_by_one(t: int, claims: tuple, state: al.DeviceState, bound: int,
+               compiled: al.CompiledClaims | None = None) -> tuple[int, np.ndarray]:
+    """Pods allocated then committed one at a time on row 0 (type t): how many, and the GPU milli
+    (`compiled`: the claims compiled otherwise, as `without` does)."""
+    dev = LAYER.devices[t]
+    cc, milli = LAYER.compiled(claims, t)
+    cc = cc if compiled is None else compiled
+    view = al.DeviceState(state.taken[:, :dev.n_devices], state.cap_left[:, :dev.n_devices, :len(dev.capacities)],
+                          state.counter_left[:, :len(dev.counters)])
+    gpus = np.zeros(8, np.int64)
+    for got in range(bound):
+        ok, found = al.allocate(cc, dev, view, np.zeros(1, np.int64))
+        a = found[0]
+        if not ok[0] or a is None:
+            return got, gpus
+        al.commit(cc, dev, view, 0, a)
+        for o, devices in zip(a.option, a.devices, strict=True):
+            for d in devices:
+                if LAYER.gpu_index[t][d] >= 0:
+                    gpus[LAYER.gpu_index[t][d]] += milli[o, d]
+    return bound, gpus
+
+
+def fresh(t: int) -> al.DeviceState:
+    taken, cap, counters = LAYER.arrays(1)
+    LAYER.reset(taken, cap, counters, np.zeros(1, np.int64), 0, t)
+    return al.DeviceState(taken, cap, counters)
+
+
+@settings(deadline=None, max_examples=60)
+@given(t=st.integers(0, len(LAYER.devices) - 1), before=st.lists(st.tuples(st.integers(0, len(CLAIMS) - 1),
+                                                                            st.integers(0, 6)), max_size=4),
+       c=st.integers(0, len(CLAIMS) - 1), bound=st.integers(0, 40))
+def test_counting_on_a_node_is_allocating_pod_by_pod(t, before, c, bound):
+    plain, typed = fresh(t), fresh(t)
+    for i, k in before:  # some pods of other shapes first, alike on both
+        one_by_one(t, CLAIMS[i], plain, k)
+        al.take_typed(LAYER.typed(CLAIMS[i])[0], typed, np.array([t]), np.array([k]), 8)
+    assert all(np.array_equal(a, b) for a, b in zip((plain.taken, plain.cap_left, plain.counter_left),
+                                                    (typed.taken, typed.cap_left, typed.counter_left), strict=True))
+    got, gpus = one_by_one(t, CLAIMS[c], plain, bound)
+    tc, cache = LAYER.typed(CLAIMS[c])
+    stamp = np.array([10_000_000 + len(before) * 1000 + bound])  # a stamp this test alone uses per state
+    slot_type = np.array([t])
+    counted = al.count_typed(tc, al.FitCache.empty(), typed, stamp, slot_type, np.zeros(1, np.int64), np.array([bound]))
+    taken_got, taken_gpus = al.take_typed(tc, typed, slot_type, np.array([bound]), 8)
+    assert counted[0] == taken_got[0] == got
+    assert np.array_equal(taken_gpus[0], gpus)
+    assert np.array_equal(plain.taken, typed.taken) and np.array_equal(plain.counter_left, typed.counter_left)
+
+
+@settings(deadline=None, max_examples=40)
+@given(t=st.integers(0, len(LAYER.devices) - 1), c=st.integers(0, len(CLAIMS) - 1), k=st.integers(0, 6),
+       bounds=st.lists(st.integers(0, 40), min_size=1, max_size=5))
+def test_a_count_cached_by_stamp_is_the_count_afresh(t, c, k, bounds):
+    state = fresh(t)
+    al.take_typed(LAYER.typed(CLAIMS[0])[0], state, np.array([t]), np.array([k]), 0)
+    tc, _ = LAYER.typed(CLAIMS[c])
+    cache, stamp, slot_type, rows = al.FitCache.empty(), np.array([123]), np.array([t]), np.zeros(1, np.int64)
+    for b in bounds:  # the same state asked again and again, with other bounds
+        cached = al.count_typed(tc, cache, state, stamp, slot_type, rows, np.array([b]))
+        afresh = al.count_typed(tc, al.FitCache.empty(), state, stamp, slot_type, rows, np.array([b]))
+        assert cached[0] == afresh[0]
+
+
+@settings(deadline=None, max_examples=60)
+@given(t=st.integers(0, len(LAYER.devices) - 1), c=st.integers(0, len(CLAIMS) - 1), k=st.integers(0, 4),
+       bound=st.integers(0, 40), marks=st.lists(st.integers(0, 3), min_size=LAYER.width, max_size=LAYER.width),
+       tolerates=st.lists(st.integers(0, 3), min_size=1, max_size=4))
+def test_taint_marks_in_the_compiled_calls_are_the_claims_compiled_without_the_blocked_devices(t, c, k, bound, marks,
+                                                                                             tolerates):
+    """Device taints as the compiled calls take them (per-slot marks, per-option tolerated bits)
+    answer as the per-node compile `without` the blocked (option, device) pairs does."""
+    claims = CLAIMS[c]
+    tc = LAYER.typed(claims)[0]
+    tolerated = np.resize(np.array(tolerates, np.int64), tc.match.shape[1])
+    tc = replace(tc, tolerated=tolerated)
+    mark = np.array([marks], np.int64)
+    plain, typed = fresh(t), fresh(t)
+    one_by_one(t, CLAIMS[0], plain, k)  # some untainted pods first, alike on both
+    al.take_typed(LAYER.typed(CLAIMS[0])[0], typed, np.array([t]), np.array([k]), 8)
+    dev = LAYER.devices[t]
+    cc = al.without(LAYER.compiled(claims, t)[0], (mark[0, None, :dev.n_devices] & ~tolerated[:, None]) != 0)
+    view = al.DeviceState(plain.taken[:, :dev.n_devices], plain.cap_left[:, :dev.n_devices, :len(dev.capacities)],
+                          plain.counter_left[:, :len(dev.counters)])
+    ok, found = al.allocate(cc, dev, view, np.zeros(1, np.int64))
+    slot_type, one, stamp = np.array([t]), np.ones(1, bool), np.array([20_000_000])
+    assert al.feasible_typed(tc, al.FitCache.empty(), typed, stamp, slot_type, np.zeros(1, np.int64), one, one,
+                             np.ones(1, np.int64), np.ones(1, np.int64), 0, 0, mark)[0] == ok[0]
+    if ok[0]:
+        a = found[0]
+        assert a is not None
+        pairs = sorted((o, d) for o, devices in zip(a.option, a.devices, strict=True) for d in devices)
+        assert sorted(map(tuple, al.allocate_typed(tc, typed, t, 0, mark).tolist())) == pairs
+    got, gpus = one_by_one(t, claims, plain, bound, cc)
+    counted = al.count_typed(tc, al.FitCache.empty(), typed, stamp, slot_type, np.zeros(1, np.int64),
+                             np.array([bound]), mark)
+    taken_got, taken_gpus = al.take_typed(tc, typed, slot_type, np.array([bound]), 8, mark)
+    assert counted[0] == taken_got[0] == got
+    assert np.array_equal(taken_gpus[0], gpus)
+    assert np.array_equal(plain.taken, typed.taken) and np.array_equal(plain.counter_left, typed.counter_left)
