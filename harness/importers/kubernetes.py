@@ -633,7 +633,7 @@ def _columns_of(layer: DeviceLayer, name: str) -> tuple[int, int] | str:
     if not len(fits):
         return f"claim {name!r} takes whole GPUs, but no node type of the input can allocate it: how many is unknown"
     arrays = layer.arrays(1)
-    layer.reset(*arrays, 0, int(fits[0]))
+    layer.reset(*arrays, np.zeros(1, np.int64), 0, int(fits[0]))
     return len(allocation(layer, arrays, int(fits[0]), claims, 0)), milli
 
 
