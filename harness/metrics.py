@@ -507,7 +507,9 @@ def idle_by_model(acct: Accounting) -> dict[str, float]:
 def admission_waits(sim, jobs: pl.DataFrame) -> dict[str, float | int]:
     """Per queue of the trace, behind an admission layer (Kueue): the mean seconds from
     submission to admission of its admitted jobs (`admission_wait_mean_s_<queue>`) and how
-    many arrived jobs it never admitted (`jobs_not_admitted_<queue>`); behind admission checks
+    many arrived jobs it never admitted (`jobs_not_admitted_<queue>`; in all, the jobs and
+    their pods: `jobs_not_admitted`, `pods_not_admitted`, work the loop never did, so its
+    comparisons say so, harness/work.py); behind admission checks
     (Kueue's ProvisioningRequest check), the mean seconds from quota reservation to admission
     (`check_wait_mean_s_<queue>`). Nothing without one: every job is admitted as it arrives."""
     gate = sim.admission
@@ -518,7 +520,8 @@ def admission_waits(sim, jobs: pl.DataFrame) -> dict[str, float | int]:
     waits = arrived["admission_wait_s"].to_numpy(allow_copy=True).astype(float)
     never = arrived["admitted_s"].is_null().to_numpy()
     names = sorted(set(queues.tolist()))
-    row: dict[str, float | int] = {}
+    row: dict[str, float | int] = {"jobs_not_admitted": int(never.sum()),
+                                   "pods_not_admitted": int(arrived["pods"].to_numpy()[never].sum())}
     for q in names:
         mine = queues == q
         row[f"admission_wait_mean_s_{q}"] = _mean(waits[mine])
@@ -609,5 +612,6 @@ def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl
         "job_completion_p50_s": done["completion_s"].median() if done.height else float("nan"),
         "job_completion_mean_s": done["completion_s"].mean() if done.height else float("nan"),
         **{f"pods_{POD_STATUS[s]}": int(counts[s]) for s in (DONE, RUNNING, BOUND, PENDING, REFUSED, NOT_ARRIVED)},
+        "jobs_done": done.height,
     }
     return pl.DataFrame([row])
