@@ -54,6 +54,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from harness.cluster import Cluster
 from harness.description import KUEUE, Description
 from harness.errors import ConfigError, LoopbenchError
 from harness.kueue.admission import Admission
@@ -72,6 +73,19 @@ from harness.workload import Workload, pools_fit
 def unknown_queues(kueue: Kueue, w: Workload) -> list[str]:
     """The trace's queues that no LocalQueue names."""
     return sorted(set(np.unique(w.job_queue).tolist()) - set(kueue.local_queues))
+
+
+def admission_books(kueue: Kueue, cluster: Cluster, w: Workload) -> Admission:
+    """Kueue's empty books for a workload: what each job requests, which flavors can take it
+    (one of a flavor's pools fits each of its pods) and its ClusterQueue. On them, a job no
+    flavor of its queue can take alone (`Admission.assign`) is never admitted."""
+    request = np.stack([np.bincount(w.job, weights=x, minlength=w.n_jobs) for x in
+                        (w.gpu_milli_total, w.cpu, w.mem)], axis=1)
+    flavor_fits_pod = (kueue.flavor_pools.astype(np.int64) @ pools_fit(cluster, w)) > 0
+    by_job = flavor_fits_pod[:, w.pods_by_job]
+    fits = np.logical_and.reduceat(by_job, w.job_bounds[:-1], axis=1).T
+    queue_of = np.array([kueue.local_queues[q] for q in w.job_queue.tolist()], np.int64)
+    return Admission(kueue, request, fits, queue_of, w.job_priority)
 
 
 class KueueLoop:
@@ -135,14 +149,7 @@ class KueueLoop:
         self.inner.attach(sim)
         w = sim.w
         self.size = np.diff(w.job_bounds)
-        request = np.stack([np.bincount(w.job, weights=x, minlength=w.n_jobs) for x in
-                            (w.gpu_milli_total, w.cpu, w.mem)], axis=1)
-        # a flavor can take a job when one of its pools fits each of the job's pods
-        flavor_fits_pod = (kueue.flavor_pools.astype(np.int64) @ pools_fit(sim.cluster, w)) > 0
-        by_job = flavor_fits_pod[:, w.pods_by_job]
-        fits = np.logical_and.reduceat(by_job, w.job_bounds[:-1], axis=1).T
-        queue_of = np.array([kueue.local_queues[q] for q in w.job_queue.tolist()], np.int64)
-        self.adm = Admission(kueue, request, fits, queue_of, w.job_priority)
+        self.adm = admission_books(kueue, sim.cluster, w)
         self.flavor_slots = kueue.flavor_pools[:, sim.state.slot_pool]  # flavor x node slot
         self.tas = TopologyAssigner(kueue, sim.state, w) if self.use_tas else None
         if self.tas is not None:
