@@ -111,8 +111,8 @@ class Pool:
     stock: int | None = None  # the most the provider ever supplies (None: unlimited)
     stock_varies: StockSteps | StockDraws | None = None  # how stock changes over time (None: fixed)
     shortage: str = "error"  # SHORTAGES
-    min_billed_s: float = 0.0  # the least a node of the pool is billed for, however soon it goes
-    compact_rack: str = "emptiest"  # COMPACT_RACKS: the rack a compact-placement request gets
+    min_billed_s: float = 60.0  # the least a node of the pool is billed for, however soon it goes
+    compact_rack: str = "packed"  # COMPACT_RACKS: the rack a compact-placement request gets
     atomic: bool = False
     priority: int = 0
     taints: tuple[str, ...] = ()
@@ -253,8 +253,8 @@ class Cluster:
         autoscaling: bool = True,
         name: str = "cluster",
         shortage: str = "error",
-        min_billed_s: float = 0.0,
-        compact_rack: str = "emptiest",
+        min_billed_s: float = 60.0,
+        compact_rack: str = "packed",
         kueue: dict[str, Any] | None = None,
         dra: dict[str, Any] | None = None,
     ):

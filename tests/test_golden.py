@@ -220,9 +220,10 @@ def test_gang_merged_plans_the_whole_gang_in_one_pool():
     # cheaper plan, 4 nodes of pool a, is asked for and comes back short (3, its stock). Pool a
     # is backed off, the job planned again: 4 nodes of pool b (block b, where the 3 granted
     # nodes cannot serve the gang). No plan of that scan uses the 3 block-a nodes, so they are
-    # removed at 0, never billed (7 nodes provisioned, was 4). Pool b's 4 nodes boot 0-300,
-    # the gang runs 300-3900, nodes removed at 4500: the idle hours are unchanged.
-    assert idle(row) == approx((32 * 900 / H, 32 * 300 / H, 32 * 600 / H, 0.0, 0.0))
+    # removed at 0, billed their minimum: 60 s each, booting (7 nodes provisioned, was 4).
+    # Pool b's 4 nodes boot 0-300, the gang runs 300-3900, nodes removed at 4500.
+    dropped = 3 * 8 * 60
+    assert idle(row) == approx(((32 * 900 + dropped) / H, (32 * 300 + dropped) / H, 32 * 600 / H, 0.0, 0.0))
     assert row["gang_latency_p50_s"] == approx(300.0)
     assert row["gangs_never_started"] == 0 and row["nodes_provisioned"] == 7
 

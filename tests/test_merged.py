@@ -83,7 +83,7 @@ def test_a_pool_backed_off_is_still_planned_on_within_what_it_held():
 def test_a_rack_local_gang_drops_the_granted_nodes_of_the_wrong_rack():
     """A block-local gang of two: pool a (block a, stock 1) is cheaper; granted 1 of 2, the
     re-plan must keep the gang in one block, so it takes two nodes of pool b (block b) and
-    the granted block-a node serves no plan: removed at once, at 0 (billed 0 s)."""
+    the granted block-a node serves no plan: removed at once, at 0 (billed its minimum, 60 s)."""
     cl = sc.cluster([sc.node_type("gpu8")], [
         sc.pool("a", "gpu8", block="block-a", stock=1, price_on_demand=8.0),
         sc.pool("b", "gpu8", block="block-b", price_on_demand=10.0)])

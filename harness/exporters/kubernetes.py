@@ -26,8 +26,9 @@ the mapping is its mapping, reversed):
 What the importer cannot read back is not written, or written as Kubernetes says it and counted
 once in `lost`: GPU shares (as one whole GPU), partitions (as `nvidia.com/mig-<profile>`, which
 the importer leaves out), NVLink/NUMA/NIC claims and domains, committed slots, prices and boot
-delays other than the importer's, stock, shortage, atomic pools, expander priorities, spot,
-min_size, other taints, Kueue's queues, node types without a pool.
+delays other than the importer's, stock, shortage, minimum billed time, compact placement,
+atomic pools, expander priorities, spot, min_size, other taints, Kueue's queues, node types
+without a pool.
 """
 
 from __future__ import annotations
@@ -137,6 +138,9 @@ def _nodes(cluster: Cluster, lost: Counter, changed: Counter) -> list[dict]:
         lost["Kueue's queues and quotas (cluster.kueue): no Kueue objects are written"] += 1
     if cluster.shortage != "error" or any(p.shortage != "error" for p in cluster.pools):
         lost["shortage other than error (read back: error)"] += 1
+    for key in ("min_billed_s", "compact_rack"):  # the provider's, not Kubernetes'
+        if any(getattr(p, key) != getattr(Pool, key) for p in cluster.pools):
+            lost[f"{key} other than {getattr(Pool, key)} (read back: {getattr(Pool, key)})"] += 1
     nodes = []
     for i, pool in enumerate(cluster.pools):
         where = f"cluster.pools[{i}]"
