@@ -31,7 +31,7 @@ class Allocate:
         from harness.dra import allocator as al
         from harness.dra import translate as tr
 
-        cluster = instantiate(compose("config", []).cluster)
+        cluster = instantiate(compose("config", []).cluster, _convert_="all")
         nt = next(t for t in cluster.node_types if t.nic_per_gpu)
         self.al, self.devices = al, al.NodeDevices.of(tr.slices_of(nt, cluster.partition_profiles))
         classes = tr.device_classes()

@@ -55,13 +55,15 @@ def _resolve(path) -> Path:
     "stock_period_s": number("seconds between two draws of a pool's stock", gt=0, le=MAX_TIME_S),
 })
 def openb_cluster(nodes_csv: str, autoscaled: bool = True, shortage: str | None = None,
-                  stock_low: float | None = None, stock_period_s: float = 3600.0) -> Cluster:
+                  stock_low: float | None = None, stock_period_s: float = 3600.0,
+                  dra: dict | None = None) -> Cluster:
     """The cluster of an openb node list, exactly as `loopbench import openb --nodes NODES
     [--autoscaled]` writes it, built at run time so the node list is read in place (Hydra
     `_target_` of conf/experiment/openb_autoscaled.yaml and conf/scenario/openb_autoscaled.yaml);
     `shortage`, when given, is the Cluster's (how the provider fails: `cluster.shortage`).
     `stock_low`, when given, makes each pool's stock scarce: redrawn every `stock_period_s`
-    between that fraction of the pool's max_size and all of it (the pool's seeded stream)."""
+    between that fraction of the pool's max_size and all of it (the pool's seeded stream).
+    `dra`, when given, is the Cluster's (a DRA cluster: its GPUs as devices, pods' as claims)."""
     from harness.importers.cli import _openb_nodes
     from harness.importers.common import autoscaled_cluster
 
@@ -78,6 +80,8 @@ def openb_cluster(nodes_csv: str, autoscaled: bool = True, shortage: str | None 
             high = int(pool["max_size"])
             pool["stock"] = {"low": int(stock_low * high), "high": high, "period_s": stock_period_s}
     cfg["kueue"] = single_tenant_queue(cfg)
+    if dra is not None:
+        cfg["dra"] = dict(dra)
     return Cluster(**{k: v for k, v in cfg.items() if k != "_target_"})
 
 

@@ -17,7 +17,7 @@ from harness.dra import allocator as al
 from harness.dra import translate as tr
 from harness.dra.layer import DeviceLayer
 
-CLUSTER = instantiate(compose("config", []).cluster)
+CLUSTER = instantiate(compose("config", []).cluster, _convert_="all")
 LAYER = DeviceLayer(CLUSTER.node_types, CLUSTER.partition_profiles, {})
 SHAPES = [  # (gpus, milli, profile_bit, model_mask, nvlink, numa, nic): claims today's columns make
     (1, 1000, 0, 0, False, False, False), (2, 1000, 0, 0, False, True, True), (1, 250, 0, 0, False, False, False),

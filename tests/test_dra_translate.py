@@ -21,7 +21,7 @@ from harness.trace import read_trace
 from harness.workload import compile_workload, type_fits
 
 ROOT = Path(__file__).resolve().parents[1]
-CLUSTERS: dict[str, Cluster] = {name: instantiate(compose("config", [f"cluster={name}"]).cluster)
+CLUSTERS: dict[str, Cluster] = {name: instantiate(compose("config", [f"cluster={name}"]).cluster, _convert_="all")
                                  for name in ("default", "two_tenants", "scale")}
 CLASSES = tr.device_classes()
 

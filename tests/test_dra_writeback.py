@@ -124,6 +124,6 @@ def test_writing_claims_changes_no_other_output(tmp_path):
 
 
 def test_writing_claims_needs_a_dra_cluster(tmp_path):
-    cfg = compose("config", ["loop=separate", "horizon_s=100", "write_claims=true"])
+    cfg = compose("config", ["loop=separate", "horizon_s=100", "write_claims=true", "cluster.dra=null"])
     with pytest.raises(ConfigError, match="write_claims.*DRA cluster"):
         Replay().run(cfg, tmp_path / "run", progress=False)

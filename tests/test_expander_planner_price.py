@@ -93,6 +93,10 @@ def test_separate_priced_is_the_planner_price_and_keep_committed_and_both_are_of
     assert [type(f) for f in first.expander.filters] == [Reserved, LeastWaste]
 
 
+#: the cluster as it was then: pre-DRA, no minimum billed time, a compact placement on the emptiest rack
+BEFORE_THE_FLIPS = ["cluster.dra=null", "+cluster.min_billed_s=0", "+cluster.compact_rack=emptiest"]
+
+
 @pytest.mark.parametrize("loop, expected", [
     ("separate", (452.75121666666695, 3257.5311111111105, 74, 109)),
     ("merged", (49.08645951014191, 2522.8388888888917, 24, 136)),
@@ -102,7 +106,7 @@ def test_bare_separate_and_merged_are_what_they_were_before_the_pricing_was_shar
     provisioned and pods done as the commit before harness/autoscalers/plan_price.py left them (a
     deliberate change to either loop updates these)."""
     sim, built = build(compose("config", [f"loop={loop}", f"trace.path={ROOT / 'traces' / 'default.parquet'}",
-                                          "horizon_s=10800"]))
+                                          "horizon_s=10800", *BEFORE_THE_FLIPS]))
     sim.run(built)
     row = summary_row(sim, jobs_frame(sim), nodes_frame(sim), {"loop": loop}).to_dicts()[0]
     assert (row["idle_accel_hours"], row["cost_usd"], row["nodes_provisioned"], row["pods_done"]) == expected

@@ -97,10 +97,10 @@ def test_the_manifests_of_two_nodes_and_three_pods(tmp_path):
 
 
 def carried(cluster: dict, table: pa.Table, end_s: float) -> tuple[dict, pa.Table]:
-    """The bundled scenario as far as Kubernetes manifests carry it: no device topology or
+    """The bundled scenario as far as Kubernetes manifests carry it: no DRA, no device topology or
     partitions, GPU shares as whole GPUs, prices and boot delays as the importer sets them, no commitments, stock or queues;
     the jobs submitted before end_s, from 0."""
-    cluster = {k: v for k, v in cluster.items() if k not in ("kueue", "partition_profiles", "shortage")}
+    cluster = {k: v for k, v in cluster.items() if k not in ("kueue", "partition_profiles", "shortage", "dra")}
     cluster["name"] = "carried"
     types = {}
     for t in cluster["node_types"]:

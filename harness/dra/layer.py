@@ -68,6 +68,11 @@ class ClaimedGpus(np.ndarray):
     typed: TypedClaims
     pairs: np.ndarray
 
+    def __array_finalize__(self, obj):
+        """A copy (a deep-copied simulation's) carries the allocation on."""
+        if obj is not None and hasattr(obj, "pairs"):
+            self.typed, self.pairs = obj.typed, obj.pairs
+
 
 #: a DRA cluster's per-slot allocation state: devices taken, capacity left, counters left
 Arrays = tuple[np.ndarray, np.ndarray, np.ndarray]

@@ -136,6 +136,9 @@ def _nodes(cluster: Cluster, lost: Counter, changed: Counter) -> list[dict]:
         changed[f"node types in the order pools first use them: {', '.join(order)}"] += 1
     if cluster.kueue is not None:
         lost["Kueue's queues and quotas (cluster.kueue): no Kueue objects are written"] += 1
+    if cluster.devices is not None:
+        lost["the DRA section (cluster.dra): no DeviceClasses, ResourceSlices or ResourceClaimTemplates are written, "
+             "so the cluster reads back pre-DRA (GPUs as extended resources)"] += 1
     if cluster.shortage != "error" or any(p.shortage != "error" for p in cluster.pools):
         lost["shortage other than error (read back: error)"] += 1
     for key in ("min_billed_s", "compact_rack"):  # the provider's, not Kubernetes'
