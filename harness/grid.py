@@ -26,8 +26,14 @@ CELL = {"trace": "trace", "cluster": "cluster", "policy": "scoring", "shortage":
         "replicas": "replica autoscaler"}
 #: The interface steps: (name, loop, the loop of the step before it). Each step is measured
 #: over the one before; provreq (the ProvisioningRequest bridge) over the separate loops too.
+#: Then the strongest baseline: what 2026 practice gives over bare separate, and merged's gain
+#: over it split into the merged planner's pricing given to the separate loops (as an external
+#: expander) and what merging adds on top.
 STEPS = [("sees", "separate_sees", "separate"), ("prefers", "separate_prefers", "separate_sees"),
-         ("requests (merged)", "merged", "separate_prefers"), ("provreq", "separate_provreq", "separate")]
+         ("requests (merged)", "merged", "separate_prefers"), ("provreq", "separate_provreq", "separate"),
+         ("2026 practice", "separate_2026", "separate"), ("pricing alone", "separate_2026_priced", "separate_2026"),
+         ("merging on top", "merged", "separate_2026_priced"), ("merged over 2026", "merged", "separate_2026"),
+         ("merged over 2026 Karpenter", "merged", "separate_2026_karpenter")]
 BASE = "separate"
 #: Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (any statistics table;
 #: numpy and polars have no t distribution and scipy is not a dependency for 30 numbers).
