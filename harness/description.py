@@ -36,6 +36,13 @@ KUEUE = Switch("Kueue admission", 8)
 PREEMPTION = Switch("preemption", 9)
 #: kube-scheduler's own gang scheduling (harness/scheduler/pod_group.py) instead of Coscheduling
 POD_GROUPS = Switch("PodGroup gang scheduling", 10)
+#: the merged planner's pricing as the autoscaler's expander (expander=planner_price)
+PLANNER_PRICE = Switch("planner's pricing", 11)
+#: committed nodes never scaled down (a min_size on the reservation), apart from `RESERVATION`
+KEEP_COMMITTED = Switch("committed nodes kept", 12)
+#: in a DRA cluster, an autoscaler that does not simulate claims (before CA 1.35): a capability
+#: taken away from today's baseline, named so that it is never read as the baseline
+PRE_DRA = Switch("pre-DRA autoscaler (claims unseen)", 13)
 
 
 @dataclass(frozen=True)

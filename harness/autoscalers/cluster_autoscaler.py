@@ -67,13 +67,25 @@ import numpy as np
 
 from harness.autoscalers import plan_price
 from harness.autoscalers.backoff import NodeGroupBackoff
-from harness.autoscalers.expanders import Chain, Expander, LeastWaste, Option, Reserved, SchedulerPreference, pod_prices
+from harness.autoscalers.expanders import (
+    Chain,
+    Expander,
+    LeastWaste,
+    Option,
+    PlannerPrice,
+    Reserved,
+    SchedulerPreference,
+    pod_prices,
+)
 from harness.autoscalers.provision_timeout import ProvisionTimeout
 from harness.autoscalers.provisioning_request import BEST_EFFORT_ATOMIC, CHECK_CAPACITY, ProvisioningRequests
 from harness.autoscalers.scale_down import ScaleDown
 from harness.cloud import Placement
 from harness.description import (
     GANG,
+    KEEP_COMMITTED,
+    PLANNER_PRICE,
+    PRE_DRA,
     PROVISIONING_REQUEST,
     RESERVATION,
     SCHEDULER_PREFERS,
@@ -174,9 +186,12 @@ class ClusterAutoscaler:
 
     def describe(self) -> Description:
         """The separate loops on it are the ablation's family: each switch on is a capability."""
+        priced = isinstance(self.expander, Chain) and any(isinstance(f, PlannerPrice) for f in self.expander.filters)
         on = [(self.topology_aware, TOPOLOGY), (self.gang_aware, GANG), (self.sharing_aware, SHARING),
               (self.reservation_aware, RESERVATION), (self.provisioning_request, PROVISIONING_REQUEST),
-              (self.scheduler_sees, SCHEDULER_SEES), (self.scheduler_prefers, SCHEDULER_PREFERS)]
+              (self.scheduler_sees, SCHEDULER_SEES), (self.scheduler_prefers, SCHEDULER_PREFERS),
+              (priced, PLANNER_PRICE), (self.keep_committed and not self.reservation_aware, KEEP_COMMITTED),
+              (not self.dra_aware, PRE_DRA)]
         return Description("separate loops", rank=0, switches=tuple(s for flag, s in on if flag), ablation=True)
 
     def _choice(self, expander: Expander) -> Expander:

@@ -50,7 +50,7 @@ from harness.autoscalers.karpenter_consolidation import Consolidation
 from harness.autoscalers.karpenter_offerings import Offerings
 from harness.autoscalers.karpenter_scheduling import WhatIf, queue_order
 from harness.autoscalers.provision_timeout import ProvisionTimeout
-from harness.description import SHARING, TOPOLOGY, Description
+from harness.description import PRE_DRA, SHARING, TOPOLOGY, Description
 from harness.quiet import MAX_TICKS, NO_TICKS, Cadence, Clock, ends, every, leading, still_quiet
 from harness.scheduler import Scheduler
 from harness.settings import check, duration, flag, fraction, integer, number, period
@@ -119,7 +119,7 @@ class KarpenterAutoscaler:
 
     def describe(self) -> Description:
         """The separate loops with Karpenter, after the ablation's family."""
-        on = [(self.topology_aware, TOPOLOGY), (self.sharing_aware, SHARING)]
+        on = [(self.topology_aware, TOPOLOGY), (self.sharing_aware, SHARING), (not self.dra_aware, PRE_DRA)]
         switches = tuple(s for flag, s in on if flag)
         return Description("separate loops with KarpenterAutoscaler", rank=1, switches=switches)
 
