@@ -57,11 +57,12 @@ class Engine:
             self.n_events += 1
 
     def run_until(self, until: float, wakeup: Callable[[float], float], step: Callable[[float], None],
-            skip: Callable[[float, float], bool], progress: Callable[[float], None] | None = None) -> None:
+                  skip: Callable[[float, float], bool], progress: Callable[[float], None] | None = None,
+                  done: Callable[[], bool] | None = None) -> None:
         """Step at 0, then at each next instant (the next event or the driver's `wakeup(now)`)
-        up to `until`. A wake-up before the next event is first offered to `skip(t, before)`,
-        which may pass the driver's quiet wake-ups from t on, before `before`, in bulk (it moves
-        the clock itself and says so)."""
+        up to `until`, or until `done()` holds after a step. A wake-up before the next event is
+        first offered to `skip(t, before)`, which may pass the driver's quiet wake-ups from t on,
+        before `before`, in bulk (it moves the clock itself and says so)."""
         self.advance_to(0.0)
         step(0.0)
         while True:
@@ -77,3 +78,5 @@ class Engine:
             step(t)
             if progress is not None:
                 progress(t)
+            if done is not None and done():
+                break

@@ -82,8 +82,12 @@ def build(cfg: DictConfig) -> tuple[Simulation, Loop]:
     if service_files is not None:  # the replica autoscaler beside the loop, Kueue's gate included
         loop = ReplicaLoop(loop, build_replicas(cfg))
     horizon = cfg.horizon_s if cfg.horizon_s is not None else default_horizon(w)
+    stop = bool(cfg.get("stop_when_done", False))
+    if stop and service_files is not None:
+        raise ConfigError("stop_when_done", "a trace with services never ends by itself (its replicas run on): "
+                          "set a horizon_s instead")
     sim = Simulation(w, cluster, seed=int(cfg.seed), horizon_s=float(horizon),
-                     timeline_interval_s=float(cfg.timeline_interval_s))
+                     timeline_interval_s=float(cfg.timeline_interval_s), stop_when_done=stop)
     return sim, loop
 
 

@@ -167,6 +167,8 @@ RUN: dict[str, Rule] = {
     "horizon_s": number("seconds from trace start at which the replay ends; null = last submission + 24 h",
                         gt=0, le=MAX_HORIZON_S, null=True),
     "timeline_interval_s": period("seconds between timeline samples; metrics integrate exactly regardless"),
+    "stop_when_done": flag("end the replay once every pod of the trace is done or refused (at the latest at "
+                           "horizon_s)"),
     "check_fits": flag("check that every generated pod fits some node type of the cluster"),
     "consolidation": flag("every loop that scales down also removes under-used nodes, moving their pods "
                           "(false: only empty nodes are removed)"),

@@ -70,7 +70,8 @@ UNBIND_IN_TURN_BELOW = 8
 
 class Simulation(Engine):
     def __init__(self, workload: Workload, cluster: Cluster, seed: int, horizon_s: float,
-                 timeline_interval_s: float = 60.0, target: TargetWorkload | None = None):
+                 timeline_interval_s: float = 60.0, target: TargetWorkload | None = None,
+                 stop_when_done: bool = False):
         check("", "", seed=seed, horizon_s=horizon_s, timeline_interval_s=timeline_interval_s)
         super().__init__()
         self._duration = workload.duration  # run times: the simulation's alone
@@ -79,6 +80,9 @@ class Simulation(Engine):
         self.w = w = replace(workload, duration=cast(np.ndarray, Sealed("a pod's duration")),
                              placement=workload.placement.copy(), shape=workload.shape.copy())
         self.cluster, self.seed, self.horizon = cluster, int(seed), float(horizon_s)
+        #: end the run once every pod of the trace is done or refused (the horizon then moves
+        #: to that instant): each loop's window is its own makespan, and all do the same work
+        self.stop_when_done = bool(stop_when_done)
         self.state = ClusterState(cluster)
         self._cloud = Cloud(cluster, self.state, self.seed)
         self.cloud = ProviderFacade(self._cloud, lambda: self.now)
@@ -94,6 +98,7 @@ class Simulation(Engine):
         self.pod_epoch = np.zeros(w.n_pods, np.int32)
         self.pod_reason = np.full(w.n_pods, -1, np.int8)
         self.placeholder = w.job_placeholder[w.job]  # overprovisioning pause pods (services/buffers.py)
+        self.pods_left = int((~self.placeholder).sum())  # the trace's pods not yet done or refused
         self.job_ready_bound = np.zeros(w.n_jobs, np.int32)  # bound pods on ready nodes
         self.job_placed = np.zeros(w.n_jobs, np.int32)  # pods with a node (bound, running or done)
         self.job_anchor = np.full(w.n_jobs, -1, np.int64)  # the node of one of them (-1: none)
@@ -158,6 +163,7 @@ class Simulation(Engine):
         self.hooks.emit(Event.ARRIVED, job=j)
         if self.job_never_fits[j]:
             self.pod_status[pods] = REFUSED  # no node type can ever hold it: refused, not waited on
+            self.pods_left -= int((~self.placeholder[pods]).sum())
             self.hooks.emit(Event.REFUSED, job=j)
             return
         self.pod_status[pods] = PENDING
@@ -368,6 +374,7 @@ class Simulation(Engine):
         self.hooks.emit(Event.FINISHED, p, j, n)
         self.pod_status[p] = DONE
         self.pod_end[p] = self.now
+        self.pods_left -= int(not self.placeholder[p])
         self.job_done[j] += 1
         if self.job_done[j] == len(self.w.job_pods[j]):
             self.job_finished[j] = self.now
@@ -408,15 +415,19 @@ class Simulation(Engine):
 
     # ---- the run -----------------------------------------------------------------------
     def run(self, loop: Loop, progress=None) -> None:
-        """Replay until the horizon: events, arrivals, then the loop's step at each instant.
+        """Replay until the horizon (or, with `stop_when_done`, until the trace's pods are all
+        done or refused): events, arrivals, then the loop's step at each instant.
 
         A loop that wakes on a cadence (a scan every s seconds) may have nothing it could change
         over a long quiet stretch: it hands over those wake-ups (`loop.idle_ticks(start,
         before)`, all before the next event), and they pass in bulk: the loop's cadence moves
         past them and the metrics integrate as if it had stepped at each one."""
         loop.attach(self)
+        done = (lambda: self.pods_left == 0) if self.stop_when_done else None
         self.run_until(self.horizon, loop.next_wakeup, partial(loop.step, self), partial(self._pass_quiet, loop),
-                       progress)
+                       progress, done)
+        if done is not None and done():
+            self.horizon = self.now
         self.acct.finish()
         self.now = self.horizon
         for rec in self.nodes:

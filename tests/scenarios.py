@@ -58,9 +58,9 @@ def merged(policy=None, **settings) -> MergedLoop:
     return MergedLoop(Scheduler(policy or LeastAllocated(), gang=Atomic()), **settings)
 
 
-def run(table, cl: Cluster, loop, horizon_s: float, seed: int = 0):
+def run(table, cl: Cluster, loop, horizon_s: float, seed: int = 0, stop_when_done: bool = False):
     """Replay and return (metrics row as dict, simulation)."""
-    sim = Simulation(compile_workload(table, cl), cl, seed=seed, horizon_s=horizon_s)
+    sim = Simulation(compile_workload(table, cl), cl, seed=seed, horizon_s=horizon_s, stop_when_done=stop_when_done)
     sim.run(loop)
     row = summary_row(sim, jobs_frame(sim), nodes_frame(sim), {"loop": getattr(loop, "name", "?")})
     return row.to_dicts()[0], sim
