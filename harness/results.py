@@ -135,20 +135,33 @@ EXPERIMENTS = [
         "at once against the inventory's 6,212), so it is windowed to its busy part (from day 112: 8,130 pods) and "
         "its arrivals are compressed 40x, durations kept: the 38 busy days arrive in 22 h and about 430 GPUs are "
         "busy on average, up to ~880. openb has no gangs, topology claims or committed capacity, so of the "
-        "autoscaler's switches only sharing matters.",
+        "autoscaler's switches only sharing matters. Run times are kept, so the longest pods run 36 days: each "
+        "replay runs until its last pod is done (stop_when_done), and every loop does all the work.",
         "Regenerate: loopbench results openb_autoscaled."]),
     Experiment("loops_robustness", "Robustness grid: loops x scoring x provider x trace", [
-        "Does what the interface steps and the merged loop save hold across settings? Every loop (the interface "
-        "ladder, the Karpenter-like loop, and Kueue in front of the separate loops with and without its "
-        "ProvisioningRequest check) x scoring policy (kube-scheduler's default; GPU bin-packing) x "
+        "Does what the merged loop saves over the strongest separate baseline hold across settings? Each loop "
+        "(bare separate, the ablation's reference; separate_2026, the strongest separate baseline a 2026 cluster "
+        "runs, and its Karpenter twin; separate_2026_priced, the same with the merged planner's pricing as its "
+        "expander; merged, alone and behind the same Kueue) x scoring policy (kube-scheduler's default; GPU "
+        "bin-packing) x "
         "provider (a request it cannot fill fails at once; or silently: the missing nodes never come up and the "
         "loop notices at its own timeout) x "
-        "trace (the bundled synthetic trace on the default cluster; openb on the autoscaled cluster of its node "
-        "models), 5 seeds (conf/experiment/loops_robustness.yaml; a scenario in conf/scenario/ selects a trace and "
-        "its cluster together).",
+        "trace (the bundled synthetic trace on the default cluster, to its 48 h horizon; openb on the autoscaled "
+        "cluster of its node models, with scarce stock, run until its last pod is done), 5 seeds "
+        "(conf/experiment/loops_robustness.yaml; a scenario in conf/scenario/ selects a trace and its cluster "
+        "together). Both clusters are DRA clusters.",
         "Regenerate: loopbench results loops_robustness."], prepare_each="scenario",
                # the loops cost unevenly (Karpenter-like: most of the grid's time): each process takes a provider
                shard_along="++cluster.shortage"),
+    Experiment("loops_evidence", "Broader evidence: the strongest baselines and merged on three traces", [
+        "Does merged's saving over the strongest separate baseline hold beyond the bundled trace, with enough "
+        "gangs that a gang p99 is not a maximum? Loops (bare separate; separate_2026; separate_2026_priced; "
+        "merged) x scenario (the bundled synthetic workload redrawn per seed with 20 and 100 gangs on the default "
+        "cluster; openb's real pods, no gangs; a gang workload drawn per seed from the Philly trace's published "
+        "distributions, 20 and 100 gangs, on a cluster of 8-GPU servers) x 5 seeds "
+        "(conf/experiment/loops_evidence.yaml). A seed redraws the generated traces (job mix, arrivals, gang "
+        "sizes) as well as the provider's streams. Every replay runs until its last pod is done.",
+        "Regenerate: loopbench results loops_evidence."], prepare_each="scenario"),
     Experiment("inference_bursts", "Inference bursts: loops x replica autoscaler on bursty service demand", [
         "Inference services whose replicas follow demand (issue 20): every setup (the separate loops as today, "
         "with a topology- and sharing-blind Cluster-Autoscaler-like autoscaler; the same with every autoscaler "
