@@ -35,6 +35,11 @@ STEPS = [("sees", "separate_sees", "separate"), ("prefers", "separate_prefers", 
          ("merging on top", "merged", "separate_2026_priced"), ("merged over 2026", "merged", "separate_2026"),
          ("merged over 2026 Karpenter", "merged", "separate_2026_karpenter")]
 BASE = "separate"
+#: The strongest separate baselines a 2026 cluster runs (docs/model.md): the headline's
+#: references, which the merged loops are measured against first.
+STRONGEST = ("separate_2026", "separate_2026_karpenter")
+#: The merged loop, alone and behind the same Kueue as the baselines.
+MERGED = ("merged", "merged_kueue")
 #: Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (any statistics table;
 #: numpy and polars have no t distribution and scipy is not a dependency for 30 numbers).
 T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,

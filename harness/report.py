@@ -406,16 +406,29 @@ def verdicts(summary: pl.DataFrame, variants: list[Variant], where: str = "",
             for v in variants if v is not base]
 
 
+def headline_verdicts(summary: pl.DataFrame, metrics: pl.DataFrame, variants: list[Variant],
+                      where: str = "") -> list[str]:
+    """The merged loops against the strongest separate baselines (`grid.STRONGEST`), in the
+    one setting all runs share: the headline, before the ablation's lines against bare separate."""
+    means, by = _means(summary, variants), {v.label: v for v in variants}
+    return [verdict(m, s, means[m], means[s], where, work.notes(metrics, "variant", s).get(m, ""))
+            for m in grid.MERGED if m in by for s in grid.STRONGEST if s in by]
+
+
 def grid_verdicts(metrics: pl.DataFrame, cols: list[str], variants: list[Variant]) -> list[str]:
-    """Each loop against the separate loops in ranges form across the grid's settings; the
-    merged loop also against the other loop that leaves the least (`grid.strongest`)."""
+    """The merged loops against the strongest separate baselines, then each loop against the
+    separate loops, in ranges form across the grid's settings; the merged loop also against
+    the other loop that leaves the least (`grid.strongest`)."""
     loops = list(dict.fromkeys(v.loop for v in variants))
     if grid.BASE not in loops:
         return []
     judged = [*([UNSERVED] if _valued(metrics, UNSERVED) else []), grid.VERDICT[0]]  # services: unserved first
-    lines = [grid.ranges_verdict(loop, grid.BASE, grid.savings(metrics, cols, loop, grid.BASE, c), cols, c,
-                                 grid.work_note(metrics, cols, loop, grid.BASE))
-             for loop in loops if loop != grid.BASE for c in judged]
+    lines = [grid.ranges_verdict(m, s, grid.savings(metrics, cols, m, s, c), cols, c,
+                                 grid.work_note(metrics, cols, m, s))
+             for m in grid.MERGED if m in loops for s in grid.STRONGEST if s in loops for c in judged]
+    lines += [grid.ranges_verdict(loop, grid.BASE, grid.savings(metrics, cols, loop, grid.BASE, c), cols, c,
+                                  grid.work_note(metrics, cols, loop, grid.BASE))
+              for loop in loops if loop != grid.BASE for c in judged]
     others = [loop for loop in loops if loop not in (grid.BASE, MERGED)]
     if MERGED in loops and others:  # and against the strongest of the others, not only the weakest
         for c in judged:
@@ -1026,9 +1039,10 @@ def build(paths: list[str | Path], out: Path, title: str | None = None, notes: S
     services = pl.DataFrame() if cells else _read_all(runs, labels, "services_timeline.parquet",
                                                       ["t_s", "service", "demand", "ready_capacity"])
     unequal = {} if cells else unequal_work(metrics, variants)
+    where = setting(metrics.row(0, named=True))
     rep = Report(title or out.name, [*notes, *_intro(metrics, variants, runs)],
                  grid_verdicts(metrics, cells, variants) if cells else
-                 verdicts(summary, variants, setting(metrics.row(0, named=True)), unequal))
+                 [*headline_verdicts(summary, metrics, variants, where), *verdicts(summary, variants, where, unequal)])
     baselines = [v.label for v in variants if v.is_baseline]
     if len(baselines) > 1:
         rep.intro.append(f"No ablation table: {len(baselines)} variants are all-off separate loops "
