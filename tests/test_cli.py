@@ -69,12 +69,13 @@ def test_replay_multirun_sweeps_loops(tmp_path, small_trace):
 def test_compare_prints_all_loops_side_by_side(tmp_path, small_trace):
     r = loopbench("compare", f"trace.path={small_trace}", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    for loop in ("separate_provreq", "merged"):  # the verdict in ranges form, for one setting
-        assert re.search(rf"^({loop} vs separate: NOT EQUAL WORK: .*\. )?{loop} (saves .* over|burns .* than) "
-                         r"separate \(.*\) in one setting \(scoring ", r.stdout, re.M), r.stdout
+    loops = ["separate_2026", "separate_2026_karpenter", "separate_2026_priced", "merged", "separate"]
+    for loop in loops[1:]:  # the verdict in ranges form, for one setting, against the strongest baseline
+        assert re.search(rf"^({loop} vs separate_2026: NOT EQUAL WORK: .*\. )?{loop} (saves .* over|burns .* than) "
+                         r"separate_2026 \(.*\) in one setting \(scoring ", r.stdout, re.M), r.stdout
     (csv,) = (tmp_path / "runs" / "compare").glob("*/comparison.csv")
     table = pl.read_csv(csv)
-    assert table.columns == ["metric", "separate", "separate_provreq", "merged"]
+    assert table.columns == ["metric", *loops]
     assert "idle_accel_hours" in table["metric"].to_list()
 
 
