@@ -395,7 +395,7 @@ def test_committed_results_equal_a_fresh_regeneration(name):
 
 
 @pytest.mark.parametrize("name,loop", [("loops_synthetic", "separate"), ("loops_synthetic", "merged"),
-                                       ("loops_synthetic", "separate_kueue"),
+                                       ("loops_synthetic", "separate_2026"),
                                        ("openb_autoscaled", "separate"), ("openb_autoscaled", "merged")])
 def test_committed_rows_are_current(name, loop, tmp_path):
     """Seed 0 of two loops of an experiment, replayed again, gives a committed row of its
