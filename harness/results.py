@@ -157,7 +157,8 @@ EXPERIMENTS = [
         "Does merged's saving over the strongest separate baseline hold beyond the bundled trace, with enough "
         "gangs that a gang p99 is not a maximum? Loops (bare separate; separate_2026; separate_2026_priced; "
         "merged) x scenario (the bundled synthetic workload redrawn per seed with 20 and 100 gangs on the default "
-        "cluster; openb's real pods, no gangs; a gang workload drawn per seed from the Philly trace's published "
+        "cluster, and at twice the load; openb's real pods, no gangs; a gang workload drawn per seed from the "
+        "Philly trace's published "
         "distributions, 20 and 100 gangs, on a cluster of 8-GPU servers) x 5 seeds "
         "(conf/experiment/loops_evidence.yaml). A seed redraws the generated traces (job mix, arrivals, gang "
         "sizes) as well as the provider's streams. Every replay runs until its last pod is done.",
