@@ -42,6 +42,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +50,7 @@ import polars as pl
 from omegaconf import DictConfig, OmegaConf
 
 from harness import gantt, grid, run_timeline, work
+from harness.config import conf_dir
 from harness.description import Description
 from harness.errors import LoopbenchError
 from harness.output import COMPLETE_MARKER, atomic_dir, write_text
@@ -188,6 +190,22 @@ def _context_value(column: str, value) -> str:
     return Path(str(value)).stem if column == "trace" else "none" if value is None else str(value)
 
 
+def _policy_choice(cfg: DictConfig, loop: dict[str, object]) -> str | None:
+    """The shipped policy (conf/policy/<name>.yaml) the run's loop scored with, by its short name
+    (`bin_packing`, not `MostAllocated(cpu 1, memory 1, nvidia.com/gpu 3)`); None for weights of
+    its own or a loop that does not take the `policy` group."""
+    if "${policy}" not in loop.values() or not isinstance(cfg.get("policy"), DictConfig):
+        return None
+    mine = OmegaConf.to_container(cfg.policy, resolve=False)
+    names = [name for name, shipped in _shipped_policies().items() if shipped == mine]
+    return names[0] if len(names) == 1 else None
+
+
+@cache
+def _shipped_policies() -> dict[str, object]:
+    return {p.stem: OmegaConf.to_container(OmegaConf.load(p)) for p in sorted((conf_dir() / "policy").glob("*.yaml"))}
+
+
 def _scalar(v) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
 
@@ -220,13 +238,15 @@ class Variant:
 
 def label_runs(runs: list[Path], metrics: pl.DataFrame) -> tuple[pl.DataFrame, list[Variant]]:
     """Add a `variant` column: the loop name, plus the loop knobs and CONTEXT columns that
-    differ between runs sharing that name (so a sweep over one knob is not pooled)."""
+    differ between runs sharing that name (so a sweep over one knob is not pooled). A shipped
+    policy is named by its choice (`policy=bin_packing`); the `policy` column keeps its name."""
     full = [_run_config(r) for r in runs]
     configs = [_loop_config(c) for c in full]
     shortage = [c.get("cluster", {}).get("shortage") if isinstance(c.get("cluster"), DictConfig) else None
                 for c in full]
     if any(v is not None for v in shortage):  # the provider's behaviour; absent = error, Cluster's default
         metrics = metrics.with_columns(shortage=pl.Series([str(v or "error") for v in shortage]))
+    chosen = [_policy_choice(c, loop) for c, loop in zip(full, configs, strict=True)]
     context = [c for c in CONTEXT if c in metrics.columns and metrics[c].n_unique() > 1]
     loops = metrics["loop"].to_list()
     labels, variants = [], {}
@@ -234,7 +254,8 @@ def label_runs(runs: list[Path], metrics: pl.DataFrame) -> tuple[pl.DataFrame, l
         same = [configs[j] for j in range(len(runs)) if loops[j] == loop]
         keys = sorted(k for k in set().union(*same) if len({_scalar(c.get(k)) for c in same}) > 1)
         extra = [f"{k}={_scalar(cfg.get(k))}" for k in keys] + [
-            f"{c}={_context_value(c, metrics[c][i])}" for c in context if not (c == "cluster" and "trace" in context)]
+            f"{c}={chosen[i] if c == 'policy' and chosen[i] else _context_value(c, metrics[c][i])}"
+            for c in context if not (c == "cluster" and "trace" in context)]
         label = loop + (f" [{', '.join(extra)}]" if extra else "")
         labels.append(label)
         if label not in variants:

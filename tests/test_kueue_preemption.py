@@ -25,7 +25,17 @@ from harness.status import PendingReason
 from harness.workload import compile_workload
 from tests import scenarios as sc
 from tests.test_invariants import workloads
-from tests.test_kueue import HOUR, assert_books_add_up, job, kueue, queue, run_admitted_only, started, static_cluster
+from tests.test_kueue import (
+    HOUR,
+    admissible,
+    assert_books_add_up,
+    job,
+    kueue,
+    queue,
+    run_admitted_only,
+    started,
+    static_cluster,
+)
 from tests.test_quiet import quiet_cluster
 
 
@@ -127,7 +137,7 @@ def test_with_preemption_only_admitted_jobs_run_and_the_books_add_up(table, auto
                              pa.array(["other" if k % 2 else "default" for k in number]))
     table = table.set_column(table.schema.get_field_index("priority"), "priority",
                              pa.array([k // 2 % 3 for k in number], pa.int32()))  # later jobs rank higher
-    sim = Simulation(compile_workload(table, cl), cl, seed=1, horizon_s=6 * HOUR)
+    sim = Simulation(compile_workload(admissible(table, cl), cl), cl, seed=1, horizon_s=6 * HOUR)
     loop = KueueLoop(sc.separate(), wait_for_pods_ready=ready)
     run_admitted_only(sim, loop)
     assert_books_add_up(loop)

@@ -30,7 +30,7 @@ from harness.status import PendingReason
 from harness.workload import compile_workload
 from tests import scenarios as sc
 from tests.test_invariants import workloads
-from tests.test_kueue import HOUR, job, kueue, queue, started, static_cluster
+from tests.test_kueue import HOUR, admissible, job, kueue, queue, started, static_cluster
 from tests.test_quiet import bits, quiet_cluster
 
 J0 = [{**job("J0", "q", 8, 0.0), "min_member": 2}] * 2
@@ -177,7 +177,8 @@ def replay_behind_check(table, quiet: bool, **check):
     cl = quiet_cluster(True)
     names = [p.name for p in cl.pools]
     cl.kueue = parse_kueue(kueue(queue("default", 4), pools=names), names)
-    sim = Simulation(compile_workload(table, cl), cl, seed=1, horizon_s=6 * HOUR, timeline_interval_s=45.0)
+    sim = Simulation(compile_workload(admissible(table, cl), cl), cl, seed=1, horizon_s=6 * HOUR,
+                     timeline_interval_s=45.0)
     loop = behind_check(**check)
     if not quiet:
         loop.idle_ticks = lambda start, before: NO_TICKS  # type: ignore[method-assign]

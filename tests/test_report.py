@@ -610,6 +610,28 @@ def test_a_grid_variant_names_its_trace_by_stem_and_not_the_cluster_that_comes_w
                       "merged [trace=openb_x40]", "merged [trace=default]"}
 
 
+def test_a_variant_names_a_shipped_policy_by_its_choice_and_another_by_its_weights(tmp_path):
+    """Runs composed with policy=bin_packing and policy=kube_default are labelled by those names,
+    not their policies' spelled-out weights (the grid's labels ran off its plots); one whose
+    weights were overridden matches no shipped policy and keeps its policy's own name. The runs
+    table keeps each policy's own name in its `policy` column (published rows stay as they are)."""
+    for i, (overrides, name) in enumerate((
+            (["policy=bin_packing"], "MostAllocated(cpu 1, memory 1, nvidia.com/gpu 3)"),
+            (["policy=kube_default"], "1*LeastAllocated+1*BalancedAllocation"),
+            (["policy=least_allocated", "policy.resources.cpu=2"], "LeastAllocated(cpu 2, memory 1)"))):
+        d = make_run(tmp_path / "runs" / str(i), loop_cfg("separate"), 0, 100.0, 200.0, 60.0)
+        cfg = compose("config", ["loop=separate", *overrides])
+        (d / "config.yaml").write_text(OmegaConf.to_yaml(cfg))  # as Replay writes it: `${policy}` in the loop
+        retouch(d, {"policy": name})
+    report.build([tmp_path / "runs"], tmp_path / "out")
+    labels = set(pl.read_csv(tmp_path / "out" / "summary.csv")["variant"].to_list())
+    assert labels == {"separate [policy=bin_packing]", "separate [policy=kube_default]",
+                      "separate [policy=LeastAllocated(cpu 2, memory 1)]"}
+    runs = pl.read_csv(tmp_path / "out" / "runs.csv")  # the policy's own name stays in its column
+    assert runs.filter(pl.col("variant") == "separate [policy=bin_packing]")["policy"].to_list() == [
+        "MostAllocated(cpu 1, memory 1, nvidia.com/gpu 3)"]
+
+
 def test_runs_of_one_trace_with_and_without_services_are_two_settings(tmp_path):
     """A run with a replica autoscaler beside one without (its metrics have no `replicas`): the
     grid sorts the setting that is unset last and names it `none`."""

@@ -58,6 +58,7 @@ from harness.cluster import Cluster
 from harness.description import KUEUE, Description
 from harness.errors import ConfigError, LoopbenchError
 from harness.kueue.admission import Admission
+from harness.kueue.inadmissible import refuse_inadmissible
 from harness.kueue.preemption import KueuePreemption
 from harness.kueue.provisioning import ProvisioningCheck
 from harness.kueue.queues import Kueue
@@ -78,7 +79,8 @@ def unknown_queues(kueue: Kueue, w: Workload) -> list[str]:
 def admission_books(kueue: Kueue, cluster: Cluster, w: Workload) -> Admission:
     """Kueue's empty books for a workload: what each job requests, which flavors can take it
     (one of a flavor's pools fits each of its pods) and its ClusterQueue. On them, a job no
-    flavor of its queue can take alone (`Admission.assign`) is never admitted."""
+    flavor of its queue can take alone (`Admission.assign`) is never admitted: `attach` refuses
+    it (harness/kueue/inadmissible.py)."""
     request = np.stack([np.bincount(w.job, weights=x, minlength=w.n_jobs) for x in
                         (w.gpu_milli_total, w.cpu, w.mem)], axis=1)
     flavor_fits_pod = (kueue.flavor_pools.astype(np.int64) @ pools_fit(cluster, w)) > 0
@@ -145,11 +147,12 @@ class KueueLoop:
         if unknown:
             raise LoopbenchError(f"queue '{unknown[0]}' of the trace has no LocalQueue in cluster "
                                  f"'{sim.cluster.name}' (cluster.kueue.local_queues)")
+        w = sim.w
+        self.adm = admission_books(kueue, sim.cluster, w)
+        refuse_inadmissible(self.adm, sim.cluster, w)  # before the replay, not silently at its horizon
         self.sim = sim
         self.inner.attach(sim)
-        w = sim.w
         self.size = np.diff(w.job_bounds)
-        self.adm = admission_books(kueue, sim.cluster, w)
         self.flavor_slots = kueue.flavor_pools[:, sim.state.slot_pool]  # flavor x node slot
         self.tas = TopologyAssigner(kueue, sim.state, w) if self.use_tas else None
         if self.tas is not None:
