@@ -159,7 +159,7 @@ EXPERIMENTS = [
         "merged) x scenario (the bundled synthetic workload redrawn per seed with 20 and 100 gangs on the default "
         "cluster, and at twice the load; openb's real pods, no gangs; a gang workload drawn per seed from the "
         "Philly trace's published "
-        "distributions, 20 and 100 gangs, on a cluster of 8-GPU servers) x 5 seeds "
+        "distributions, 20 and 100 gangs, on a cluster of 8-GPU servers) x 3 seeds "
         "(conf/experiment/loops_evidence.yaml). A seed redraws the generated traces (job mix, arrivals, gang "
         "sizes) as well as the provider's streams. Every replay runs until its last pod is done.",
         "Regenerate: loopbench results loops_evidence."], prepare_each="scenario"),
