@@ -16,14 +16,13 @@ def grid_params(sets=()):
     return results.sweep_params(GRID, results._hydra_config(GRID.name, []), sets)
 
 
-def test_the_grid_is_6_loops_x_2_scorings_x_2_providers_x_2_scenarios_x_5_seeds():
+def test_the_grid_is_5_loops_x_2_scorings_x_2_providers_x_2_scenarios_x_5_seeds():
     params = grid_params()
     values = results._sweep_values(params)
-    assert values["loop"] == ["separate", "separate_2026", "separate_2026_priced", "separate_2026_karpenter", "merged",
-                              "merged_kueue"]
+    assert values["loop"] == ["separate", "separate_2026", "separate_2026_priced", "merged", "merged_kueue"]
     assert values["policy"] == ["kube_default", "bin_packing"] and values["++cluster.shortage"] == ["error", "silent"]
     assert values["scenario"] == ["synthetic", "openb_autoscaled"] and values["seed"] == ["0", "1", "2", "3", "4"]
-    assert results.sweep_size(params) == 240
+    assert results.sweep_size(params) == 200
     # the loops cost unevenly (the Karpenter-like one most): each of two processes takes a provider
     assert [p[3] for p in results.shards(params, 2, GRID.shard_along)] == ["++cluster.shortage=error",
                                                                            "++cluster.shortage=silent"]
