@@ -454,6 +454,8 @@ def grid_verdicts(metrics: pl.DataFrame, cols: list[str], variants: list[Variant
     if MERGED in loops and others:  # and against the strongest of the others, not only the weakest
         for c in judged:
             rival = grid.strongest(metrics, cols, others, c)
+            if rival in grid.STRONGEST:  # its line is the first
+                continue
             lines.append(grid.ranges_verdict(MERGED, f"{rival} (the other loop with the least)",
                                              grid.savings(metrics, cols, MERGED, rival, c), cols, c,
                                              grid.work_note(metrics, cols, MERGED, rival)))
@@ -511,8 +513,10 @@ def grid_tables(metrics: pl.DataFrame, cols: list[str], variants: list[Variant]
                   for r in steps.iter_rows(named=True)]
         tables.append(Table("steps", f"Interface steps in each setting: {label.label} saved over the step before",
                             ["step", "setting", "seeds", "saved (h, ± 95% CI)", "saved (%)", "holds"], detail,
-                            "Steps: sees over separate, prefers over sees, requests (the merged loop) over prefers; "
-                            "provreq (the ProvisioningRequest bridge) over separate. saved = the step before - this "
+                            "Steps (those whose two loops ran): "
+                            + "; ".join(f"{name}: {loop} over {over}" for name, loop, over in grid.STEPS
+                                        if name in set(steps["step"].to_list()))
+                            + ". saved = the step before - this "
                             "step, paired by seed; it holds when the saving is > 0, its interval excludes 0 and both "
                             "loops did the same work on every seed (pods and jobs done, never admitted or started).",
                             text_cols=2, lead=3))
@@ -1030,8 +1034,11 @@ def _intro(metrics: pl.DataFrame, variants: list[Variant], runs: list[Path]) -> 
             values = sorted(metrics[c].unique().to_list())
             facts.append(f"{what}: {', '.join(f'{x:,}' for x in values)}.")
     if "horizon_s" in metrics.columns:
-        horizons = sorted(metrics["horizon_s"].unique().to_list())
-        facts.append(f"horizon: {', '.join(f'{x / 3600:,.1f} h' for x in horizons)}.")
+        horizons = [f"{x / 3600:,.1f} h" for x in sorted(metrics["horizon_s"].unique().to_list())]
+        if len(horizons) > 4:  # runs that end with their last pod (stop_when_done): each its own
+            horizons = [horizons[0], "...", horizons[-1],
+                        f"({len(horizons)} values: runs that ended with their last pod)"]
+        facts.append(f"horizon: {', '.join(horizons)}.")
     return [" ".join(facts),
             "Values are mean [min, max] over seeds (the comparisons at the top: means); a bracket is left out "
             "when every seed gave the same value. ↓: lower is better, ↑: higher is better. "

@@ -141,9 +141,9 @@ EXPERIMENTS = [
     Experiment("loops_robustness", "Robustness grid: loops x scoring x provider x trace", [
         "Does what the merged loop saves over the strongest separate baseline hold across settings? Each loop "
         "(bare separate, the ablation's reference; separate_2026, the strongest separate baseline a 2026 cluster "
-        "runs (its Karpenter twin is in loops_synthetic only); separate_2026_priced, the same with the merged planner's pricing as its "
-        "expander; merged, alone and behind the same Kueue) x scoring policy (kube-scheduler's default; GPU "
-        "bin-packing) x "
+        "runs (its Karpenter twin is in loops_synthetic only); separate_2026_priced, the same with the merged "
+        "planner's pricing as its expander; merged, alone and behind the same Kueue) x scoring policy "
+        "(kube-scheduler's default; GPU bin-packing) x "
         "provider (a request it cannot fill fails at once; or silently: the missing nodes never come up and the "
         "loop notices at its own timeout) x "
         "trace (the bundled synthetic trace on the default cluster, to its 48 h horizon; openb on the autoscaled "
