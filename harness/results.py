@@ -164,8 +164,8 @@ EXPERIMENTS = [
         "sizes) as well as the provider's streams. Every replay runs until its last pod is done.",
         "Regenerate: loopbench results loops_evidence."], prepare_each="scenario"),
     Experiment("inference_bursts", "Inference bursts: loops x replica autoscaler on bursty service demand", [
-        "Inference services whose replicas follow demand (issue 20): every setup (the separate loops as today, "
-        "with a topology- and sharing-blind Cluster-Autoscaler-like autoscaler; the same with every autoscaler "
+        "Inference services whose replicas follow demand: every setup (the separate loops with a DRA-aware "
+        "Cluster-Autoscaler-like autoscaler and its other switches off; the same with every autoscaler "
         "switch on, alone and with each of today's workarounds, overprovisioning placeholders (with "
         "DefaultPreemption, which they need) and a CapacityBuffer, a replica's room per service; the merged loop, "
         "which also sees the replica autoscaler's recommendation) x replica autoscaler "
