@@ -197,6 +197,6 @@ def test_results_counts_the_finished_runs_of_its_sweep(tmp_path, capsys, monkeyp
     monkeypatch.setattr(results, "POLL_S", 0.0)
     monkeypatch.setattr(progress, "INTERVAL_S", 0.0)
     assert results.sweep_size({"loop": "a,b,c", "seed": "range(0,5)", "x": "1"}) == 15
-    results.sweep(results.BY_NAME["loops_synthetic"], tmp_path / "runs", jobs=2)  # 15 loops x 5 seeds
+    results.sweep(results.BY_NAME["loops_synthetic"], tmp_path / "runs", jobs=2)  # 17 loops x 5 seeds
     lines = capsys.readouterr().err.splitlines()
-    assert lines[-1].startswith("results loops_synthetic   8%: 6 of 75 runs done, elapsed"), lines
+    assert lines[-1].startswith("results loops_synthetic   7%: 6 of 85 runs done, elapsed"), lines
