@@ -217,12 +217,7 @@ def bind_alike(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray, co
     if claims is None:
         state.bind_many(nodes, counts, int(w.cpu[pod]), int(w.mem[pod]), devices_taken(state, w, pod, nodes, counts))
         return
-    taken, rows = dra_layer.take_alike(_devices(state), state.device_arrays, state.slot_type, claims, nodes, counts,
-                                       state.gpu_free.shape[1], state.device_taints)
-    state.bind_many(nodes, counts, int(w.cpu[pod]), int(w.mem[pod]), taken)
-    for array, after in zip(state.device_arrays, rows, strict=True):  # after bind_many saved them for a trial
-        array[nodes] = after
-    _devices(state).follow(state.dra_stamp, nodes, ("alike", id(claims), counts))
+    state.bind_claims_alike(nodes, counts, int(w.cpu[pod]), int(w.mem[pod]), claims)
 
 
 def shape_of(w: Workload, pod: int) -> tuple[int, int, int, int, int]:

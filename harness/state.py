@@ -297,7 +297,21 @@ class ClusterState:
         does, node by node in one compiled step (`bind_alike`)."""
         if self._undo is not None:
             self._save(nodes)
-        nodes = np.asarray(nodes, np.int64)
+        self._bind_rows(np.asarray(nodes, np.int64), counts, cpu, mem, taken)
+
+    def bind_claims_alike(self, nodes: np.ndarray, counts: np.ndarray, cpu: int, mem: int, claims: tuple) -> None:
+        """`bind_many` for pods with claims: the allocator takes their devices on the nodes'
+        rows in place (`DeviceLayer.take_alike`, which restamps them), and the GPUs among them
+        come off the GPU matrix. One compiled step each, nothing written back row by row."""
+        assert self.dra is not None, "devices are claimed only in a DRA cluster"
+        if self._undo is not None:
+            self._save(nodes)
+        taken = self.dra.take_alike(self.device_arrays, self.dra_stamp, self.slot_type, claims, nodes, counts,
+                                    self.gpu_free.shape[1], self.device_taints)
+        self._bind_rows(nodes, counts, cpu, mem, taken)
+
+    def _bind_rows(self, nodes: np.ndarray, counts: np.ndarray, cpu: int, mem: int, taken: np.ndarray) -> None:
+        """`bind_many` once the rows before are saved."""
         on_ready, ok = bind_alike(
             nodes, np.asarray(counts, np.int64), cpu, mem, np.asarray(taken, np.int64), self.status, READY,
             self.cpu_free, self.mem_free, self.gpu_free, self.gpu_used, self.pods_on, self.gpu_cap, self.slot_table,

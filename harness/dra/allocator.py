@@ -531,6 +531,77 @@ def take_typed(tc: TypedClaims, state: DeviceState, row_type: np.ndarray, bound:
     return got, milli
 
 
+@dataclass(frozen=True)
+class AlikeCache:
+    """What-if binds of pods alike (`take_alike_typed`) by the node's stamp before, the claim set
+    and the pod count: the node's rows after, the GPU milli taken and the stamp after. What-ifs
+    re-pack much the same pods onto the same node states again and again (each consolidation
+    option), so most binds copy rows instead of allocating. Direct-mapped, shared by the claim
+    sets of a cluster, its size bounded in bytes whatever the devices."""
+
+    key: np.ndarray  # (S, 3) stamp before, claim set, count (stamp -1: empty)
+    after: np.ndarray  # (S,) the stamp of the state after
+    taken: np.ndarray  # (S, W) the rows after, as DeviceState's
+    cap_left: np.ndarray  # (S, W, Q)
+    counter_left: np.ndarray  # (S, K)
+    milli: np.ndarray  # (S, G) the GPU milli the pods took
+
+    @classmethod
+    def empty(cls, width: int, n_capacities: int, n_counters: int, n_gpus: int, most_bytes: int = 1 << 23,
+              most: int = 4096) -> AlikeCache:
+        row = width * (1 + 8 * n_capacities) + 8 * (n_counters + n_gpus + 4)
+        size = 1 << max(4, min(most, most_bytes // row).bit_length() - 1)  # a power of 2: the bucket is a mask
+        key = np.full((size, 3), -1, np.int64)
+        return cls(key, np.zeros(size, np.int64), np.zeros((size, width), bool),
+                   np.zeros((size, width, n_capacities), np.int64), np.zeros((size, n_counters), np.int64),
+                   np.zeros((size, n_gpus), np.int64))
+
+
+def take_alike_typed(tc: TypedClaims, claim_set: int, cache: AlikeCache, state: DeviceState, stamp: np.ndarray,
+                     slot_type: np.ndarray, slots: np.ndarray, counts: np.ndarray, milli: np.ndarray,
+                     next_stamp: int, marks: np.ndarray = NO_MARKS) -> tuple[bool, int]:
+    """Slots[i] (distinct, stamped) take counts[i] pods with the claims one after another, in
+    place, as `take_typed`: their rows and stamps become the state after (a new stamp from
+    `next_stamp` on, or the one a bind from the same stamp gave before: `follow`'s rule), and
+    milli[i] (zeros) the GPU milli taken. A bind in `cache` (`claim_set` numbers the claims) is
+    copied, not allocated. Returns whether every slot took all its pods, and the next stamp."""
+    return _take_alike(np.asarray(slots, np.int64), np.asarray(counts, np.int64), claim_set, next_stamp, slot_type,
+                       stamp, state.taken, state.cap_left, state.counter_left, milli, cache.key, cache.after,
+                       cache.taken, cache.cap_left, cache.counter_left, cache.milli, tc.never, tc.opt_start,
+                       tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap, tc.capacity, tc.consumes,
+                       tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min, tc.gpu_index, tc.gpu_milli,
+                       marks, tc.tolerated, MAX_RESULTS)
+
+
+@njit(cache=True)
+def _take_alike(slots, counts, claim_set, next_stamp, slot_type, stamp, taken, cap_left, counter_left, milli, key,
+                after, row_taken, row_cap, row_counters, row_milli, never, opt_start, opt_end, match, members, before,
+                need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min, gpu_index,
+                gpu_milli, marks, tolerated, limit):
+    mask = len(after) - 1
+    for i in range(len(slots)):
+        n, c = slots[i], counts[i]
+        if c == 0:  # nothing taken: the same content, the same stamp
+            continue
+        s = stamp[n]
+        b = ((s * 0x9E3779B1) ^ (claim_set * 0x85EBCA77) ^ (c * 0xC2B2AE3D)) & mask
+        if key[b, 0] == s and key[b, 1] == claim_set and key[b, 2] == c:
+            taken[n], cap_left[n], counter_left[n], milli[i] = row_taken[b], row_cap[b], row_counters[b], row_milli[b]
+        else:
+            mark = marks[n:n + 1] if marks.shape[0] else marks
+            got = _take_typed(slot_type[n:n + 1], taken[n:n + 1], cap_left[n:n + 1], counter_left[n:n + 1],
+                              counts[i:i + 1], milli[i:i + 1], never, opt_start, opt_end, match, members, before,
+                              need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min,
+                              gpu_index, gpu_milli, mark, tolerated, limit)[0]
+            if got != c:
+                return False, next_stamp
+            key[b, 0], key[b, 1], key[b, 2], after[b] = s, claim_set, c, next_stamp
+            next_stamp += 1
+            row_taken[b], row_cap[b], row_counters[b], row_milli[b] = taken[n], cap_left[n], counter_left[n], milli[i]
+        stamp[n] = after[b]
+    return True, next_stamp
+
+
 @njit(cache=True, inline="always")
 def _blocked(marks, n, tolerated, match):
     """Whether the device taints in force on node n (row n of `marks`; no rows: no taints)

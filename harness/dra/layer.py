@@ -35,6 +35,7 @@ import numpy as np
 
 from harness.dra import translate
 from harness.dra.allocator import (
+    AlikeCache,
     CompiledClaims,
     DeviceState,
     FitCache,
@@ -47,7 +48,7 @@ from harness.dra.allocator import (
     count_typed,
     feasible_typed,
     first_fit_typed,
-    take_typed,
+    take_alike_typed,
 )
 from harness.dra.resources import Claim, claim, device_class, resource_slice
 from harness.dra.taints import DeviceTaints, tolerated_bits
@@ -137,7 +138,8 @@ class DeviceLayer:
         self.n_capacities = max([len(d.capacities) for d in self.devices] + [0])
         self.n_counters = max([len(d.counters) for d in self.devices] + [0])
         self._compiled: dict[tuple[int, int], tuple[tuple[Claim, ...], CompiledClaims, np.ndarray]] = {}
-        self._typed: dict[int, tuple[tuple[Claim, ...], TypedClaims, FitCache]] = {}
+        self._typed: dict[int, tuple[tuple[Claim, ...], TypedClaims, FitCache, int]] = {}
+        self._alike: AlikeCache | None = None  # what-if binds of every claim set (`take_alike`), made on first use
         self._next_stamp = len(node_types)  # below: an empty node of type t is stamp t
         self._after: dict[tuple, int] = {}  # (stamp, change) -> the stamp of the state it leads to
         #: taints during the run (None: none configured)
@@ -161,15 +163,18 @@ class DeviceLayer:
     def typed(self, claims: tuple[Claim, ...]) -> tuple[TypedClaims, FitCache]:
         """The claims compiled against every node type, as one compiled call takes them, and
         their answers so far by node-state stamp."""
-        hit = self._typed.get(id(claims))
-        if hit is None:
-            per_type = [self.compiled(claims, t) for t in range(len(self.devices))]
-            tolerated = None if self.taints is None else tolerated_bits(claims, self.taints.catalogue)
-            tc = TypedClaims.of([cc for cc, _ in per_type], self.devices, self.gpu_index,
-                                [milli for _, milli in per_type], self.width, self.n_capacities, self.n_counters,
-                                tolerated)
-            hit = self._typed[id(claims)] = (claims, tc, FitCache.empty())  # the claims kept: ids stay unique
+        hit = self._typed.get(id(claims)) or self._type(claims)
         return hit[1], hit[2]
+
+    def _type(self, claims: tuple[Claim, ...]) -> tuple[tuple[Claim, ...], TypedClaims, FitCache, int]:
+        """`typed`'s entry, made: the claims kept (ids stay unique while they are), then a small
+        number of their own (`AlikeCache` keys by it)."""
+        per_type = [self.compiled(claims, t) for t in range(len(self.devices))]
+        tolerated = None if self.taints is None else tolerated_bits(claims, self.taints.catalogue)
+        tc = TypedClaims.of([cc for cc, _ in per_type], self.devices, self.gpu_index,
+                            [milli for _, milli in per_type], self.width, self.n_capacities, self.n_counters, tolerated)
+        hit = self._typed[id(claims)] = (claims, tc, FitCache.empty(), len(self._typed))
+        return hit
 
     def _gpu_milli(self, cc: CompiledClaims, t: int) -> np.ndarray:
         dev, index = self.devices[t], self.gpu_index[t]
@@ -237,6 +242,22 @@ class DeviceLayer:
                 self._next_stamp += 1
             stamp[n] = after
 
+    def take_alike(self, arrays: Arrays, stamp: np.ndarray, slot_type: np.ndarray, claims: tuple[Claim, ...],
+                   slots: np.ndarray, counts: np.ndarray, n_gpus: int, marks: np.ndarray | None = None) -> np.ndarray:
+        """Allocate counts[i] pods with these claims on slots[i] (distinct), one after another, in
+        place: the slots' rows of the arrays and their stamps become the state after (`follow`'s
+        rule: the same stamp from the same stamp and change). Returns the GPU milli they take
+        (len(slots) x n_gpus, for the GPU matrix). A bind seen before is copied (`AlikeCache`)."""
+        _, tc, _, claim_set = self._typed.get(id(claims)) or self._type(claims)
+        cache = self._alike
+        if cache is None or cache.milli.shape[1] != n_gpus:
+            cache = self._alike = AlikeCache.empty(self.width, self.n_capacities, self.n_counters, n_gpus)
+        milli = np.zeros((len(slots), n_gpus), np.int64)
+        ok, self._next_stamp = take_alike_typed(tc, claim_set, cache, DeviceState(*arrays), stamp, slot_type, slots,
+                                                counts, milli, self._next_stamp, _marks(marks))
+        assert ok, "as many pods as counted fit"
+        return milli
+
     def reset(self, taken: np.ndarray, cap: np.ndarray, counters: np.ndarray, stamp: np.ndarray, n: int,
               t: int, marks: np.ndarray | None = None) -> None:
         """Slot n holds a fresh node of type t (nothing allocated, stamp t: one content per
@@ -303,15 +324,3 @@ def fit_counts(layer: DeviceLayer, arrays: Arrays, stamp: np.ndarray, slot_type:
     `bound`, what its CPU and memory allow), the state left as it was."""
     return count_typed(*layer.typed(claims), DeviceState(*arrays), stamp, slot_type, slots, bound, _marks(marks))
 
-
-def take_alike(layer: DeviceLayer, arrays: Arrays, slot_type: np.ndarray, claims: tuple[Claim, ...],
-               slots: np.ndarray, counts: np.ndarray, n_gpus: int,
-               marks: np.ndarray | None = None) -> tuple[np.ndarray, tuple]:
-    """Allocate counts[i] pods with these claims on slots[i] (distinct), one after another:
-    the GPU milli they take (len(slots) x GPUs, for the GPU matrix) and the slots' rows of the
-    arrays after (for the caller to write once it saved the rows before)."""
-    after = DeviceState(*(a[slots] for a in arrays))
-    got, taken = take_typed(layer.typed(claims)[0], after, slot_type[slots], counts, n_gpus,
-                            _marks(None if marks is None else marks[slots]))
-    assert (got == counts).all(), "as many pods as counted fit"
-    return taken, (after.taken, after.cap_left, after.counter_left)
