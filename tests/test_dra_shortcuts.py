@@ -120,7 +120,7 @@ def test_taint_marks_in_the_compiled_calls_are_the_claims_compiled_without_the_b
         a = found[0]
         assert a is not None
         pairs = sorted((o, d) for o, devices in zip(a.option, a.devices, strict=True) for d in devices)
-        assert sorted(map(tuple, al.allocate_typed(tc, typed, t, 0, mark).tolist())) == pairs
+        assert sorted(map(tuple, al.allocate_typed(tc, typed, t, 0, mark)[0].tolist())) == pairs
     got, gpus = one_by_one(t, claims, plain, bound, cc)
     counted = al.count_typed(tc, al.FitCache.empty(), typed, stamp, slot_type, np.zeros(1, np.int64),
                              np.array([bound]), mark)

@@ -488,22 +488,21 @@ def first_fit_typed(tc: TypedClaims, cache: FitCache, state: DeviceState, stamp:
                             tc.gpu_index, tc.gpu_milli, marks, tc.tolerated, MAX_RESULTS)
 
 
-def allocate_typed(tc: TypedClaims, state: DeviceState, t: int, n: int, marks: np.ndarray = NO_MARKS) -> np.ndarray:
+def allocate_typed(tc: TypedClaims, state: DeviceState, t: int, n: int,
+                   marks: np.ndarray = NO_MARKS) -> tuple[np.ndarray, np.ndarray]:
     """The devices the claims get on node n (of type t), first fit: (option, device) pairs in
-    the order taken. The node must fit."""
-    picks, opts = _allocate_one(n, state.taken, state.cap_left, state.counter_left, tc.opt_start, tc.opt_end,
-                                tc.match[t], tc.members[t], tc.before[t], tc.need[t], tc.take_cap[t], tc.capacity[t],
-                                tc.consumes[t], tc.multi[t], tc.con_value[t], tc.con_req, tc.req_claim, tc.rest_min[t],
-                                marks, tc.tolerated, MAX_RESULTS)
-    on = picks >= 0
-    return np.stack([np.broadcast_to(opts[:, None], picks.shape)[on], picks[on]], axis=1)
+    the order taken, and the GPUs among them in that order. The node must fit."""
+    return _allocate_pairs(n, t, state.taken, state.cap_left, state.counter_left, tc.opt_start, tc.opt_end, tc.match,
+                           tc.members, tc.before, tc.need, tc.take_cap, tc.capacity, tc.consumes, tc.multi,
+                           tc.con_value, tc.con_req, tc.req_claim, tc.rest_min, tc.gpu_index, marks, tc.tolerated,
+                           MAX_RESULTS)
 
 
 def commit_typed(tc: TypedClaims, state: DeviceState, t: int, n: int, pairs: np.ndarray, sign: int = 1) -> None:
     """Take (sign 1) or give back (-1) an allocation, as (option, device) pairs, on node n of
     type t."""
-    _commit(pairs, sign, state.taken[n], state.cap_left[n], tc.capacity[t], state.counter_left[n], tc.take_cap[t],
-            tc.consumes[t], tc.multi[t])
+    _commit_at(pairs, sign, n, t, state.taken, state.cap_left, state.counter_left, tc.capacity, tc.take_cap,
+               tc.consumes, tc.multi)
 
 
 def count_typed(tc: TypedClaims, cache: FitCache, state: DeviceState, stamp: np.ndarray, slot_type: np.ndarray,
@@ -726,6 +725,33 @@ def _first_fit_typed(usable, static, cpu_free, mem_free, cpu, mem, most, k, slot
 
 
 @njit(cache=True)
+def _allocate_pairs(n, t, taken, cap_left, counter_left, opt_start, opt_end, match, members, before, need, take_cap,
+                    capacity, consumes, multi, con_value, con_req, req_claim, rest_min, gpu_index, marks, tolerated,
+                    limit):
+    """`allocate_typed` in one compiled call: type t's arrays picked and the picks flattened
+    here, not by a dozen numpy calls per pod bound."""
+    picks, opt = _allocate_one(n, taken, cap_left, counter_left, opt_start, opt_end, match[t], members[t], before[t],
+                               need[t], take_cap[t], capacity[t], consumes[t], multi[t], con_value[t], con_req,
+                               req_claim, rest_min[t], marks, tolerated, limit)
+    m = 0
+    for r in range(picks.shape[0]):
+        for j in range(picks.shape[1]):
+            m += picks[r, j] >= 0
+    pairs, gpus = np.empty((m, 2), np.int64), np.empty(m, np.int64)
+    i, g = 0, 0
+    for r in range(picks.shape[0]):
+        for j in range(picks.shape[1]):
+            d = picks[r, j]
+            if d >= 0:
+                pairs[i, 0], pairs[i, 1] = opt[r], d
+                i += 1
+                if gpu_index[t, d] >= 0:
+                    gpus[g] = gpu_index[t, d]
+                    g += 1
+    return pairs, gpus[:g].copy()
+
+
+@njit(cache=True)
 def _allocate_one(n, taken, cap_left, counter_left, opt_start, opt_end, match, members, before, need, take_cap,
                   capacity, consumes, multi, con_value, con_req, req_claim, rest_min, marks, tolerated, limit):
     R, C, W = len(opt_start), con_req.shape[0], taken.shape[1]
@@ -893,6 +919,12 @@ def commit(cc: CompiledClaims, devices: NodeDevices, state: DeviceState, row: in
     pairs = np.array([(o, d) for o, devs in zip(a.option, a.devices, strict=True) for d in devs], np.int64)
     _commit(pairs.reshape(-1, 2), sign, state.taken[row], state.cap_left[row], devices.capacity,
             state.counter_left[row], cc.take_cap, devices.consumes, devices.multi)
+
+
+@njit(cache=True)
+def _commit_at(pairs, sign, n, t, taken, cap_left, counter_left, capacity, take_cap, consumes, multi):
+    """`_commit` on node n's rows, of type t: the rows picked in the compiled call."""
+    _commit(pairs, sign, taken[n], cap_left[n], capacity[t], counter_left[n], take_cap[t], consumes[t], multi[t])
 
 
 @njit(cache=True)

@@ -31,6 +31,8 @@ renewed whenever its marks change, so a stamp still names one content (allocatio
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import numpy as np
 
 from harness.dra import translate
@@ -64,15 +66,17 @@ NO_MARKS = np.zeros((0, 0), np.int64)  # the compiled calls' taint marks where n
 class ClaimedGpus(np.ndarray):
     """The GPUs a pod's claim was allocated on its node (the GPU matrix's view), carrying the
     allocation itself, every device (NICs too), so that releasing the pod gives back exactly
-    what it took. `typed` is the claim on every node type, `pairs` its (option, device)s."""
+    what it took. `typed` is the claim on every node type, `pairs` its (option, device)s,
+    `change` the two as `DeviceLayer.follow` keys them (made once, not at each bind and release)."""
 
     typed: TypedClaims
     pairs: np.ndarray
+    change: tuple[int, bytes]
 
     def __array_finalize__(self, obj):
         """A copy (a deep-copied simulation's) carries the allocation on."""
         if obj is not None and hasattr(obj, "pairs"):
-            self.typed, self.pairs = obj.typed, obj.pairs
+            self.typed, self.pairs, self.change = obj.typed, obj.pairs, obj.change
 
 
 #: a DRA cluster's per-slot allocation state: devices taken, capacity left, counters left
@@ -227,20 +231,19 @@ class DeviceLayer:
         stamp[nodes] = np.arange(self._next_stamp, self._next_stamp + k) if np.ndim(nodes) else self._next_stamp
         self._next_stamp += k
 
-    def follow(self, stamp: np.ndarray, nodes: np.ndarray | int, change: tuple) -> None:
-        """Node(s) `nodes` went through `change`, a full description of what was done to their
-        allocation state (its result a function of the state before): a state reached from the
-        same stamp by the same change is the same content, so it gets the same stamp, and what
-        was answered for it before holds again."""
+    def follow(self, stamp: np.ndarray, n: int, change: Hashable) -> None:
+        """Node n went through `change`, a full description of what was done to its allocation
+        state (its result a function of the state before): a state reached from the same stamp
+        by the same change is the same content, so it gets the same stamp, and what was
+        answered for it before holds again."""
         if len(self._after) > MOST_FOLLOWED:
             self._after.clear()  # only reuse is lost: a state reached again gets a new stamp
-        for i, n in enumerate(np.atleast_1d(nodes).tolist()):  # the few nodes one change touches
-            key = (int(stamp[n]), *(c[i] if isinstance(c, np.ndarray) else c for c in change))
-            after = self._after.get(key)
-            if after is None:
-                after = self._after[key] = self._next_stamp
-                self._next_stamp += 1
-            stamp[n] = after
+        key = (int(stamp[n]), change)
+        after = self._after.get(key)
+        if after is None:
+            after = self._after[key] = self._next_stamp
+            self._next_stamp += 1
+        stamp[n] = after
 
     def take_alike(self, arrays: Arrays, stamp: np.ndarray, slot_type: np.ndarray, claims: tuple[Claim, ...],
                    slots: np.ndarray, counts: np.ndarray, n_gpus: int, marks: np.ndarray | None = None) -> np.ndarray:
@@ -296,10 +299,9 @@ def allocation(layer: DeviceLayer, arrays: Arrays, t: int, claims: tuple[Claim, 
     """The devices the claims get on node n (of type t), first fit as upstream; its GPUs as
     the pod's GPU array. The node must fit."""
     tc = layer.typed(claims)[0]
-    pairs = allocate_typed(tc, DeviceState(*arrays), t, n, _marks(marks))
-    gpus = tc.gpu_index[t][pairs[:, 1]]
-    out = gpus[gpus >= 0].view(ClaimedGpus)
-    out.typed, out.pairs = tc, pairs
+    pairs, gpus = allocate_typed(tc, DeviceState(*arrays), t, n, _marks(marks))
+    out = gpus.view(ClaimedGpus)
+    out.typed, out.pairs, out.change = tc, pairs, (id(tc), pairs.tobytes())
     return out
 
 
