@@ -220,6 +220,20 @@ def bind_alike(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray, co
     state.bind_claims_alike(nodes, counts, int(w.cpu[pod]), int(w.mem[pod]), claims)
 
 
+def first_fit_bind(state: ClusterState, w: Workload, pod: int, mask: np.ndarray,
+                   k: int) -> tuple[np.ndarray, np.ndarray]:
+    """`first_fit` then `bind_alike` on the nodes it picks: the nodes and how many each took. A
+    pod with claims outside a trial takes one compiled call for both (`ClusterState.fit_claims_alike`)."""
+    claims = claims_of(w, pod)
+    if claims is not None and not state.in_trial:
+        return state.fit_claims_alike(mask, _claims_static(state, w, pod), int(w.cpu[pod]), int(w.mem[pod]), claims,
+                                      MOST_ALIKE, k)
+    nodes, got = first_fit(state, w, pod, mask, k)
+    if len(nodes):
+        bind_alike(state, w, pod, nodes, got)
+    return nodes, got
+
+
 def shape_of(w: Workload, pod: int) -> tuple[int, int, int, int, int]:
     """The pod as the packer's kernels take it: (cpu, mem, gpus, milli, kind of GPU request)."""
     gpus, milli = int(w.gpus[pod]), int(w.milli[pod])

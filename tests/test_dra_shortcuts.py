@@ -170,3 +170,38 @@ def test_a_bind_alike_cached_by_stamp_is_the_bind_afresh(types, before, c, bound
         assert all(np.array_equal(a, b) for a, b in zip(runs[0][0], arrays, strict=True))
         assert all(np.array_equal(a, b) for a, b in zip(runs[0][2], out, strict=True))
     assert np.array_equal(runs[0][1], runs[1][1])
+
+
+POD_SHAPES = [  # rows of a trace in the default (DRA) cluster: each runs by the claim its columns make
+    {"gpu_count": 1}, {"gpu_count": 2, "gpus_same_numa": True, "nic_per_gpu": True}, {"gpu_milli": 250},
+    {"gpu_count": 4, "gpus_same_nvlink": True}, {"gpu_milli": 0, "gpu_partition": "1g.10gb"},
+    {"gpu_count": 8, "gpus_same_nvlink": True}, {"gpu_count": 0, "gpu_milli": 0, "cpu_milli": 8000},
+]
+
+
+@settings(deadline=None, max_examples=30)
+@given(nodes=st.sets(st.integers(0, CLUSTER.n_slots - 1), min_size=1, max_size=12),
+       steps=st.lists(st.tuples(st.integers(0, len(POD_SHAPES) - 1), st.integers(1, 40)), min_size=1, max_size=5))
+def test_first_fit_and_bind_in_one_call_is_first_fit_then_bind(nodes, steps):
+    """`filters.first_fit_bind` on a pod with claims packs in one compiled call outside a trial
+    (`ClusterState.fit_claims_alike`) and in two inside one (`first_fit`, then `bind_alike`):
+    the same nodes and counts each step, and the same state after."""
+    from harness.filters import first_fit_bind
+    from harness.state import ClusterState
+    from harness.workload import compile_workload
+    from tests import scenarios as sc
+
+    w = compile_workload(sc.trace(POD_SHAPES), CLUSTER)
+    fused, stepped = ClusterState(CLUSTER), ClusterState(CLUSTER)
+    for state in (fused, stepped):
+        for n in sorted(nodes):
+            state.add_node(n, ready=True)
+    stepped.fork()  # a trial: the two-step path, its rows saved for an undo
+    for pod, k in steps:
+        a = first_fit_bind(fused, w, pod, fused.status != 0, k)
+        b = first_fit_bind(stepped, w, pod, stepped.status != 0, k)
+        assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    for name in ClusterState._DYNAMIC:
+        if name != "dra_stamp":  # stamps name contents, whichever numbers they got
+            assert np.array_equal(getattr(fused, name), getattr(stepped, name)), name
+    assert (fused.alloc_ready_milli, fused.mutations) == (stepped.alloc_ready_milli, stepped.mutations)

@@ -144,7 +144,7 @@ class DeviceLayer:
         self._compiled: dict[tuple[int, int], tuple[tuple[Claim, ...], CompiledClaims, np.ndarray]] = {}
         self._typed: dict[int, tuple[tuple[Claim, ...], TypedClaims, FitCache, int]] = {}
         self._alike: AlikeCache | None = None  # what-if binds of every claim set (`take_alike`), made on first use
-        self._next_stamp = len(node_types)  # below: an empty node of type t is stamp t
+        self.next_stamp = len(node_types)  # the next stamp to give; below: an empty node of type t is stamp t
         self._after: dict[tuple, int] = {}  # (stamp, change) -> the stamp of the state it leads to
         #: taints during the run (None: none configured)
         self.taints = None
@@ -228,8 +228,8 @@ class DeviceLayer:
         before. A stamp names one content of a node's state (and its type) wherever it is
         found, in the cluster or a what-if copy, so answers are cached by stamp (`FitCache`)."""
         k = np.size(nodes)
-        stamp[nodes] = np.arange(self._next_stamp, self._next_stamp + k) if np.ndim(nodes) else self._next_stamp
-        self._next_stamp += k
+        stamp[nodes] = np.arange(self.next_stamp, self.next_stamp + k) if np.ndim(nodes) else self.next_stamp
+        self.next_stamp += k
 
     def follow(self, stamp: np.ndarray, n: int, change: Hashable) -> None:
         """Node n went through `change`, a full description of what was done to its allocation
@@ -241,8 +241,8 @@ class DeviceLayer:
         key = (int(stamp[n]), change)
         after = self._after.get(key)
         if after is None:
-            after = self._after[key] = self._next_stamp
-            self._next_stamp += 1
+            after = self._after[key] = self.next_stamp
+            self.next_stamp += 1
         stamp[n] = after
 
     def take_alike(self, arrays: Arrays, stamp: np.ndarray, slot_type: np.ndarray, claims: tuple[Claim, ...],
@@ -251,15 +251,21 @@ class DeviceLayer:
         place: the slots' rows of the arrays and their stamps become the state after (`follow`'s
         rule: the same stamp from the same stamp and change). Returns the GPU milli they take
         (len(slots) x n_gpus, for the GPU matrix). A bind seen before is copied (`AlikeCache`)."""
-        _, tc, _, claim_set = self._typed.get(id(claims)) or self._type(claims)
+        tc, _, claim_set, cache = self.alike(claims, n_gpus)
+        milli = np.zeros((len(slots), n_gpus), np.int64)
+        ok, self.next_stamp = take_alike_typed(tc, claim_set, cache, DeviceState(*arrays), stamp, slot_type, slots,
+                                               counts, milli, self.next_stamp, _marks(marks))
+        assert ok, "as many pods as counted fit"
+        return milli
+
+    def alike(self, claims: tuple[Claim, ...], n_gpus: int) -> tuple[TypedClaims, FitCache, int, AlikeCache]:
+        """What a compiled bind of pods alike takes beside the state: the claims typed, their
+        answers by stamp, their number and the binds cached (`AlikeCache`, for n_gpus GPUs)."""
+        _, tc, fits, claim_set = self._typed.get(id(claims)) or self._type(claims)
         cache = self._alike
         if cache is None or cache.milli.shape[1] != n_gpus:
             cache = self._alike = AlikeCache.empty(self.width, self.n_capacities, self.n_counters, n_gpus)
-        milli = np.zeros((len(slots), n_gpus), np.int64)
-        ok, self._next_stamp = take_alike_typed(tc, claim_set, cache, DeviceState(*arrays), stamp, slot_type, slots,
-                                                counts, milli, self._next_stamp, _marks(marks))
-        assert ok, "as many pods as counted fit"
-        return milli
+        return tc, fits, claim_set, cache
 
     def reset(self, taken: np.ndarray, cap: np.ndarray, counters: np.ndarray, stamp: np.ndarray, n: int,
               t: int, marks: np.ndarray | None = None) -> None:
