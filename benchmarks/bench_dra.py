@@ -1,6 +1,7 @@
-"""What claims cost a replay: the bundled trace replayed with today's columns and with every GPU
-pod's claim (`+cluster.dra={}`, the default cluster translated into ResourceSlices), per loop,
-each a fresh subprocess, the median of several runs of each, and the ratio DRA / columns.
+"""What claims cost a replay: the bundled trace replayed with device columns (`cluster.dra=null`,
+the pre-DRA cluster) and with every GPU pod's claim (`++cluster.dra={}`, the default cluster
+translated into ResourceSlices; the bundled cluster's default since it became a DRA cluster),
+per loop, each a fresh subprocess, the median of several runs of each, and the ratio DRA / columns.
 
     python benchmarks/bench_dra.py [--loops separate,separate_karpenter,merged] [--repeat 3]
 
@@ -27,8 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def run_one(loop: str, dra: bool, out: Path) -> tuple[float, float]:
     """Wall and CPU seconds of one replay."""
     args = [sys.executable, "-m", "harness.cli", "replay", f"loop={loop}", f"hydra.run.dir={out}"]
-    if dra:
-        args.append("+cluster.dra={}")
+    args.append("++cluster.dra={}" if dra else "cluster.dra=null")  # explicit both ways: the default is DRA
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(args, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True, capture_output=True)
@@ -49,7 +49,8 @@ def main() -> None:
     print(f"{'loop':22s} {'columns wall/cpu s':>20s} {'claims wall/cpu s':>20s} {'ratio wall':>11s} {'ratio cpu':>10s}")
     with tempfile.TemporaryDirectory() as tmp:
         for loop in args.loops.split(","):
-            run_one(loop, True, Path(tmp) / "warm")  # compiled kernels loaded or compiled once, not timed
+            for dra in (False, True):  # compiled kernels loaded or compiled once, not timed
+                run_one(loop, dra, Path(tmp) / f"warm-{dra}")
             med = {}
             for dra in (False, True):
                 runs = [run_one(loop, dra, Path(tmp) / f"{loop}-{dra}-{i}") for i in range(args.repeat)]

@@ -217,12 +217,21 @@ def bind_alike(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray, co
     if claims is None:
         state.bind_many(nodes, counts, int(w.cpu[pod]), int(w.mem[pod]), devices_taken(state, w, pod, nodes, counts))
         return
-    taken, rows = dra_layer.take_alike(_devices(state), state.device_arrays, state.slot_type, claims, nodes, counts,
-                                       state.gpu_free.shape[1], state.device_taints)
-    state.bind_many(nodes, counts, int(w.cpu[pod]), int(w.mem[pod]), taken)
-    for array, after in zip(state.device_arrays, rows, strict=True):  # after bind_many saved them for a trial
-        array[nodes] = after
-    _devices(state).follow(state.dra_stamp, nodes, ("alike", id(claims), counts))
+    state.bind_claims_alike(nodes, counts, int(w.cpu[pod]), int(w.mem[pod]), claims)
+
+
+def first_fit_bind(state: ClusterState, w: Workload, pod: int, mask: np.ndarray,
+                   k: int) -> tuple[np.ndarray, np.ndarray]:
+    """`first_fit` then `bind_alike` on the nodes it picks: the nodes and how many each took. A
+    pod with claims outside a trial takes one compiled call for both (`ClusterState.fit_claims_alike`)."""
+    claims = claims_of(w, pod)
+    if claims is not None and not state.in_trial:
+        return state.fit_claims_alike(mask, _claims_static(state, w, pod), int(w.cpu[pod]), int(w.mem[pod]), claims,
+                                      MOST_ALIKE, k)
+    nodes, got = first_fit(state, w, pod, mask, k)
+    if len(nodes):
+        bind_alike(state, w, pod, nodes, got)
+    return nodes, got
 
 
 def shape_of(w: Workload, pod: int) -> tuple[int, int, int, int, int]:

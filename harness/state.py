@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit
 
 from harness.cluster import Cluster
+from harness.dra.allocator import MAX_RESULTS, NO_MARKS, _first_fit_typed, _take_alike
 from harness.dra.layer import ClaimedGpus, commit
 from harness.node_devices import NO_TABLE, OVER_ALLOCATED, pick, summarize, take
 from harness.status import ABSENT, BOOTING, READY
@@ -279,7 +280,7 @@ class ClusterState:
             t = int(self.slot_type[n])
             assert self.dra is not None, "devices are claimed only in a DRA cluster"
             commit(self.device_arrays, gpu_idx, t, n, sign)
-            self.dra.follow(self.dra_stamp, n, ("pod", id(gpu_idx.typed), gpu_idx.pairs.tobytes(), sign))
+            self.dra.follow(self.dra_stamp, n, (gpu_idx.change, sign))
             gpu_idx = gpu_idx.view(np.ndarray)
         answer = take(n, sign, cpu, mem, gpu_idx, milli, self.cpu_free, self.mem_free, self.gpu_free, self.gpu_used,
                       self.pods_on, self.gpu_cap, self.slot_table, self.stacked_tables, self.free_whole,
@@ -297,7 +298,47 @@ class ClusterState:
         does, node by node in one compiled step (`bind_alike`)."""
         if self._undo is not None:
             self._save(nodes)
-        nodes = np.asarray(nodes, np.int64)
+        self._bind_rows(np.asarray(nodes, np.int64), counts, cpu, mem, taken)
+
+    def bind_claims_alike(self, nodes: np.ndarray, counts: np.ndarray, cpu: int, mem: int, claims: tuple) -> None:
+        """`bind_many` for pods with claims: the allocator takes their devices on the nodes'
+        rows in place (`DeviceLayer.take_alike`, which restamps them), and the GPUs among them
+        come off the GPU matrix. One compiled step each, nothing written back row by row."""
+        assert self.dra is not None, "devices are claimed only in a DRA cluster"
+        if self._undo is not None:
+            self._save(nodes)
+        taken = self.dra.take_alike(self.device_arrays, self.dra_stamp, self.slot_type, claims, nodes, counts,
+                                    self.gpu_free.shape[1], self.device_taints)
+        self._bind_rows(nodes, counts, cpu, mem, taken)
+
+    def fit_claims_alike(self, usable: np.ndarray, static: np.ndarray, cpu: int, mem: int, claims: tuple, most: int,
+                         k: int) -> tuple[np.ndarray, np.ndarray]:
+        """`filters.first_fit` (k pods with these claims, first fit over the usable nodes that
+        pass `static`, at most `most` a node) then `bind_claims_alike` on the nodes it picks, in
+        one compiled call: a what-if's every packing step, so the Python between the two and
+        two of three dispatches go. Outside a trial only (nothing saved for an undo). Returns
+        the nodes and how many each took."""
+        assert self.dra is not None and self._undo is None, "a DRA cluster, outside a trial"
+        layer = self.dra
+        tc, fits, claim_set, cache = layer.alike(claims, self.gpu_free.shape[1])
+        marks = NO_MARKS if self.device_taints is None else self.device_taints
+        nodes, got, layer.next_stamp, on_ready, ok = fit_bind_claims(
+            usable, static, cpu, mem, most, k, claim_set, layer.next_stamp, self.slot_type, self.dra_stamp,
+            self.dra_taken, self.dra_cap, self.dra_counters, fits.count_key, fits.count, fits.full, cache.key,
+            cache.after, cache.taken, cache.cap_left, cache.counter_left, cache.milli, tc.never, tc.opt_start,
+            tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap, tc.capacity, tc.consumes, tc.multi,
+            tc.con_value, tc.con_req, tc.req_claim, tc.rest_min, tc.gpu_index, tc.gpu_milli, marks, tc.tolerated,
+            MAX_RESULTS, self.status, READY, self.cpu_free, self.mem_free, self.gpu_free, self.gpu_used, self.pods_on,
+            self.gpu_cap, self.slot_table, self.stacked_tables, self.gpu_nvl, self.gpu_numa, self.gpu_both,
+            self.free_whole, self.max_share, self.nvl_whole, self.numa_whole, self.both_whole)
+        assert ok, "as many pods as counted fit, none over-allocated"
+        self.alloc_ready_milli += int(on_ready)
+        self.mutations += len(nodes)
+        self.changed_at[nodes] = self.mutations
+        return nodes, got
+
+    def _bind_rows(self, nodes: np.ndarray, counts: np.ndarray, cpu: int, mem: int, taken: np.ndarray) -> None:
+        """`bind_many` once the rows before are saved."""
         on_ready, ok = bind_alike(
             nodes, np.asarray(counts, np.int64), cpu, mem, np.asarray(taken, np.int64), self.status, READY,
             self.cpu_free, self.mem_free, self.gpu_free, self.gpu_used, self.pods_on, self.gpu_cap, self.slot_table,
@@ -476,6 +517,33 @@ def bind_alike(nodes, counts, cpu, mem, taken, status, ready, cpu_free, mem_free
             numa_whole[n] = _most_in_one_domain(gpu_free[n], numa[t])
             both_whole[n] = _most_in_one_domain(gpu_free[n], both[t])
     return on_ready, ok
+
+
+@njit(cache=True)
+def fit_bind_claims(usable, static, cpu, mem, most, k, claim_set, next_stamp, slot_type, stamp, taken, cap_left,
+                    counter_left, count_key, count, full, key, after, row_taken, row_cap, row_counters, row_milli,
+                    never, opt_start, opt_end, match, members, before, need, take_cap, capacity, consumes, multi,
+                    con_value, con_req, req_claim, rest_min, gpu_index, gpu_milli, marks, tolerated, limit, status,
+                    ready, cpu_free, mem_free, gpu_free, gpu_used, pods_on, gpu_cap, slot_table, tables, nvl, numa,
+                    both, free_whole, max_share, nvl_whole, numa_whole, both_whole):
+    """`ClusterState.fit_claims_alike`: the allocator's first fit (`_first_fit_typed`), its
+    binds on the devices (`_take_alike`), then on the GPU matrix and summaries (`bind_alike`).
+    Returns the nodes, their counts, the next stamp, the GPU milli taken on `ready` nodes and
+    whether all went as counted."""
+    nodes, got = _first_fit_typed(usable, static, cpu_free, mem_free, cpu, mem, most, k, slot_type, stamp, taken,
+                                  cap_left, counter_left, count_key, count, full, never, opt_start, opt_end, match,
+                                  members, before, need, take_cap, capacity, consumes, multi, con_value, con_req,
+                                  req_claim, rest_min, gpu_index, gpu_milli, marks, tolerated, limit)
+    milli = np.zeros((len(nodes), gpu_free.shape[1]), np.int64)
+    took, next_stamp = _take_alike(nodes, got, claim_set, next_stamp, slot_type, stamp, taken, cap_left, counter_left,
+                                   milli, key, after, row_taken, row_cap, row_counters, row_milli, never, opt_start,
+                                   opt_end, match, members, before, need, take_cap, capacity, consumes, multi,
+                                   con_value, con_req, req_claim, rest_min, gpu_index, gpu_milli, marks, tolerated,
+                                   limit)
+    on_ready, fits = bind_alike(nodes, got, cpu, mem, milli, status, ready, cpu_free, mem_free, gpu_free, gpu_used,
+                                pods_on, gpu_cap, slot_table, tables, slot_type, nvl, numa, both, free_whole,
+                                max_share, nvl_whole, numa_whole, both_whole)
+    return nodes, got, next_stamp, on_ready, took and fits
 
 
 @njit(cache=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.filters import bind_alike, first_feasible, first_fit, fits_count, pick_devices
+from harness.filters import first_feasible, first_fit, first_fit_bind, fits_count, pick_devices
 from harness.state import ClusterState
 from harness.workload import Workload
 
@@ -159,7 +159,4 @@ def first_fit_nodes(scratch: ClusterState, w: Workload, pod: int, mask: np.ndarr
     one step: the lowest-index node takes all it exactly can, then the next, and each takes the
     devices that binding them one by one would. The same placements as k rounds of (feasible,
     first node, pick_devices, bind). Returns the nodes used and how many each took."""
-    nodes, got = first_fit(scratch, w, pod, mask, k)
-    if len(nodes):
-        bind_alike(scratch, w, pod, nodes, got)
-    return nodes, got
+    return first_fit_bind(scratch, w, pod, mask, k)

@@ -120,7 +120,7 @@ def test_taint_marks_in_the_compiled_calls_are_the_claims_compiled_without_the_b
         a = found[0]
         assert a is not None
         pairs = sorted((o, d) for o, devices in zip(a.option, a.devices, strict=True) for d in devices)
-        assert sorted(map(tuple, al.allocate_typed(tc, typed, t, 0, mark).tolist())) == pairs
+        assert sorted(map(tuple, al.allocate_typed(tc, typed, t, 0, mark)[0].tolist())) == pairs
     got, gpus = one_by_one(t, claims, plain, bound, cc)
     counted = al.count_typed(tc, al.FitCache.empty(), typed, stamp, slot_type, np.zeros(1, np.int64),
                              np.array([bound]), mark)
@@ -128,3 +128,80 @@ def test_taint_marks_in_the_compiled_calls_are_the_claims_compiled_without_the_b
     assert counted[0] == taken_got[0] == got
     assert np.array_equal(taken_gpus[0], gpus)
     assert np.array_equal(plain.taken, typed.taken) and np.array_equal(plain.counter_left, typed.counter_left)
+
+
+
+def stamped(types: list[int], layer: DeviceLayer, marks: np.ndarray) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """Fresh nodes of these types under these taint marks, as a cluster state holds them: the
+    arrays and the stamps."""
+    taken, cap, counters = layer.arrays(len(types))
+    stamp = np.zeros(len(types), np.int64)
+    for n, t in enumerate(types):
+        layer.reset(taken, cap, counters, stamp, n, t, marks)
+    return (taken, cap, counters), stamp
+
+
+@settings(deadline=None, max_examples=60)
+@given(types=st.lists(st.integers(0, len(LAYER.devices) - 1), min_size=1, max_size=3),
+       before=st.lists(st.tuples(st.integers(0, len(CLAIMS) - 1), st.integers(0, 4)), max_size=3),
+       c=st.integers(0, len(CLAIMS) - 1), bounds=st.lists(st.integers(0, 12), min_size=3, max_size=3),
+       tainted=st.booleans())
+def test_a_bind_alike_cached_by_stamp_is_the_bind_afresh(types, before, c, bounds, tainted):
+    """`DeviceLayer.take_alike` copies a bind it saw from the same stamp (`AlikeCache`): the rows,
+    GPU milli and stamps after are those of allocating afresh (a layer with an empty cache), and
+    the same binds from the same stamps reach the same stamps."""
+    cached, afresh = (DeviceLayer(CLUSTER.node_types, CLUSTER.partition_profiles, {}) for _ in range(2))
+    slots, slot_type = np.arange(len(types)), np.array(types, np.int64)
+    marks = np.zeros((len(types), LAYER.width), np.int64)
+    if tainted:  # a taint on each node's first device, which no claim tolerates
+        marks[:, 0] = 1
+    start = stamped(types, cached, marks)
+    runs = []
+    for layer, (arrays, stamp) in [(cached, start), (cached, start), (afresh, stamped(types, afresh, marks))]:
+        arrays, stamp = tuple(a.copy() for a in arrays), stamp.copy()  # the second run finds the first's binds
+        out = []
+        for i, k in [*before, (c, None)]:
+            counts = al.count_typed(*layer.typed(CLAIMS[i]), al.DeviceState(*arrays), stamp, slot_type, slots,
+                                    np.full(len(types), 64), marks)
+            counts = np.minimum(counts, np.array(bounds[:len(types)]) if k is None else k)
+            out.append(layer.take_alike(arrays, stamp, slot_type, CLAIMS[i], slots, counts, 8, marks))
+        runs.append((arrays, stamp, out))
+    for arrays, _, out in runs[1:]:
+        assert all(np.array_equal(a, b) for a, b in zip(runs[0][0], arrays, strict=True))
+        assert all(np.array_equal(a, b) for a, b in zip(runs[0][2], out, strict=True))
+    assert np.array_equal(runs[0][1], runs[1][1])
+
+
+POD_SHAPES = [  # rows of a trace in the default (DRA) cluster: each runs by the claim its columns make
+    {"gpu_count": 1}, {"gpu_count": 2, "gpus_same_numa": True, "nic_per_gpu": True}, {"gpu_milli": 250},
+    {"gpu_count": 4, "gpus_same_nvlink": True}, {"gpu_milli": 0, "gpu_partition": "1g.10gb"},
+    {"gpu_count": 8, "gpus_same_nvlink": True}, {"gpu_count": 0, "gpu_milli": 0, "cpu_milli": 8000},
+]
+
+
+@settings(deadline=None, max_examples=30)
+@given(nodes=st.sets(st.integers(0, CLUSTER.n_slots - 1), min_size=1, max_size=12),
+       steps=st.lists(st.tuples(st.integers(0, len(POD_SHAPES) - 1), st.integers(1, 40)), min_size=1, max_size=5))
+def test_first_fit_and_bind_in_one_call_is_first_fit_then_bind(nodes, steps):
+    """`filters.first_fit_bind` on a pod with claims packs in one compiled call outside a trial
+    (`ClusterState.fit_claims_alike`) and in two inside one (`first_fit`, then `bind_alike`):
+    the same nodes and counts each step, and the same state after."""
+    from harness.filters import first_fit_bind
+    from harness.state import ClusterState
+    from harness.workload import compile_workload
+    from tests import scenarios as sc
+
+    w = compile_workload(sc.trace(POD_SHAPES), CLUSTER)
+    fused, stepped = ClusterState(CLUSTER), ClusterState(CLUSTER)
+    for state in (fused, stepped):
+        for n in sorted(nodes):
+            state.add_node(n, ready=True)
+    stepped.fork()  # a trial: the two-step path, its rows saved for an undo
+    for pod, k in steps:
+        a = first_fit_bind(fused, w, pod, fused.status != 0, k)
+        b = first_fit_bind(stepped, w, pod, stepped.status != 0, k)
+        assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    for name in ClusterState._DYNAMIC:
+        if name != "dra_stamp":  # stamps name contents, whichever numbers they got
+            assert np.array_equal(getattr(fused, name), getattr(stepped, name)), name
+    assert (fused.alloc_ready_milli, fused.mutations) == (stepped.alloc_ready_milli, stepped.mutations)

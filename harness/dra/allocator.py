@@ -254,19 +254,20 @@ def without(cc: CompiledClaims, blocked: np.ndarray) -> CompiledClaims:
 
 @njit(cache=True, inline="always")
 def _fits(d, o, taken, cap_left, counter_left, match, take_cap, consumes, multi, con_value, con_req, con_n, con_v):
-    """Device d can serve option o now."""
-    if not match[o, d] or (taken[d] and not multi[d]):
+    """Device d can serve option o now. Conditions of `|` and `&`, not `or` and `and`: inlined
+    into every device scan, numba compiles short-circuit ones several times slower."""
+    if (not match[o, d]) | (taken[d] & (not multi[d])):
         return False
     if multi[d]:
         for q in range(cap_left.shape[1]):
             if cap_left[d, q] < take_cap[o, d, q]:
                 return False
-    if not (multi[d] and taken[d]):  # a shared device draws its counters on its first allocation only
+    if not (multi[d] & taken[d]):  # a shared device draws its counters on its first allocation only
         for k in range(len(counter_left)):
             if counter_left[k] < consumes[d, k]:
                 return False
     for c in range(len(con_n)):
-        if con_req[c, o] and (con_value[c, d] < 0 or (con_n[c] > 0 and con_value[c, d] != con_v[c])):
+        if con_req[c, o] & ((con_value[c, d] < 0) | ((con_n[c] > 0) & (con_value[c, d] != con_v[c]))):
             return False
     return True
 
@@ -487,22 +488,21 @@ def first_fit_typed(tc: TypedClaims, cache: FitCache, state: DeviceState, stamp:
                             tc.gpu_index, tc.gpu_milli, marks, tc.tolerated, MAX_RESULTS)
 
 
-def allocate_typed(tc: TypedClaims, state: DeviceState, t: int, n: int, marks: np.ndarray = NO_MARKS) -> np.ndarray:
+def allocate_typed(tc: TypedClaims, state: DeviceState, t: int, n: int,
+                   marks: np.ndarray = NO_MARKS) -> tuple[np.ndarray, np.ndarray]:
     """The devices the claims get on node n (of type t), first fit: (option, device) pairs in
-    the order taken. The node must fit."""
-    picks, opts = _allocate_one(n, state.taken, state.cap_left, state.counter_left, tc.opt_start, tc.opt_end,
-                                tc.match[t], tc.members[t], tc.before[t], tc.need[t], tc.take_cap[t], tc.capacity[t],
-                                tc.consumes[t], tc.multi[t], tc.con_value[t], tc.con_req, tc.req_claim, tc.rest_min[t],
-                                marks, tc.tolerated, MAX_RESULTS)
-    on = picks >= 0
-    return np.stack([np.broadcast_to(opts[:, None], picks.shape)[on], picks[on]], axis=1)
+    the order taken, and the GPUs among them in that order. The node must fit."""
+    return _allocate_pairs(n, t, state.taken, state.cap_left, state.counter_left, tc.opt_start, tc.opt_end, tc.match,
+                           tc.members, tc.before, tc.need, tc.take_cap, tc.capacity, tc.consumes, tc.multi,
+                           tc.con_value, tc.con_req, tc.req_claim, tc.rest_min, tc.gpu_index, marks, tc.tolerated,
+                           MAX_RESULTS)
 
 
 def commit_typed(tc: TypedClaims, state: DeviceState, t: int, n: int, pairs: np.ndarray, sign: int = 1) -> None:
     """Take (sign 1) or give back (-1) an allocation, as (option, device) pairs, on node n of
     type t."""
-    _commit(pairs, sign, state.taken[n], state.cap_left[n], tc.capacity[t], state.counter_left[n], tc.take_cap[t],
-            tc.consumes[t], tc.multi[t])
+    _commit_at(pairs, sign, n, t, state.taken, state.cap_left, state.counter_left, tc.capacity, tc.take_cap,
+               tc.consumes, tc.multi)
 
 
 def count_typed(tc: TypedClaims, cache: FitCache, state: DeviceState, stamp: np.ndarray, slot_type: np.ndarray,
@@ -531,6 +531,77 @@ def take_typed(tc: TypedClaims, state: DeviceState, row_type: np.ndarray, bound:
     return got, milli
 
 
+@dataclass(frozen=True)
+class AlikeCache:
+    """What-if binds of pods alike (`take_alike_typed`) by the node's stamp before, the claim set
+    and the pod count: the node's rows after, the GPU milli taken and the stamp after. What-ifs
+    re-pack much the same pods onto the same node states again and again (each consolidation
+    option), so most binds copy rows instead of allocating. Direct-mapped, shared by the claim
+    sets of a cluster, its size bounded in bytes whatever the devices."""
+
+    key: np.ndarray  # (S, 3) stamp before, claim set, count (stamp -1: empty)
+    after: np.ndarray  # (S,) the stamp of the state after
+    taken: np.ndarray  # (S, W) the rows after, as DeviceState's
+    cap_left: np.ndarray  # (S, W, Q)
+    counter_left: np.ndarray  # (S, K)
+    milli: np.ndarray  # (S, G) the GPU milli the pods took
+
+    @classmethod
+    def empty(cls, width: int, n_capacities: int, n_counters: int, n_gpus: int, most_bytes: int = 1 << 23,
+              most: int = 4096) -> AlikeCache:
+        row = width * (1 + 8 * n_capacities) + 8 * (n_counters + n_gpus + 4)
+        size = 1 << max(4, min(most, most_bytes // row).bit_length() - 1)  # a power of 2: the bucket is a mask
+        key = np.full((size, 3), -1, np.int64)
+        return cls(key, np.zeros(size, np.int64), np.zeros((size, width), bool),
+                   np.zeros((size, width, n_capacities), np.int64), np.zeros((size, n_counters), np.int64),
+                   np.zeros((size, n_gpus), np.int64))
+
+
+def take_alike_typed(tc: TypedClaims, claim_set: int, cache: AlikeCache, state: DeviceState, stamp: np.ndarray,
+                     slot_type: np.ndarray, slots: np.ndarray, counts: np.ndarray, milli: np.ndarray,
+                     next_stamp: int, marks: np.ndarray = NO_MARKS) -> tuple[bool, int]:
+    """Slots[i] (distinct, stamped) take counts[i] pods with the claims one after another, in
+    place, as `take_typed`: their rows and stamps become the state after (a new stamp from
+    `next_stamp` on, or the one a bind from the same stamp gave before: `follow`'s rule), and
+    milli[i] (zeros) the GPU milli taken. A bind in `cache` (`claim_set` numbers the claims) is
+    copied, not allocated. Returns whether every slot took all its pods, and the next stamp."""
+    return _take_alike(np.asarray(slots, np.int64), np.asarray(counts, np.int64), claim_set, next_stamp, slot_type,
+                       stamp, state.taken, state.cap_left, state.counter_left, milli, cache.key, cache.after,
+                       cache.taken, cache.cap_left, cache.counter_left, cache.milli, tc.never, tc.opt_start,
+                       tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap, tc.capacity, tc.consumes,
+                       tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min, tc.gpu_index, tc.gpu_milli,
+                       marks, tc.tolerated, MAX_RESULTS)
+
+
+@njit(cache=True)
+def _take_alike(slots, counts, claim_set, next_stamp, slot_type, stamp, taken, cap_left, counter_left, milli, key,
+                after, row_taken, row_cap, row_counters, row_milli, never, opt_start, opt_end, match, members, before,
+                need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min, gpu_index,
+                gpu_milli, marks, tolerated, limit):
+    mask = len(after) - 1
+    for i in range(len(slots)):
+        n, c = slots[i], counts[i]
+        if c == 0:  # nothing taken: the same content, the same stamp
+            continue
+        s = stamp[n]
+        b = ((s * 0x9E3779B1) ^ (claim_set * 0x85EBCA77) ^ (c * 0xC2B2AE3D)) & mask
+        if key[b, 0] == s and key[b, 1] == claim_set and key[b, 2] == c:
+            taken[n], cap_left[n], counter_left[n], milli[i] = row_taken[b], row_cap[b], row_counters[b], row_milli[b]
+        else:
+            mark = marks[n:n + 1] if marks.shape[0] else marks
+            got = _take_typed(slot_type[n:n + 1], taken[n:n + 1], cap_left[n:n + 1], counter_left[n:n + 1],
+                              counts[i:i + 1], milli[i:i + 1], never, opt_start, opt_end, match, members, before,
+                              need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min,
+                              gpu_index, gpu_milli, mark, tolerated, limit)[0]
+            if got != c:
+                return False, next_stamp
+            key[b, 0], key[b, 1], key[b, 2], after[b] = s, claim_set, c, next_stamp
+            next_stamp += 1
+            row_taken[b], row_cap[b], row_counters[b], row_milli[b] = taken[n], cap_left[n], counter_left[n], milli[i]
+        stamp[n] = after[b]
+    return True, next_stamp
+
+
 @njit(cache=True, inline="always")
 def _blocked(marks, n, tolerated, match):
     """Whether the device taints in force on node n (row n of `marks`; no rows: no taints)
@@ -540,7 +611,7 @@ def _blocked(marks, n, tolerated, match):
     for d in range(match.shape[1]):
         if marks[n, d] != 0:
             for o in range(match.shape[0]):
-                if match[o, d] and marks[n, d] & ~tolerated[o] != 0:
+                if match[o, d] & ((marks[n, d] & ~tolerated[o]) != 0):
                     return True
     return False
 
@@ -617,7 +688,10 @@ def _feasible_typed(slots, usable, static, cpu_free, mem_free, cpu, mem, slot_ty
 
 @njit(cache=True, inline="always")
 def _passes(n, usable, static, cpu_free, mem_free, cpu, mem):
-    return usable[n] and static[n] and cpu_free[n] >= cpu and mem_free[n] >= mem
+    """Node n is usable, passes the static checks and has the CPU and memory. One expression of
+    `&`, not `and`: numba compiles a helper that returns a short-circuit `and` of array reads
+    ~20x slower, per node of every walk."""
+    return usable[n] & static[n] & (cpu_free[n] >= cpu) & (mem_free[n] >= mem)
 
 
 @njit(cache=True)
@@ -648,6 +722,33 @@ def _first_fit_typed(usable, static, cpu_free, mem_free, cpu, mem, most, k, slot
             left -= got[m]
             m += 1
     return nodes[:m].copy(), got[:m].copy()
+
+
+@njit(cache=True)
+def _allocate_pairs(n, t, taken, cap_left, counter_left, opt_start, opt_end, match, members, before, need, take_cap,
+                    capacity, consumes, multi, con_value, con_req, req_claim, rest_min, gpu_index, marks, tolerated,
+                    limit):
+    """`allocate_typed` in one compiled call: type t's arrays picked and the picks flattened
+    here, not by a dozen numpy calls per pod bound."""
+    picks, opt = _allocate_one(n, taken, cap_left, counter_left, opt_start, opt_end, match[t], members[t], before[t],
+                               need[t], take_cap[t], capacity[t], consumes[t], multi[t], con_value[t], con_req,
+                               req_claim, rest_min[t], marks, tolerated, limit)
+    m = 0
+    for r in range(picks.shape[0]):
+        for j in range(picks.shape[1]):
+            m += picks[r, j] >= 0
+    pairs, gpus = np.empty((m, 2), np.int64), np.empty(m, np.int64)
+    i, g = 0, 0
+    for r in range(picks.shape[0]):
+        for j in range(picks.shape[1]):
+            d = picks[r, j]
+            if d >= 0:
+                pairs[i, 0], pairs[i, 1] = opt[r], d
+                i += 1
+                if gpu_index[t, d] >= 0:
+                    gpus[g] = gpu_index[t, d]
+                    g += 1
+    return pairs, gpus[:g].copy()
 
 
 @njit(cache=True)
@@ -711,26 +812,28 @@ def _take_typed(row_type, taken, cap_left, counter_left, bound, milli, never, op
         mk, memk, bk = match[k], members[k], before[k]
         if _blocked(marks, n, tolerated, mk):  # taints keep options off devices: searched without them
             mk, memk, bk = _unblocked(marks, n, tolerated, mk)
+        # the node's rows and its type's arrays, taken once (a view made per device costs a refcount)
+        tn, cn, kn, full, tk, ck, mul = taken[n], cap_left[n], counter_left[n], capacity[k], take_cap[k], consumes[k], \
+            multi[k]
         if one_device and need[k, opt_start[0]] == 1:
-            got[n] = _take_one_by_one(n, k, opt_start[0], bound[n], taken, cap_left, counter_left, mk, memk, bk,
-                                      take_cap, capacity, consumes, multi, gpu_index, gpu_milli, milli)
+            got[n] = _take_one_by_one(n, k, opt_start[0], bound[n], tn, cn, kn, mk, memk, bk, tk, full, ck, mul,
+                                      gpu_index, gpu_milli, milli)
             continue
+        nk, cvk, rk = need[k], con_value[k], rest_min[k]
         while got[n] < bound[n]:
-            t[:] = taken[n]
-            cl[:] = cap_left[n]
-            kl[:] = counter_left[n]
+            t[:] = tn
+            cl[:] = cn
+            kl[:] = kn
             picks[:] = -1
-            if not _search(t, cl, capacity[k], kl, opt_start, opt_end, mk, memk, bk, need[k],
-                           take_cap[k], consumes[k], multi[k], con_value[k], con_req, req_claim, rest_min[k], limit,
-                           claim_used, con_n, con_v, picks, opt):
+            if not _search(t, cl, full, kl, opt_start, opt_end, mk, memk, bk, nk, tk, ck, mul, cvk, con_req,
+                           req_claim, rk, limit, claim_used, con_n, con_v, picks, opt):
                 break
             for r in range(R):
                 for j in range(picks.shape[1]):
                     d = picks[r, j]
                     if d < 0:
                         continue
-                    _take(d, opt[r], 1, taken[n], cap_left[n], capacity[k], counter_left[n], take_cap[k], consumes[k],
-                          multi[k], no_values, none, counts, counts)
+                    _take(d, opt[r], 1, tn, cn, full, kn, tk, ck, mul, no_values, none, counts, counts)
                     if milli.shape[1] and gpu_index[k, d] >= 0:
                         milli[n, gpu_index[k, d]] += gpu_milli[k, opt[r], d]
             got[n] += 1
@@ -744,21 +847,24 @@ def _take_one_by_one(n, k, o, bound, taken, cap_left, counter_left, match, membe
     takes the first device that fits, and a device that did not fit an earlier pod fits no
     later one (devices are only taken, capacity and counters only drawn), so each pod's scan
     resumes at the device the pod before took instead of the first. `match`, `members` and
-    `before` are the node's (type k's, or without the devices taints keep off). Returns the
-    pods taken."""
-    W = taken.shape[1]
-    none, counts = np.zeros((0, take_cap.shape[1]), np.bool_), np.zeros(0, np.int64)
+    `before` are the node's (type k's, or without the devices taints keep off); `taken`,
+    `cap_left` and `counter_left` node n's rows, `take_cap`, `capacity`, `consumes` and `multi`
+    type k's. Returns the pods taken."""
+    W = taken.shape[0]
+    none, counts = np.zeros((0, take_cap.shape[0]), np.bool_), np.zeros(0, np.int64)
     no_values = np.zeros((0, W), np.int64)
     got, p, end = 0, 0, before[o, W]
     while got < bound:
-        while p < end and not _fits(members[o, p], o, taken[n], cap_left[n], counter_left[n], match, take_cap[k],
-                                    consumes[k], multi[k], no_values, none, counts, counts):
+        while p < end:
+            if _fits(members[o, p], o, taken, cap_left, counter_left, match, take_cap, consumes, multi, no_values,
+                     none, counts, counts):
+                break
             p += 1
         if p == end:
             break
         d = members[o, p]
-        _take(d, o, 1, taken[n], cap_left[n], capacity[k], counter_left[n], take_cap[k], consumes[k], multi[k],
-              no_values, none, counts, counts)
+        _take(d, o, 1, taken, cap_left, capacity, counter_left, take_cap, consumes, multi, no_values, none, counts,
+              counts)
         if milli.shape[1] and gpu_index[k, d] >= 0:
             milli[n, gpu_index[k, d]] += gpu_milli[k, o, d]
         got += 1
@@ -813,6 +919,12 @@ def commit(cc: CompiledClaims, devices: NodeDevices, state: DeviceState, row: in
     pairs = np.array([(o, d) for o, devs in zip(a.option, a.devices, strict=True) for d in devs], np.int64)
     _commit(pairs.reshape(-1, 2), sign, state.taken[row], state.cap_left[row], devices.capacity,
             state.counter_left[row], cc.take_cap, devices.consumes, devices.multi)
+
+
+@njit(cache=True)
+def _commit_at(pairs, sign, n, t, taken, cap_left, counter_left, capacity, take_cap, consumes, multi):
+    """`_commit` on node n's rows, of type t: the rows picked in the compiled call."""
+    _commit(pairs, sign, taken[n], cap_left[n], capacity[t], counter_left[n], take_cap[t], consumes[t], multi[t])
 
 
 @njit(cache=True)

@@ -31,10 +31,13 @@ renewed whenever its marks change, so a stamp still names one content (allocatio
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import numpy as np
 
 from harness.dra import translate
 from harness.dra.allocator import (
+    AlikeCache,
     CompiledClaims,
     DeviceState,
     FitCache,
@@ -47,7 +50,7 @@ from harness.dra.allocator import (
     count_typed,
     feasible_typed,
     first_fit_typed,
-    take_typed,
+    take_alike_typed,
 )
 from harness.dra.resources import Claim, claim, device_class, resource_slice
 from harness.dra.taints import DeviceTaints, tolerated_bits
@@ -63,15 +66,17 @@ NO_MARKS = np.zeros((0, 0), np.int64)  # the compiled calls' taint marks where n
 class ClaimedGpus(np.ndarray):
     """The GPUs a pod's claim was allocated on its node (the GPU matrix's view), carrying the
     allocation itself, every device (NICs too), so that releasing the pod gives back exactly
-    what it took. `typed` is the claim on every node type, `pairs` its (option, device)s."""
+    what it took. `typed` is the claim on every node type, `pairs` its (option, device)s,
+    `change` the two as `DeviceLayer.follow` keys them (made once, not at each bind and release)."""
 
     typed: TypedClaims
     pairs: np.ndarray
+    change: tuple[int, bytes]
 
     def __array_finalize__(self, obj):
         """A copy (a deep-copied simulation's) carries the allocation on."""
         if obj is not None and hasattr(obj, "pairs"):
-            self.typed, self.pairs = obj.typed, obj.pairs
+            self.typed, self.pairs, self.change = obj.typed, obj.pairs, obj.change
 
 
 #: a DRA cluster's per-slot allocation state: devices taken, capacity left, counters left
@@ -137,8 +142,9 @@ class DeviceLayer:
         self.n_capacities = max([len(d.capacities) for d in self.devices] + [0])
         self.n_counters = max([len(d.counters) for d in self.devices] + [0])
         self._compiled: dict[tuple[int, int], tuple[tuple[Claim, ...], CompiledClaims, np.ndarray]] = {}
-        self._typed: dict[int, tuple[tuple[Claim, ...], TypedClaims, FitCache]] = {}
-        self._next_stamp = len(node_types)  # below: an empty node of type t is stamp t
+        self._typed: dict[int, tuple[tuple[Claim, ...], TypedClaims, FitCache, int]] = {}
+        self._alike: AlikeCache | None = None  # what-if binds of every claim set (`take_alike`), made on first use
+        self.next_stamp = len(node_types)  # the next stamp to give; below: an empty node of type t is stamp t
         self._after: dict[tuple, int] = {}  # (stamp, change) -> the stamp of the state it leads to
         #: taints during the run (None: none configured)
         self.taints = None
@@ -161,15 +167,18 @@ class DeviceLayer:
     def typed(self, claims: tuple[Claim, ...]) -> tuple[TypedClaims, FitCache]:
         """The claims compiled against every node type, as one compiled call takes them, and
         their answers so far by node-state stamp."""
-        hit = self._typed.get(id(claims))
-        if hit is None:
-            per_type = [self.compiled(claims, t) for t in range(len(self.devices))]
-            tolerated = None if self.taints is None else tolerated_bits(claims, self.taints.catalogue)
-            tc = TypedClaims.of([cc for cc, _ in per_type], self.devices, self.gpu_index,
-                                [milli for _, milli in per_type], self.width, self.n_capacities, self.n_counters,
-                                tolerated)
-            hit = self._typed[id(claims)] = (claims, tc, FitCache.empty())  # the claims kept: ids stay unique
+        hit = self._typed.get(id(claims)) or self._type(claims)
         return hit[1], hit[2]
+
+    def _type(self, claims: tuple[Claim, ...]) -> tuple[tuple[Claim, ...], TypedClaims, FitCache, int]:
+        """`typed`'s entry, made: the claims kept (ids stay unique while they are), then a small
+        number of their own (`AlikeCache` keys by it)."""
+        per_type = [self.compiled(claims, t) for t in range(len(self.devices))]
+        tolerated = None if self.taints is None else tolerated_bits(claims, self.taints.catalogue)
+        tc = TypedClaims.of([cc for cc, _ in per_type], self.devices, self.gpu_index,
+                            [milli for _, milli in per_type], self.width, self.n_capacities, self.n_counters, tolerated)
+        hit = self._typed[id(claims)] = (claims, tc, FitCache.empty(), len(self._typed))
+        return hit
 
     def _gpu_milli(self, cc: CompiledClaims, t: int) -> np.ndarray:
         dev, index = self.devices[t], self.gpu_index[t]
@@ -219,23 +228,44 @@ class DeviceLayer:
         before. A stamp names one content of a node's state (and its type) wherever it is
         found, in the cluster or a what-if copy, so answers are cached by stamp (`FitCache`)."""
         k = np.size(nodes)
-        stamp[nodes] = np.arange(self._next_stamp, self._next_stamp + k) if np.ndim(nodes) else self._next_stamp
-        self._next_stamp += k
+        stamp[nodes] = np.arange(self.next_stamp, self.next_stamp + k) if np.ndim(nodes) else self.next_stamp
+        self.next_stamp += k
 
-    def follow(self, stamp: np.ndarray, nodes: np.ndarray | int, change: tuple) -> None:
-        """Node(s) `nodes` went through `change`, a full description of what was done to their
-        allocation state (its result a function of the state before): a state reached from the
-        same stamp by the same change is the same content, so it gets the same stamp, and what
-        was answered for it before holds again."""
+    def follow(self, stamp: np.ndarray, n: int, change: Hashable) -> None:
+        """Node n went through `change`, a full description of what was done to its allocation
+        state (its result a function of the state before): a state reached from the same stamp
+        by the same change is the same content, so it gets the same stamp, and what was
+        answered for it before holds again."""
         if len(self._after) > MOST_FOLLOWED:
             self._after.clear()  # only reuse is lost: a state reached again gets a new stamp
-        for i, n in enumerate(np.atleast_1d(nodes).tolist()):  # the few nodes one change touches
-            key = (int(stamp[n]), *(c[i] if isinstance(c, np.ndarray) else c for c in change))
-            after = self._after.get(key)
-            if after is None:
-                after = self._after[key] = self._next_stamp
-                self._next_stamp += 1
-            stamp[n] = after
+        key = (int(stamp[n]), change)
+        after = self._after.get(key)
+        if after is None:
+            after = self._after[key] = self.next_stamp
+            self.next_stamp += 1
+        stamp[n] = after
+
+    def take_alike(self, arrays: Arrays, stamp: np.ndarray, slot_type: np.ndarray, claims: tuple[Claim, ...],
+                   slots: np.ndarray, counts: np.ndarray, n_gpus: int, marks: np.ndarray | None = None) -> np.ndarray:
+        """Allocate counts[i] pods with these claims on slots[i] (distinct), one after another, in
+        place: the slots' rows of the arrays and their stamps become the state after (`follow`'s
+        rule: the same stamp from the same stamp and change). Returns the GPU milli they take
+        (len(slots) x n_gpus, for the GPU matrix). A bind seen before is copied (`AlikeCache`)."""
+        tc, _, claim_set, cache = self.alike(claims, n_gpus)
+        milli = np.zeros((len(slots), n_gpus), np.int64)
+        ok, self.next_stamp = take_alike_typed(tc, claim_set, cache, DeviceState(*arrays), stamp, slot_type, slots,
+                                               counts, milli, self.next_stamp, _marks(marks))
+        assert ok, "as many pods as counted fit"
+        return milli
+
+    def alike(self, claims: tuple[Claim, ...], n_gpus: int) -> tuple[TypedClaims, FitCache, int, AlikeCache]:
+        """What a compiled bind of pods alike takes beside the state: the claims typed, their
+        answers by stamp, their number and the binds cached (`AlikeCache`, for n_gpus GPUs)."""
+        _, tc, fits, claim_set = self._typed.get(id(claims)) or self._type(claims)
+        cache = self._alike
+        if cache is None or cache.milli.shape[1] != n_gpus:
+            cache = self._alike = AlikeCache.empty(self.width, self.n_capacities, self.n_counters, n_gpus)
+        return tc, fits, claim_set, cache
 
     def reset(self, taken: np.ndarray, cap: np.ndarray, counters: np.ndarray, stamp: np.ndarray, n: int,
               t: int, marks: np.ndarray | None = None) -> None:
@@ -275,10 +305,9 @@ def allocation(layer: DeviceLayer, arrays: Arrays, t: int, claims: tuple[Claim, 
     """The devices the claims get on node n (of type t), first fit as upstream; its GPUs as
     the pod's GPU array. The node must fit."""
     tc = layer.typed(claims)[0]
-    pairs = allocate_typed(tc, DeviceState(*arrays), t, n, _marks(marks))
-    gpus = tc.gpu_index[t][pairs[:, 1]]
-    out = gpus[gpus >= 0].view(ClaimedGpus)
-    out.typed, out.pairs = tc, pairs
+    pairs, gpus = allocate_typed(tc, DeviceState(*arrays), t, n, _marks(marks))
+    out = gpus.view(ClaimedGpus)
+    out.typed, out.pairs, out.change = tc, pairs, (id(tc), pairs.tobytes())
     return out
 
 
@@ -303,15 +332,3 @@ def fit_counts(layer: DeviceLayer, arrays: Arrays, stamp: np.ndarray, slot_type:
     `bound`, what its CPU and memory allow), the state left as it was."""
     return count_typed(*layer.typed(claims), DeviceState(*arrays), stamp, slot_type, slots, bound, _marks(marks))
 
-
-def take_alike(layer: DeviceLayer, arrays: Arrays, slot_type: np.ndarray, claims: tuple[Claim, ...],
-               slots: np.ndarray, counts: np.ndarray, n_gpus: int,
-               marks: np.ndarray | None = None) -> tuple[np.ndarray, tuple]:
-    """Allocate counts[i] pods with these claims on slots[i] (distinct), one after another:
-    the GPU milli they take (len(slots) x GPUs, for the GPU matrix) and the slots' rows of the
-    arrays after (for the caller to write once it saved the rows before)."""
-    after = DeviceState(*(a[slots] for a in arrays))
-    got, taken = take_typed(layer.typed(claims)[0], after, slot_type[slots], counts, n_gpus,
-                            _marks(None if marks is None else marks[slots]))
-    assert (got == counts).all(), "as many pods as counted fit"
-    return taken, (after.taken, after.cap_left, after.counter_left)
