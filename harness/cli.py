@@ -81,6 +81,17 @@ def _in_file(exc: LoopbenchError) -> str:
     return f"{file}{' with ' + ' '.join(overrides) if overrides else ''}: {exc}"
 
 
+def caused_by_interrupt(exc: BaseException) -> bool:
+    """Is a KeyboardInterrupt in the exception's chain (its cause or context, all the way)?"""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False
+
+
 def _hydra_app(command: str, task, config_name: str, argv: list[str]) -> None:
     """Run `task(cfg)` as a Hydra application so -m, sweeps and launchers work as usual."""
     import hydra
@@ -98,6 +109,10 @@ def _hydra_app(command: str, task, config_name: str, argv: list[str]) -> None:
         except LoopbenchError as exc:  # a clear one-line error, not Hydra's traceback
             print(f"loopbench {command}: error: {printable(_in_file(exc))}", file=sys.stderr)
             failures.append(exc)  # a sweep goes on with its other runs; a remote worker survives
+        except SystemError as exc:  # Ctrl-C while numba loads a cached kernel comes wrapped in one
+            if caused_by_interrupt(exc):
+                raise KeyboardInterrupt from exc
+            raise
 
     sys.argv = [f"loopbench-{command}", *argv]
     try:

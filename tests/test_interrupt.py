@@ -223,3 +223,20 @@ def test_ctrl_c_under_a_progress_bar_is_one_line(trace, tmp_path):
     shown = [part.strip() for part in re.split(r"[\r\n]", text) if part.strip()]
     assert proc.returncode == 130 and "Traceback" not in text, text
     assert shown[-1] == "loopbench: interrupted" and not any("Traceback" in s for s in shown), shown
+
+
+def test_ctrl_c_while_numba_loads_a_cached_kernel_is_still_an_interrupt(monkeypatch, tmp_path, capsys):
+    """numba's cache loader turns a KeyboardInterrupt into a SystemError raised from it: still
+    exit 130 and the one line, not Hydra's traceback."""
+    from harness import cli, replay
+
+    def loading_kernel(cfg):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise SystemError("<function _numba_unpickle> returned a result with an exception set") from exc
+
+    monkeypatch.setattr(replay, "replay_task", loading_kernel)
+    assert cli.main(["replay", "horizon_s=10", f"hydra.run.dir={tmp_path / 'run'}"]) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == "loopbench: interrupted"
+    assert not cli.caused_by_interrupt(SystemError("a SystemError of its own"))
