@@ -8,7 +8,9 @@ the device kernels (harness.node_devices) runs, and the accounting's (harness.id
 "packer" is a burst of gangs on them (room to grow to 400) under the separate loops with
 ProvisioningRequests, which leaves pods pending, so every kernel of the autoscaler's what-if
 packer (harness.packer) runs, over those nodes and new ones, several pods to a node (a planted
-difference under NUMBA_DISABLE_JIT in `_fits` or in `first_feasible` fails it).
+difference under NUMBA_DISABLE_JIT in `_fits` or in `first_feasible` fails it). "dra" is the
+separate loops' replay on the same nodes as a DRA cluster, so the typed allocator's kernels
+(harness.dra.allocator: every claim as devices, first fit per node, the stamp cache) run too.
 """
 
 from __future__ import annotations
@@ -28,9 +30,12 @@ REPLAY = """
 import sys
 from harness.metrics import jobs_frame, nodes_frame
 from tests import scenarios as sc
+from harness.cluster import Cluster
 packer = sys.argv[1] == "packer"  # a burst of gangs (two 4-GPU pods and one other): pods pend, the autoscaler packs
-cl = sc.cluster([sc.node_type("h8", nvlink_domains=2, numa_domains=4)],
-                [sc.pool("h", "h8", min_size=150, max_size=400 if packer else 170, boot_s=60.0)])
+types = [sc.node_type("h8", nvlink_domains=2, numa_domains=4)]
+pools = [sc.pool("h", "h8", min_size=150, max_size=400 if packer else 170, boot_s=60.0)]
+cl = (Cluster(node_types=types, pools=pools, name="golden", dra={}) if sys.argv[1] == "dra"
+      else sc.cluster(types, pools))
 shapes = [{"gpu_count": 1}, {"gpu_count": 8}, {"gpu_milli": 500}, {"gpu_count": 2, "cpu_milli": 8000},
           {"gpu_count": 2, "gpus_same_nvlink": True, "gpus_same_numa": True}, {"gpu_count": 3, "gpus_same_nvlink": True}]
 gap, four = (2.0 if packer else 60.0), {"gpu_count": 4}
@@ -53,7 +58,7 @@ def replay(loop: str, out: Path, jit: bool) -> dict[str, pl.DataFrame]:
     return {t: pl.read_parquet(out / f"{t}.parquet") for t in ("metrics", "jobs", "nodes", "timeline")}
 
 
-@pytest.mark.parametrize("loop", ["separate", "merged", "packer"])
+@pytest.mark.parametrize("loop", ["separate", "merged", "packer", "dra"])
 def test_jit_and_plain_python_give_the_same_outputs(loop, tmp_path):
     compiled, plain = replay(loop, tmp_path / "jit", True), replay(loop, tmp_path / "python", False)
     assert compiled["metrics"]["pods_done"][0] > 100  # the replay did place pods
