@@ -237,7 +237,9 @@ def estimate(sim: Simulation, name: str, family: str) -> str:
     low, high = (sim.w.n_pods * us / 1e6 for us in (low_us, high_us))
     if high < LONG_S:
         return ""
-    return (f"replay {name}: {sim.w.n_pods:,} pods over {duration(sim.horizon)} of simulated time; "
+    span = (f"until its last pod is done (at most {duration(sim.horizon)} of simulated time)" if sim.stop_when_done
+            else f"over {duration(sim.horizon)} of simulated time")
+    return (f"replay {name}: {sim.w.n_pods:,} pods {span}; "
             f"estimated wall time {duration(low)} to {duration(high)} "
             f"({low_us:,}-{high_us:,} us a pod for {family} on the reference machine)")
 
@@ -248,7 +250,8 @@ def replay_progress(sim: Simulation, name: str, interval_s: float | None, enable
 
     def status(t: float) -> str:
         rate = sim.n_events / max(time.monotonic() - started, 1e-9)
-        return f"sim {duration(t)} of {duration(sim.horizon)}, {sim.n_events:,} events ({rate:,.0f} events/s)"
+        of = f"at most {duration(sim.horizon)}" if sim.stop_when_done else duration(sim.horizon)
+        return f"sim {duration(t)} of {of}, {sim.n_events:,} events ({rate:,.0f} events/s)"
 
     return Progress(f"replay {name}", sim.horizon, "sim-s", status=status, interval_s=interval_s, enabled=enabled,
                     warmup=WARMUP, window_s=PACE_WINDOW_S)

@@ -9,6 +9,8 @@ import pytest
 from harness.config import compose
 from harness.errors import ConfigError
 from harness.replay import Replay
+from harness.sim import Simulation
+from harness.workload import compile_workload
 from tests import scenarios as sc
 
 H = 3600.0
@@ -49,3 +51,14 @@ def test_a_trace_with_services_is_refused_naming_the_setting(tmp_path):
     cfg = compose("config", ["+scenario=services_synthetic", "replicas=hpa", "stop_when_done=true", "horizon_s=600"])
     with pytest.raises(ConfigError, match="stop_when_done.*services"):
         Replay().run(cfg, tmp_path / "run", progress=False)
+
+
+def test_the_estimate_and_progress_say_the_horizon_is_a_cap(monkeypatch):
+    from harness import replay
+
+    sim = Simulation(compile_workload(sc.trace(TWO), one_gpu()), one_gpu(), seed=0, horizon_s=100 * H,
+                     stop_when_done=True)
+    monkeypatch.setattr(replay, "LONG_S", 0.0)  # every estimate shown
+    assert "2 pods until its last pod is done (at most 4.2 days of simulated time)" in replay.estimate(sim, "x", "y")
+    progress = replay.replay_progress(sim, "x", interval_s=None, enabled=False)
+    assert "of at most 4.2 days" in progress.status(0.0)
