@@ -53,7 +53,7 @@ SEPARATE, KARPENTER, MERGED = replay.US_PER_POD
 
 
 def test_a_long_replay_announces_its_span_and_an_estimate(tiny, tmp_path, capsys, monkeypatch):
-    million = SimpleNamespace(w=SimpleNamespace(n_pods=1_000_000), horizon=30 * 86400.0)
+    million = SimpleNamespace(w=SimpleNamespace(n_pods=1_000_000), horizon=30 * 86400.0, stop_when_done=False)
     assert replay.estimate(million, "merged", MERGED) == (
         "replay merged: 1,000,000 pods over 30.0 days of simulated time; estimated wall time 5 min to "
         "27 min 30 s (300-1,650 us a pod for merged loop (all capabilities, one decision) on the reference machine)")
@@ -63,7 +63,7 @@ def test_a_long_replay_announces_its_span_and_an_estimate(tiny, tmp_path, capsys
 
 
 def pods(n: int) -> SimpleNamespace:
-    return SimpleNamespace(w=SimpleNamespace(n_pods=n), horizon=48 * 3600.0)
+    return SimpleNamespace(w=SimpleNamespace(n_pods=n), horizon=48 * 3600.0, stop_when_done=False)
 
 
 def test_the_estimate_is_shown_when_it_exceeds_ten_seconds_and_only_then():
