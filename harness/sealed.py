@@ -17,7 +17,7 @@ class Sealed:
         self._what = what
 
     def _refuse(self, *_) -> NoReturn:
-        raise LoopbenchError(f"a loop may not read {self._what} (issue 18: no loop knows what a real one could not)")
+        raise LoopbenchError(f"a loop may not read {self._what} (no loop knows what a real controller could not)")
 
     __getitem__ = __array__ = __len__ = __iter__ = _refuse
 

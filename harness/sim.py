@@ -11,7 +11,7 @@ then the loop's step (scheduler cycle, and the autoscaler or planner on its own 
 Extensions attach through `hooks` (harness/hooks.py): the services' replicas
 (harness/services/engine.py) are one, an admission layer's gate (harness/admission.py) another.
 
-Loops see only what a real controller could know (issue 18): `cloud` is a facade without the
+Loops see only what a real controller could know: `cloud` is a facade without the
 provider's stock, `w` is the workload without run times (reading one raises), and a booting
 node's ready time stays in the event heap. The provider's truth is `_cloud`, the simulation's.
 """

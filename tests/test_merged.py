@@ -1,4 +1,4 @@
-"""The merged planner learns the provider's capacity only by asking (issue 18).
+"""The merged planner learns the provider's capacity only by asking.
 
 A request may come back short at once (an insufficient-capacity error) or be accepted with
 nodes that never come up (they stay booting). The planner backs the pool off, re-plans the

@@ -1,4 +1,4 @@
-"""A Kueue-like admission layer in front of any loop (issue 19).
+"""A Kueue-like admission layer in front of any loop.
 
 `queues` reads the `kueue:` section of the cluster YAML (ResourceFlavors, ClusterQueues with
 their cohorts and quotas, LocalQueues); `admission` keeps the quota books and runs Kueue's

@@ -19,7 +19,7 @@ last `demand_window_s` (by default the scale-down's unneeded time: while a node 
 long for work, about as much again is likely to arrive). A lone 1-GPU job pays for a whole
 node and buys the cheapest; the first of eight pays an eighth of an 8-GPU node, which the seven
 behind it fill. Priced by the whole node, each job bought the cheapest small node: on
-openb_autoscaled, ~800 two-GPU nodes whose second GPU idled (see the note of issue 18).
+openb_autoscaled, ~800 two-GPU nodes whose second GPU idled.
 The plan is bound at once onto the booting nodes, so the placement is decided once: pods run
 when their nodes are ready (a gang when min_member of them are), and a node that a plan
 counts on is never scaled down.

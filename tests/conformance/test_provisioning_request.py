@@ -157,7 +157,7 @@ def test_booking_capacity_time_is_expired():
     booking ends once Provisioned + 10 min (defaultReservationTime) is before now: still booked
     at 600 s, expired at the scan at 610; its nodes are free in the autoscaler's snapshot.
     Nothing is pending meanwhile (the gang set aside): the autoscaler still scans while the
-    booking lasts (issue 17's bug: it stopped, the booked nodes were never scaled down)."""
+    booking lasts (it once stopped, and the booked nodes were never scaled down)."""
     cl = sc.cluster([CPU_NODE], [sc.pool("test-cpu", "test-cpu", min_size=1, max_size=1)])  # the booked node alone
     sim, ca = attach(request("atomicScaleUpProvReq", 5, 5, 2), cl)
     ca.scan(0.0)
