@@ -29,7 +29,7 @@ _MANY = np.iinfo(np.int64).max
 @njit(cache=True)
 def _passes(n, usable, cpu_free, mem_free, cpu, mem, static, column, need):
     """Whether node n passes the pod's filter."""
-    return usable[n] and cpu_free[n] >= cpu and mem_free[n] >= mem and static[n] and column[n] >= need
+    return usable[n] & (cpu_free[n] >= cpu) & (mem_free[n] >= mem) & static[n] & (column[n] >= need)
 
 
 @njit(cache=True)
