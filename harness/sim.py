@@ -119,7 +119,8 @@ class Simulation(Engine):
             w.cpu, w.gpus.astype(np.int64), w.milli, w.model_mask))
         self.held, self.gang_pods_on, self.gpus_on = self.ledger.held, self.ledger.gang_pods_on, self.ledger.gpus_on
         self.hooks = Hooks()  # where extensions attach
-        self.fleet = Fleet(self, self.state, self._cloud, self.ledger, self._came_up, self.hooks, self._publish)
+        self.fleet = Fleet(self, self.state, self._cloud, self.ledger, self._came_up, self.hooks,
+                           self.plan_as_published)
         #: every node instance the run had; each slot's instance, when a loop asked for it and
         #: when it became ready (its Ready condition's lastTransitionTime)
         self.nodes, self.node_instance, self.node_requested_at, self.node_ready_at = (
@@ -400,12 +401,13 @@ class Simulation(Engine):
     def last_scale_up(self) -> float:
         return self.fleet.last_scale_up
 
-    def _publish(self, n: int) -> None:
-        """Node n is about to be ready and publishes its own ResourceSlices. The pods a loop
-        planned on it while it booted hold devices of the node-group template it was bought by
-        (`ClusterState.dra_type`): each gets its claims allocated anew on the node's own devices,
-        in pod order; one whose claims they cannot hold goes back to the queue (the template
-        promised what the node does not have)."""
+    def plan_as_published(self, n: int) -> None:
+        """Booting node n, planned on the node-group template it was bought by
+        (`ClusterState.dra_type`), has from now on the devices its type's nodes publish: it is
+        about to be ready and publishes them, or its loop saw such a node publish them. Each pod
+        planned on it gets its claims allocated anew on these devices, in pod order; one whose
+        claims they cannot hold goes back to the queue (the template promised what the node
+        does not have)."""
         st = self.state
         if st.dra is None or st.dra_type[n] == st.slot_type[n]:
             return

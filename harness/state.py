@@ -276,9 +276,9 @@ class ClusterState:
         self.layout_version += 1
 
     def publish(self, n: int) -> None:
-        """Node n comes up publishing its own slices: planned on its node-group template while it
-        booted (`dra_type`), it now has its type's devices, fresh. The simulation first takes
-        the claims planned on it off, then allocates them anew on these devices."""
+        """Node n, planned on its node-group template (`dra_type`), has its type's own devices,
+        fresh, from now on: it came up publishing them, or its loop learned them while it boots.
+        The simulation first takes the claims planned on it off, then allocates them anew."""
         assert self.dra is not None and self._undo is None, "a DRA cluster, outside a trial"
         assert not self.dra_taken[n].any(), "no device of the template is held"
         if self.dra_type[n] == self.slot_type[n]:
@@ -289,21 +289,12 @@ class ClusterState:
         self.changed_at[n] = self.mutations
 
     def retype(self, devices: np.ndarray) -> None:
-        """A what-if's view of the nodes its loop has not seen: each slot with devices[i] >= 0
-        whose node is absent, or booting with no pod on it, is simulated with device type
-        devices[i] (an absent slot's node when it is opened). Only on a scratch copy, outside a
-        trial; the booting nodes whose type changes are few, visited by type."""
-        assert self.dra is not None and self._undo is None, "a DRA cluster's what-if, outside a trial"
-        free = (self.status == ABSENT) | ((self.status == BOOTING) & (self.pods_on == 0))
-        change = free & (devices >= 0) & (devices != self.dra_type)
-        if not change.any():
-            return
-        self.dra_type[change] = devices[change]
-        booting = np.flatnonzero(change & (self.status == BOOTING))
-        for n in booting.tolist():  # a handful: the nodes bought before their pool's template was replaced
-            self.dra.reset(*self.device_arrays, self.dra_stamp, n, int(self.dra_type[n]), self.device_taints)
-            self.mutations += 1
-            self.changed_at[n] = self.mutations
+        """A what-if's view of the nodes its loop has not seen: each absent slot with devices[i]
+        >= 0 opens a node of device type devices[i] (its pool's node-group template, or what
+        the loop saw such nodes publish). Only on a scratch copy."""
+        assert self.dra is not None, "a DRA cluster's what-if"
+        absent = (self.status == ABSENT) & (devices >= 0)
+        self.dra_type[absent] = devices[absent]
 
     # ---- pods --------------------------------------------------------------------------
     def bind(self, n: int, cpu: int, mem: int, gpu_idx: np.ndarray, milli: int) -> None:

@@ -203,6 +203,11 @@ class SimulationView(Protocol):
     def note(self, kind: int, detail: str = "", node: int = -1, pod: int = -1) -> None:
         """A loop's decision (a harness.status.Event) for the decision trace, of a node or a pod."""
         ...
+    def plan_as_published(self, n: int) -> None:
+        """Booting node n, bought on its node-group template, is planned from now on with the
+        devices its type's nodes publish (the loop saw one: harness/autoscalers/node_templates.py):
+        the pods planned on it that these cannot hold go back to the queue."""
+        ...
     def remove_node(self, n: int) -> None:
         """Remove node n (empty, or booting: pods planned there go back to the queue)."""
         ...

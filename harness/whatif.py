@@ -68,8 +68,8 @@ class Snapshot:
     becomes usable. With `booked` (local copy of the scheduler's `booked_for`), a pod may use
     only free nodes and those booked for its own job, as the scheduler would. `devices` (per
     slot of the cluster, harness/autoscalers/node_templates.py) is the device type the loop
-    simulates each node it has not seen with: an absent slot's node once opened, a booting
-    node without pods (`ClusterState.retype`); None: what the cluster state holds."""
+    simulates the node of an absent slot with once opened (`ClusterState.retype`); None: the
+    slot's node type's own."""
 
     def __init__(self, state: ClusterState, slots: np.ndarray | None = None, usable: np.ndarray | None = None,
                  openable: Iterable[int] = (), booked: np.ndarray | None = None, devices: np.ndarray | None = None):

@@ -96,24 +96,25 @@ def test_a_template_equal_to_what_the_nodes_publish_changes_nothing():
     assert without["nodes_provisioned"] == 1 and without["cost_usd"] == approx(10.0 * 4500 / H)
 
 
-def test_the_merged_planner_binds_on_the_template_and_the_node_it_comes_up_as_sends_the_pod_back():
+def test_the_merged_planner_binds_on_the_template_and_learns_as_cluster_autoscaler_does():
     events = []
     cl = pair_cluster(**WRONG)
     row, sim = _run_noting(sc.trace(PAIR_POD), cl, sc.merged(), 2 * H, events)
     # t=0: the plan on pcie's template costs 6, on nvl 10: pcie A, the pod bound on A's template
     # devices. t=300: A comes up publishing cliques a, b: the pod's claim is allocated anew and
     # does not fit, so it goes back to the queue; A has been ready less than a minute, so the
-    # planner buys pcie B on the template and binds the pod there. t=370: pcie is learned; the
-    # plan on B stands (the placement is decided once). t=600: B comes up, the pod goes back, and
-    # now only nvl holds it: C at 600, the pod runs 900-4500. A and B go at 1200 (600 s after the
-    # last scale-up at 600; unneeded since 300 and 600), C at 4500 + 600 = 5100.
+    # planner buys pcie B on the template and binds the pod there. t=370: the planner learns
+    # pcie's devices from A, as Cluster Autoscaler would: B, still booting, is planned on them,
+    # the pod goes back to the queue and only nvl holds it: C at 370, the pod runs 670-4270.
+    # The same nodes and times as Cluster Autoscaler's (the same information): A goes at 970,
+    # B at 1200, C at 4870.
     assert pools_of(sim) == ["pcie", "pcie", "nvl"]
-    assert [r.requested_at for r in sim.nodes] == [0.0, 300.0, 600.0]
-    assert [r.removed_at for r in sim.nodes] == [1200.0, 1200.0, 5100.0]
+    assert [r.requested_at for r in sim.nodes] == [0.0, 300.0, 370.0]
+    assert [r.removed_at for r in sim.nodes] == [970.0, 1200.0, 4870.0]
     assert row["pods_done"] == 1 and row["nodes_never_used"] == 2
-    assert row["cost_usd"] == approx((6.0 * 1200 + 6.0 * (1200 - 300) + 10.0 * (5100 - 600)) / H)
+    assert row["cost_usd"] == approx((6.0 * 970 + 6.0 * (1200 - 300) + 10.0 * (4870 - 370)) / H)
     released = [(t, node) for t, kind, node in events if kind == Event.RELEASED]
-    assert released == [(300.0, 0), (600.0, 1)]
+    assert released == [(300.0, 0), (370.0, 1)]
 
 
 def _run_noting(table, cl, loop, horizon_s, events):

@@ -306,8 +306,7 @@ class ClusterAutoscaler:
         if not count.any():
             return keep
         present = np.flatnonzero(sim.state.status != ABSENT)
-        snap = Snapshot(sim.state, present, usable=np.ones(len(present), bool),
-                        devices=self.templates.slot_devices(booting=True))
+        snap = Snapshot(sim.state, present, usable=np.ones(len(present), bool))
         for s in np.flatnonzero(count).tolist():  # a few services
             keep[present[snap.fit_alike(self.view, int(self.buffer_pod[s]), int(count[s]))]] = True
         return keep
@@ -315,7 +314,7 @@ class ClusterAutoscaler:
     def scan(self, now: float) -> None:
         self.cadence.ran(now)
         self.scanned_at = now
-        if self.templates.refresh(now):  # a node group's template is now a copy of its node
+        if self.templates.refresh(now):  # a node group's template is now a copy of its node, booting ones too
             self.fits_pool = self.templates.fits(self.view)
             self.idle_key = self.provreq_idle_key = None
         if self.sim.cluster.autoscaling:
@@ -431,7 +430,7 @@ class ClusterAutoscaler:
         alone = np.isin(sim.w.job[first], booked_jobs) if len(booked_jobs) else None
         groups = self._groups(units, first, alone)
         left = np.zeros(len(units), bool)
-        if len(groups) == 1 and groups[0][0] and not self.templates.retypes():  # one group: on the real state
+        if len(groups) == 1 and groups[0][0]:  # one group: counted on the real state, no snapshot
             idx = groups[0][1]
             usable = (sim.state.status != ABSENT) & (booked_for == -1)
             placed = first_fit_count(sim.state, self.view, int(first[idx[0]]), usable, len(idx))
@@ -439,8 +438,7 @@ class ClusterAutoscaler:
             return [units[i] for i in np.flatnonzero(left)]
         present = np.flatnonzero(sim.state.status != ABSENT)
         booked = booked_for[present]
-        snap = Snapshot(sim.state, present, usable=np.ones(len(present), bool), booked=booked,
-                        devices=self.templates.slot_devices(booting=True))
+        snap = Snapshot(sim.state, present, usable=np.ones(len(present), bool), booked=booked)
         free = booked == -1
         for i, (is_group, idx) in enumerate(groups):
             pod = int(first[idx[0]])
@@ -469,8 +467,7 @@ class ClusterAutoscaler:
         slots = slots[:sum(len(u) for u in units)]
         if len(slots) == 0:
             return 0, 0, np.inf, 0.0, 0.0, 0.0
-        snap = Snapshot(sim.state, slots, openable=range(len(slots)),
-                        devices=self.templates.slot_devices(booting=False))
+        snap = Snapshot(sim.state, slots, openable=range(len(slots)), devices=self.templates.slot_devices())
         helped, paid = 0, 0.0
         first = np.array([u[0] for u in units], np.int64)
         for is_group, idx in self._ordered(p, groups or self._groups(units, first), first):

@@ -305,7 +305,7 @@ class KarpenterAutoscaler:
             return
         pods = pods[self._order(pods)]
         usable = self.scheduler.booked_for == -1
-        sim_ = WhatIf(Snapshot(st, devices=self.templates.slot_devices(booting=True)), self.view,
+        sim_ = WhatIf(Snapshot(st, devices=self.templates.slot_devices()), self.view,
                       [(st.status == READY) & usable, (st.status == BOOTING) & usable], self.offerings.spare())
         where = sim_.place_all(pods, self.view_class)
         remaining, committed = self.offerings.supply()

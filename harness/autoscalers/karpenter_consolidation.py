@@ -213,7 +213,7 @@ class Consolidation:
         share; a candidate's pod may not count on a node still booting. Returns (possible,
         replacement pool or -1)."""
         sim, st, w = self.sim, self.sim.state, self.sim.w
-        snap = Snapshot(st, devices=self.templates.slot_devices(booting=True))
+        snap = Snapshot(st, devices=self.templates.slot_devices())
         moved = []
         # Per pod, inherently: these are the pods that would move, each released from its own
         # devices; their order (each node's in turn) breaks ties in the what-if's stable sort.

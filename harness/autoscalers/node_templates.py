@@ -7,7 +7,9 @@ mixed_nodeinfos_processor.go) builds a node group's template from a node of the 
 ready, has been for a minute (`stabilizationDelay`) and is schedulable, a sanitized copy of its
 ResourceSlices included; with none, from the copy it cached of such a node earlier (kept 10
 years by default: the run); with none ever, from the cloud provider's `TemplateNodeInfo`. Its
-upcoming nodes (asked for, not yet up) are copies of that template, each loop anew. Karpenter
+upcoming nodes (asked for, not yet up) are copies of that template, each loop anew: so once a
+pool learned, its booting nodes are planned as its nodes publish (`plan_as_published`, which
+sends back to the queue what the merged planner had bound there and they cannot hold). Karpenter
 (kubernetes-sigs/karpenter, designs/dra-scheduling.md) takes its instance types'
 ResourceSliceTemplates from the cloud provider for every node not yet initialized, and never
 learns from the nodes (`from_nodes: false`). The merged planner follows Cluster Autoscaler's
@@ -47,15 +49,20 @@ class NodeTemplates:
 
     def refresh(self, now: float) -> bool:
         """Learn from the nodes up now (Cluster Autoscaler's rule): a pool with a node ready
-        since more than `STABLE_S` ago is simulated with its nodes' own devices from now on.
-        Returns whether a pool learned (a loop then plans anew)."""
+        since more than `STABLE_S` ago is simulated with its nodes' own devices from now on,
+        its booting nodes too. Returns whether a pool learned (a loop then plans anew)."""
         if not self.active or not self.from_nodes or self.learned.all():
             return False
-        st = self.sim.state
-        seen = (st.status == READY) & (self.sim.node_ready_at + STABLE_S < now)
+        sim, st = self.sim, self.sim.state
+        seen = (st.status == READY) & (sim.node_ready_at + STABLE_S < now)
         new = (np.bincount(self.slot_pool[seen], minlength=len(self.learned)) > 0) & ~self.learned
+        if not new.any():
+            return False
         self.learned |= new
-        return bool(new.any())
+        booting = (st.status == BOOTING) & new[self.slot_pool] & (st.dra_type != st.slot_type)
+        for n in np.flatnonzero(booting).tolist():  # the few bought on the template before
+            sim.plan_as_published(n)
+        return True
 
     def clocks(self) -> list[Clock]:
         """When a pool not learned yet will learn from a node ready now (harness/quiet.py): a
@@ -81,35 +88,12 @@ class NodeTemplates:
         """Whether pool p's new nodes are planned on its template (`SimulationView.provision`)."""
         return not bool(self.learned[p])
 
-    def slot_devices(self, booting: bool) -> np.ndarray | None:
-        """Per slot, the device type a what-if simulates it with if its node is absent (and,
-        with `booting`, booting with no pod: Cluster Autoscaler's upcoming nodes, rebuilt from
-        the current template at each scan); -1 elsewhere. None: no template to apply
-        (`Snapshot`, `ClusterState.retype`)."""
+    def slot_devices(self) -> np.ndarray | None:
+        """Per slot, the device type a what-if opens a node of in it if it is absent (-1 where
+        a node is). None: no template to apply (`Snapshot`, `ClusterState.retype`)."""
         if not self.active:
             return None
-        st = self.sim.state
-        free = st.status == ABSENT
-        if booting:
-            free |= (st.status == BOOTING) & (st.pods_on == 0)
-        return np.where(free, self.pool_devices[self.slot_pool], -1)
-
-    def retypes(self) -> bool:
-        """Some booting node without pods is planned on other devices than its pool's now (it
-        was bought before the pool learned): a what-if of the nodes present must `retype` it."""
-        if not self.active or not self.learned.any():
-            return False
-        st = self.sim.state
-        booting = (st.status == BOOTING) & (st.pods_on == 0)
-        return bool((st.dra_type[booting] != self.pool_devices[self.slot_pool[booting]]).any())
-
-    def stale(self) -> np.ndarray | None:
-        """Booting nodes planned on a template their pool has since replaced by its nodes' own
-        devices (None: none can be)."""
-        if not self.active or not self.learned.any():
-            return None
-        st = self.sim.state
-        return (st.status == BOOTING) & (st.dra_type != self.pool_devices[self.slot_pool])
+        return np.where(self.sim.state.status == ABSENT, self.pool_devices[self.slot_pool], -1)
 
     def fits(self, w: Workload) -> np.ndarray:
         """pools x pods: could a node of the pool, as the loop knows it now, hold the pod

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from harness.autoscalers.node_templates import NodeTemplates
 from harness.quiet import Clock
 from harness.status import ABSENT
 from harness.whatif import Snapshot, classes
@@ -59,13 +58,12 @@ class RequestSource(Protocol):
 
 class ScaleUp(Protocol):
     """What the requests ask of the Cluster Autoscaler that processes them
-    (harness/autoscalers/cluster_autoscaler.py): its simulation, view of a pod and of the nodes
-    it has not seen, the pending gangs, and a scale-up for a whole request."""
+    (harness/autoscalers/cluster_autoscaler.py): its simulation and view of a pod, the pending
+    gangs, and a scale-up for a whole request."""
 
     sim: SimulationView
     view: Workload
     view_class: np.ndarray
-    templates: NodeTemplates
 
     def pending_gangs(self) -> list[np.ndarray]: ...
     def scale_up_whole(self, now: float, unit: np.ndarray, atomic: bool) -> np.ndarray | None: ...
@@ -184,7 +182,7 @@ class ProvisioningRequests:
         ca, st = self.ca, self.ca.sim.state
         present = np.flatnonzero(st.status != ABSENT)
         booked = self.booked_for[present]
-        snap = Snapshot(st, present, usable=(booked == -1) | (booked == j), devices=ca.templates.slot_devices(True))
+        snap = Snapshot(st, present, usable=(booked == -1) | (booked == j))
         cls = classes(ca.view_class, ca.view, unit)
         _, first = np.unique(cls, return_index=True)
         used, left = [], []

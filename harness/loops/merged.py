@@ -155,7 +155,7 @@ class MergedLoop:
         before = sim.state.mutations
         self._give_up_unserved(now)
         allowed = self.backoff.allowed(now)
-        learned = self.templates.refresh(now)  # a pool's nodes seen: plans on its template may differ
+        learned = self.templates.refresh(now)  # a pool's nodes seen: its booting ones planned anew too
         if (allowed & ~self.allowed).any() or learned:  # a pool's backoff ran out: every job may plan again
             self.planned_at[:] = -1
         self.allowed = allowed
@@ -288,11 +288,7 @@ class MergedLoop:
         (new nodes, pool, their slots, [(pod, node, gpus)]), or None if no pool can hold them."""
         sim = self.sim
         best = None  # (cost, new nodes, pool, slots, plan)
-        booting = sim.state.status == BOOTING
-        stale = self.templates.stale()
-        if stale is not None:  # bought on a template it has since learned is not what the nodes publish
-            booting &= ~stale
-        have = np.r_[self._room_on_ready(pods), np.flatnonzero(booting)]
+        have = np.r_[self._room_on_ready(pods), np.flatnonzero(sim.state.status == BOOTING)]
         weighed = []  # (pool, new nodes, cost) of each feasible plan, for the decision trace
         for pool, slots in self._options(j, pods, len(have) > 0):
             found = self._pack(pods, pool, slots, j, have)
@@ -380,7 +376,7 @@ class MergedLoop:
                 return None  # a local gang on nodes it has only: left to the pool options
         idx = np.concatenate([have, slots]).astype(np.int64)
         snap = Snapshot(st, idx, usable=np.arange(len(idx)) < len(have), openable=range(len(have), len(idx)),
-                        devices=self.templates.slot_devices(booting=False))
+                        devices=self.templates.slot_devices())
         plan = snap.fit(w, pods, undo=False)  # ready, then oldest in-flight first (pack what it has), then new
         if plan is None:
             return None
