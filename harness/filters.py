@@ -54,7 +54,7 @@ def _claims_feasible(state: ClusterState, w: Workload, pod: int, claims: tuple, 
     the structured allocator on the nodes that pass (DynamicResources' Filter)."""
     base = (state.status == READY) if usable is None else usable
     slots = np.arange(state.n_slots) if at is None else np.atleast_1d(np.asarray(at, np.int64))
-    ok = dra_layer.feasible(_devices(state), state.device_arrays, state.dra_stamp, state.slot_type, claims, slots, base,
+    ok = dra_layer.feasible(_devices(state), state.device_arrays, state.dra_stamp, state.dra_type, claims, slots, base,
                             _claims_static(state, w, pod), state.cpu_free, state.mem_free, int(w.cpu[pod]),
                             int(w.mem[pod]), state.device_taints)
     return ok if at is None or np.ndim(at) else ok[0]
@@ -72,7 +72,7 @@ def pick_devices(state: ClusterState, w: Workload, pod: int, node: int) -> np.nd
     claims = claims_of(w, pod)
     if claims is None:
         return state.pick_devices(node, int(w.gpus[pod]), int(w.milli[pod]), bool(w.nvlink[pod]), bool(w.numa[pod]))
-    return dra_layer.allocation(_devices(state), state.device_arrays, int(state.slot_type[node]), claims, node,
+    return dra_layer.allocation(_devices(state), state.device_arrays, int(state.dra_type[node]), claims, node,
                                 state.device_taints)
 
 
@@ -177,7 +177,7 @@ def first_fit(state: ClusterState, w: Workload, pod: int, mask: np.ndarray, k: i
 def _claims_first_fit(state: ClusterState, w: Workload, pod: int, claims: tuple, mask: np.ndarray,
                       k: int) -> tuple[np.ndarray, np.ndarray]:
     """`first_fit` for a pod with claims: the filter and the count (`fits_on`) in one walk."""
-    return dra_layer.first_fit(_devices(state), state.device_arrays, state.dra_stamp, state.slot_type, claims, mask,
+    return dra_layer.first_fit(_devices(state), state.device_arrays, state.dra_stamp, state.dra_type, claims, mask,
                                _claims_static(state, w, pod), state.cpu_free, state.mem_free, int(w.cpu[pod]),
                                int(w.mem[pod]), MOST_ALIKE, k, state.device_taints)
 
@@ -190,7 +190,7 @@ def fits_on(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray) -> np
         cpu, mem = int(w.cpu[pod]), int(w.mem[pod])
         bound = np.minimum(state.cpu_free[nodes] // cpu if cpu else MOST_ALIKE,
                            state.mem_free[nodes] // mem if mem else MOST_ALIKE)
-        return dra_layer.fit_counts(_devices(state), state.device_arrays, state.dra_stamp, state.slot_type, claims,
+        return dra_layer.fit_counts(_devices(state), state.device_arrays, state.dra_stamp, state.dra_type, claims,
                                     nodes, np.minimum(bound, MOST_ALIKE), state.device_taints)
     return packer.fits_on(np.asarray(nodes, np.int64), *shape_of(w, pod), state.cpu_free, state.mem_free,
                           state.gpu_free, state.free_whole, state.slot_type, domains_of(state, w, pod))

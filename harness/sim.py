@@ -29,8 +29,10 @@ import numpy as np
 from harness.admission import AdmissionGate
 from harness.cloud import Cloud, Placement, ProviderFacade
 from harness.cluster import Cluster
+from harness.dra.layer import ClaimedGpus
 from harness.engine import Engine
 from harness.eviction import evict
+from harness.filters import feasible, pick_devices
 from harness.fleet import Fleet
 from harness.fragmentation import TargetWorkload
 from harness.hooks import Hooks
@@ -117,10 +119,12 @@ class Simulation(Engine):
             w.cpu, w.gpus.astype(np.int64), w.milli, w.model_mask))
         self.held, self.gang_pods_on, self.gpus_on = self.ledger.held, self.ledger.gang_pods_on, self.ledger.gpus_on
         self.hooks = Hooks()  # where extensions attach
-        self.fleet = Fleet(self, self.state, self._cloud, self.ledger, self._came_up, self.hooks)
-        #: every node instance the run had; each slot's instance, and when a loop asked for it
-        self.nodes, self.node_instance, self.node_requested_at = (
-            self.fleet.records, self.fleet.instance, self.fleet.requested_at)
+        self.fleet = Fleet(self, self.state, self._cloud, self.ledger, self._came_up, self.hooks,
+                           self.plan_as_published)
+        #: every node instance the run had; each slot's instance, when a loop asked for it and
+        #: when it became ready (its Ready condition's lastTransitionTime)
+        self.nodes, self.node_instance, self.node_requested_at, self.node_ready_at = (
+            self.fleet.records, self.fleet.instance, self.fleet.requested_at, self.fleet.ready_at)
         self.admission: AdmissionGate | None = None  # an admission layer's gate (`gate_arrivals`)
         self.acct = Accounting(self, self._cloud.phantom, timeline_interval_s)
         #: the services' replicas (None: a trace without services)
@@ -388,14 +392,34 @@ class Simulation(Engine):
 
     # ---- nodes -------------------------------------------------------------------------
     def provision(self, p: int, count: int, atomic: bool, placement: Placement | None = None,
-                  pods: np.ndarray | None = None) -> np.ndarray:
+                  pods: np.ndarray | None = None, template: bool = True) -> np.ndarray:
         """Ask the cloud for nodes of pool p (`Fleet.provision`); `pods`, what they are for, is
         the loop's to state and the audit's to check (`SimulationView.provision`)."""
-        return self.fleet.provision(p, count, atomic, placement)
+        return self.fleet.provision(p, count, atomic, placement, template)
 
     @property
     def last_scale_up(self) -> float:
         return self.fleet.last_scale_up
+
+    def plan_as_published(self, n: int) -> None:
+        """Booting node n, planned on the node-group template it was bought by
+        (`ClusterState.dra_type`), has from now on the devices its type's nodes publish: it is
+        about to be ready and publishes them, or its loop saw such a node publish them. Each pod
+        planned on it gets its claims allocated anew on these devices, in pod order; one whose
+        claims they cannot hold goes back to the queue (the template promised what the node
+        does not have)."""
+        st = self.state
+        if st.dra is None or st.dra_type[n] == st.slot_type[n]:
+            return
+        planned = [p for p in sorted(self.node_pods[n]) if isinstance(self.pod_gpus[p], ClaimedGpus)]
+        if planned:
+            self.unbind_many(planned)
+        st.publish(n)
+        here, at = np.zeros(st.n_slots, bool), np.array([n])
+        here[n] = True
+        for p in planned:
+            if feasible(st, self.w, p, here, at=at)[0]:
+                self.bind(p, n, pick_devices(st, self.w, p, n))
 
     def _came_up(self, n: int) -> None:
         for p in sorted(self.node_pods[n]):  # pods planned onto this node while it booted

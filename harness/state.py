@@ -119,6 +119,10 @@ class ClusterState:
         if self.dra is not None:
             self.dra_taken, self.dra_cap, self.dra_counters = self.dra.arrays(n)
             self.dra_stamp = np.zeros(n, np.int64)  # names each node's allocation state (`DeviceLayer.restamp`)
+            #: per slot, the device type its allocation state follows (`DeviceLayer.devices`): what
+            #: its node publishes, or, for a node a loop bought and has not seen up yet (and in a
+            #: what-if, `retype`), its type's node-group template (`DeviceLayer.template_of`)
+            self.dra_type = self.slot_type.copy()
             self.dra.restamp(self.dra_stamp, np.arange(n))
             self._DYNAMIC = ClusterState._DYNAMIC + self.DEVICE_ARRAYS
             if self.dra.taints:
@@ -202,8 +206,10 @@ class ClusterState:
     def pool_slots(self, p: int) -> slice:
         return slice(int(self.pool_offset[p]), int(self.pool_offset[p + 1]))
 
-    def add_node(self, n: int, ready: bool) -> None:
-        """A node is requested in slot n: booting, or ready at once (initial nodes)."""
+    def add_node(self, n: int, ready: bool, devices: int | None = None) -> None:
+        """A node is requested in slot n: booting, or ready at once (initial nodes). `devices`:
+        the device type it is planned with until it comes up (`publish`; None: the slot's
+        `dra_type`, its type's own unless a what-if `retype`d it)."""
         if self._undo is not None:
             self._save(n)
         assert self.status[n] == ABSENT
@@ -215,7 +221,9 @@ class ClusterState:
         self.gpu_used[n] = 0
         self.pods_on[n] = 0
         if self.dra is not None:
-            self.dra.reset(*self.device_arrays, self.dra_stamp, n, int(self.slot_type[n]), self.device_taints)
+            if devices is not None:
+                self.dra_type[n] = devices
+            self.dra.reset(*self.device_arrays, self.dra_stamp, n, int(self.dra_type[n]), self.device_taints)
         self._refresh(n)
         self.layout_version += 1
         milli = int(self.gpu_cap[n]) * WHOLE
@@ -262,9 +270,31 @@ class ClusterState:
         self.cpu_free[n] = self.mem_free[n] = 0
         self.gpu_free[n, :] = 0
         if self.dra is not None:
+            self.dra_type[n] = self.slot_type[n]
             self.dra.reset(*self.device_arrays, self.dra_stamp, n, -1)
         self._refresh(n)
         self.layout_version += 1
+
+    def publish(self, n: int) -> None:
+        """Node n, planned on its node-group template (`dra_type`), has its type's own devices,
+        fresh, from now on: it came up publishing them, or its loop learned them while it boots.
+        The simulation first takes the claims planned on it off, then allocates them anew."""
+        assert self.dra is not None and self._undo is None, "a DRA cluster, outside a trial"
+        assert not self.dra_taken[n].any(), "no device of the template is held"
+        if self.dra_type[n] == self.slot_type[n]:
+            return
+        self.dra_type[n] = self.slot_type[n]
+        self.dra.reset(*self.device_arrays, self.dra_stamp, n, int(self.slot_type[n]), self.device_taints)
+        self.mutations += 1
+        self.changed_at[n] = self.mutations
+
+    def retype(self, devices: np.ndarray) -> None:
+        """A what-if's view of the nodes its loop has not seen: each absent slot with devices[i]
+        >= 0 opens a node of device type devices[i] (its pool's node-group template, or what
+        the loop saw such nodes publish). Only on a scratch copy."""
+        assert self.dra is not None, "a DRA cluster's what-if"
+        absent = (self.status == ABSENT) & (devices >= 0)
+        self.dra_type[absent] = devices[absent]
 
     # ---- pods --------------------------------------------------------------------------
     def bind(self, n: int, cpu: int, mem: int, gpu_idx: np.ndarray, milli: int) -> None:
@@ -277,7 +307,7 @@ class ClusterState:
         self.mutations += 1
         self.changed_at[n] = self.mutations
         if isinstance(gpu_idx, ClaimedGpus):  # a DRA pod: its every device, then its GPUs' mirror
-            t = int(self.slot_type[n])
+            t = int(self.dra_type[n])
             assert self.dra is not None, "devices are claimed only in a DRA cluster"
             commit(self.device_arrays, gpu_idx, t, n, sign)
             self.dra.follow(self.dra_stamp, n, (gpu_idx.change, sign))
@@ -307,7 +337,7 @@ class ClusterState:
         assert self.dra is not None, "devices are claimed only in a DRA cluster"
         if self._undo is not None:
             self._save(nodes)
-        taken = self.dra.take_alike(self.device_arrays, self.dra_stamp, self.slot_type, claims, nodes, counts,
+        taken = self.dra.take_alike(self.device_arrays, self.dra_stamp, self.dra_type, claims, nodes, counts,
                                     self.gpu_free.shape[1], self.device_taints)
         self._bind_rows(nodes, counts, cpu, mem, taken)
 
@@ -323,7 +353,8 @@ class ClusterState:
         tc, fits, claim_set, cache = layer.alike(claims, self.gpu_free.shape[1])
         marks = NO_MARKS if self.device_taints is None else self.device_taints
         nodes, got, layer.next_stamp, on_ready, ok = fit_bind_claims(
-            usable, static, cpu, mem, most, k, claim_set, layer.next_stamp, self.slot_type, self.dra_stamp,
+            usable, static, cpu, mem, most, k, claim_set, layer.next_stamp, self.dra_type, self.slot_type,
+            self.dra_stamp,
             self.dra_taken, self.dra_cap, self.dra_counters, fits.count_key, fits.count, fits.full, cache.key,
             cache.after, cache.taken, cache.cap_left, cache.counter_left, cache.milli, tc.never, tc.opt_start,
             tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap, tc.capacity, tc.consumes, tc.multi,
@@ -447,7 +478,7 @@ class ClusterState:
                  "gpu_cap", "gpu_milli_cap", "model_bit", "nic_ok", "profile_bits", "slot_table")
     _DYNAMIC: tuple[str, ...] = ("status", "cpu_free", "mem_free", "gpu_free", "pods_on",
                 "free_whole", "max_share", "nvl_whole", "numa_whole", "both_whole", "gpu_used", "changed_at")
-    DEVICE_ARRAYS = ("dra_taken", "dra_cap", "dra_counters", "dra_stamp")  # dynamic too, in a DRA cluster
+    DEVICE_ARRAYS = ("dra_taken", "dra_cap", "dra_counters", "dra_stamp", "dra_type")  # dynamic too, with DRA
 
     def subset(self, idx: np.ndarray) -> ClusterState:
         """A scratch state of only the slots `idx` (local index i is slot idx[i]): what-if
@@ -520,22 +551,22 @@ def bind_alike(nodes, counts, cpu, mem, taken, status, ready, cpu_free, mem_free
 
 
 @njit(cache=True)
-def fit_bind_claims(usable, static, cpu, mem, most, k, claim_set, next_stamp, slot_type, stamp, taken, cap_left,
-                    counter_left, count_key, count, full, key, after, row_taken, row_cap, row_counters, row_milli,
-                    never, opt_start, opt_end, match, members, before, need, take_cap, capacity, consumes, multi,
-                    con_value, con_req, req_claim, rest_min, gpu_index, gpu_milli, marks, tolerated, limit, status,
-                    ready, cpu_free, mem_free, gpu_free, gpu_used, pods_on, gpu_cap, slot_table, tables, nvl, numa,
-                    both, free_whole, max_share, nvl_whole, numa_whole, both_whole):
+def fit_bind_claims(usable, static, cpu, mem, most, k, claim_set, next_stamp, dra_type, slot_type, stamp, taken,
+                    cap_left, counter_left, count_key, count, full, key, after, row_taken, row_cap, row_counters,
+                    row_milli, never, opt_start, opt_end, match, members, before, need, take_cap, capacity, consumes,
+                    multi, con_value, con_req, req_claim, rest_min, gpu_index, gpu_milli, marks, tolerated, limit,
+                    status, ready, cpu_free, mem_free, gpu_free, gpu_used, pods_on, gpu_cap, slot_table, tables, nvl,
+                    numa, both, free_whole, max_share, nvl_whole, numa_whole, both_whole):
     """`ClusterState.fit_claims_alike`: the allocator's first fit (`_first_fit_typed`), its
     binds on the devices (`_take_alike`), then on the GPU matrix and summaries (`bind_alike`).
     Returns the nodes, their counts, the next stamp, the GPU milli taken on `ready` nodes and
     whether all went as counted."""
-    nodes, got = _first_fit_typed(usable, static, cpu_free, mem_free, cpu, mem, most, k, slot_type, stamp, taken,
+    nodes, got = _first_fit_typed(usable, static, cpu_free, mem_free, cpu, mem, most, k, dra_type, stamp, taken,
                                   cap_left, counter_left, count_key, count, full, never, opt_start, opt_end, match,
                                   members, before, need, take_cap, capacity, consumes, multi, con_value, con_req,
                                   req_claim, rest_min, gpu_index, gpu_milli, marks, tolerated, limit)
     milli = np.zeros((len(nodes), gpu_free.shape[1]), np.int64)
-    took, next_stamp = _take_alike(nodes, got, claim_set, next_stamp, slot_type, stamp, taken, cap_left, counter_left,
+    took, next_stamp = _take_alike(nodes, got, claim_set, next_stamp, dra_type, stamp, taken, cap_left, counter_left,
                                    milli, key, after, row_taken, row_cap, row_counters, row_milli, never, opt_start,
                                    opt_end, match, members, before, need, take_cap, capacity, consumes, multi,
                                    con_value, con_req, req_claim, rest_min, gpu_index, gpu_milli, marks, tolerated,

@@ -158,6 +158,12 @@ class SimulationView(Protocol):
     def node_requested_at(self) -> np.ndarray:
         """When the node in each slot was asked for (nan: no node): a loop's own timeouts."""
         ...
+    @property
+    def node_ready_at(self) -> np.ndarray:
+        """When the node in each slot became ready (nan: not ready, or no node), as its Ready
+        condition's lastTransitionTime says: Cluster Autoscaler takes a node group's template
+        from a node ready for a minute."""
+        ...
 
     def at(self, time: float, fn: Callable[..., Any], *args: Any) -> None: ...
     def unbound_pods(self, j: int) -> np.ndarray: ...
@@ -181,12 +187,14 @@ class SimulationView(Protocol):
         """The services' replicas (harness/services/engine.py; None: a trace without services)."""
         ...
     def provision(self, p: int, count: int, atomic: bool, placement: Placement | None = None,
-                  pods: np.ndarray | None = None) -> np.ndarray:
+                  pods: np.ndarray | None = None, template: bool = True) -> np.ndarray:
         """Ask the provider for `count` nodes of pool p (all or nothing if `atomic` and the pool
         honours it), anywhere or in one rack (`placement`): the provider picks the slots. Returns
         the slots it accepted (fewer when short), the only way a loop learns what it got. `pods`:
         what they are for (None: no pod in particular, e.g. a buffer's room): pods that exist, as
-        a real controller's are (the audit holds it so, as it holds that every pod bound has arrived)."""
+        a real controller's are (the audit holds it so, as it holds that every pod bound has arrived).
+        `template`: the loop plans on the nodes by their type's node-group template until they
+        come up (harness/dra/layer.py; False: by what it saw such nodes publish)."""
         ...
     @property
     def noting(self) -> bool:
@@ -194,6 +202,11 @@ class SimulationView(Protocol):
         ...
     def note(self, kind: int, detail: str = "", node: int = -1, pod: int = -1) -> None:
         """A loop's decision (a harness.status.Event) for the decision trace, of a node or a pod."""
+        ...
+    def plan_as_published(self, n: int) -> None:
+        """Booting node n, bought on its node-group template, is planned from now on with the
+        devices its type's nodes publish (the loop saw one: harness/autoscalers/node_templates.py):
+        the pods planned on it that these cannot hold go back to the queue."""
         ...
     def remove_node(self, n: int) -> None:
         """Remove node n (empty, or booting: pods planned there go back to the queue)."""

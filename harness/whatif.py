@@ -66,12 +66,17 @@ class Snapshot:
     The one first-fit packer of every autoscaler: a pod goes to the first (lowest local index)
     `usable` node it fits, else the next `openable` slot is opened (a node to ask for) and
     becomes usable. With `booked` (local copy of the scheduler's `booked_for`), a pod may use
-    only free nodes and those booked for its own job, as the scheduler would."""
+    only free nodes and those booked for its own job, as the scheduler would. `devices` (per
+    slot of the cluster, harness/autoscalers/node_templates.py) is the device type the loop
+    simulates the node of an absent slot with once opened (`ClusterState.retype`); None: the
+    slot's node type's own."""
 
     def __init__(self, state: ClusterState, slots: np.ndarray | None = None, usable: np.ndarray | None = None,
-                 openable: Iterable[int] = (), booked: np.ndarray | None = None):
+                 openable: Iterable[int] = (), booked: np.ndarray | None = None, devices: np.ndarray | None = None):
         self.slots = slots
         self.state = state.copy() if slots is None else state.subset(slots)
+        if devices is not None:
+            self.state.retype(devices if slots is None else devices[slots])
         self.usable = np.zeros(self.state.n_slots, bool) if usable is None else np.array(usable, bool)
         self.openable = list(openable)
         self.opened: list[int] = []  # local slots opened, in order

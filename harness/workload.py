@@ -284,9 +284,10 @@ def type_fits(nt, cluster: Cluster, cpu, mem, gpus, milli, profile_bit, model_ma
     return ok & ((gpus == 0) | gpu_ok)
 
 
-def pools_fit(cluster: Cluster, w: Workload) -> np.ndarray:
+def pools_fit(cluster: Cluster, w: Workload, devices: np.ndarray | None = None) -> np.ndarray:
     """pools x pods: could an empty node of the pool hold the pod (and does the pod tolerate
-    the pool's taints)?"""
+    the pool's taints)? `devices`: per pool, the device type its node is taken to publish (a
+    node-group template, harness/dra/layer.py; None: its type's own)."""
     pods = (w.cpu, w.mem, w.gpus, w.milli, w.profile_bit, w.model_mask, w.nvlink, w.numa, w.nic)
     fit = np.stack([type_fits(cluster.node_types[cluster.type_index(pool.node_type)], cluster, *pods)
                     for pool in cluster.pools])
@@ -294,8 +295,9 @@ def pools_fit(cluster: Cluster, w: Workload) -> np.ndarray:
     if w.claim is not None and cluster.devices is not None and claimed.any():  # by their claims, not columns
         types = np.array([cluster.type_index(pool.node_type) for pool in cluster.pools])
         room = np.stack([(w.cpu <= t.cpu_milli) & (w.mem <= t.memory_mib) for t in cluster.node_types])[types]
-        allocatable = np.stack([cluster.devices.fits_empty(claims) for claims in w.claim_sets])  # sets x types
-        fit[:, claimed] = room[:, claimed] & allocatable[w.claim[claimed]][:, types].T
+        kinds, of_pool = np.unique(types if devices is None else devices, return_inverse=True)
+        allocatable = np.stack([cluster.devices.fits_empty(claims, kinds) for claims in w.claim_sets])  # sets x kinds
+        fit[:, claimed] = room[:, claimed] & allocatable[w.claim[claimed]][:, of_pool.ravel()].T
     if cluster.untolerated is not None:
         fit &= ~cluster.untolerated[(w.gpus > 0).astype(np.int64)].T
     return fit

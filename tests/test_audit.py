@@ -150,13 +150,13 @@ def guard(sim) -> tuple[list[int], list[int]]:
         bound.append(p)
         bind(p, n, gpu_idx, on_state)
 
-    def guarded_provision(p, count, atomic, placement=None, pods=None):
+    def guarded_provision(p, count, atomic, placement=None, pods=None, template=True):
         if pods is not None:
             pods = np.asarray(pods, np.int64)
             early = pods[(sim.pod_status[pods] == NOT_ARRIVED) & ~known[pods]]
             assert not len(early), f"nodes asked for pods {early.tolist()} before they arrived"
         asked.append(count)
-        return provision(p, count, atomic, placement, pods)
+        return provision(p, count, atomic, placement, pods, template)
 
     sim.bind, sim.provision = guarded_bind, guarded_provision
     return bound, asked

@@ -27,8 +27,11 @@ Its view of a pod is set by switches, all off by default as in typical deploymen
   sharing_aware      packs GPU shares and partitions per device (else rounds each up to a GPU);
   dra_aware          in a DRA cluster (harness/dra/layer.py), on by default as upstream: packs
                      pods by their ResourceClaims with the scheduler's allocator, a template node
-                     bringing its type's ResourceSlices (the two switches above then apply only to
-                     pods without claims); off: the pre-DRA view of the device columns;
+                     bringing its node group's ResourceSlices (the two switches above then apply
+                     only to pods without claims): the provider's template (`cluster.dra.templates`,
+                     else what the type publishes) until a node of the pool has been ready for a
+                     minute, then that node's own (harness/autoscalers/node_templates.py); off:
+                     the pre-DRA view of the device columns;
   gang_aware         sizes a gang's pods together, all or nothing (else pod by pod);
   reservation_aware  prefers pools with free committed slots and prices them at 0 (and keeps
                      committed nodes, as `keep_committed`);
@@ -77,6 +80,7 @@ from harness.autoscalers.expanders import (
     SchedulerPreference,
     pod_prices,
 )
+from harness.autoscalers.node_templates import NodeTemplates
 from harness.autoscalers.provision_timeout import ProvisionTimeout
 from harness.autoscalers.provisioning_request import BEST_EFFORT_ATOMIC, CHECK_CAPACITY, ProvisioningRequests
 from harness.autoscalers.scale_down import ScaleDown
@@ -100,7 +104,7 @@ from harness.settings import check, component, duration, flag, integer, number, 
 from harness.status import ABSENT, BOOTING, PENDING, READY, Event
 from harness.view import SimulationView
 from harness.whatif import Snapshot, classes, equivalence_classes, first_fit_count, view_of
-from harness.workload import LOCALITY_CODE, pools_fit
+from harness.workload import LOCALITY_CODE
 
 if TYPE_CHECKING:  # the buffers' module reads the loops
     from harness.services.buffers import CapacityBuffer
@@ -223,7 +227,8 @@ class ClusterAutoscaler:
         self.provreq_idle_key: tuple | None = None
         self.provreq.attach()
         self.provreq_seen = self.provreq.key()
-        self.fits_pool = pools_fit(sim.cluster, self.view)  # pools x pods, in its own view
+        self.templates = NodeTemplates(sim, from_nodes=True)  # what it knows of each pool's nodes
+        self.fits_pool = self.templates.fits(self.view)  # pools x pods, in its own view
         st, types = sim.state, {t.name: i for i, t in enumerate(sim.cluster.node_types)}
         pool_type = np.array([types[pool.node_type] for pool in sim.cluster.pools], np.int64)
         self.template_cpu, self.template_mem = st.type_cpu[pool_type], st.type_mem[pool_type]  # per pool
@@ -264,6 +269,7 @@ class ClusterAutoscaler:
         clocks += self.backoff.clocks()  # a backoff runs out
         clocks += self.timeout.clocks()  # a node reaches max_node_provision_time_s
         clocks += self.provreq.clocks(self.scanned_at)  # a booking expires, a request retries
+        clocks += self.templates.clocks()  # a pool's node has been ready a minute: its template is replaced
         return self.cadence.skip(start, before, clocks)
 
     def _situation(self) -> tuple:
@@ -308,6 +314,9 @@ class ClusterAutoscaler:
     def scan(self, now: float) -> None:
         self.cadence.ran(now)
         self.scanned_at = now
+        if self.templates.refresh(now):  # a node group's template is now a copy of its node, booting ones too
+            self.fits_pool = self.templates.fits(self.view)
+            self.idle_key = self.provreq_idle_key = None
         if self.sim.cluster.autoscaling:
             self._track_requests(now)
             if self.provisioning_request:
@@ -458,7 +467,7 @@ class ClusterAutoscaler:
         slots = slots[:sum(len(u) for u in units)]
         if len(slots) == 0:
             return 0, 0, np.inf, 0.0, 0.0, 0.0
-        snap = Snapshot(sim.state, slots, openable=range(len(slots)))
+        snap = Snapshot(sim.state, slots, openable=range(len(slots)), devices=self.templates.slot_devices())
         helped, paid = 0, 0.0
         first = np.array([u[0] for u in units], np.int64)
         for is_group, idx in self._ordered(p, groups or self._groups(units, first), first):
@@ -572,7 +581,8 @@ class ClusterAutoscaler:
         """Ask the cloud for `count` nodes of pool p for the `pods` the scan estimated. A short
         answer backs the pool off at once; the nodes accepted are tracked until they come up
         (`_track_requests`)."""
-        granted = np.asarray(self.sim.provision(p, count, atomic=atomic, placement=placement, pods=pods), np.int64)
+        granted = np.asarray(self.sim.provision(p, count, atomic=atomic, placement=placement, pods=pods,
+                                                template=self.templates.template(p)), np.int64)
         if len(granted) < count:
             self.backoff.failed(p, now)
             self.sim.note(Event.BACKOFF, f"pool={self.sim.cluster.pools[p].name} asked={count} granted={len(granted)}")

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from harness.autoscalers import plan_price
+from harness.autoscalers.node_templates import NodeTemplates
 from harness.settings import check, duration
 
 if TYPE_CHECKING:
@@ -257,7 +258,9 @@ class PlannerPrice(Filter):
 
     def attach(self, sim: SimulationView) -> None:
         super().attach(sim)
-        self.demand = plan_price.Demand(sim, self.demand_window_s)
+        # a service that watches the cluster learns the node groups' devices as the autoscaler does
+        self.templates = NodeTemplates(sim, from_nodes=True)
+        self.demand = plan_price.Demand(sim, self.demand_window_s, self.templates)
 
     def cost(self, o: Option, demand_milli: np.ndarray) -> float:
         """What option o costs an hour, as the merged planner prices a plan."""
@@ -265,6 +268,7 @@ class PlannerPrice(Filter):
         return plan_price.cost(o.node_price, o.nodes, o.committed, paid)
 
     def best_options(self, options):
+        self.templates.refresh(self.sim.now)
         demand = self.demand.milli(self.demand.pods(self.sim.now))
         cheapest = _least(options, lambda o: self.cost(o, demand))
         fewest = min((o.nodes for o in cheapest), default=0)

@@ -38,8 +38,10 @@ Its view of a pod: Karpenter counts resources, so by default it ignores DRA-styl
 claims (NVLink, NUMA, NIC) and rounds a GPU share up to a whole device; `topology_aware` and
 `sharing_aware` turn each on (the view of `harness.whatif.view_of`); in a DRA cluster it
 simulates pods' claims with the scheduler's allocator (`dra_aware`, on: ignoreDRARequests
-false). No gang awareness: pod by pod. Defaults are Karpenter's documented ones (settings BATCH_IDLE_DURATION,
-BATCH_MAX_DURATION; NodePool disruption defaults).
+false), a node not up yet (in flight, or a new claim) publishing what its instance type's
+template says (`cluster.dra.templates`: the cloud provider's ResourceSliceTemplates, never
+learned from the nodes). No gang awareness: pod by pod. Defaults are Karpenter's documented
+ones (settings BATCH_IDLE_DURATION, BATCH_MAX_DURATION; NodePool disruption defaults).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ import numpy as np
 from harness.autoscalers.karpenter_consolidation import Consolidation
 from harness.autoscalers.karpenter_offerings import Offerings
 from harness.autoscalers.karpenter_scheduling import WhatIf, queue_order
+from harness.autoscalers.node_templates import NodeTemplates
 from harness.autoscalers.provision_timeout import ProvisionTimeout
 from harness.description import PRE_DRA, SHARING, TOPOLOGY, Description
 from harness.quiet import MAX_TICKS, NO_TICKS, Cadence, Clock, ends, every, leading, still_quiet
@@ -128,12 +131,15 @@ class KarpenterAutoscaler:
         self.view = view_of(sim.w, self.topology_aware, self.sharing_aware, self.dra_aware)
         self.view_class = equivalence_classes(self.view)
         self.offerings = Offerings(sim, self.unavailable_ttl_s)
+        # a node not initialized yet has its instance type's devices as the cloud provider's
+        # ResourceSliceTemplates say, never learned from the nodes (harness/autoscalers/node_templates.py)
+        self.templates = NodeTemplates(sim, from_nodes=False)
         self.nominated_until = np.full(sim.state.n_slots, -np.inf)
         self.nominated = np.zeros(0, np.int64)  # the nodes the last batch nominated
         self.consolidation = Consolidation(
             sim, scheduler, self.view, self.view_class, self.offerings, self.nominated_until, self.nomination_s,
             self._pending, self.underutilized, self.consolidate_after_s, self.budget_nodes, self.max_candidates,
-            self.validation_s, self.sharing_aware)
+            self.validation_s, self.sharing_aware, self.templates)
         self.window_start: float | None = None
         self.last_trigger = -np.inf
         self.seen_version = -1
@@ -299,8 +305,8 @@ class KarpenterAutoscaler:
             return
         pods = pods[self._order(pods)]
         usable = self.scheduler.booked_for == -1
-        sim_ = WhatIf(Snapshot(st), self.view, [(st.status == READY) & usable, (st.status == BOOTING) & usable],
-                      self.offerings.spare())
+        sim_ = WhatIf(Snapshot(st, devices=self.templates.slot_devices()), self.view,
+                      [(st.status == READY) & usable, (st.status == BOOTING) & usable], self.offerings.spare())
         where = sim_.place_all(pods, self.view_class)
         remaining, committed = self.offerings.supply()
         launched: list[int] = []

@@ -38,6 +38,7 @@ import numpy as np
 
 from harness.autoscalers.karpenter_offerings import Offerings
 from harness.autoscalers.karpenter_scheduling import WhatIf, queue_order
+from harness.autoscalers.node_templates import NodeTemplates
 from harness.quiet import Clock
 from harness.state import WHOLE
 from harness.status import ABSENT, BOOTING, READY, Event
@@ -59,8 +60,10 @@ class Consolidation:
     def __init__(self, sim: SimulationView, scheduler: Scheduler, view: Workload, view_class: np.ndarray,
                  offerings: Offerings, nominated_until: np.ndarray, nomination_s: float,
                  pending: Callable[[], np.ndarray], underutilized: bool, consolidate_after_s: float,
-                 budget_nodes: float, max_candidates: int, validation_s: float, sharing_aware: bool):
+                 budget_nodes: float, max_candidates: int, validation_s: float, sharing_aware: bool,
+                 templates: NodeTemplates):
         self.sim, self.scheduler, self.view, self.view_class = sim, scheduler, view, view_class
+        self.templates = templates  # a replacement is simulated by its instance type's template
         self.offerings, self.nominated_until, self.nomination_s = offerings, nominated_until, nomination_s
         self.pending = pending
         self.underutilized, self.consolidate_after_s = underutilized, consolidate_after_s
@@ -210,7 +213,7 @@ class Consolidation:
         share; a candidate's pod may not count on a node still booting. Returns (possible,
         replacement pool or -1)."""
         sim, st, w = self.sim, self.sim.state, self.sim.w
-        snap = Snapshot(st)
+        snap = Snapshot(st, devices=self.templates.slot_devices())
         moved = []
         # Per pod, inherently: these are the pods that would move, each released from its own
         # devices; their order (each node's in turn) breaks ties in the what-if's stable sort.

@@ -7,7 +7,8 @@ whatever happens), times its `share` of them: the dominant share the pods it pla
 memory or GPU, whichever they take most of) plus the share of the nodes' GPUs that the demand
 seen for the pool would leave idle, at most 1. The demand (`Demand`) is what a controller
 knows: the pods pending, and those that arrived in the last `window_s` and were placed since,
-that a node of the pool could hold.
+that a node of the pool could hold, as the controller knows the pool's nodes (its node-group
+templates, harness/autoscalers/node_templates.py).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from harness.autoscalers.node_templates import NodeTemplates
 from harness.status import PENDING
-from harness.workload import pools_fit
 
 if TYPE_CHECKING:
     from harness.state import ClusterState
@@ -25,11 +26,12 @@ if TYPE_CHECKING:
 
 
 class Demand:
-    """The GPU demand a controller sees per pool, in the scheduler's view of a pod."""
+    """The GPU demand a controller sees per pool, in the scheduler's view of a pod, on the
+    pools' nodes as `templates` says it knows them (the caller refreshes them)."""
 
-    def __init__(self, sim: SimulationView, window_s: float):
-        self.sim, self.window_s = sim, float(window_s)
-        self.fits_pool = pools_fit(sim.cluster, sim.w)
+    def __init__(self, sim: SimulationView, window_s: float, templates: NodeTemplates):
+        self.sim, self.window_s, self.templates = sim, float(window_s), templates
+        templates.fits(sim.w)  # every pod tabulated now, on attach
         self.pod_milli = sim.w.gpu_milli_total
         self.by_submit = np.argsort(sim.w.job_submit, kind="stable")  # the trace's jobs, at attach
         self.submits = sim.w.job_submit[self.by_submit]
@@ -47,7 +49,7 @@ class Demand:
         """pools x pods: could a node of the pool hold the pod, and may the pod use the pool
         (an admission layer may keep it to some: `Workload.placement`)?"""
         w = self.sim.w
-        return self.fits_pool[:, pods] & self.sim.state.pool_allowed[w.placement[pods]].T
+        return self.templates.fits(w)[:, pods] & self.sim.state.pool_allowed[w.placement[pods]].T
 
     def milli(self, pods: np.ndarray) -> np.ndarray:
         """GPU milli per pool of these pods, each counted in every pool that could hold it."""

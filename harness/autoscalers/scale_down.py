@@ -110,7 +110,7 @@ class ScaleDown:
         if self.pools is None:
             return self._resource_utilization(nodes)
         st = self.sim.state
-        types = st.slot_type[nodes]
+        types = st.dra_type[nodes]  # the devices each node publishes (a ready node: its type's own)
         dra = self.pools.published[types]
         if not dra.any():
             return self._resource_utilization(nodes)

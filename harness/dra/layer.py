@@ -1,6 +1,7 @@
 """A cluster's devices in DRA's terms, as the scheduler and every autoscaler's what-if see them:
-what each node type publishes, each node's allocation state (three slot-indexed arrays the
-cluster state holds beside its GPU matrix), and pods' claims compiled per node type.
+what each node type publishes (and what an autoscaler's node-group template says it does),
+each node's allocation state (three slot-indexed arrays the cluster state holds beside its GPU
+matrix), and pods' claims compiled per device type.
 
 A cluster with a `dra:` section runs every GPU pod through its claim: a template named by the
 trace's `claim` column, else the claim its device columns make (harness.dra.translate). The
@@ -14,6 +15,8 @@ The section (as `loopbench import dra` writes it):
     dra:
       device_classes: [{name: NAME, spec: SPEC}, ...]   # beside the built-in gpu, mig, nic
       node_types: {TYPE: [SLICE SPEC, ...]}             # else the type's columns, translated
+      templates: {TYPE: [SLICE SPEC, ...]}              # what the autoscalers' node-group template
+                                                        # says a node of TYPE publishes, if not that
       claims: {NAME: CLAIM SPEC}                        # templates the trace's `claim` names
       taint_rules: [...]; device_failures: {...}         # taints during the run (harness.dra.taints)
 
@@ -21,6 +24,21 @@ A device is one of the node type's GPUs when it has an integer attribute `index`
 driver publishes it) below the type's `gpus`; the share of that GPU it takes is its capacity
 request's share of its capacity (a multi-allocatable device), else its first counter's share
 of that counter (a partition), else the whole GPU.
+
+A node-group template (`templates`) is what an autoscaler simulates a node of the type with
+before it has seen one: Cluster Autoscaler builds a node group's template from its cloud
+provider (`TemplateNodeInfo`) until a node of the group has been ready for a minute, then from
+a copy of that node; Karpenter takes its instance types' ResourceSliceTemplates from the cloud
+provider, always. Where the provider's guess differs from what the nodes really publish, the
+autoscaler buys nodes that do not hold the pods, or misses ones that would. Each template is
+one more device type after the node types (`template_of`): the claims are compiled against it
+as against a node type, and a slot simulated by it, in a what-if or while its node boots, has
+it as its `dra_type` (harness/state.py). Real nodes (the scheduler, binding, metrics) always
+use what they publish. A template identical to what the nodes publish (pool names aside) is
+no template. A template may publish fewer pools of a driver than the nodes do, never more:
+upstream holds such a node unready until the template's pools appear (Cluster Autoscaler's
+DRA readiness check, Karpenter's initialization gate), which is not modelled; nor are
+templates together with device taints (a taint names devices a node publishes).
 
 A device taint in force on a node (a per-slot bitmask, `marks`) keeps an option that does not
 tolerate it off that device there: the compiled calls take the marks and each option's
@@ -52,13 +70,13 @@ from harness.dra.allocator import (
     first_fit_typed,
     take_alike_typed,
 )
-from harness.dra.resources import Claim, claim, device_class, resource_slice
+from harness.dra.resources import Claim, ResourceSlice, claim, device_class, resource_slice
 from harness.dra.taints import DeviceTaints, tolerated_bits
 from harness.errors import ConfigError
 from harness.node_type import NodeType
 
 WHOLE = translate.WHOLE
-SECTION_KEYS = ("device_classes", "node_types", "claims", "taint_rules", "device_failures")
+SECTION_KEYS = ("device_classes", "node_types", "templates", "claims", "taint_rules", "device_failures")
 MOST_FOLLOWED = 1 << 20  # changes remembered by `DeviceLayer.follow` before it starts over
 NO_MARKS = np.zeros((0, 0), np.int64)  # the compiled calls' taint marks where none are configured
 
@@ -84,8 +102,9 @@ Arrays = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 class DeviceLayer:
-    """The static part: per node type what it publishes and which devices are its GPUs; the
-    claims compiled against each type, once."""
+    """The static part: per device type (each node type, then each node-group template that
+    differs from its type) what it publishes and which devices are its GPUs; the claims
+    compiled against each device type, once."""
 
     def __init__(self, node_types: list[NodeType], partition_profiles: dict[str, int], raw: dict):
         if not isinstance(raw, dict):
@@ -108,29 +127,37 @@ class DeviceLayer:
         for t in declared:
             if t not in names:
                 raise ConfigError(f"cluster.dra.node_types.{t}", f"no such node type (known: {', '.join(names)})")
+        #: per device type, what it publishes and which devices are its GPUs (-1: not a GPU): the
+        #: node types, then the templates that differ from them
         self.devices: list[NodeDevices] = []
-        self.gpu_index: list[np.ndarray] = []  # per type, per device: its GPU (-1: not a GPU)
+        self.gpu_index: list[np.ndarray] = []
         for nt in node_types:
             if nt.name in declared:
-                specs = declared[nt.name]
-                if not isinstance(specs, list):
-                    raise ConfigError(f"cluster.dra.node_types.{nt.name}", f"expected a list of slice specs, "
-                                      f"got {specs!r}")
-                slices = tuple(resource_slice({"metadata": {"name": f"{nt.name}-{i}"}, "spec": s},
-                                              f"cluster.dra.node_types.{nt.name}[{i}]") for i, s in enumerate(specs))
+                slices = _slices(declared[nt.name], f"cluster.dra.node_types.{nt.name}", nt.name)
             else:
                 slices = translate.slices_of(nt, partition_profiles, nt.name)
-            devices = NodeDevices.of(slices)
-            index = np.full(devices.n_devices, -1, np.int64)
-            for d, (dev, driver) in enumerate(zip(devices.items, devices.drivers, strict=True)):
-                g = dev.attributes.get(f"{driver}/index")
-                if isinstance(g, int) and not isinstance(g, bool):
-                    if not 0 <= g < nt.gpus:
-                        raise ConfigError(f"cluster.dra.node_types.{nt.name}", f"device {dev.name!r} has index {g}, "
-                                          f"but node type {nt.name!r} has {nt.gpus} GPUs")
-                    index[d] = g
-            self.devices.append(devices)
-            self.gpu_index.append(index)
+            self._add(NodeDevices.of(slices), nt, f"cluster.dra.node_types.{nt.name}")
+        self.n_types = len(node_types)
+        #: per node type, the device type an autoscaler simulates a node of it with before it has
+        #: seen one: its node-group template, or the type itself (no template, or an identical one)
+        self.template_of = np.arange(self.n_types, dtype=np.int32)
+        guessed = raw.get("templates") or {}
+        if not isinstance(guessed, dict):
+            raise ConfigError("cluster.dra.templates", f"expected a mapping TYPE -> [slice spec, ...], got {guessed!r}")
+        for name, specs in guessed.items():
+            where = f"cluster.dra.templates.{name}"
+            if name not in names:
+                raise ConfigError(where, f"no such node type (known: {', '.join(names)})")
+            t = names.index(name)
+            devices = NodeDevices.of(_slices(specs, where, f"{name}-template"))
+            _check_pools(devices, self.devices[t], where)
+            if not _same(devices, self.devices[t]):
+                self.template_of[t] = len(self.devices)
+                self._add(devices, node_types[t], where)
+        if (self.template_of != np.arange(self.n_types)).any() and (
+                raw.get("taint_rules") is not None or raw.get("device_failures") is not None):
+            raise ConfigError("cluster.dra.templates", "not modelled together with taint_rules or device_failures: "
+                              "a device taint names devices a node publishes, a template's are the autoscaler's guess")
         self.claims: dict[str, Claim] = {}
         templates = raw.get("claims") or {}
         if not isinstance(templates, dict):
@@ -144,7 +171,7 @@ class DeviceLayer:
         self._compiled: dict[tuple[int, int], tuple[tuple[Claim, ...], CompiledClaims, np.ndarray]] = {}
         self._typed: dict[int, tuple[tuple[Claim, ...], TypedClaims, FitCache, int]] = {}
         self._alike: AlikeCache | None = None  # what-if binds of every claim set (`take_alike`), made on first use
-        self.next_stamp = len(node_types)  # the next stamp to give; below: an empty node of type t is stamp t
+        self.next_stamp = len(self.devices)  # the next stamp to give; below: an empty node of device type t is stamp t
         self._after: dict[tuple, int] = {}  # (stamp, change) -> the stamp of the state it leads to
         #: taints during the run (None: none configured)
         self.taints = None
@@ -153,9 +180,27 @@ class DeviceLayer:
                                        [d.names for d in self.devices], [d.drivers for d in self.devices],
                                        [np.flatnonzero(g >= 0) for g in self.gpu_index])
 
+    def _add(self, devices: NodeDevices, nt: NodeType, where: str) -> None:
+        """One more device type: what a node of type `nt` publishes (or, a template, is said to)."""
+        index = np.full(devices.n_devices, -1, np.int64)
+        for d, (dev, driver) in enumerate(zip(devices.items, devices.drivers, strict=True)):
+            g = dev.attributes.get(f"{driver}/index")
+            if isinstance(g, int) and not isinstance(g, bool):
+                if not 0 <= g < nt.gpus:
+                    raise ConfigError(where, f"device {dev.name!r} has index {g}, but node type {nt.name!r} has "
+                                      f"{nt.gpus} GPUs")
+                index[d] = g
+        self.devices.append(devices)
+        self.gpu_index.append(index)
+
+    @property
+    def templated(self) -> bool:
+        """Some node type has a node-group template that differs from what its nodes publish."""
+        return len(self.devices) > self.n_types
+
     # ---- claims against node types ------------------------------------------------------
     def compiled(self, claims: tuple[Claim, ...], t: int) -> tuple[CompiledClaims, np.ndarray]:
-        """The claims compiled for node type t, and per (option, device) the GPU milli it takes
+        """The claims compiled for device type t, and per (option, device) the GPU milli it takes
         (0: not a GPU)."""
         key = (id(claims), t)
         hit = self._compiled.get(key)
@@ -165,7 +210,7 @@ class DeviceLayer:
         return hit[1], hit[2]
 
     def typed(self, claims: tuple[Claim, ...]) -> tuple[TypedClaims, FitCache]:
-        """The claims compiled against every node type, as one compiled call takes them, and
+        """The claims compiled against every device type, as one compiled call takes them, and
         their answers so far by node-state stamp."""
         hit = self._typed.get(id(claims)) or self._type(claims)
         return hit[1], hit[2]
@@ -195,7 +240,7 @@ class DeviceLayer:
         return out
 
     def gpu_milli(self, claims: tuple[Claim, ...], where: str) -> int:
-        """The share of each GPU the claims take, on every node type (0: they take no GPU).
+        """The share of each GPU the claims take, on every device type (0: they take no GPU).
         Refused where devices of different shares could serve them: a pod holds one share of
         each of its GPUs."""
         seen: set[int] = set()
@@ -209,12 +254,15 @@ class DeviceLayer:
                               "holds one share of each GPU it takes")
         return seen.pop() if seen else 0
 
-    def fits_empty(self, claims: tuple[Claim, ...]) -> np.ndarray:
-        """Per node type: could an empty node of it allocate the claims?"""
-        out = np.zeros(len(self.devices), bool)
-        for t, dev in enumerate(self.devices):
+    def fits_empty(self, claims: tuple[Claim, ...], types: np.ndarray | None = None) -> np.ndarray:
+        """Per node type (or per device type of `types`, templates included): could an empty
+        node of it allocate the claims?"""
+        types = np.arange(self.n_types) if types is None else np.asarray(types)
+        out = np.zeros(len(types), bool)
+        for i, t in enumerate(types.tolist()):
+            dev = self.devices[t]
             cc, _ = self.compiled(claims, t)
-            out[t] = allocate(cc, dev, DeviceState.fresh(dev, 1), np.zeros(1, np.int64))[0][0]
+            out[i] = allocate(cc, dev, DeviceState.fresh(dev, 1), np.zeros(1, np.int64))[0][0]
         return out
 
     # ---- node state: slot-indexed arrays, padded to the widest type --------------------
@@ -269,7 +317,7 @@ class DeviceLayer:
 
     def reset(self, taken: np.ndarray, cap: np.ndarray, counters: np.ndarray, stamp: np.ndarray, n: int,
               t: int, marks: np.ndarray | None = None) -> None:
-        """Slot n holds a fresh node of type t (nothing allocated, stamp t: one content per
+        """Slot n holds a fresh node of device type t (nothing allocated, stamp t: one content per
         type, unless device taints are in force on the slot (`marks`): then a stamp of its
         own), or none (t = -1)."""
         taken[n] = False
@@ -283,6 +331,49 @@ class DeviceLayer:
             stamp[n] = t
         else:
             self.restamp(stamp, n)
+
+
+def _slices(specs: object, where: str, prefix: str) -> tuple[ResourceSlice, ...]:
+    """The slice specs of one node (a list), read as ResourceSlices named `prefix-i`; a bad one is
+    refused naming its place under `where`."""
+    if not isinstance(specs, list):
+        raise ConfigError(where, f"expected a list of slice specs, got {specs!r}")
+    out = []
+    for i, s in enumerate(specs):
+        try:
+            out.append(resource_slice({"metadata": {"name": f"{prefix}-{i}"}, "spec": s}, f"{where}[{i}]"))
+        except ConfigError as e:
+            raise ConfigError(f"{where}[{i}]", f"{e.where}: {e.rule}") from None
+    return tuple(out)
+
+
+def _pools(devices: NodeDevices) -> dict[str, int]:
+    """Pools per driver among one node's slices (every pool a node publishes is complete here)."""
+    pools: dict[str, set[str]] = {}
+    for s in devices.slices:
+        pools.setdefault(s.driver, set()).add(s.pool)
+    return {driver: len(p) for driver, p in pools.items()}
+
+
+def _check_pools(template: NodeDevices, real: NodeDevices, where: str) -> None:
+    """A template publishes at most as many pools of each driver as the nodes do (upstream's
+    `areResourcePoolsReady`: with more, the node would be held unready for pools that never come)."""
+    have = _pools(real)
+    for driver, n in sorted(_pools(template).items()):
+        if n > have.get(driver, 0):
+            raise ConfigError(where, f"publishes {n} pool(s) of driver {driver!r}, the node type's nodes "
+                              f"{have.get(driver, 0)}: an autoscaler would hold each such node unready, waiting "
+                              "for pools that never come (not modelled); a template may differ in devices and "
+                              "attributes, and publish fewer pools, never more")
+
+
+def _same(a: NodeDevices, b: NodeDevices) -> bool:
+    """Two devices lists an allocator cannot tell apart: the same drivers, devices and counters
+    in the same order (pool and slice names aside)."""
+    return (a.drivers == b.drivers and a.items == b.items and a.capacities == b.capacities
+            and [c[1:] for c in a.counters] == [c[1:] for c in b.counters]
+            and np.array_equal(a.counter_cap, b.counter_cap) and np.array_equal(a.consumes, b.consumes)
+            and np.array_equal(a.multi, b.multi) and np.array_equal(a.capacity, b.capacity))
 
 
 def feasible(layer: DeviceLayer, arrays: Arrays, stamp: np.ndarray, slot_type: np.ndarray, claims: tuple[Claim, ...],

@@ -65,9 +65,9 @@ class ClaimWriter:
         w = sim.w
         assert w.claim is not None and st.dra is not None
         claims = w.claim_sets[int(w.claim[p])]
-        t = int(st.slot_type[n])
+        t = int(st.dra_type[n])  # a node booting on its template: the devices planned
         devices, cc = st.dra.devices[t], st.dra.compiled(claims, t)[0]
-        translated = all(s.pool == sim.cluster.node_types[t].name for s in devices.slices)  # pools per node
+        translated = all(s.pool == sim.cluster.node_types[st.slot_type[n]].name for s in devices.slices)  # per node
         request_of = np.searchsorted(cc.opt_end, np.arange(len(cc.options)), side="right")
         results = []
         for o, d in gpus.pairs.tolist():

@@ -53,6 +53,7 @@ import numpy as np
 
 from harness.autoscalers import plan_price
 from harness.autoscalers.backoff import NodeGroupBackoff
+from harness.autoscalers.node_templates import NodeTemplates
 from harness.autoscalers.plan_price import Demand
 from harness.autoscalers.provision_timeout import ProvisionTimeout
 from harness.autoscalers.scale_down import ScaleDown
@@ -118,7 +119,8 @@ class MergedLoop:
                                         self.backoff_reset_s)
         self.allowed = np.ones(len(sim.cluster.pools), bool)  # the pools not backed off at the last scan
         self.ceiling = np.full(len(sim.cluster.pools), np.inf)  # nodes a pool held when it last fell short
-        self.demand = Demand(sim, self.demand_window_s)
+        self.templates = NodeTemplates(sim, from_nodes=True)  # what it knows of a pool's nodes: as CA
+        self.demand = Demand(sim, self.demand_window_s, self.templates)
         self.demand_milli = np.zeros(len(sim.cluster.pools))  # GPU milli of the demand seen, per pool (`_demand`)
 
     def next_wakeup(self, now: float) -> float:
@@ -142,7 +144,7 @@ class MergedLoop:
         sim = self.sim
         if not self.cadence.quiet((sim.state.mutations, sim.queue.version, self._missing_key())):
             return NO_TICKS
-        clocks = self.scale_down.clocks() + self.backoff.clocks() + self.timeout.clocks()
+        clocks = self.scale_down.clocks() + self.backoff.clocks() + self.timeout.clocks() + self.templates.clocks()
         return self.cadence.skip(start, before, clocks)
 
     def step(self, sim: SimulationView, now: float) -> None:
@@ -153,7 +155,8 @@ class MergedLoop:
         before = sim.state.mutations
         self._give_up_unserved(now)
         allowed = self.backoff.allowed(now)
-        if (allowed & ~self.allowed).any():  # a pool's backoff ran out: every job may plan again
+        learned = self.templates.refresh(now)  # a pool's nodes seen: its booting ones planned anew too
+        if (allowed & ~self.allowed).any() or learned:  # a pool's backoff ran out: every job may plan again
             self.planned_at[:] = -1
         self.allowed = allowed
         self.unplanned: list[int] = []  # nodes of short grants, kept while a plan may use them
@@ -321,7 +324,8 @@ class MergedLoop:
         """Ask pool for as many nodes as the plan opened for these pods, all or nothing, placed
         as it needs (the provider picks the slots); a short grant backs it off."""
         sim = self.sim
-        granted = sim.provision(pool, len(opened), atomic=True, placement=placement, pods=pods)
+        granted = sim.provision(pool, len(opened), atomic=True, placement=placement, pods=pods,
+                                template=self.templates.template(pool))
         if len(granted) < len(opened):
             self._fell_short(pool, sim.now)
             return granted
@@ -371,7 +375,8 @@ class MergedLoop:
             elif w.job_min_member[j] > 1:
                 return None  # a local gang on nodes it has only: left to the pool options
         idx = np.concatenate([have, slots]).astype(np.int64)
-        snap = Snapshot(st, idx, usable=np.arange(len(idx)) < len(have), openable=range(len(have), len(idx)))
+        snap = Snapshot(st, idx, usable=np.arange(len(idx)) < len(have), openable=range(len(have), len(idx)),
+                        devices=self.templates.slot_devices())
         plan = snap.fit(w, pods, undo=False)  # ready, then oldest in-flight first (pack what it has), then new
         if plan is None:
             return None

@@ -13,12 +13,15 @@ import numpy as np
 import pytest
 
 from harness.autoscalers.karpenter import KarpenterAutoscaler
+from harness.cluster import Cluster
 from harness.loops.separate import SeparateLoops
 from harness.quiet import NO_TICKS
 from harness.scheduler import Scheduler
 from harness.scores import LeastAllocated
 from harness.sim import Simulation
 from harness.status import READY
+from harness.whatif import Snapshot
+from harness.workload import compile_workload
 from tests import scenarios as sc
 
 H = 3600.0
@@ -229,7 +232,7 @@ def test_should_select_the_cheapest_valid_instance_type_regardless_of_size():
     types = [{"name": n, "cpu_milli": c, "memory_mib": 8192, "gpus": 0, "gpu_model": "none"}
              for n, c in (("medium", 2000), ("small", 1000), ("large", 4000))]
     pools = [sc.pool(n, n, price_on_demand=p) for n, p in (("medium", 3.0), ("small", 2.0), ("large", 1.0))]
-    cl = sc.Cluster(node_types=types, pools=pools, autoscaling=True, name="fake")
+    cl = Cluster(node_types=types, pools=pools, autoscaling=True, name="fake")
     _, sim = sc.run(sc.trace(mem_pods(1, 16)), cl, karpenter(), horizon_s=600.0)
     assert [sim.cluster.pools[r.pool].name for r in sim.nodes] == ["large"]
 
@@ -375,3 +378,29 @@ def test_a_registration_ttl_shorter_than_the_boot_deletes_slow_nodes_too(monkeyp
     row, _ = run_both(sc.trace([{"gpu_count": 8}]), cl, 700.0, registration_ttl_s=200.0)
     assert log[:len(log) // 2] == [("p", t, 1) for t in (1.0, 201.0, 401.0, 601.0)]
     assert row["pods_pending"] == 1
+
+
+# ---- DRA: the devices a node not initialized yet is simulated with -----------------------------
+def test_template_slices_for_claims_and_pre_initialized_nodes_none_for_initialized_ones():
+    """kubernetes-sigs/karpenter pkg/controllers/provisioning/scheduling/dra_internal_test.go
+    Describe("draExistingNode adapter") It("should return no template slices for an initialized
+    node"), It("should return the full template set for a pre-initialized node"), and
+    Describe("draNodeClaim adapter") It("should expose template slices per instance type"): an
+    initialized node is simulated with the slices it published, a node not initialized yet with
+    its instance type's template slices, a new NodeClaim with its instance types'. Ours: a
+    ready node has its type's own devices, a booting one and a new claim's slot the template's
+    (`cluster.dra.templates`), in the snapshot every Karpenter simulation packs."""
+    gpu = [{"driver": "gpu.nvidia.com", "nodeName": "n", "pool": {"name": "n"},
+            "devices": [{"name": f"gpu-{i}", "attributes": {"type": {"string": "gpu"}, "index": {"int": i}}}
+                        for i in range(k)]} for k in (2, 1)]
+    types = [sc.node_type("t", gpus=2, nvlink_domains=1, numa_domains=1)]
+    cl = Cluster(node_types=types, pools=[sc.pool("p", "t")], name="karpenter-dra",
+                    dra={"node_types": {"t": gpu[:1]}, "templates": {"t": gpu[1:]}})
+    sim = Simulation(compile_workload(sc.trace([{"submit_s": 10 * H}]), cl), cl, seed=0, horizon_s=H)
+    loop = karpenter()
+    loop.attach(sim)
+    sim.fleet.add(0, ready=True)  # initialized
+    sim.provision(0, 1, atomic=False)  # launched, not initialized: slot 1
+    snap = Snapshot(sim.state, devices=loop.autoscaler.templates.slot_devices())
+    own, template = 0, int(cl.devices.template_of[0])
+    assert snap.state.dra_type.tolist() == [own, template, template, template]
