@@ -378,6 +378,8 @@ class Simulation(Engine):
         self.pod_start[p] = self.now
         self.acct.set_reason(p, -1)
         self.hooks.emit(Event.STARTED, p, int(self.w.job[p]), n)
+        for on_start in self.hooks.started:
+            on_start(p, n)
         if self.placeholder[p]:  # holds room, does no work: its node is not used by it
             self.ledger.buffering(n, self._milli(p))
             return

@@ -1,5 +1,6 @@
 """The Job controller's pod-failure backoff (harness/job_backoff.py) in replays: golden runs by
-hand, `job_backoff: false`, and an invariant over random failure schedules. Upstream's own cases are in tests/conformance/test_job_backoff.py.
+hand, the bind-time NoExecute eviction it makes finite, `job_backoff: false`, and an invariant
+over random failure schedules. Upstream's own cases are in tests/conformance/test_job_backoff.py.
 
 The golden node is tests/test_dra_taints.py's: one static node of two GPUs (gpu-0, gpu-1),
 every pod one whole GPU for 3,600 s unless said; NoExecute device taints (DeviceTaintRules)
@@ -20,10 +21,10 @@ from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.services.loop import ReplicaLoop
 from harness.services.replicas import HorizontalPodAutoscaler
 from harness.sim import Simulation
-from harness.status import EVENT_NAMES, RUNNING, Event, PendingReason
+from harness.status import EVENT_NAMES, PENDING, RUNNING, Event, PendingReason
 from harness.workload import compile_workload
 from tests import scenarios as sc
-from tests.test_dra_taints import FAILURES, taint, two_gpus
+from tests.test_dra_taints import FAILURES, taint, tolerating, two_gpus
 from tests.test_kueue import HOUR, job, kueue, queue, started, static_cluster
 from tests.test_kueue_preemption import preempting
 from tests.test_services_golden import ONE, one_node
@@ -130,6 +131,44 @@ def test_off_evicted_pods_pend_again_at_once_and_no_column():
     assert queued_at(log) == [0.0]  # never out of the queue: back at 100, 300, 500
     assert sim.job_started[0] == 500.0 and sim.job_finished[0] == 4100.0
     assert "pending_s_job_backoff" not in row and sim.job_backoff is None
+
+
+# ---- a NoExecute taint the pod tolerates for a while, in force when it is bound -------------
+TOLERATES_600 = {"tol": tolerating(tolerationSeconds=600)}
+
+
+def test_a_pod_bound_under_a_tolerated_taint_is_evicted_when_its_toleration_runs_out_and_flaps():
+    # gpu-0 tainted NoExecute 0-2,000; p tolerates it for 600 s and takes gpu-0 at 0 (first
+    # fit: the allocator ignores tolerationSeconds). Evicted at 0 + 600 (1 failure), back at
+    # 610: gpu-0 again, its toleration long over: evicted at once (2 failures), back at 630,
+    # and so on: evicted at 600, 610, 630, 670, 750, 910, 1,230, 1,830 (the 8th wait is capped
+    # at 600 s), back at 2,430, the taint gone: runs 2,430-6,030. It ran 600 s in all before;
+    # every later bind lasted no time. Backoff waits 10 + 20 + ... + 320 + 600 + 600 = 1,830 s.
+    row, sim, log = replay([{"claim": "tol"}], taint("NoExecute", at_s=0.0, until_s=2000.0), **TOLERATES_600)
+    evicted = [t for t, kind, _, _ in log if kind == "preempted"]
+    assert evicted == [600.0, 610.0, 630.0, 670.0, 750.0, 910.0, 1230.0, 1830.0]
+    assert row["taint_evictions"] == 8 and row["jobs_evicted_by_taint"] == 1
+    assert row["taint_evicted_accel_hours_lost"] == pytest.approx(600 / 3600)
+    assert sim.job_started[0] == 2430.0 and sim.job_finished[0] == 6030.0
+    assert row["pending_s_job_backoff"] == 1830.0
+
+
+def test_a_pod_bound_later_under_a_tolerated_taint_before_its_time_is_evicted_at_its_time():
+    # gpu-0 tainted at 1,000 (for good); p arrives at 1,100, takes gpu-0 (tolerated) and is
+    # evicted at 1,000 + 600, then flaps: back at 1,610, evicted at once, ... to the horizon
+    row, sim, log = replay([{"claim": "tol", "submit_s": 1100.0}], taint("NoExecute", at_s=1000.0),
+                           horizon_s=1700.0, **TOLERATES_600)
+    assert [t for t, kind, _, _ in log if kind == "preempted"] == [1600.0, 1610.0, 1630.0, 1670.0]
+    assert sim.pod_status[0] == PENDING and row["taint_evicted_accel_hours_lost"] == pytest.approx(500 / 3600)
+
+
+def test_off_a_pod_bound_under_a_tolerated_taint_keeps_its_device():
+    # the older simplification: without the backoff, bind-time evictions would loop at one
+    # instant, so there are none: the pod bound at 0, after the taint came (events run before
+    # arrivals), is never evicted by it and runs 0-3,600
+    row, sim, log = replay([{"claim": "tol"}], taint("NoExecute", at_s=0.0, until_s=2000.0), job_backoff=False,
+                           **TOLERATES_600)
+    assert row["taint_evictions"] == 0 and sim.job_finished[0] == 3600.0
 
 
 # ---- invariant: every wait is the record's delay ---------------------------------------------
