@@ -45,8 +45,11 @@ class AdmissionGate:
             sim.job_admitted[j] = sim.now
         sim.job_admissions[j] += 1
         self._keep_to(j, 0 if nodes is None else sim.state.placement(nodes))
-        sim.acct.set_reasons(sim.unbound_pods(j), PendingReason.SHORTAGE)
         sim.queue.push(j)
+        if sim.queue.deferred[j]:  # its pods deleted before, their backoff not over: they come then
+            sim.acct.set_reasons(sim.unbound_pods(j), PendingReason.JOB_BACKOFF)
+            return
+        sim.acct.set_reasons(sim.unbound_pods(j), PendingReason.SHORTAGE)
         if sim.hooks.event:
             sim.hooks.emit(Event.QUEUED, job=j)
 

@@ -3,23 +3,25 @@
 The scheduler's PostFilter (harness/scheduler/preemption.py), Kueue's preemption, Karpenter's
 consolidation and a NoExecute device taint (harness/taint_eviction.py) evict through
 `Simulation.evict`; the pods leave their nodes by the simulation's one release path
-(`unbind_many`).
+(`unbind_many`), deleted: their jobs wait out their pod-failure backoff (harness/job_backoff.py)
+unless suspended.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from harness.status import BOUND, DONE, NOT_ARRIVED, PENDING, RUNNING, PendingReason
+from harness.status import BOUND, DONE, NOT_ARRIVED, PENDING, RUNNING
 
 
-def evict(sim, pods: np.ndarray, by_taint: bool = False) -> None:
+def evict(sim, pods: np.ndarray, by_taint: bool = False, deleted: bool = True) -> None:
     """Preempt these bound or running pods: each goes back to pending and restarts from
     scratch. A gang goes whole: every member that has a node or finished goes back, and it
     must gather its quorum again (a job with no pod left on a node starts again: its
     `job_started` becomes its next start). The accelerator work the running (and, in a gang,
     the finished) pods of the trace did is lost, and each job touched counts one preemption
-    (`by_taint`: one eviction by a device taint, counted apart)."""
+    (`by_taint`: one eviction by a device taint, counted apart). `deleted`: the pods that had a
+    node are failures for their Job controller (False: its job was suspended)."""
     w = sim.w
     assert np.isin(sim.pod_status[pods], (BOUND, RUNNING)).all(), "only pods on a node are evicted"
     jobs = np.unique(w.job[pods])
@@ -37,7 +39,7 @@ def evict(sim, pods: np.ndarray, by_taint: bool = False) -> None:
     pause = w.job_placeholder[jobs]
     (sim.acct.evicted_by_taint if by_taint else sim.acct.preempted)(jobs[~pause], float(ran @ gpu_milli))
     sim.acct.placeholder_preemptions += int(pause.sum())
-    sim.unbind_many(out[sim.pod_status[out] != DONE])
+    sim.unbind_many(out[sim.pod_status[out] != DONE], deleted)
     if len(done):  # finished members of a preempted gang run again (they left their nodes)
         sim.pod_status[done] = PENDING
         sim.pod_node[done] = -1
@@ -46,9 +48,9 @@ def evict(sim, pods: np.ndarray, by_taint: bool = False) -> None:
         np.subtract.at(sim.job_done, w.job[done], 1)
         np.subtract.at(sim.job_placed, w.job[done], 1)
         np.subtract.at(sim.job_ready_bound, w.job[done], 1)  # it ran: it was bound on a ready node
-        sim.acct.set_reasons(done, PendingReason.SHORTAGE)
         for j in np.unique(w.job[done]).tolist():
             if sim.job_placed[j] == 0:
                 sim.job_anchor[j] = -1
             sim.queue.push(j)
+        sim.acct.set_reasons(done, sim.pending_reasons(w.job[done]))
     sim.job_started[jobs[sim.job_placed[jobs] == 0]] = np.nan  # none of it runs: it starts again

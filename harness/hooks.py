@@ -20,6 +20,9 @@ class Hooks:
     endless: list[Callable[[int], None]] = field(default_factory=list)
     #: a pod was bound to a node (pod, node): its devices are `Simulation.pod_gpus[pod]`
     bound: list[Callable[[int, int], None]] = field(default_factory=list)
+    #: a bound pod started running on its node (pod, node): bound as upstream's API sees it,
+    #: its gang's wait in Permit over and its node ready
+    started: list[Callable[[int, int], None]] = field(default_factory=list)
     #: a pod left its node, whatever the reason (finished, unbound, preempted, withdrawn)
     left: list[Callable[[int], None]] = field(default_factory=list)
     #: a job is withdrawn before it finished (a deleted replica)

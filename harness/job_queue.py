@@ -2,9 +2,10 @@
 
 A job is queued while any pod of it is pending and it has reached the scheduler (arrived, or
 admitted by an admission layer) and passed the scheduler's PreEnqueue (a gang waits there for
-its quorum of pods to exist); it leaves once all its arrived pods have a node. `version` bumps
-when a job or more of its pods join, so a loop can tell that nothing new has arrived since it
-last looked.
+its quorum of pods to exist); it leaves once all its arrived pods have a node. A job whose
+pods its Job controller has not created again yet (their pod-failure backoff, harness/job_backoff.py)
+waits out of it, `deferred`, until it is pushed again. `version` bumps when a job or more of its
+pods join, so a loop can tell that nothing new has arrived since it last looked.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ class JobQueue:
         self.sort: QueueOrder | None = None  # the scheduler's QueueSort plugin (`order_by`)
         #: the scheduler's PreEnqueue plugins as one check (`enqueue_if`): may job j enter?
         self.pre_enqueue: Callable[[int], bool] | None = None
+        #: the Job controller's backoff as one check (`wait_while`): must job j wait?
+        self.backing_off: Callable[[int], bool] | None = None
+        self.deferred = np.zeros(n_jobs, bool)  # per job: pushed while backing off, waiting out of the queue
         self._entry: dict[int, tuple[tuple, int]] = {}  # a queued job's entry in `entries`
         self._jobs: np.ndarray | None = None  # the queue's jobs as an array, until it changes
         self.holds = np.zeros(n_jobs, bool)  # per job: queued
@@ -54,10 +58,19 @@ class JobQueue:
         """Let a job in only when this says so (the scheduler's PreEnqueue, on attach)."""
         self.pre_enqueue = pre_enqueue
 
+    def wait_while(self, backing_off: Callable[[int], bool]) -> None:
+        """Keep a job out while this says so (the Job controller's backoff, harness/job_backoff.py)."""
+        self.backing_off = backing_off
+
     def push(self, j: int) -> bool:
-        """Queue job j unless it is queued; False: PreEnqueue keeps it out for now."""
+        """Queue job j unless it is queued; False: its backoff (then it is `deferred` until
+        pushed again) or PreEnqueue keeps it out for now."""
         if not self.holds[j]:
             assert self.sort is not None, "the scheduler orders the queue when it attaches"
+            if self.backing_off is not None and self.backing_off(j):
+                self.deferred[j] = True
+                return False
+            self.deferred[j] = False
             if self.pre_enqueue is not None and not self.pre_enqueue(j):
                 return False
             entry = self._entry[j] = (self.sort.key(self.workload(), j), j)
@@ -73,6 +86,8 @@ class JobQueue:
         self.version += 1
 
     def remove(self, j: int) -> None:
+        """Job j leaves the queue, or stops waiting to enter it (an admission layer took it back)."""
+        self.deferred[j] = False
         if self.holds[j]:
             self.entries.remove(self._entry.pop(j))
             self._jobs = None

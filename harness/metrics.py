@@ -602,7 +602,8 @@ def summary_row(sim, jobs: pl.DataFrame, nodes: pl.DataFrame, extra: dict) -> pl
         "cost_usd": tot["cost"],
         **idle_by_model(sim.acct),
         **{f"pending_s_{n}": float(v) for n, v in zip(REASON_NAMES, sim.acct.pending_s, strict=True)
-           if n != "not_admitted" or sim.admission is not None},  # only behind an admission layer
+           if (n != "not_admitted" or sim.admission is not None)  # only behind an admission layer
+           and (n != "job_backoff" or sim.job_backoff is not None)},  # only with the Job controller's backoff
         **admission_waits(sim, jobs),
         **preemption_losses(sim),
         **taint_eviction_losses(sim),

@@ -87,7 +87,8 @@ def build(cfg: DictConfig) -> tuple[Simulation, Loop]:
         raise ConfigError("stop_when_done", "a trace with services never ends by itself (its replicas run on): "
                           "set a horizon_s instead")
     sim = Simulation(w, cluster, seed=int(cfg.seed), horizon_s=float(horizon),
-                     timeline_interval_s=float(cfg.timeline_interval_s), stop_when_done=stop)
+                     timeline_interval_s=float(cfg.timeline_interval_s), stop_when_done=stop,
+                     job_backoff=bool(cfg.get("job_backoff", True)))
     return sim, loop
 
 

@@ -170,6 +170,8 @@ RUN: dict[str, Rule] = {
     "stop_when_done": flag("end the replay once every pod of the trace is done or refused (at the latest at "
                            "horizon_s)"),
     "check_fits": flag("check that every generated pod fits some node type of the cluster"),
+    "job_backoff": flag("a job's evicted pods come back only after its Job controller's pod-failure backoff "
+                        "(10 s doubling per failure to 10 min; false: at once, the older simplification)"),
     "consolidation": flag("every loop that scales down also removes under-used nodes, moving their pods "
                           "(false: only empty nodes are removed)"),
     "trace_events": flag("write the decision trace, events.parquet: one row per pod, job and node event"),

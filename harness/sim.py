@@ -36,6 +36,7 @@ from harness.filters import feasible, pick_devices
 from harness.fleet import Fleet
 from harness.fragmentation import TargetWorkload
 from harness.hooks import Hooks
+from harness.job_backoff import JobBackoff
 from harness.job_queue import JobQueue
 from harness.ledger import Ledger
 from harness.metrics import Accounting
@@ -73,7 +74,7 @@ UNBIND_IN_TURN_BELOW = 8
 class Simulation(Engine):
     def __init__(self, workload: Workload, cluster: Cluster, seed: int, horizon_s: float,
                  timeline_interval_s: float = 60.0, target: TargetWorkload | None = None,
-                 stop_when_done: bool = False):
+                 stop_when_done: bool = False, job_backoff: bool = True):
         check("", "", seed=seed, horizon_s=horizon_s, timeline_interval_s=timeline_interval_s)
         super().__init__()
         self._duration = workload.duration  # run times: the simulation's alone
@@ -110,6 +111,9 @@ class Simulation(Engine):
         self.job_admitted = np.full(w.n_jobs, np.nan)  # when a job's pods first reached the scheduler
         self.job_admissions = np.zeros(w.n_jobs, np.int32)  # times an admission layer let a job through
         self.queue = JobQueue(lambda: self.w, w.n_jobs)  # the jobs waiting for the scheduler, in QueueSort order
+        #: the Job controller's pod-failure backoff (None: evicted pods pend again at once, the
+        #: older simplification)
+        self.job_backoff = JobBackoff(self) if job_backoff else None
         self.job_arrived = np.zeros(w.n_jobs, np.int32)  # pods of each job that have arrived
         self._stream_arrivals()
         self.job_never_fits = np.bincount(w.job, weights=w.never_fits, minlength=w.n_jobs) > 0
@@ -184,8 +188,9 @@ class Simulation(Engine):
             self.queue.joined(j)
             self.hooks.emit(Event.QUEUED, job=j)
             return
-        if not self.queue.push(j):  # PreEnqueue: fewer pods than its gang's quorum exist
-            self.acct.set_reasons(pods, PendingReason.GANG_WAIT)
+        if not self.queue.push(j):  # its backoff, or PreEnqueue: fewer pods than its gang's quorum exist
+            self.acct.set_reasons(pods, PendingReason.JOB_BACKOFF if self.queue.deferred[j]
+                                  else PendingReason.GANG_WAIT)
             return
         pending = pods if len(pods) == len(every) else self.unbound_pods(j)
         if len(pending) == 1:
@@ -265,9 +270,14 @@ class Simulation(Engine):
         self.ledger.released(n, p, milli if math.isnan(self.job_started[w.job[p]]) else 0,
                              milli if self.placeholder[p] and self.pod_status[p] == RUNNING else 0)
 
-    def unbind(self, p: int) -> None:
-        """Release a bound or running pod back to pending (gang timeout, rollback, eviction)."""
+    def unbind(self, p: int, deleted: bool = False) -> None:
+        """Release a bound or running pod back to pending (gang timeout, rollback, eviction);
+        `deleted`: the pod was deleted (evicted, drained): if it ran, a failure for its Job
+        controller, which creates it again only after its backoff (a member waiting for its
+        gang is rejected, not deleted, upstream: it waits in Permit, not bound)."""
         j, n = int(self.w.job[p]), int(self.pod_node[p])
+        if deleted and self.job_backoff is not None and self.pod_status[p] == RUNNING:
+            self.job_backoff.failed(j)
         if self.state.status[n] == READY:
             self.job_ready_bound[j] -= 1
         self._leave(p)
@@ -280,11 +290,11 @@ class Simulation(Engine):
         self.pod_start[p] = np.nan
         for hook in self.hooks.unbound:
             hook(j)
-        self.acct.set_reason(p, PendingReason.SHORTAGE)
         self.queue.push(j)
+        self.acct.set_reason(p, PendingReason.JOB_BACKOFF if self.queue.deferred[j] else PendingReason.SHORTAGE)
         self.hooks.emit(Event.RELEASED, p, j, n)
 
-    def unbind_many(self, pods: np.ndarray | list[int]) -> None:
+    def unbind_many(self, pods: np.ndarray | list[int], deleted: bool = False) -> None:
         """`unbind` each of these distinct bound or running pods, in turn: the same outcome bit
         for bit, the bookkeeping in vector steps. Each pod leaves its node in order (`_leave`:
         `frag_ready` is a running float sum, and a node's F_n is measured after each of its pods)."""
@@ -292,11 +302,14 @@ class Simulation(Engine):
         pods = np.asarray(pods, np.int64)
         if len(pods) < UNBIND_IN_TURN_BELOW:  # a few pods: cheaper one by one than in vector steps
             for p in pods.tolist():
-                self.unbind(p)
+                self.unbind(p, deleted)
             return
         status = self.pod_status[pods]
         assert ((status == BOUND) | (status == RUNNING)).all(), "only pods on a node are unbound"
         jobs = w.job[pods]
+        if deleted and self.job_backoff is not None:  # the pods that ran failed (`unbind`)
+            for j, count in zip(*np.unique(jobs[status == RUNNING], return_counts=True), strict=True):
+                self.job_backoff.failed(int(j), int(count))
         nodes = self.pod_node[pods].copy() if self.hooks.event else None
         np.subtract.at(self.job_ready_bound, jobs[self.state.status[self.pod_node[pods]] == READY], 1)
         for p in pods.tolist():
@@ -311,20 +324,30 @@ class Simulation(Engine):
         for j in order:
             for hook in self.hooks.unbound:
                 hook(j)
-        self.acct.set_reasons(pods, PendingReason.SHORTAGE)
         for j in order:
             self.queue.push(j)
+        self.acct.set_reasons(pods, self.pending_reasons(jobs))
         if nodes is not None:
             for p, j, n in zip(pods.tolist(), jobs.tolist(), nodes.tolist(), strict=True):
                 self.hooks.emit(Event.RELEASED, p, j, n)
 
-    def evict(self, pods: np.ndarray, taint: str = "") -> None:
+    def evict(self, pods: np.ndarray, taint: str = "", *, suspended: bool = False) -> None:
         """Preempt these bound or running pods (gangs whole): they restart from scratch (`evict`).
-        `taint`: the NoExecute device taint that evicts them, counted apart from preemptions."""
+        `taint`: the NoExecute device taint that evicts them, counted apart from preemptions.
+        `suspended`: their job was suspended (Kueue's eviction), its controller deleting its
+        pods without counting them failed: no backoff."""
         if self.hooks.event:
             for p in np.asarray(pods).tolist():
                 self.hooks.emit(Event.PREEMPTED, p, int(self.w.job[p]), int(self.pod_node[p]), taint)
-        evict(self, pods, by_taint=bool(taint))
+        evict(self, pods, by_taint=bool(taint), deleted=not suspended)
+
+    def pending_reasons(self, jobs: np.ndarray) -> np.ndarray | int:
+        """The reason of pods of these jobs that just went back to pending and were pushed to the
+        queue: shortage, or waiting out their job's backoff."""
+        deferred = self.queue.deferred[jobs]
+        if not deferred.any():
+            return PendingReason.SHORTAGE
+        return np.where(deferred, PendingReason.JOB_BACKOFF, PendingReason.SHORTAGE).astype(np.int8)
 
     def withdraw(self, j: int) -> None:
         """Job j, of one pod, is gone before it finished (a deleted replica): it leaves its node
@@ -359,6 +382,8 @@ class Simulation(Engine):
         self.pod_start[p] = self.now
         self.acct.set_reason(p, -1)
         self.hooks.emit(Event.STARTED, p, int(self.w.job[p]), n)
+        for on_start in self.hooks.started:
+            on_start(p, n)
         if self.placeholder[p]:  # holds room, does no work: its node is not used by it
             self.ledger.buffering(n, self._milli(p))
             return
@@ -380,6 +405,8 @@ class Simulation(Engine):
         self.pod_end[p] = self.now
         self.pods_left -= int(not self.placeholder[p])
         self.job_done[j] += 1
+        if self.job_backoff is not None and self.job_backoff.failures[j]:
+            self.job_backoff.succeeded(j)
         if self.job_done[j] == len(self.w.job_pods[j]):
             self.job_finished[j] = self.now
 

@@ -25,6 +25,7 @@ class PendingReason(IntEnum):
     GANG_WAIT = 3  # bound, waiting for the rest of its gang
     BOOTING = 4  # a booting node has room for it (or it is planned onto one)
     NOT_ADMITTED = 5  # its job waits for admission by a queue manager (Kueue): not yet the scheduler's
+    JOB_BACKOFF = 6  # deleted (evicted), its Job controller waits out the pod-failure backoff before creating it again
 
 
 REASON_NAMES = [r.name.lower() for r in PendingReason]

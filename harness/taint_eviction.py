@@ -7,8 +7,18 @@ state's `device_taints` as it happens, so a loop (its scheduler, its autoscaler'
 sees a taint only once it came. When a NoExecute taint comes on a device, each pod whose
 allocation holds that device is evicted at the taint's time plus the least tolerationSeconds
 of the NoExecute tolerations of its request that tolerate it: at once without such a
-toleration, never with one that has no tolerationSeconds (upstream's claimEvictionTime). A pod
-bound later onto a device whose taint it tolerates for a while is not evicted by it.
+toleration, never with one that has no tolerationSeconds (upstream's claimEvictionTime).
+
+A pod bound later onto a device whose NoExecute taint it tolerates for a while is evicted at
+that same time, or at once if it has passed, as upstream's controller does for a pod
+scheduled with a claim allocated after the taint came (the allocator ignores
+tolerationSeconds, so the scheduler may well pick that device again). Bound means bound as
+upstream's API sees it: when the pod starts here (its gang's wait in Permit over, its node
+ready). A batch job's pod then comes back only after its Job controller's backoff
+(harness/job_backoff.py) and, bound to the same device again, is evicted again: it flaps with
+delays doubling to 10 min until the taint goes. A Deployment's pod, which its ReplicaSet
+recreates at once, would flap at one instant forever: it is not evicted at bind time, nor is
+any pod with the backoff off (`job_backoff: false`, the older simplification).
 """
 
 from __future__ import annotations
@@ -30,11 +40,14 @@ class DeviceTaintEviction:
         #: per (slot, device), the taints in force on it: (its number, when it came)
         self.active: dict[tuple[int, int], list[tuple[int, float]]] = {}
         self.applied = 0  # taints that came on a device
+        self.no_execute = np.zeros(sim.state.n_slots, np.int32)  # per slot: NoExecute taints in force
         self._delays: dict[int, np.ndarray] = {}  # per claim set: `eviction_delay`
         times, starts = np.unique(c.time, return_index=True)
         bounds = np.r_[starts, len(c.time)].tolist()
         for i, t in enumerate(times.tolist()):
             sim.at(t, self._change, bounds[i], bounds[i + 1])
+        if sim.job_backoff is not None:
+            sim.hooks.started.append(self._bound)
 
     def _change(self, lo: int, hi: int) -> None:
         """Changes lo..hi (one instant) take effect: the state's marks, then evictions."""
@@ -43,15 +56,17 @@ class DeviceTaintEviction:
         slots, evicting = set(), set()
         for i in range(lo, hi):
             key, taint = (int(c.slot[i]), int(c.device[i])), (int(c.taint[i]), float(c.added[i]))
+            no_execute = self.taints.catalogue[taint[0]].effect == NO_EXECUTE
             if c.on[i]:
                 self.active.setdefault(key, []).append(taint)
                 self.applied += 1
-                if self.taints.catalogue[taint[0]].effect == NO_EXECUTE:
+                if no_execute:
                     evicting.add(key[0])
             else:
                 self.active[key].remove(taint)
                 if not self.active[key]:
                     del self.active[key]
+            self.no_execute[key[0]] += (1 if c.on[i] else -1) * no_execute
             slots.add(key[0])
         for n in sorted(slots):
             marks = np.zeros(st.device_taints.shape[1], np.int64)
@@ -75,6 +90,20 @@ class DeviceTaintEviction:
                 sim.at(when, self._expire, p, int(sim.pod_epoch[p]))
         if due:
             sim.evict(np.array(due, np.int64), why)
+
+    def _bound(self, p: int, n: int) -> None:
+        """Pod p started on slot n: under a NoExecute taint it tolerates for a while, it is
+        evicted when that runs out (at once if it has: after this instant's scheduling). Only a
+        batch job's pod, which backs off before it is bound again."""
+        sim = self.sim
+        if not self.no_execute[n]:
+            return
+        assert sim.job_backoff is not None, "bind-time evictions need the Job controller's backoff"
+        if not sim.job_backoff.counted[sim.w.job[p]]:
+            return
+        when, _ = self._eviction_time(p)
+        if math.isfinite(when):
+            sim.at(max(when, sim.now), self._expire, p, int(sim.pod_epoch[p]))
 
     def _expire(self, p: int, epoch: int) -> None:
         sim = self.sim

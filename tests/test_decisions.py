@@ -24,10 +24,11 @@ def test_a_preemption_reads_as_it_happened():
     """Two 8-GPU nodes, present from the start. `low` (a gang of 2 x 8 GPUs) arrives at 0: both
     pods shortage, queued, bound one per node (the first waits for its gang), both start. At
     100 `high` (2 x 4 GPUs, priority 100, 50 s) preempts it whole: each `low` pod is preempted
-    and released back to pending (shortage again), `high` binds and starts, and the scheduler
-    turns `low` away (each node has 4 of its 8 GPUs left: FitError's `Insufficient
-    nvidia.com/gpu` on both). At 150 `high`
-    finishes and `low` binds and starts again on the same nodes."""
+    and released back to pending, waiting out its job's pod-failure backoff (two running pods
+    deleted: 20 s), and `high` binds and starts. At 120 `low` is queued again (shortage) and
+    the scheduler turns it away (each node has 4 of its 8 GPUs left: FitError's `Insufficient
+    nvidia.com/gpu` on both). At 150 `high` finishes and `low` binds and starts again on the
+    same nodes."""
     cl = cluster([node_type("g8")], [pool(f"n{i}", "g8", min_size=1, max_size=1) for i in range(2)],
                  autoscaling=False)
     pods = [{"job_id": "low", "min_member": 2, "gpu_count": 8, "priority": 10, "duration_s": 1e6}] * 2 + \
@@ -43,19 +44,23 @@ def test_a_preemption_reads_as_it_happened():
         return [(t, "bound", job, a, 0, gpus), (t, "reason", job, a, None, "gang_wait"), (t, "bound", job, b, 1, gpus),
                 (t, "started", job, a, 0, None), (t, "started", job, b, 1, None)]
 
+    def queued(t, job, a, b):
+        return [(t, "reason", job, a, None, "shortage"), (t, "reason", job, b, None, "shortage"),
+                (t, "queued", job, None, None, None)]
+
     def arrive(t, job, a, b):
-        return [(t, "arrived", job, None, None, None), (t, "reason", job, a, None, "shortage"),
-                (t, "reason", job, b, None, "shortage"), (t, "queued", job, None, None, None)]
+        return [(t, "arrived", job, None, None, None), *queued(t, job, a, b)]
 
     assert got == [
         (0.0, "node_requested", None, None, 0, "ready"), (0.0, "node_requested", None, None, 1, "ready"),
         *arrive(0.0, "low", 0, 1), *start(0.0, "low", 0, 1, gpus8),
         *arrive(100.0, "high", 2, 3),
         (100.0, "preempted", "low", 0, 0, None), (100.0, "preempted", "low", 1, 1, None),
-        (100.0, "reason", "low", 0, None, "shortage"), (100.0, "released", "low", 0, 0, None),
-        (100.0, "reason", "low", 1, None, "shortage"), (100.0, "released", "low", 1, 1, None),
+        (100.0, "reason", "low", 0, None, "job_backoff"), (100.0, "released", "low", 0, 0, None),
+        (100.0, "reason", "low", 1, None, "job_backoff"), (100.0, "released", "low", 1, 1, None),
         *start(100.0, "high", 2, 3, gpus4),
-        *[(100.0, "unschedulable", "low", p, None, "0/2 nodes are available: 2 Insufficient nvidia.com/gpu "
+        *queued(120.0, "low", 0, 1),
+        *[(120.0, "unschedulable", "low", p, None, "0/2 nodes are available: 2 Insufficient nvidia.com/gpu "
                                                    "(NodeResourcesFit)") for p in (0, 1)],
         (150.0, "finished", "high", 2, 0, None), (150.0, "finished", "high", 3, 1, None),
         *start(150.0, "low", 0, 1, gpus8),

@@ -1,8 +1,9 @@
 """Device taints during a run (KEP-5055): DeviceTaintRules that come and go at given times on
 one node slot's device, NoExecute evicting the pods that hold it, tolerations, and a seeded
 failure schedule. Numbers by hand on one static node of two GPUs (gpu-0 and gpu-1, its
-columns translated), every pod one whole GPU for 3,600 s; the scheduler steps at each event,
-so an evicted pod is bound again at the instant of its eviction."""
+columns translated), every pod one whole GPU for 3,600 s; the scheduler steps at each event.
+An evicted pod's job has failed once: its Job controller creates it again 10 s later (the
+pod-failure backoff, harness/job_backoff.py)."""
 
 from __future__ import annotations
 
@@ -41,14 +42,14 @@ def taint(effect: str, **kw) -> dict:
 def test_a_no_execute_device_taint_mid_run_evicts_the_pod_which_restarts_on_the_other_gpu():
     cl = two_gpus(taint("NoExecute", at_s=1000.0))
     row, sim = sc.run(sc.trace([{}]), cl, sc.separate(), horizon_s=2 * H)
-    # bound on gpu-0 (first fit) at 0; evicted at 1,000 with 1,000 s of work lost; bound again
-    # at once on gpu-1 and runs its full 3,600 s: done at 4,600
+    # bound on gpu-0 (first fit) at 0; evicted at 1,000 with 1,000 s of work lost; back after
+    # its 10 s backoff, bound on gpu-1 at 1,010 and runs its full 3,600 s: done at 4,610
     assert row["taint_evictions"] == 1 and row["jobs_evicted_by_taint"] == 1
     assert row["taint_evicted_accel_hours_lost"] == approx(1000 / H)
     assert "preemptions" not in row  # no loop here preempts: evictions by taint are their own column
     assert row["device_taints"] == 1 and row["pods_done"] == 1
-    assert sim.job_started[0] == 1000.0 and sim.job_finished[0] == 4600.0
-    assert row["used_accel_hours"] == approx((1000 + 3600) / H)
+    assert sim.job_started[0] == 1010.0 and sim.job_finished[0] == 4610.0
+    assert row["used_accel_hours"] == approx((1000 + 3600) / H) and row["pending_s_job_backoff"] == 10.0
 
 
 def test_a_no_schedule_taint_keeps_the_running_pod_and_its_removal_frees_the_device():
@@ -74,11 +75,12 @@ def test_a_tolerating_claim_gets_the_tainted_device_and_keeps_it():
 
 
 def test_toleration_seconds_delay_the_eviction_from_the_time_the_taint_came():
-    cl = two_gpus(taint("NoExecute", at_s=1000.0), tol=tolerating(tolerationSeconds=600))
+    cl = two_gpus(taint("NoExecute", at_s=1000.0, until_s=1605.0), tol=tolerating(tolerationSeconds=600))
     row, sim = sc.run(sc.trace([{"claim": "tol"}]), cl, sc.separate(), horizon_s=2 * H)
-    # evicted at 1,000 + 600, then runs whole on gpu-1: 1,600 to 5,200
+    # evicted at 1,000 + 600; back after its backoff, at 1,610, the taint gone: runs whole on
+    # gpu-0 again, 1,610 to 5,210
     assert row["taint_evictions"] == 1 and row["taint_evicted_accel_hours_lost"] == approx(1600 / H)
-    assert sim.job_started[0] == 1600.0 and sim.job_finished[0] == 5200.0
+    assert sim.job_started[0] == 1610.0 and sim.job_finished[0] == 5210.0
 
 
 def test_a_taint_gone_before_the_toleration_runs_out_evicts_nobody():

@@ -20,7 +20,7 @@ from harness.scheduler.pod_group import GangScheduling
 from harness.scheduler.preemption import DefaultPreemption
 from harness.scores import LeastAllocated, MostAllocated
 from harness.sim import Simulation
-from harness.status import ABSENT, BOOTING, BOUND, READY, RUNNING
+from harness.status import ABSENT, BOOTING, BOUND, PENDING, READY, RUNNING, PendingReason
 from harness.workload import LOCALITY_CODE, compile_workload
 from tests import scenarios as sc
 
@@ -141,6 +141,14 @@ def check_state(sim) -> None:
         placed = sim.pod_node[w.job_pods[j]]
         assert (groups[placed[placed >= 0]] == groups[sim.job_anchor[j]]).all()
     assert sim.ledger.frag_ready == pytest.approx(sim.ledger.frag[ready].sum(), abs=1e-6)
+    # a job waiting out its pod-failure backoff is out of the queue, its pending pods say so,
+    # and no other pod does; its backoff still runs (its end lets it in, before any step)
+    queue = sim.queue
+    assert not (queue.holds & queue.deferred).any()
+    waiting = (sim.pod_status == PENDING) & queue.deferred[w.job]
+    assert (sim.pod_reason[waiting] == PendingReason.JOB_BACKOFF).all()
+    assert not ((sim.pod_reason == PendingReason.JOB_BACKOFF) & ~waiting).any()
+    assert all(sim.job_backoff.holds(int(j)) for j in np.flatnonzero(queue.deferred))
 
 
 def run_checked(table, loop, autoscaling=True):

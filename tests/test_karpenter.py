@@ -109,16 +109,18 @@ def test_consolidation_replaces_two_underused_nodes_by_one_cheaper():
     # running an X (6 GPUs, to 1301) and a Y (2 GPUs). At the poll at 1310 both hold one Y:
     # together they fit one new claim {gpu8, gpu4}; gpu4 at $3 < 2 x $10. The command is
     # re-validated at 1325 (validation rule; nothing changed): gpu4 launched and both gpu8 nodes
-    # tainted. It is ready at 1625: both deleted, the Ys evicted, restart on it and run
-    # 1625-5225; polls run from 1325 every 10 s, so the one at 5225 finds the gpu4 empty and it
-    # is deleted at 5240.
-    assert launched(sim) == [("big", 1.0, 1625.0), ("big", 1.0, 1625.0), ("small", 1325.0, 5240.0)]
+    # tainted. It is ready at 1625: both deleted, the Ys evicted; each Y's job has failed once,
+    # so its Job controller creates it again 10 s later (pod-failure backoff): they restart on
+    # the gpu4 at 1635 and run 1635-5235; polls run from 1325 every 10 s, so the one at 5235
+    # finds the gpu4 empty and it is deleted at 5250.
+    assert launched(sim) == [("big", 1.0, 1625.0), ("big", 1.0, 1625.0), ("small", 1325.0, 5250.0)]
     booting = 2 * 8 * 300 + 4 * 300
-    unallocated = 2 * 6 * (1625 - 1301) + 4 * (5240 - 5225)
+    unallocated = 2 * 6 * (1625 - 1301) + 4 * (1635 - 1625) + 4 * (5250 - 5235)
     assert idle(row) == approx(((booting + unallocated) / H, booting / H, unallocated / H, 0.0, 0.0))
     assert row["used_accel_hours"] == approx((2 * 6 * 1000 + 2 * 2 * 1324 + 4 * 3600) / H)
-    assert row["cost_usd"] == approx((10.0 * 2 * 1624 + 3.0 * 3915) / H)
-    assert sorted(sim.pod_end[2:]) == [5225.0, 5225.0]
+    assert row["cost_usd"] == approx((10.0 * 2 * 1624 + 3.0 * 3925) / H)
+    assert sorted(sim.pod_end[2:]) == [5235.0, 5235.0]
+    assert row["pending_s_job_backoff"] == 2 * 10.0
 
 
 def test_consolidation_with_the_default_budget_goes_one_node_at_a_time():
@@ -126,15 +128,19 @@ def test_consolidation_with_the_default_budget_goes_one_node_at_a_time():
     row, sim = sc.run(table, cl, karpenter(), horizon_s=2 * H)
     # Same start. At 1310 the budget is ceil(10% x 2) = 1: single-node consolidation picks the
     # first candidate (both cost 1: lower slot; its Y fits the 6 free GPUs of the other),
-    # re-validated and deleted at 1325 (validation rule); that Y restarts there at 1325. The
-    # poll at once (1325) finds the last gpu8 holding both Ys: one new gpu4 ($3 < $10) replaces
-    # it, validated and launched at 1340, ready 1640, when the gpu8 is deleted; the Ys run
-    # 1640-5240; the poll at 5240 finds the gpu4 empty, deleted at 5255.
-    assert launched(sim) == [("big", 1.0, 1325.0), ("big", 1.0, 1640.0), ("small", 1340.0, 5255.0)]
+    # re-validated and deleted at 1325 (validation rule); that Y (Y1) is created again after
+    # its job's 10 s backoff and restarts on the other gpu8 at 1335. The poll at once (1325)
+    # finds the last gpu8 holding Y2: one new gpu4 ($3 < $10) replaces it, validated at 1340
+    # (now with both Ys, which still fit it) and launched, ready 1640, when the gpu8 is deleted:
+    # Y2 fails for the first time (back at 1650), Y1 for the second (20 s: back at 1660); they
+    # run 1650-5250 and 1660-5260 on the gpu4; the poll at 5260 finds it empty, deleted at 5275.
+    assert launched(sim) == [("big", 1.0, 1325.0), ("big", 1.0, 1640.0), ("small", 1340.0, 5275.0)]
+    assert sim.pod_start[2:].tolist() == [1660.0, 1650.0] and sim.pod_end[2:].tolist() == [5260.0, 5250.0]
     booting = 2 * 8 * 300 + 4 * 300
-    unallocated = 6 * 24 + (6 * 24 + 4 * (1640 - 1325)) + 4 * (5255 - 5240)
+    gpu4 = 4 * (1650 - 1640) + 2 * (1660 - 1650) + 2 * (5260 - 5250) + 4 * (5275 - 5260)
+    unallocated = 6 * 24 + (6 * (1335 - 1301) + 4 * (1640 - 1335)) + gpu4
     assert idle(row) == approx(((booting + unallocated) / H, booting / H, unallocated / H, 0.0, 0.0))
-    assert row["cost_usd"] == approx((10.0 * (1324 + 1639) + 3.0 * 3915) / H)
+    assert row["cost_usd"] == approx((10.0 * (1324 + 1639) + 3.0 * 3935) / H)
 
 
 def test_gang_members_are_not_evicted():

@@ -24,7 +24,7 @@ from harness.scheduler.gang import Coscheduling
 from harness.scheduler.preemption import DefaultPreemption, pick_one
 from harness.scores import LeastAllocated
 from harness.sim import Simulation
-from harness.status import BOUND, DONE, PENDING, RUNNING
+from harness.status import BOUND, DONE, PENDING, RUNNING, PendingReason
 from harness.workload import compile_workload
 from tests.scenarios import cluster, node_type, pool, run, trace
 
@@ -106,7 +106,8 @@ def evict_scene():
 def test_evict_takes_a_gang_whole_even_its_finished_members():
     """Evicting one member sends back every member, the finished one too (it restarts from
     scratch): its 1000 s count as lost with the others' 1800 s; the nodes are empty, the job is
-    queued, not started, and must gather its quorum again."""
+    not started and must gather its quorum again. Its two running members were deleted: two
+    failures, so it waits out of the queue for its Job controller's backoff (10 x 2 s)."""
     sim = evict_scene()
     assert sim.pod_status.tolist() == [DONE, RUNNING, RUNNING]
     sim.evict(np.array([2]))
@@ -114,9 +115,12 @@ def test_evict_takes_a_gang_whole_even_its_finished_members():
     assert sim.acct.preempted_lost / 3.6e6 == pytest.approx(8 * (1000 + 1800 + 1800) / 3600)
     assert sim.acct.job_preemptions.tolist() == [1]
     assert sim.job_placed[0] == 0 and sim.job_done[0] == 0 and sim.job_ready_bound[0] == 0
-    assert math.isnan(sim.job_started[0]) and sim.job_anchor[0] == -1 and sim.queue.holds[0]
+    assert math.isnan(sim.job_started[0]) and sim.job_anchor[0] == -1
+    assert not sim.queue.holds[0] and sim.queue.deferred[0] and sim.job_backoff.failures[0] == 2
     assert (sim.state.free_whole[:3] == 8).all() and sim.ledger.held_ready == 0
-    assert sim.acct.reason_count.sum() == 3  # all three pending again
+    assert sim.acct.reason_count[PendingReason.JOB_BACKOFF] == 3  # all three pending again, backing off
+    sim.advance_to(1820.0)
+    assert sim.queue.holds[0] and sim.acct.reason_count[PendingReason.SHORTAGE] == 3
 
 
 def test_a_restarted_gang_runs_its_whole_duration_again():
@@ -202,15 +206,16 @@ def test_bound_pods_waiting_for_their_gang_are_victims_too():
 
 
 def test_victims_are_placed_again_at_once():
-    """After a cycle that preempted, the scheduler runs once more at the same instant (upstream
-    requeues the victims at once): H (8 GPUs, priority 100) evicts L and M (4 GPUs each,
-    priority 0) from n0 at 600 s; n1 has 4 GPUs free beside N (priority 200), so one of them
-    runs there from 600 s, not from the next event."""
+    """After a cycle that preempted, the scheduler runs once more at the same instant: H (8
+    GPUs, priority 100) evicts L and M (4 GPUs each, priority 0) from n0 at 600 s; n1 has 4
+    GPUs free beside N (priority 200), so one of them runs there from 600 s, not from the next
+    event. Victims pending again at once are those of the older simplification (`job_backoff:
+    false`) and a Deployment's; a Job's wait out its backoff (tests/test_job_backoff.py)."""
     t = trace([{"job_id": "L", "gpu_count": 4}, {"job_id": "M", "gpu_count": 4},
                {"job_id": "N", "gpu_count": 4, "priority": 200},
                {"job_id": "H", "gpu_count": 8, "priority": 100, "submit_s": 600.0}])
     cl = nodes(2)
-    sim = Simulation(compile_workload(t, cl), cl, seed=0, horizon_s=601.0)
+    sim = Simulation(compile_workload(t, cl), cl, seed=0, horizon_s=601.0, job_backoff=False)
     loop = preempting()
     loop.attach(sim)
     sim.advance_to(0.0)

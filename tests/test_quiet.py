@@ -242,7 +242,7 @@ def test_a_streamed_timeline_keeps_its_row_groups_when_samples_come_in_blocks(tm
     tl = Timeline()
     path = tmp_path / "timeline.parquet"
     tl.stream_to(path)
-    row = (8.0, 4.0, 0.0, 4.0, 0.0, 0.0, 0.0, 0.1, 0.2, 1, 0, 0, 0, 0, 0, 0, 0, 3.5)  # buffer 0, 6 pending reasons
+    row = (8.0, 4.0, 0.0, 4.0, 0.0, 0.0, 0.0, 0.1, 0.2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 3.5)  # buffer 0, 7 pending reasons
     for t in range(3):
         tl.append((float(t), *row))
     tl.extend(np.arange(3.0, 10.0), row)  # a quiet stretch: one block of 7

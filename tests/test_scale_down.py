@@ -114,10 +114,10 @@ def evictions(monkeypatch) -> list[tuple[float, int]]:
     log: list[tuple[float, int]] = []
     real = Simulation.unbind
 
-    def unbind(sim, p):
+    def unbind(sim, p, deleted=False):
         if sim.pod_status[p] == RUNNING:
             log.append((sim.now, int(sim.pod_node[p])))
-        real(sim, p)
+        real(sim, p, deleted)
 
     monkeypatch.setattr(Simulation, "unbind", unbind)
     return log
@@ -130,10 +130,10 @@ def drains(name: str, consolidation: bool) -> list[tuple[float, int]]:
     log: list[tuple[float, int]] = []
     real = Simulation.unbind
 
-    def unbind(sim, p):  # a running pod sent back to pending: a drain's eviction
+    def unbind(sim, p, deleted=False):  # a running pod sent back to pending: a drain's eviction
         if sim.pod_status[p] == RUNNING:
             log.append((sim.now, int(sim.pod_node[p])))
-        real(sim, p)
+        real(sim, p, deleted)
 
     loop = build_loop(compose("config", [f"loop={name}", f"consolidation={str(consolidation).lower()}"]))
     cl = Cluster(node_types=[sc.node_type("gpu8"), sc.node_type("gpu4", gpus=4)], name="golden",

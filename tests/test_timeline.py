@@ -10,7 +10,7 @@ from tests import scenarios as sc
 
 
 def row(t: float) -> tuple:
-    return (t, 8.0, 4.0, 0.0, 4.0, 0.0, 0.0, 0.0, 0.1, 0.2, 1, 0, 0, 0, 0, 0, 0, 0, 3.5)  # buffer, nodes, 6 reasons
+    return (t, 8.0, 4.0, 0.0, 4.0, 0.0, 0.0, 0.0, 0.1, 0.2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 3.5)  # buffer, nodes, 7 reasons
 
 
 def test_timeline_streams_in_row_groups(tmp_path, monkeypatch):

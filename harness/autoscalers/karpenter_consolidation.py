@@ -320,6 +320,6 @@ class Consolidation:
         for n in nodes:  # per node and pod, inherently: each evicted pod is re-queued, each node removed
             sim.note(Event.SCALE_DOWN, f"karpenter consolidation: {why}", node=int(n))
             for pod in sim.pods_on(int(n)):
-                sim.unbind(pod)
+                sim.unbind(pod, deleted=True)
             sim.remove_node(int(n))
             self.scheduler.book(n, -1)

@@ -311,7 +311,7 @@ class ScaleDown:
             drained = self._still_removable(now, gone, drained, n_drain, booked_for)
         drained = drained[:n_drain]
         for n in drained.tolist():
-            sim.unbind_many(sim.pods_on(n))  # evicted: each restarts wherever the scheduler puts it
+            sim.unbind_many(sim.pods_on(n), deleted=True)  # evicted: each restarts wherever the scheduler puts it
         removed = np.r_[gone, drained]
         if len(removed) == 0:  # every ripe node is within its pool's min_size, or not removable now
             return

@@ -287,14 +287,16 @@ class KueueLoop:
 
     def _evict_victims(self) -> None:
         """Kueue preempted these jobs: their pods on nodes are evicted (`Simulation.evict`:
-        the lost work is counted), and every pod of theirs waits again, not admitted."""
+        the lost work is counted), and every pod of theirs waits again, not admitted. Kueue
+        evicts by suspending the Job, whose controller deletes its pods without counting them
+        failed: no pod-failure backoff."""
         sim = self.sim
         victims, self.adm.evicted = self.adm.evicted, []
         for v in dict.fromkeys(victims):
             pods = sim.w.job_pods[v]
             on_nodes = pods[np.isin(sim.pod_status[pods], (BOUND, RUNNING))]
             if len(on_nodes):
-                sim.evict(on_nodes)
+                sim.evict(on_nodes, suspended=True)
             else:  # quota reserved, no pod bound yet: preempted all the same, nothing lost
                 sim.acct.preempted(np.array([v]), 0.0)
             sim.queue.remove(v)
