@@ -34,7 +34,7 @@ from harness.services.buffers import Buffer, CapacityBuffer, Overprovisioning
 from harness.services.loop import ReplicaLoop
 from harness.services.replicas import HorizontalPodAutoscaler
 from harness.services.trace import read_services
-from harness.services.workload import compile_services
+from harness.services.workload import compile_services, refuse_unplaceable
 from harness.settings import check, check_config, instantiate, number
 from harness.sim import Simulation
 from harness.summary import readout
@@ -77,6 +77,7 @@ def build(cfg: DictConfig) -> tuple[Simulation, Loop]:
         services, demand, meta = read_services(*service_files)
         buffer = build_buffer(cfg, loop, services)
         w = compile_services(table, services, demand, cluster, path, meta.demand_unit, buffer)
+        refuse_unplaceable(w, services, cluster, str(service_files[0]))
     if isinstance(loop, KueueLoop) and cluster.kueue is not None and (unknown := unknown_queues(cluster.kueue, w)):
         raise unknown_queue(unknown[0], w, path, service_files, cluster.name)
     if service_files is not None:  # the replica autoscaler beside the loop, Kueue's gate included
