@@ -12,6 +12,7 @@ import pytest
 
 from harness.config import compose
 from harness.errors import ConfigError
+from harness.hydra_builds import check, check_before_hydra
 from harness.importers.cli import main as import_main
 from harness.replay import build
 from harness.settings import check_config, instantiate
@@ -188,13 +189,12 @@ def test_a_hydra_callback_from_a_config_file_copies_nothing(tmp_path):
     assert not copy.exists() and not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("command", ["replay", "compare", "generate"])
-def test_a_hydra_callback_from_the_command_line_is_refused_before_hydra_builds_it(command, tmp_path):
+@pytest.mark.parametrize("config", ["config", "compare", "generate"])
+def test_a_hydra_callback_from_the_command_line_is_refused_before_hydra_builds_it(config, tmp_path):
     copy = tmp_path / "copy.txt"
-    r = loopbench(command, "+hydra.callbacks.x._target_=shutil.copyfile", f"+hydra.callbacks.x.src={__file__}",
-                  f"+hydra.callbacks.x.dst={copy}", cwd=tmp_path)
-    assert one_line_error(r).startswith(f"loopbench {command}: error: hydra.callbacks.x._target_ = "
-                                        f"'shutil.copyfile': {REFUSED}")
+    with pytest.raises(ConfigError, match=rf"^hydra.callbacks.x._target_ = 'shutil.copyfile': {REFUSED}"):
+        check_before_hydra(config, ["+hydra.callbacks.x._target_=shutil.copyfile", f"+hydra.callbacks.x.src={__file__}",
+                                    f"+hydra.callbacks.x.dst={copy}"])
     assert not copy.exists()
 
 
@@ -202,9 +202,9 @@ def test_a_logging_factory_from_a_config_file_is_refused(tmp_path):
     """logging.config.dictConfig calls the `()` a handler names: it copied a file, then failed
     with a traceback."""
     searchpath, copy = shared_config(tmp_path, LOG_HANDLER)
-    r = loopbench("replay", searchpath, "cluster=shared", f"hydra.run.dir={tmp_path}/run", cwd=tmp_path)
-    assert one_line_error(r).startswith("loopbench replay: error: hydra.job_logging.handlers.x.() = "
-                                        "'shutil.copyfile': a logging factory must be one of logging's own")
+    with pytest.raises(ConfigError, match=r"^hydra.job_logging.handlers.x.\(\) = 'shutil.copyfile': a logging "
+                                          "factory must be one of logging's own"):
+        check_before_hydra("config", [searchpath, "cluster=shared"])
     assert not copy.exists()
 
 
@@ -212,11 +212,10 @@ def test_a_config_may_not_name_the_plugins(tmp_path):
     """`hydra.job.env_set` is set in the environment before the task runs: a config that names
     shutil as a plugin made loopbench build shutil.copyfile."""
     searchpath, copy = shared_config(tmp_path, PLUGINS_SET)
-    r = loopbench("replay", searchpath, "cluster=shared", f"hydra.run.dir={tmp_path}/run", cwd=tmp_path)
-    assert one_line_error(r) == ("loopbench replay: error: hydra.job.env_set.LOOPBENCH_PLUGINS = 'shutil': a config "
-                                 "may not name the plugins: set $LOOPBENCH_PLUGINS in the environment loopbench "
-                                 "starts in")
-    assert not copy.exists()
+    with pytest.raises(ConfigError) as err:
+        check_before_hydra("config", [searchpath, "cluster=shared"])
+    assert str(err.value) == ("hydra.job.env_set.LOOPBENCH_PLUGINS = 'shutil': a config may not name the plugins: "
+                              "set $LOOPBENCH_PLUGINS in the environment loopbench starts in")
 
 
 def test_a_sweeps_job_may_not_name_the_plugins_either(tmp_path):
@@ -233,12 +232,10 @@ def test_a_sweeps_job_may_not_name_the_plugins_either(tmp_path):
 
 @pytest.mark.parametrize("flag", ["--config-dir", "--config-path", "--config-name", "--experimental-rerun"])
 def test_hydras_options_that_read_configs_from_elsewhere_are_refused(flag, tmp_path):
-    r = loopbench("replay", flag, str(tmp_path), cwd=tmp_path)
-    assert one_line_error(r).startswith(f"loopbench replay: error: {flag}: not taken by loopbench")
+    with pytest.raises(ConfigError, match=f"^{flag}: not taken by loopbench"):
+        check_before_hydra("config", [flag, str(tmp_path)])
 
 
 def test_hydras_own_logging_and_loopbenchs_callback_pass():
-    from harness.hydra_builds import check
-
     cfg = compose("config", ["hydra/job_logging=default", "hydra/hydra_logging=default"], with_hydra=True)
     check(cfg.hydra)  # StreamHandler, FileHandler, Formatter; harness.sweep_summary.SweepSummary
