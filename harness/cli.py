@@ -95,9 +95,13 @@ def caused_by_interrupt(exc: BaseException) -> bool:
 def _hydra_app(command: str, task, config_name: str, argv: list[str]) -> None:
     """Run `task(cfg)` as a Hydra application so -m, sweeps and launchers work as usual."""
     import hydra
+    from hydra.core.hydra_config import HydraConfig
     from hydra.errors import CompactHydraException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
+
+    from harness.hydra_builds import check as check_hydra
+    from harness.hydra_builds import check_before_hydra
 
     if not OmegaConf.has_resolver("loopbench.catalog"):
         OmegaConf.register_new_resolver("loopbench.catalog", _help_catalog)
@@ -105,6 +109,7 @@ def _hydra_app(command: str, task, config_name: str, argv: list[str]) -> None:
 
     def guarded(cfg):
         try:
+            check_hydra(HydraConfig.get())  # a sweep's job: its own config may set the environment
             return task(cfg)
         except LoopbenchError as exc:  # a clear one-line error, not Hydra's traceback
             print(f"loopbench {command}: error: {printable(_in_file(exc))}", file=sys.stderr)
@@ -114,6 +119,7 @@ def _hydra_app(command: str, task, config_name: str, argv: list[str]) -> None:
                 raise KeyboardInterrupt from exc
             raise
 
+    check_before_hydra(config_name, argv)
     sys.argv = [f"loopbench-{command}", *argv]
     try:
         with _hydra_raises():

@@ -23,14 +23,15 @@ def conf_dir() -> Path:
     return (Path(__file__).resolve().parent.parent / "conf").resolve()
 
 
-def compose(config_name: str, overrides: list[str]):
-    """Compose a Hydra config outside `hydra.main` (for in-process runs and tests)."""
+def compose(config_name: str, overrides: list[str], with_hydra: bool = False):
+    """Compose a Hydra config outside `hydra.main` (for in-process runs and tests); `with_hydra`:
+    with its `hydra` node, as Hydra composes it for a command."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         try:
-            return hydra_compose(config_name=config_name, overrides=overrides)
+            return hydra_compose(config_name=config_name, overrides=overrides, return_hydra_config=with_hydra)
         except yaml.MarkedYAMLError as exc:
             raise yaml_error(exc) from None
 

@@ -61,3 +61,9 @@ def repair() -> list[Path]:
                 path.unlink(missing_ok=True)
                 removed.append(path)
     return removed
+
+
+def empty() -> bool:
+    """Is no kernel of the package in the cache yet? Then a run compiles each it calls (a first
+    run, or the first after a new numba or a moved checkout)."""
+    return not any(d.is_dir() and any(d.glob("*.nbi")) for d in cache_dirs(os.environ.get("NUMBA_CACHE_DIR")))

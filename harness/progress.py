@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Self
 
@@ -20,7 +19,7 @@ from tqdm import tqdm
 INTERVAL_S = 10.0
 #: Seconds between two refreshes of a terminal bar (its updates cost nothing in between).
 BAR_REFRESH_S = 0.5
-#: Seconds of paced progress (after the warm-up) before an ETA is shown: a shorter span is noise.
+#: Seconds of paced progress (compiling left out) before an ETA is shown: a shorter span is noise.
 MIN_PACE_S = 1.0
 
 
@@ -32,18 +31,20 @@ class Progress:
     """`update_to(done)` as often as wanted; it shows at most every refresh interval.
 
     `status(done)` adds what the task knows (simulated time, events per second) to the
-    elapsed time and the ETA. The ETA is the pace of `done` after the warm-up (until the first
-    update that reaches `warmup` of `total`: whatever came before, such as compiling kernels,
-    says nothing about the pace to come), over the last `window_s` seconds (None: all of it
-    since), so it follows a task whose pace changes; "ETA (warming up)" until there is a pace.
-    `clock` is the wall clock (tests pass a fake one).
+    elapsed time and the ETA. The ETA is the pace of `done` since the start, leaving out the
+    seconds `excluded()` says tell nothing of the pace to come (compiling kernels:
+    harness/compile_time.py); "ETA (warming up)" until a second of pace is measured. The whole
+    pace, not that of the last seconds: a replay's pace swings with its loop's bursts and with
+    the machine's load, and its average foretold the end best (harness/replay_progress.py says
+    by how much). `clock` is the wall clock (tests pass a fake one).
     """
 
     def __init__(self, desc: str, total: float, unit: str = "", *, status: Callable[[float], str] | None = None,
-                 interval_s: float | None = None, enabled: bool = True, warmup: float = 0.0,
-                 window_s: float | None = None, clock: Callable[[], float] = time.monotonic, **bar_options):
+                 interval_s: float | None = None, enabled: bool = True,
+                 clock: Callable[[], float] = time.monotonic, excluded: Callable[[], float] = lambda: 0.0,
+                 **bar_options):
         self.desc, self.total, self.unit, self.status = desc, float(total), unit, status
-        self.enabled, self.warmup, self.window_s, self.clock = enabled, warmup, window_s, clock
+        self.enabled, self.clock, self.excluded = enabled, clock, excluded
         if status is not None:  # the status says what was done and the ETA: the bar shows how far and how long
             bar_options.setdefault("bar_format", "{desc} {percentage:3.0f}%|{bar}| {elapsed}{postfix}")
         on_tty = enabled and on_terminal()
@@ -52,7 +53,11 @@ class Progress:
         self.every = BAR_REFRESH_S if self.bar is not None else INTERVAL_S if interval_s is None else interval_s
         self.started = self.last = clock()
         self.done = 0.0
-        self.paced: deque[tuple[float, float]] = deque()  # (wall, done) since the warm-up, oldest first
+        self.paced_start = self.started - excluded()  # the pace's clock: wall time, the excluded seconds left out
+
+    def due(self) -> bool:
+        """Would `update_to` show something now? A caller whose `done` costs to count asks first."""
+        return self.enabled and self.clock() - self.last >= self.every
 
     def update(self, n: float) -> None:
         self.update_to(self.done + n)
@@ -60,12 +65,9 @@ class Progress:
     def update_to(self, done: float) -> None:
         self.done = done
         now = self.clock()
-        if not self.paced and done >= self.warmup * self.total:
-            self.paced.append((now, done))  # the warm-up is over: the pace is measured from here
         if not self.enabled or now - self.last < self.every:
             return
         self.last = now
-        self.sample(now)
         if self.bar is not None:
             if self.status is not None:
                 self.bar.set_postfix_str(", ".join(filter(None, (self.status(done).rstrip(), self.eta(now)))),
@@ -85,24 +87,14 @@ class Progress:
         pct = f" {min(self.done / self.total, 1.0):4.0%}" if self.total > 0 else ""
         return f"{self.desc}{pct}: {', '.join(filter(None, parts))}"
 
-    def sample(self, now: float) -> None:
-        """Keep the progress of the last `window_s` seconds (and the sample just before them)."""
-        if not self.paced or now <= self.paced[-1][0]:
-            return
-        self.paced.append((now, self.done))
-        if self.window_s is not None:
-            while len(self.paced) > 1 and self.paced[1][0] <= now - self.window_s:
-                self.paced.popleft()
-
     def eta(self, now: float) -> str:
-        """`ETA 2 min 56 s` at the pace since the warm-up (or over the window), "" when done or
-        stalled."""
+        """`ETA 2 min 56 s` at the pace since the start, "" when done or stalled."""
         if not 0 <= self.done < self.total:
             return ""
-        if not self.paced or now - self.paced[0][0] < MIN_PACE_S:
+        paced = now - self.excluded() - self.paced_start
+        if paced < MIN_PACE_S:
             return "ETA (warming up)"
-        then, done_then = self.paced[0]
-        rate = (self.done - done_then) / (now - then)
+        rate = self.done / paced
         return f"ETA {duration((self.total - self.done) / rate)}" if rate > 0 else ""
 
     def close(self) -> None:

@@ -19,6 +19,8 @@ import pyarrow as pa
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
+from harness import kernel_cache
+from harness.compile_time import compiling
 from harness.decisions import DecisionTrace
 from harness.dra.writeback import ClaimWriter
 from harness.errors import ConfigError, LoopbenchError, TraceError
@@ -27,14 +29,14 @@ from harness.kueue.loop import KueueLoop, unknown_queues
 from harness.loops.base import conform
 from harness.metrics import jobs_frame, nodes_frame, summary_row
 from harness.output import is_complete, start_run, write_parquet, write_text
-from harness.progress import Progress, duration
 from harness.provenance import RUN_INFO, provenance, trace_meta, wall_s, write_run_info
+from harness.replay_progress import ReplayProgress, estimate
 from harness.services import trace as services_trace
 from harness.services.buffers import Buffer, CapacityBuffer, Overprovisioning
 from harness.services.loop import ReplicaLoop
 from harness.services.replicas import HorizontalPodAutoscaler
 from harness.services.trace import read_services
-from harness.services.workload import compile_services
+from harness.services.workload import compile_services, refuse_unplaceable
 from harness.settings import check, check_config, instantiate, number
 from harness.sim import Simulation
 from harness.summary import readout
@@ -77,6 +79,7 @@ def build(cfg: DictConfig) -> tuple[Simulation, Loop]:
         services, demand, meta = read_services(*service_files)
         buffer = build_buffer(cfg, loop, services)
         w = compile_services(table, services, demand, cluster, path, meta.demand_unit, buffer)
+        refuse_unplaceable(w, services, cluster, str(service_files[0]))
     if isinstance(loop, KueueLoop) and cluster.kueue is not None and (unknown := unknown_queues(cluster.kueue, w)):
         raise unknown_queue(unknown[0], w, path, service_files, cluster.name)
     if service_files is not None:  # the replica autoscaler beside the loop, Kueue's gate included
@@ -200,62 +203,12 @@ def _config_error(exc: Exception, what: str) -> ConfigError:
     return cause if isinstance(cause, ConfigError) else ConfigError(what, f"cannot instantiate: {cause}")
 
 
-#: Wall time a pod costs, low and high, in microseconds, per loop family (`Description.family`):
-#: the whole replay (build, run, outputs) over the trace's pods. Measured on the bundled trace
-#: (3,405 pods, 48 h; `loopbench replay loop=...`, kernels cached, 2026-12-03, calib.py 0.39 with
-#: another process on the 2 cores): separate 6.7-9.3 s, its variants 4.8 s (separate_sees) to
-#: 11.9 s (separate_prefers), separate_karpenter 20.3 s, merged 2.8-4.1 s, merged_kueue 5.6 s;
-#: and at 100k pods (README, Scale; calib.py 0.46-0.56): separate 1,333 s (its churn grows
-#: faster than its pods), separate_karpenter 433 s, merged 30.6 s (1M: 349 s).
-US_PER_POD = {
-    "separate loops": (1400, 13300),
-    "separate loops with KarpenterAutoscaler": (4300, 6000),
-    "merged loop (all capabilities, one decision)": (300, 1650),
-}
-#: A loop of another family: the widest range measured.
-US_PER_POD_OTHER = (min(lo for lo, _ in US_PER_POD.values()), max(hi for _, hi in US_PER_POD.values()))
-#: Replays estimated to take longer than this (at the high end) say so before they start.
-LONG_S = 10.0
-#: The replay's ETA: the pace of simulated time once this share of it has passed (the first
-#: steps compile or load the kernels: seconds for minutes of simulated time), over the last
-#: PACE_WINDOW_S seconds of wall time (a trace's busy and quiet stretches pass at other paces).
-WARMUP = 0.01
-PACE_WINDOW_S = 30.0
-
-
 def claim_writer(sim: Simulation) -> ClaimWriter:
     """The listener that writes a DRA run's claims; refused outside a DRA cluster (nothing to write)."""
     if sim.state.dra is None:
         raise ConfigError("write_claims", "needs a DRA cluster (a `dra:` section; `+cluster.dra={}` translates "
                                           "the default one): without one no pod has a ResourceClaim")
     return ClaimWriter(sim)
-
-
-def estimate(sim: Simulation, name: str, family: str) -> str:
-    """What a replay is about to do and about how long it will take, or "" when short: its pods
-    at what a pod costs its loop's family."""
-    low_us, high_us = US_PER_POD.get(family, US_PER_POD_OTHER)
-    low, high = (sim.w.n_pods * us / 1e6 for us in (low_us, high_us))
-    if high < LONG_S:
-        return ""
-    span = (f"until its last pod is done (at most {duration(sim.horizon)} of simulated time)" if sim.stop_when_done
-            else f"over {duration(sim.horizon)} of simulated time")
-    return (f"replay {name}: {sim.w.n_pods:,} pods {span}; "
-            f"estimated wall time {duration(low)} to {duration(high)} "
-            f"({low_us:,}-{high_us:,} us a pod for {family} on the reference machine)")
-
-
-def replay_progress(sim: Simulation, name: str, interval_s: float | None, enabled: bool) -> Progress:
-    """Progress in simulated seconds, with the events processed and their rate."""
-    started = time.monotonic()
-
-    def status(t: float) -> str:
-        rate = sim.n_events / max(time.monotonic() - started, 1e-9)
-        of = f"at most {duration(sim.horizon)}" if sim.stop_when_done else duration(sim.horizon)
-        return f"sim {duration(t)} of {of}, {sim.n_events:,} events ({rate:,.0f} events/s)"
-
-    return Progress(f"replay {name}", sim.horizon, "sim-s", status=status, interval_s=interval_s, enabled=enabled,
-                    warmup=WARMUP, window_s=PACE_WINDOW_S)
 
 
 class Replay:
@@ -278,16 +231,18 @@ class Replay:
         out_dir = Path(out_dir)
         with start_run(out_dir, OUTPUTS):  # first: from now on this directory is this run's, unfinished
             started = time.perf_counter()
+            first_run = kernel_cache.empty()  # before building: it compiles some kernels
             sim, loop = build(cfg)
-            note = estimate(sim, loop.name, loop.describe().family) if progress else ""
+            note = estimate(sim, loop.name, loop.describe().family, first_run) if progress else ""
             if note:
                 print(note, file=sys.stderr, flush=True)
             meta = provenance(cfg, trace_meta(trace_file(cfg)))
             sim.acct.timeline.stream_to(out_dir / "timeline.parquet", meta)
             events = DecisionTrace(sim) if cfg.get("trace_events") else None
             claims = claim_writer(sim) if cfg.get("write_claims") else None
-            with replay_progress(sim, loop.name, self.progress_interval_s, progress) as bar:
-                sim.run(loop, progress=bar.update_to if progress else None)
+            with compiling() as compile_s, \
+                    ReplayProgress(sim, loop.name, self.progress_interval_s, progress, excluded=compile_s) as bar:
+                sim.run(loop, progress=bar.step if progress else None)
             wall = time.perf_counter() - started
             jobs, nodes = jobs_frame(sim), nodes_frame(sim)
             extra = {"loop": loop.name, "seed": int(cfg.seed), "trace": str(cfg.trace.path),

@@ -229,8 +229,8 @@ def setting(row: dict) -> str:
 
 def what_ran(metrics: pl.DataFrame) -> str:
     """`trace traces/default.parquet (3,405 pods, 20 gangs), cluster default, seed 0`: what the
-    runs replayed, each value once (a column whose runs differ lists its values); nothing
-    for rows that name no trace."""
+    runs replayed, each value once (a column whose runs differ lists its values), and the pods
+    refused on arrival, if any; nothing for rows that name no trace."""
     def values(column: str) -> list:
         return list(dict.fromkeys(metrics[column].to_list())) if column in metrics.columns else []
 
@@ -244,6 +244,8 @@ def what_ran(metrics: pl.DataFrame) -> str:
         part = f"{column} {', '.join(map(str, shown))}"
         if column == "trace":
             sizes = [f"{v[0]:,} {what}" for what in ("pods", "gangs") if len(v := values(what)) == 1 and v[0]]
+            if sizes and len(refused := values("pods_refused")) == 1 and refused[0]:  # said nowhere else
+                sizes[0] += f", {refused[0]:,} of them refused on arrival: no node type of the cluster can hold them"
             part += f" ({', '.join(sizes)})" if sizes else ""
         parts.append(part)
     return ", ".join(parts)

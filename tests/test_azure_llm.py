@@ -146,6 +146,9 @@ MALFORMED = {
     "fractional_tokens": ("2023-11-16 18:00:01,10.5,1\n", "ContextTokens", 1, "whole number of tokens >= 0"),
     "infinite_tokens": ("2023-11-16 18:00:01,inf,1\n", "ContextTokens", 1, "whole number of tokens >= 0"),
     "year_9999": ("9999-11-16 18:00:01,10,1\n", "TIMESTAMP", 1, "a datetime outside 1677-09-22 .. 2262-04-11"),
+    # as the trace writes its times, to the 100 ns: finer than any coarser unit parses
+    "year_9999_to_100_ns": ("9999-11-16 18:00:01.6805900,10,1\n", "TIMESTAMP", 1,
+                            "a datetime outside 1677-09-22 .. 2262-04-11"),
 }
 
 

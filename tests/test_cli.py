@@ -66,6 +66,16 @@ def test_replay_multirun_sweeps_loops(tmp_path, small_trace):
     assert f"loopbench: 2 runs in {sweep}; " in r.stderr and f"loopbench report {sweep} -o {sweep / 'report'}" in r.stderr
 
 
+def test_a_compare_sweep_ends_naming_its_runs_and_the_report_over_them(tmp_path, small_trace):
+    """2 seeds x 2 loops: 4 runs, in one folder per seed and loop, that the command tables."""
+    sweep = tmp_path / "sweep"
+    r = loopbench("compare", "-m", f"trace.path={small_trace}", "loops=separate,merged", "seed=0,1",
+                  "horizon_s=1800", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (f"loopbench: 4 runs in {sweep}; their tables and plots, mean and "
+                                                 f"spread over seeds: loopbench report {sweep} -o {sweep / 'report'}")
+
+
 def test_compare_prints_all_loops_side_by_side(tmp_path, small_trace):
     r = loopbench("compare", f"trace.path={small_trace}", cwd=tmp_path)
     assert r.returncode == 0, r.stderr

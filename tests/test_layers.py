@@ -24,7 +24,8 @@ LAYERS: list[tuple[str, str]] = [
     ("scheduler", r"harness\.scheduler(\..*)?"),
     ("autoscalers", r"harness\.(autoscalers(\..*)?|services\.buffers)"),
     ("loops", r"harness\.(loops(\..*)?|kueue(\..*)?|services\.(loop|replicas))"),
-    ("runs", r"harness\.(replay|openb_packing|config|work|summary|progress|provenance|kernel_cache)"),
+    ("runs", r"harness\.(replay|replay_progress|openb_packing|config|work|summary|progress|provenance|kernel_cache"
+             r"|compile_time|hydra_builds)"),
     ("commands", r"harness\.(cli|compare|results|report|gantt|grid|sweep_summary|explain)"),
 ]
 

@@ -7,12 +7,14 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
-from harness import replay
+from harness import kernel_cache, replay_progress
 from harness.config import compose
 from harness.generate import generate_task
-from harness.replay import Replay
+from harness.progress import Progress
+from harness.replay import Replay, build
 from tests.test_cli import loopbench
 
 
@@ -38,8 +40,8 @@ def replay_err(trace: Path, out: Path, capsys, **kwargs) -> str:
 def test_a_replay_off_a_terminal_prints_progress_lines(tiny, tmp_path, capsys):
     err = replay_err(tiny, tmp_path / "run", capsys)  # capsys: stderr is no terminal
     lines = err.splitlines()
-    line = re.compile(r"replay merged +\d+%: sim [\d.]+ (s|min|h)( [\d]+ s)? of 4\.0 h, [\d,]+ events "
-                      r"\([\d,]+ events/s\), elapsed [\d.]+ s(, ETA .+)?")
+    line = re.compile(r"replay merged +\d+%: sim [\d.]+ (s|min|h)( [\d]+ s)? of 4\.0 h, [\d,]+ of 40 pods done, "
+                      r"[\d,]+ events \([\d,]+ events/s\), elapsed [\d.]+ s(, ETA .+)?")
     assert lines and all(line.fullmatch(x) for x in lines), lines[:3]
     assert len(lines) > 5, "interval 0: a line at every step"
     assert "\r" not in err
@@ -49,43 +51,48 @@ def test_no_progress_when_asked(tiny, tmp_path, capsys):
     assert replay_err(tiny, tmp_path / "run", capsys, progress=False) == ""
 
 
-SEPARATE, KARPENTER, MERGED = replay.US_PER_POD
+SEPARATE, KARPENTER, MERGED = replay_progress.US_PER_POD
+BASIS = "calib.py 0.4-0.7); the ETA follows this run's own pace"
+
+
+def pods(n: int, horizon_s: float = 48 * 3600.0) -> SimpleNamespace:
+    """A simulation's trace of n pods, all arriving at 0."""
+    w = SimpleNamespace(n_pods=n, job=np.arange(n), job_of_trace=np.ones(n, bool), submit=np.zeros(n))
+    return SimpleNamespace(w=w, horizon=horizon_s, stop_when_done=False)
 
 
 def test_a_long_replay_announces_its_span_and_an_estimate(tiny, tmp_path, capsys, monkeypatch):
-    million = SimpleNamespace(w=SimpleNamespace(n_pods=1_000_000), horizon=30 * 86400.0, stop_when_done=False)
-    assert replay.estimate(million, "merged", MERGED) == (
+    assert replay_progress.estimate(pods(1_000_000, 30 * 86400.0), "merged", MERGED) == (
         "replay merged: 1,000,000 pods over 30.0 days of simulated time; estimated wall time 5 min to "
-        "27 min 30 s (300-1,650 us a pod for merged loop (all capabilities, one decision) on the reference machine)")
-    monkeypatch.setattr(replay, "LONG_S", 0.0)
+        "27 min 30 s (300-1,650 us a pod: what merged loop (all capabilities, one decision) took on the bundled "
+        f"trace, openb and 100k pods at {BASIS}")
+    monkeypatch.setattr(replay_progress, "LONG_S", 0.0)
     first = replay_err(tiny, tmp_path / "run", capsys).splitlines()[0]
     assert first.startswith("replay merged: 40 pods over 4.0 h of simulated time; estimated wall time")
-
-
-def pods(n: int) -> SimpleNamespace:
-    return SimpleNamespace(w=SimpleNamespace(n_pods=n), horizon=48 * 3600.0, stop_when_done=False)
 
 
 def test_the_estimate_is_shown_when_it_exceeds_ten_seconds_and_only_then():
     """The bundled trace's 3,405 pods take 7-12 s under the separate loops: the line is shown;
     under the merged loop (3-6 s) it is not."""
-    assert replay.estimate(pods(3405), "separate", SEPARATE).startswith(
-        "replay separate: 3,405 pods over 2.0 days of simulated time; estimated wall time 4.8 s to 45.3 s")
-    assert replay.estimate(pods(3405), "merged", MERGED) == ""
-    assert replay.estimate(pods(6100), "merged", MERGED) != ""  # 10.07 s at 1,650 us a pod
-    assert replay.estimate(pods(6000), "merged", MERGED) == ""  # 9.9 s
+    assert replay_progress.estimate(pods(3405), "separate", SEPARATE).startswith(
+        "replay separate: 3,405 pods over 2.0 days of simulated time; estimated wall time 2.6 s to 45.3 s")
+    assert replay_progress.estimate(pods(3405), "merged", MERGED) == ""
+    assert replay_progress.estimate(pods(6100), "merged", MERGED) != ""  # 10.07 s at 1,650 us a pod
+    assert replay_progress.estimate(pods(6000), "merged", MERGED) == ""  # 9.9 s
 
 
 def test_the_estimate_uses_what_a_pod_costs_the_loops_family():
-    cost = {family: replay.estimate(pods(100_000), "x", family).split("; ")[1] for family in replay.US_PER_POD}
-    assert cost == {SEPARATE: "estimated wall time 2 min 20 s to 22 min 10 s (1,400-13,300 us a pod for separate loops "
-                              "on the reference machine)",
-                    KARPENTER: "estimated wall time 7 min 10 s to 10 min (4,300-6,000 us a pod for separate loops "
-                               "with KarpenterAutoscaler on the reference machine)",
-                    MERGED: "estimated wall time 30.0 s to 2 min 45 s (300-1,650 us a pod for merged loop (all "
-                            "capabilities, one decision) on the reference machine)"}
-    other = replay.estimate(pods(100_000), "x", "a loop of its own")
-    assert "30.0 s to 22 min 10 s (300-13,300 us a pod" in other
+    cost = {family: replay_progress.estimate(pods(100_000), "x", family).split("; ")[1]
+            for family in replay_progress.US_PER_POD}
+    on = "took on the bundled trace, openb and 100k pods at calib.py 0.4-0.7)"
+    assert cost == {SEPARATE: f"estimated wall time 1 min 17 s to 22 min 10 s (770-13,300 us a pod: what separate "
+                              f"loops {on}",
+                    KARPENTER: "estimated wall time 7 min 10 s to 30 min 50 s (4,300-18,500 us a pod: what separate loops "
+                               f"with KarpenterAutoscaler {on}",
+                    MERGED: "estimated wall time 30.0 s to 2 min 45 s (300-1,650 us a pod: what merged loop (all "
+                            f"capabilities, one decision) {on}"}
+    other = replay_progress.estimate(pods(100_000), "x", "a loop of its own")
+    assert "30.0 s to 30 min 50 s (300-18,500 us a pod" in other
 
 
 class Clock:
@@ -98,52 +105,42 @@ class Clock:
         return self.now
 
 
-def paced(clock: Clock, **kwargs) -> replay.Progress:
-    return replay.Progress("replay x", 1000.0, status=lambda t: f"sim {t:.0f} s", interval_s=0, clock=clock,
-                           warmup=0.01, **kwargs)
+def paced(clock: Clock, **kwargs) -> Progress:
+    return Progress("replay x", 1000.0, status=lambda t: f"sim {t:.0f} s", interval_s=0, clock=clock, **kwargs)
 
 
 def test_no_eta_from_the_steps_that_compile_the_kernels(capsys):
-    """The first steps take 30 s for 10 of 1,000 simulated seconds (compiling), then 100 s pass
-    each second: the ETA is the latter pace, never the 50 min the first steps would give."""
-    clock = Clock()
-    bar = paced(clock)
-    clock.now = 30.0
-    bar.update_to(5.0)  # before the warm-up's 1% of the simulated time
-    bar.update_to(10.0)  # the warm-up is over: the pace is measured from here
+    """The first steps take 30 s, all compiling, for 10 of 1,000 simulated seconds, then 100 s
+    pass each second: the ETA is the latter pace (110 in 1 paced second: 8.1 s for 890), never
+    the 50 min the first steps' wall time would give."""
+    clock, compiled = Clock(), [0.0]
+    bar = paced(clock, excluded=lambda: compiled[0])
+    clock.now = compiled[0] = 30.0
+    bar.update_to(5.0)
+    bar.update_to(10.0)
     for second in range(1, 4):
         clock.now = 30.0 + second
         bar.update_to(10.0 + 100 * second)
     lines = capsys.readouterr().err.splitlines()
     assert lines == ["replay x   0%: sim 5 s, elapsed 30.0 s, ETA (warming up)",
                      "replay x   1%: sim 10 s, elapsed 30.0 s, ETA (warming up)",
-                     "replay x  11%: sim 110 s, elapsed 31.0 s, ETA 8.9 s",
-                     "replay x  21%: sim 210 s, elapsed 32.0 s, ETA 7.9 s",
-                     "replay x  31%: sim 310 s, elapsed 33.0 s, ETA 6.9 s"]
+                     "replay x  11%: sim 110 s, elapsed 31.0 s, ETA 8.1 s",
+                     "replay x  21%: sim 210 s, elapsed 32.0 s, ETA 7.5 s",
+                     "replay x  31%: sim 310 s, elapsed 33.0 s, ETA 6.7 s"]
 
 
-def test_the_eta_follows_the_pace_of_the_last_seconds(capsys):
-    """10 simulated seconds a second for 60 s, then 1 a second: over a 30 s window the ETA
-    is the new pace (the pace since the start would say 1 min)."""
+def test_no_eta_before_anything_is_done_and_a_longer_one_while_nothing_moves(capsys):
+    """Nothing done in 10 s: no ETA. 100 of 1,000 in 10 s: 90 s left; still 100 at 20 s: 180 s."""
     clock = Clock()
-    bar = paced(clock, window_s=30.0)
-    done = 10.0
-    bar.update_to(done)
-    for second in range(1, 121):
-        clock.now = float(second)
-        done += 10.0 if second <= 60 else 1.0
-        bar.update_to(done)
-    last = capsys.readouterr().err.splitlines()[-1]
-    assert last == "replay x  67%: sim 670 s, elapsed 2 min, ETA 5 min 30 s"  # 330 s left at 1 a second
-
-
-def test_no_eta_while_nothing_moves(capsys):
-    clock = Clock()
-    bar = paced(clock, window_s=5.0)
-    bar.update_to(10.0)
+    bar = paced(clock)
     clock.now = 10.0
-    bar.update_to(10.0)
-    assert capsys.readouterr().err.splitlines()[-1] == "replay x   1%: sim 10 s, elapsed 10.0 s"
+    bar.update_to(0.0)
+    bar.update_to(100.0)
+    clock.now = 20.0
+    bar.update_to(100.0)
+    assert capsys.readouterr().err.splitlines() == ["replay x   0%: sim 0 s, elapsed 10.0 s",
+                                                    "replay x  10%: sim 100 s, elapsed 10.0 s, ETA 1 min 30 s",
+                                                    "replay x  10%: sim 100 s, elapsed 20.0 s, ETA 3 min"]
 
 
 def test_compare_counts_its_loops(tiny, tmp_path):
@@ -200,3 +197,102 @@ def test_results_counts_the_finished_runs_of_its_sweep(tmp_path, capsys, monkeyp
     results.sweep(results.BY_NAME["loops_synthetic"], tmp_path / "runs", jobs=2)  # 17 loops x 5 seeds
     lines = capsys.readouterr().err.splitlines()
     assert lines[-1].startswith("results loops_synthetic   7%: 6 of 85 runs done, elapsed"), lines
+
+
+# ---- the share of the work, the first run, compiling left out ----------------------------------
+
+def early_pods_and_a_long_one(folder: Path) -> Path:
+    """20 one-GPU pods of 10 min arriving in the first 32 min, and one pod of 20 days: nearly
+    all the work is in the first hour of a 20-day replay (openb's shape)."""
+    from harness.trace import TraceMeta, table_from_columns, write_trace
+
+    n = 21
+    cols = {"pod_id": [f"p{i}" for i in range(n)], "job_id": [f"j{i}" for i in range(n)],
+            "submit_s": [100.0 * i for i in range(n)], "duration_s": [600.0] * (n - 1) + [20 * 86400.0],
+            "cpu_milli": [4000] * n, "memory_mib": [16384] * n, "gpu_count": [1] * n, "gpu_milli": [1000] * n}
+    out = folder / "early.parquet"
+    write_trace(table_from_columns(cols), out, TraceMeta(source="test", licence="CC0-1.0", time_origin="start"))
+    return out
+
+
+SIM_BEFORE_2_DAYS = re.compile(r"replay merged +(\d+)%: sim [\d.]+ (s|min|h)\b")
+
+
+def test_progress_is_the_share_of_the_pods_not_of_simulated_time(tmp_path, capsys):
+    """When the 20 short pods are done (sim under a day of the 20 the long pod runs), 41 of the
+    42 half-shares are done: 97%, not the 0-4% that simulated time says."""
+    cfg = compose("config", [f"trace.path={early_pods_and_a_long_one(tmp_path)}", "loop=merged",
+                             "stop_when_done=true", "horizon_s=2592000"])
+    capsys.readouterr()
+    Replay(progress_interval_s=0).run(cfg, tmp_path / "run")
+    early = [int(m.group(1)) for m in map(SIM_BEFORE_2_DAYS.match, capsys.readouterr().err.splitlines()) if m]
+    assert early and max(early) >= 95, early
+
+
+def test_the_estimate_counts_the_pods_that_arrive_before_the_horizon(tiny):
+    """The tiny trace's 40 jobs arrive over 2 h: a 1 h horizon replays about half of them."""
+    sim, _ = build(compose("config", [f"trace.path={tiny}", "horizon_s=3600"]))
+    arriving = int((sim.w.submit <= 3600).sum())
+    assert 0 < arriving < sim.w.n_pods
+    assert len(replay_progress.trace_pods(sim)) == arriving
+    assert replay_progress.estimate(sim, "x", MERGED, first_run=True).startswith(f"replay x: {arriving} pods over 1.0 h")
+
+
+def test_a_services_replica_slots_are_no_pods_of_the_trace():
+    """The bundled services trace has no pods; its replica slots (max_replicas each) are not work
+    an estimate counts: it says nothing up front."""
+    sim, _ = build(compose("config", ["+scenario=services_synthetic", "replicas=hpa", "horizon_s=3600"]))
+    assert sim.w.n_pods > 0 and len(replay_progress.trace_pods(sim)) == 0
+    assert replay_progress.estimate(sim, "x", SEPARATE) == ""
+
+
+def test_a_first_run_adds_the_kernels_compiling():
+    """3,405 pods under merged: 1.0-5.6 s, under LONG_S; on a first run 25 s more, so said."""
+    assert replay_progress.estimate(pods(3405), "merged", MERGED) == ""
+    assert replay_progress.estimate(pods(3405), "merged", MERGED, first_run=True) == (
+        "replay merged: 3,405 pods over 2.0 days of simulated time; estimated wall time 26.0 s to 30.6 s (about "
+        "25.0 s compiling the kernels, a first run, then 300-1,650 us a pod: what merged loop (all capabilities, one "
+        f"decision) took on the bundled trace, openb and 100k pods at {BASIS}")
+
+
+def test_an_empty_kernel_cache_is_told_from_a_filled_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    assert kernel_cache.empty()
+    folder = kernel_cache.cache_dirs(str(tmp_path))[0]
+    folder.mkdir(parents=True)
+    (folder / "idle_rates.used_on-10.py311.nbi").write_bytes(b"")
+    assert not kernel_cache.empty()
+
+
+def test_compiling_is_left_out_of_the_pace(capsys):
+    """10% a second, then 20 s compiling a kernel during which 1% passes, then 8% in a second:
+    500 of 1,000 done in 5 paced seconds (100 a second: the ETA for the last 500 is 5.0 s), not
+    in 25 s of wall time (20 a second: 25.0 s)."""
+    clock, compiled = Clock(), [0.0]
+    bar = paced(clock, excluded=lambda: compiled[0])
+    bar.update_to(10.0)
+    for second in range(1, 5):
+        clock.now = float(second)
+        bar.update_to(10.0 + 100 * second)  # 41% at 4 s
+    clock.now, compiled[0] = 24.0, 20.0
+    bar.update_to(420.0)
+    clock.now = 25.0
+    bar.update_to(500.0)
+    assert capsys.readouterr().err.splitlines()[-1] == "replay x  50%: sim 500 s, elapsed 25.0 s, ETA 5.0 s"
+
+
+def test_the_compile_clock_counts_numba_compiling():
+    import numba
+
+    from harness.compile_time import compiling
+
+    @numba.njit(cache=False)
+    def add_one(x):
+        return x + 1
+
+    with compiling() as clock:
+        assert clock() == 0.0
+        add_one(1)
+        spent = clock()
+        add_one(2)  # compiled once
+    assert spent > 0 and clock() == spent

@@ -233,6 +233,31 @@ def test_a_trace_naming_services_without_demand_is_refused(service_trace):
         build(cfg)
 
 
+def test_a_service_no_node_type_can_hold_is_refused_before_the_replay(tmp_path):
+    """Replicas of T4 GPUs on the default cluster (H100 and L4 nodes): each would be refused as
+    it is created, the demand left unserved to the horizon with nothing said. Refused up
+    front instead, naming the services file, the service (and how many more), the replica's
+    shape and the node types there are."""
+    from harness.services.trace import ServicesMeta, write_services
+    from harness.trace import TraceMeta, write_trace
+
+    write_trace(sc.trace([{"submit_s": 0.0}]), tmp_path / "t.parquet", TraceMeta("t", "CC0-1.0", "start"))
+    write_services(sc.services([{"service": "chat", "max_replicas": 2, "capacity_per_replica": 1.0, "gpu_count": 4,
+                                 "gpu_models": ["T4"]},
+                                {"service": "code", "max_replicas": 2, "capacity_per_replica": 1.0},
+                                {"service": "batch", "max_replicas": 2, "capacity_per_replica": 1.0,
+                                 "gpu_count": 64}]),
+                   sc.demand({"chat": [(0.0, 1.0)], "code": [(0.0, 1.0)], "batch": [(0.0, 1.0)]}), tmp_path / "t",
+                   ServicesMeta("test", "CC0-1.0", "start", "tokens/s"))
+    with pytest.raises(TraceError) as err:
+        build(composed(tmp_path, "replicas=hpa"))
+    assert (err.value.file, err.value.column, err.value.row) == (str(tmp_path / "t.services.parquet"), "service", 0)
+    assert err.value.rule == (
+        "no node type of cluster 'default' can hold a replica of service 'chat' (4 GPUs of model T4, 1 cpu, "
+        "1 GiB), so its demand could never be served (1 more service: 'batch'); node types: h100-nvl8 "
+        "(8 x H100), h100-pcie8 (8 x H100), l4x4 (4 x L4)"), str(err.value)
+
+
 @pytest.mark.parametrize("loop", ["separate_kueue", "merged_kueue"])
 def test_services_behind_kueue_build_with_the_replica_autoscaler_outside(service_trace, loop):
     """The replica autoscaler wraps the KueueLoop: the replicas it creates meet Kueue's gate

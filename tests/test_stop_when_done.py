@@ -54,11 +54,12 @@ def test_a_trace_with_services_is_refused_naming_the_setting(tmp_path):
 
 
 def test_the_estimate_and_progress_say_the_horizon_is_a_cap(monkeypatch):
-    from harness import replay
+    from harness import replay_progress
 
     sim = Simulation(compile_workload(sc.trace(TWO), one_gpu()), one_gpu(), seed=0, horizon_s=100 * H,
                      stop_when_done=True)
-    monkeypatch.setattr(replay, "LONG_S", 0.0)  # every estimate shown
-    assert "2 pods until its last pod is done (at most 4.2 days of simulated time)" in replay.estimate(sim, "x", "y")
-    progress = replay.replay_progress(sim, "x", interval_s=None, enabled=False)
+    monkeypatch.setattr(replay_progress, "LONG_S", 0.0)  # every estimate shown
+    assert "2 pods until its last pod is done (at most 4.2 days of simulated time)" in replay_progress.estimate(
+        sim, "x", "y")
+    progress = replay_progress.ReplayProgress(sim, "x", interval_s=None, enabled=False)
     assert "of at most 4.2 days" in progress.status(0.0)

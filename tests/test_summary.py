@@ -169,6 +169,17 @@ def test_compare_and_replay_name_the_trace_cluster_and_seed_first():
     assert readout(two_seeds).splitlines()[0].endswith("cluster default, seed 0, 1")
 
 
+def test_the_pods_refused_on_arrival_are_said_where_the_trace_is_named():
+    """Two of four pods larger than any node type are refused on arrival (docs/model.md): the
+    table says `pods done 2` and nothing else did say why."""
+    rows = TWO_LOOPS.with_columns(trace=pl.lit("big.parquet"), cluster=pl.lit("default"), pods=pl.lit(4),
+                                  pods_refused=pl.lit(2))
+    assert readout(rows).splitlines()[0] == ("trace big.parquet (4 pods, 2 of them refused on arrival: no node type "
+                                             "of the cluster can hold them), cluster default, seed 0")
+    none = rows.with_columns(pods_refused=pl.lit(0))
+    assert readout(none).splitlines()[0] == "trace big.parquet (4 pods), cluster default, seed 0"
+
+
 def test_durations():
     assert [duration(s) for s in (3.21, 59.96, 95.0, 3600.0 * 2.5, 86400 * 30)] == [
         "3.2 s", "1 min", "1 min 35 s", "2.5 h", "30.0 days"]

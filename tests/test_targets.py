@@ -12,6 +12,7 @@ import pytest
 
 from harness.config import compose
 from harness.errors import ConfigError
+from harness.hydra_builds import check, check_before_hydra
 from harness.importers.cli import main as import_main
 from harness.replay import build
 from harness.settings import check_config, instantiate
@@ -154,3 +155,87 @@ def test_a_named_plugin_that_cannot_be_imported_is_refused_by_the_policy_key(tar
         check_config(cfg)
     assert str(err.value) == (f"policy._target_ = '{target}': cannot be imported ({why}): put the folder that holds "
                               "your module on PYTHONPATH (or install it), and check the module and name in the path")
+
+
+# ---- what Hydra builds itself: callbacks, logging, a job's environment ----------------------------
+
+def shared_config(tmp_path: Path, hydra_yaml: str, cluster: str = "  _target_: harness.cluster.Cluster.default\n"):
+    """A cluster config on a search path that also sets Hydra's own keys (`@package _global_`),
+    and the file a copy would make."""
+    source, copy = tmp_path / "source.txt", tmp_path / "copy.txt"
+    source.write_text("secret\n")
+    folder = tmp_path / "extra" / "cluster"
+    folder.mkdir(parents=True)
+    text = hydra_yaml.format(src=source, dst=copy)
+    (folder / "shared.yaml").write_text(f"# @package _global_\ndefaults:\n  - default@cluster\n{text}")
+    return f"hydra.searchpath=[file://{tmp_path / 'extra'}]", copy
+
+
+CALLBACK = "hydra:\n  callbacks:\n    x:\n      _target_: shutil.copyfile\n      src: {src}\n      dst: {dst}\n"
+LOG_HANDLER = ("hydra:\n  job_logging:\n    version: 1\n    root: {{level: INFO}}\n    handlers:\n      x:\n"
+               "        '()': shutil.copyfile\n        src: {src}\n        dst: {dst}\n")
+PLUGINS_SET = ("hydra:\n  job:\n    env_set:\n      LOOPBENCH_PLUGINS: shutil\n"
+               "trace:\n  x:\n    _target_: shutil.copyfile\n    src: {src}\n    dst: {dst}\n")
+
+
+def test_a_hydra_callback_from_a_config_file_copies_nothing(tmp_path):
+    """Hydra instantiates `hydra.callbacks` before any task runs: a cluster file on a search path
+    made it copy a file (and the run went on, with warnings)."""
+    searchpath, copy = shared_config(tmp_path, CALLBACK)
+    r = loopbench("replay", searchpath, "cluster=shared", f"hydra.run.dir={tmp_path}/run", cwd=tmp_path)
+    assert one_line_error(r) == (f"loopbench replay: error: hydra.callbacks.x._target_ = 'shutil.copyfile': "
+                                 f"{REFUSED} or of a module named in $LOOPBENCH_PLUGINS (comma-separated module "
+                                 "names), e.g. LOOPBENCH_PLUGINS=shutil if it is your own")
+    assert not copy.exists() and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("config", ["config", "compare", "generate"])
+def test_a_hydra_callback_from_the_command_line_is_refused_before_hydra_builds_it(config, tmp_path):
+    copy = tmp_path / "copy.txt"
+    with pytest.raises(ConfigError, match=rf"^hydra.callbacks.x._target_ = 'shutil.copyfile': {REFUSED}"):
+        check_before_hydra(config, ["+hydra.callbacks.x._target_=shutil.copyfile", f"+hydra.callbacks.x.src={__file__}",
+                                    f"+hydra.callbacks.x.dst={copy}"])
+    assert not copy.exists()
+
+
+def test_a_logging_factory_from_a_config_file_is_refused(tmp_path):
+    """logging.config.dictConfig calls the `()` a handler names: it copied a file, then failed
+    with a traceback."""
+    searchpath, copy = shared_config(tmp_path, LOG_HANDLER)
+    with pytest.raises(ConfigError, match=r"^hydra.job_logging.handlers.x.\(\) = 'shutil.copyfile': a logging "
+                                          "factory must be one of logging's own"):
+        check_before_hydra("config", [searchpath, "cluster=shared"])
+    assert not copy.exists()
+
+
+def test_a_config_may_not_name_the_plugins(tmp_path):
+    """`hydra.job.env_set` is set in the environment before the task runs: a config that names
+    shutil as a plugin made loopbench build shutil.copyfile."""
+    searchpath, copy = shared_config(tmp_path, PLUGINS_SET)
+    with pytest.raises(ConfigError) as err:
+        check_before_hydra("config", [searchpath, "cluster=shared"])
+    assert str(err.value) == ("hydra.job.env_set.LOOPBENCH_PLUGINS = 'shutil': a config may not name the plugins: "
+                              "set $LOOPBENCH_PLUGINS in the environment loopbench starts in")
+
+
+def test_a_sweeps_job_may_not_name_the_plugins_either(tmp_path):
+    """A sweep's own config leaves its values out; the job that selects the file is refused
+    before anything of it is built, and the sweep's other job runs."""
+    searchpath, copy = shared_config(tmp_path, PLUGINS_SET)
+    r = loopbench("replay", "-m", searchpath, "cluster=default,shared", "horizon_s=600",
+                  f"trace.path={ROOT / 'traces' / 'default.parquet'}", "loop=merged",
+                  f"hydra.sweep.dir={tmp_path}/sweep", cwd=tmp_path)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "error: hydra.job.env_set.LOOPBENCH_PLUGINS = 'shutil': a config may not name the plugins" in r.stderr
+    assert not copy.exists() and (tmp_path / "sweep" / "0" / "metrics.parquet").exists()
+
+
+@pytest.mark.parametrize("flag", ["--config-dir", "--config-path", "--config-name", "--experimental-rerun"])
+def test_hydras_options_that_read_configs_from_elsewhere_are_refused(flag, tmp_path):
+    with pytest.raises(ConfigError, match=f"^{flag}: not taken by loopbench"):
+        check_before_hydra("config", [flag, str(tmp_path)])
+
+
+def test_hydras_own_logging_and_loopbenchs_callback_pass():
+    cfg = compose("config", ["hydra/job_logging=default", "hydra/hydra_logging=default"], with_hydra=True)
+    check(cfg.hydra)  # StreamHandler, FileHandler, Formatter; harness.sweep_summary.SweepSummary

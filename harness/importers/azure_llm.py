@@ -136,8 +136,8 @@ def _timestamps_ns(col: pa.ChunkedArray, file: str) -> np.ndarray:
                 lo = mid
             except pa.ArrowInvalid:
                 hi = mid
-        try:  # parses at a coarser unit: a date outside what nanoseconds since 1970 hold
-            col.slice(lo, 1).cast(pa.timestamp("us"))
+        try:  # parses to the second: a date outside what nanoseconds since 1970 hold
+            pc.replace_substring_regex(col.slice(lo, 1), r"\.\d*$", "").cast(pa.timestamp("s"))
             rule = "a datetime outside 1677-09-22 .. 2262-04-11 (nanoseconds since 1970 in int64)"
         except pa.ArrowInvalid:
             rule = "not a datetime YYYY-MM-DD HH:MM:SS[.fraction]"

@@ -84,3 +84,39 @@ def compile_services(trace: pa.Table, services: pa.Table, demand: pa.Table, clus
         demand_bounds=np.r_[0, np.cumsum(np.bincount(d_service, minlength=len(names)))].astype(np.int64),
         demand_start=num(demand, "start_s")[order], demand_value=num(demand, "demand")[order], unit=unit)
     return w
+
+
+def refuse_unplaceable(w: Workload, services: pa.Table, cluster: Cluster, services_file: str) -> None:
+    """A TraceError naming the first service whose replica no node type of the cluster can
+    hold (its shape, how many more, the node types there are): each of its replicas would be
+    refused as it is created and its demand left unserved to the horizon."""
+    svc = w.services
+    if svc is None:
+        return
+    first_pod = w.pods_of(svc.slot_job[svc.slot_bounds[:-1]])  # each service's slot 0 (one pod a slot)
+    never = np.flatnonzero(w.never_fits[first_pod])
+    if not len(never):
+        return
+    names = [str(svc.name[s]) for s in never.tolist()]
+    more = ("" if len(names) == 1 else f" (1 more service: '{names[1]}')" if len(names) == 2
+            else f" ({len(names) - 1} more services, first '{names[1]}')")
+    types = ", ".join(f"{t.name} ({t.gpus} x {t.gpu_model})" if t.gpus else t.name for t in cluster.node_types)
+    raise TraceError(services_file, f"no node type of cluster '{cluster.name}' can hold a replica of service "
+                                    f"'{names[0]}' ({replica_text(services, int(never[0]))}), so its demand could "
+                                    f"never be served{more}; node types: {types}", column="service", row=int(never[0]))
+
+
+def replica_text(services: pa.Table, i: int) -> str:
+    """A service's replica as a user reads it in its services file: GPUs (count, share or
+    partition, models), then cpu and memory."""
+    row = services.slice(i, 1).to_pylist()[0]
+    g = int(row["gpu_count"])
+    parts = []
+    if g:
+        unit = (f"GPU partition{'' if g == 1 else 's'} {row['gpu_partition']}" if row.get("gpu_partition")
+                else f"GPU share{'' if g == 1 else 's'} of {row['gpu_milli']} milli" if row["gpu_milli"] < 1000
+                else f"GPU{'' if g == 1 else 's'}")
+        models = row.get("gpu_models") or []
+        parts.append(f"{g} {unit}" + (f" of model {' or '.join(models)}" if models else ""))
+    parts += [f"{int(row['cpu_milli']) / 1000:g} cpu", f"{int(row['memory_mib']) / 1024:g} GiB"]
+    return ", ".join(parts)
