@@ -416,6 +416,18 @@ def unequal_work(metrics: pl.DataFrame, variants: list[Variant]) -> dict[str, st
     return work.notes(metrics, "variant", _base(variants).label) if len(variants) > 1 else {}
 
 
+def grid_unequal_work(metrics: pl.DataFrame, cells: list[str]) -> dict[str, str]:
+    """Across a grid: the loops whose runs did not do bare separate's work in the same setting
+    and seed, and the merged loops that did not do a strongest baseline's (`merged vs
+    separate_2026`), each with its note (grid.work_note)."""
+    loops = list(dict.fromkeys(metrics["loop"].to_list()))
+    pairs = [(loop, grid.BASE) for loop in loops if loop != grid.BASE and grid.BASE in loops]
+    pairs += [(m, s) for m in grid.MERGED if m in loops for s in grid.STRONGEST if s in loops]
+    notes = {(loop if over == grid.BASE else f"{loop} vs {over}"): grid.work_note(metrics, cells, loop, over)
+             for loop, over in pairs}
+    return {name: note for name, note in notes.items() if note}
+
+
 def verdicts(summary: pl.DataFrame, variants: list[Variant], where: str = "",
              unequal: dict[str, str] | None = None) -> list[str]:
     """Each variant against the baseline, on the means over seeds, in the one setting `where`
@@ -591,8 +603,9 @@ def _dearest(summary: pl.DataFrame, present: set[str]) -> str:
 
 
 def tables(summary: pl.DataFrame, abl: pl.DataFrame | None, variants: list[Variant], present: set[str],
-           unequal: dict[str, str]) -> list[Table]:
-    """The report's tables; the headline's note names the variants in `unequal` (unequal_work)."""
+           unequal: dict[str, str], against: str | None = None) -> list[Table]:
+    """The report's tables; the work table's note names what `unequal` holds (unequal_work,
+    grid_unequal_work): what did not do the work of `against` (default: the baseline variant)."""
     def have(cols):
         return [c for c in cols if c in present]
 
@@ -600,7 +613,7 @@ def tables(summary: pl.DataFrame, abl: pl.DataFrame | None, variants: list[Varia
                  [[v.label, v.loop, v.capability] for v in variants], text_cols=3, lead=3)]
     out.append(_metric_table("headline", "Headline (mean [min, max] over seeds)", summary, variants, have(HEADLINE)))
     if "pods_done" in present:
-        base = _base(variants).label
+        base = against or _base(variants).label
         unequal_note = (f" {work.MARK} to {base} (on some seed; the verdicts say how): {', '.join(unequal)}."
                         if unequal else f" Every variant did the work of {base}.")
         out.append(_metric_table("work", "Work done by the horizon", summary, variants, have(WORK),
@@ -1066,7 +1079,7 @@ def build(paths: list[str | Path], out: Path, title: str | None = None, notes: S
                                                       ["t_s", "billed_gpus", "used_gpus", "frag_ratio", "frag_amount"])
     services = pl.DataFrame() if cells else _read_all(runs, labels, "services_timeline.parquet",
                                                       ["t_s", "service", "demand", "ready_capacity"])
-    unequal = {} if cells else unequal_work(metrics, variants)
+    unequal = grid_unequal_work(metrics, cells) if cells else unequal_work(metrics, variants)
     where = setting(metrics.row(0, named=True))
     rep = Report(title or out.name, [*notes, *_intro(metrics, variants, runs)],
                  grid_verdicts(metrics, cells, variants) if cells else
@@ -1075,7 +1088,8 @@ def build(paths: list[str | Path], out: Path, title: str | None = None, notes: S
     if len(baselines) > 1:
         rep.intro.append(f"No ablation table: {len(baselines)} variants are all-off separate loops "
                          f"({'; '.join(baselines)}); report each trace/cluster/policy separately for one.")
-    rep.tables = tables(summary, abl, variants, set(summary["metric"]), unequal)  # metrics with a value
+    against = f"{grid.BASE} in the same setting" if cells else None
+    rep.tables = tables(summary, abl, variants, set(summary["metric"]), unequal, against)  # metrics with a value
     grid_stats = steps = None
     if cells:
         first, grid_stats, steps = grid_tables(metrics, cells, variants)

@@ -110,6 +110,10 @@ def test_the_grid_counts_a_cell_of_unequal_work_apart(tmp_path):
     assert steps["equal_work"].to_list() == [False, True, True, True] and steps["holds"].to_list()[0] is False
     detail = {(r[0], r[1]): r for r in rep.tables[2].rows}
     assert detail[("sees", "scoring A, provider refuses at once")][-1] == "no: unequal work"
+    # the work table says so too (it once said every variant did the baseline's work in a grid)
+    table = next(t for t in rep.tables if t.id == "work")
+    assert table.note.endswith("NOT EQUAL WORK to separate in the same setting (on some seed; the verdicts say how): "
+                               "merged, separate_prefers, separate_sees.")
     # merged saves 28.6% (A, silent), 38.1% (B, error), 19.0% (B, silent); (A, error) apart
     assert ("merged vs separate: NOT EQUAL WORK in 1 of 8 runs: separate left 1 gang never started, 2 pods not "
             "started; 10 of 10 pods done in merged against 8 in separate. 1 of 4 settings are counted apart "
