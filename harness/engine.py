@@ -4,6 +4,10 @@ As simpy's core: `at` schedules a call at an instant (calls at one instant run i
 they were scheduled), `advance_to` moves the clock and runs what is due, `run_until` alternates
 that with a driver's steps until a horizon. A `stream` of calls at times known in advance (a
 trace's arrivals) stays out of the heap. What the calls do is the caller's.
+
+A scheduled call can be taken back (`cancel`), as a Go timer is stopped: it never runs, counts
+as no event and wakes no instant. It leaves the heap lazily, when it reaches the top (asyncio's
+event loop drops its cancelled timers the same way), so cancelling costs O(1).
 """
 
 from __future__ import annotations
@@ -23,13 +27,21 @@ class Engine:
         self._heap: list = []
         self._seq = itertools.count()
         self.n_events = 0  # calls run
+        self._cancelled: set[int] = set()  # ids of calls taken back, still in the heap
         self._stream_times: np.ndarray = np.zeros(0)
         self._stream_fn: Callable[[int], None] | None = None
         self._stream_next = 0
 
-    def at(self, time: float, fn, *args) -> None:
-        """Schedule fn(*args) at `time` (events at one instant run in scheduling order)."""
-        heapq.heappush(self._heap, (float(time), next(self._seq), fn, args))
+    def at(self, time: float, fn, *args) -> int:
+        """Schedule fn(*args) at `time` (events at one instant run in scheduling order); returns
+        the call's id, which `cancel` takes."""
+        call = next(self._seq)
+        heapq.heappush(self._heap, (float(time), call, fn, args))
+        return call
+
+    def cancel(self, call: int) -> None:
+        """Take back a scheduled call that has not run yet (`call`: the id `at` returned)."""
+        self._cancelled.add(call)
 
     def stream(self, times: np.ndarray, fn: Callable[[int], None]) -> None:
         """Call fn(i) at times[i] for i = 0, 1, ... (times sorted); at one instant these
@@ -37,7 +49,10 @@ class Engine:
         self._stream_times, self._stream_fn, self._stream_next = times, fn, 0
 
     def next_event_time(self) -> float:
-        t = self._heap[0][0] if self._heap else np.inf
+        heap, cancelled = self._heap, self._cancelled
+        while cancelled and heap and heap[0][1] in cancelled:
+            cancelled.discard(heapq.heappop(heap)[1])
+        t = heap[0][0] if heap else np.inf
         if self._stream_next < len(self._stream_times):
             t = min(t, self._stream_times[self._stream_next])
         return t
@@ -45,9 +60,12 @@ class Engine:
     def advance_to(self, t: float) -> None:
         """Move the clock to t and run the calls due by then."""
         self.now = t
-        heap = self._heap
+        heap, cancelled = self._heap, self._cancelled
         while heap and heap[0][0] <= t:
-            _, _, fn, args = heapq.heappop(heap)
+            _, call, fn, args = heapq.heappop(heap)
+            if cancelled and call in cancelled:
+                cancelled.discard(call)
+                continue
             fn(*args)
             self.n_events += 1
         times, fn = self._stream_times, self._stream_fn

@@ -5,6 +5,8 @@ The simulation reports what happens to a pod and a node (`placed`, `released`, `
 integrate and loops read without a scan: GPU milli held by unstarted jobs, gang members and
 GPUs per node, the placeholders' held room and the nodes' fragmentation. Fragmentation is a
 running float sum (`frag_ready`), so the order of the transitions is part of the result.
+Every transition also notes its node (`take_changed`): the nodes whose GPU accounts may have
+moved since the metrics last looked, so they recount those nodes only (harness/metrics.py).
 """
 
 from __future__ import annotations
@@ -31,10 +33,17 @@ class Ledger:
         self.frag = np.zeros(n)  # F_n of ready nodes (0 elsewhere)
         self.frag_ready = 0.0
         self._frag_memo: dict[tuple, float] = {}
+        self.changed: list[int] = []  # nodes of the transitions since `take_changed` (repeats allowed)
+
+    def take_changed(self) -> list[int]:
+        """The nodes a transition touched since the last call (a node may repeat)."""
+        changed, self.changed = self.changed, []
+        return changed
 
     # ---- pods ----------------------------------------------------------------------------
     def placed(self, n: int, p: int, held: int) -> None:
         """Pod p was bound to node n; `held`: the GPU milli it holds for a job not started yet."""
+        self.changed.append(n)
         self.gang_pods_on[n] += self.in_gang[p]
         self.gpus_on[n] += self.gpus[p]
         if held:
@@ -44,6 +53,7 @@ class Ledger:
     def released(self, n: int, p: int, held: int, buffer: int) -> None:
         """Pod p left node n (its resources already back on the node): `held` as in `placed`,
         `buffer` the milli it held as a running placeholder."""
+        self.changed.append(n)
         if held:
             self.hold(n, -held)
         if buffer:
@@ -54,6 +64,7 @@ class Ledger:
 
     def started(self, n: int, milli: int) -> None:
         """A pod's job started: the milli it held on node n is used from now on."""
+        self.changed.append(n)
         self.hold(n, -milli)
 
     def hold(self, n: int, milli: int) -> None:
@@ -63,19 +74,23 @@ class Ledger:
 
     def buffering(self, n: int, milli: int) -> None:
         """A placeholder on ready node n starts (milli > 0) or stops (< 0) holding room."""
+        self.changed.append(n)
         self.buffer_on[n] += milli
         self.buffer_ready += milli
 
     # ---- nodes ---------------------------------------------------------------------------
     def node_added(self, n: int) -> None:
+        self.changed.append(n)
         self.held[n] = 0
         self.refrag(n)
 
     def node_ready(self, n: int) -> None:
+        self.changed.append(n)
         self.held_ready += int(self.held[n])
         self.refrag(n)
 
     def node_removed(self, n: int) -> None:
+        self.changed.append(n)
         self._set_frag(n, 0.0)
         self.held[n] = 0
 

@@ -23,7 +23,6 @@ committed slot costs nothing more than the slot.
 
 from __future__ import annotations
 
-import operator
 from pathlib import Path
 from typing import Protocol, cast
 
@@ -32,11 +31,10 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.idle_rates import used_on
+from harness.idle_rates import recount
 from harness.output import atomic_path
 from harness.state import WHOLE
 from harness.status import (
-    ABSENT,
     BOOTING,
     BOUND,
     DONE,
@@ -52,6 +50,12 @@ from harness.status import (
 )
 
 MILLI_HOUR = 1000.0 * 3600.0
+
+#: the integrals `Accounting.totals` names, in the order of the accounting's vector of totals
+TOTALS = ("billed", "used", "booting", "unallocated", "gang_wait", "committed", "buffer",
+          "frag_ratio_time", "frag_ratio_weight", "frag_amount_time", "frag_amount_weight", "cost")
+PENDING_AT = len(TOTALS)  # then the pending pod-seconds per reason
+CLASS_AT = PENDING_AT + len(PendingReason)  # then the idle GPU milli-seconds per price class
 
 
 class ExtensionAccount(Protocol):
@@ -76,9 +80,10 @@ class Accounting:
         cluster = sim.cluster
         self.pool_price = np.array([p.price for p in cluster.pools])
         st = sim.state
-        # per slot, what one idle GPU milli in it adds to each model's idle milli (columns 0..m-1:
-        # 1 in its model's column) and idle USD per second (columns m..2m-1): a weighted sum per
-        # model is then one product with the slots' idle milli
+        # per GPU slot, what one idle GPU milli in it adds to each model's idle milli (columns
+        # 0..m-1: 1 in its model's column) and idle USD per second (columns m..2m-1). Slots of one
+        # such row are a price class: the idle milli is integrated per class (`idle_rates`), and
+        # per model it is the product of those integrals with the classes' rows
         self.models = list(cluster.models)
         m = len(self.models)
         model_of_type = {t.name: self.models.index(t.gpu_model) for t in cluster.node_types if t.gpus}
@@ -86,17 +91,23 @@ class Accounting:
         model = np.array([model_of_type[cluster.node_types[t].name] for t in st.slot_type[gpu_slots]], np.int64)
         committed_price = np.array([p.committed_price for p in cluster.pools])
         node_price = np.where(st.slot_committed, committed_price[st.slot_pool], self.pool_price[st.slot_pool])
-        self.idle_weights = np.zeros((st.n_slots, 2 * m))
-        self.idle_weights[gpu_slots, model] = 1.0
-        self.idle_weights[gpu_slots, m + model] = node_price[gpu_slots] / 3600.0 / st.gpu_milli_cap[gpu_slots]
-        self._layout_key = -1
-        self._billed_rates: np.ndarray = np.zeros(2 * m)
-        self._ready = np.zeros(0, np.int64)
-        self._ready_weights = self.idle_weights[:0]
-        self._idle_key: tuple = ()
-        self._idle_rates: np.ndarray = np.zeros((2, m))
-        # idle GPU milli-seconds (row 0) and idle USD (row 1) per GPU model, integrated as `totals`
-        self.idle_by_model: np.ndarray = np.zeros((2, len(self.models)))
+        weights = np.zeros((len(gpu_slots), 2 * m))
+        weights[np.arange(len(gpu_slots)), model] = 1.0
+        weights[np.arange(len(gpu_slots)), m + model] = node_price[gpu_slots] / 3600.0 / st.gpu_milli_cap[gpu_slots]
+        self.class_weights, gpu_class = np.unique(weights, axis=0, return_inverse=True)
+        self.slot_class = np.full(st.n_slots, -1, np.int64)  # -1: a slot without GPUs
+        self.slot_class[gpu_slots] = gpu_class.reshape(-1)
+        self.slot_milli = st.gpu_cap.astype(np.int64) * WHOLE
+        self._counted = np.zeros(st.n_slots, np.int64)  # each slot's idle GPU milli as its class counts it
+        self._class_idle = np.zeros(len(self.class_weights), np.int64)  # idle GPU milli per class, now
+        recount(np.arange(st.n_slots), st.status, phantom, st.slot_committed, self.slot_milli, st.gpu_used,
+                self.ledger.held, self.ledger.buffer_on, self.slot_class, self._counted, self._class_idle)
+        # every integral in one vector (`TOTALS`, pending seconds, idle per class): a step adds
+        # rate x dt / per to it at once; `per` divides the cost only (USD per hour)
+        self._acc = np.zeros(CLASS_AT + len(self.class_weights))
+        self._rate = np.zeros_like(self._acc)
+        self._per = np.ones_like(self._acc)
+        self._per[TOTALS.index("cost")] = 3600.0
         self.committed_cost_rate = sum(p.committed * p.committed_price for p in cluster.pools)
         self.min_billed_s = np.array([p.min_billed_s for p in cluster.pools])
         self._cost_key, self._cost = -1, 0.0
@@ -106,11 +117,6 @@ class Accounting:
         #: placeholders wait for no work: never counted pending (None: a run without any)
         self.pause = sim.placeholder if sim.placeholder.any() else None
         self.reason_count = np.zeros(len(PendingReason), np.int64)
-        self.totals = dict.fromkeys((
-            "billed", "used", "booting", "unallocated", "gang_wait", "committed", "buffer",
-            "frag_ratio_time", "frag_ratio_weight", "frag_amount_time", "frag_amount_weight",
-            "cost"), 0.0)
-        self.pending_s = [0.0] * len(PendingReason)
         self.interval = float(timeline_interval_s)
         self.next_sample = 0.0
         self.timeline = Timeline()
@@ -141,11 +147,27 @@ class Accounting:
         if rest <= 0 or self.phantom[n] or st.slot_committed[n]:
             return
         milli = float(st.gpu_milli_cap[n]) * rest
-        tot = self.totals
-        tot["billed"] += milli
-        tot["booting" if st.status[n] == BOOTING else "unallocated"] += milli
-        self.idle_by_model += self.idle_weights[n].reshape(2, -1) * milli
-        tot["cost"] += self.pool_price[pool] * rest / 3600.0
+        acc = self._acc
+        acc[TOTALS.index("billed")] += milli
+        acc[TOTALS.index("booting" if st.status[n] == BOOTING else "unallocated")] += milli
+        acc[CLASS_AT + self.slot_class[n]] += milli
+        acc[TOTALS.index("cost")] += self.pool_price[pool] * rest / 3600.0
+
+    @property
+    def totals(self) -> dict[str, float]:
+        """The integrals so far, by name (`TOTALS`): GPU milli-seconds, cost in USD and the
+        fragmentation's time-weighted sums and weights."""
+        return dict(zip(TOTALS, self._acc[:PENDING_AT].tolist(), strict=True))
+
+    @property
+    def pending_s(self) -> list[float]:
+        """Pod-seconds pending so far, per reason (harness.status.PendingReason)."""
+        return self._acc[PENDING_AT:CLASS_AT].tolist()
+
+    @property
+    def idle_by_model(self) -> np.ndarray:
+        """Idle GPU milli-seconds (row 0) and idle USD (row 1) per GPU model so far."""
+        return (self._acc[CLASS_AT:] @ self.class_weights).reshape(2, -1)
 
     def set_reason(self, p: int, reason: int) -> None:
         if self.pause is not None and self.pause[p]:
@@ -221,28 +243,17 @@ class Accounting:
             self._cost = float((st.paid_per_pool - self._phantoms()[2]) @ self.pool_price) + self.committed_cost_rate
         return self._cost
 
-    def _idle_by_model_rates(self) -> np.ndarray:
-        """Idle GPU milli (row 0) and idle USD per second (row 1) of each GPU model, now: the
-        per-slot form of idle = billed - used (module docstring). Recomputed only when a node
-        changed (`mutations`, bumped by every bind, release, boot and removal) or a job started
-        (held milli on ready nodes falls without a node change); never cached inside a trial,
-        whose `revert` rewinds `mutations`."""
-        st, ledger = self.sim.state, self.ledger
-        key = (st.mutations, st.layout_version, ledger.held_ready, ledger.buffer_ready)
-        if key == self._idle_key:
-            return self._idle_rates
-        if self._layout_key != st.layout_version:  # billed GPUs and ready slots: only when nodes come or go
-            present = (st.status != ABSENT) & ~self.phantom  # a phantom is not billed
-            billed = np.where(present | st.slot_committed, st.gpu_milli_cap, 0.0)
-            self._billed_rates = billed @ self.idle_weights
-            self._ready = np.flatnonzero(st.status == READY)
-            self._ready_weights = self.idle_weights[self._ready]
-            self._layout_key = -1 if st.in_trial else st.layout_version
-        used = used_on(self._ready, st.gpu_used, ledger.held, ledger.buffer_on)
-        rates = (self._billed_rates - used @ self._ready_weights).reshape(2, -1)
-        if not st.in_trial:
-            self._idle_key, self._idle_rates = key, rates
-        return rates
+    def idle_by_class(self) -> np.ndarray:
+        """Idle GPU milli per price class now, the nodes the ledger's transitions touched since
+        the last step recounted (`idle_rates.recount`). Metrics integrate between a loop's steps,
+        never inside a trial, whose changes are undone without a transition."""
+        changed = self.ledger.take_changed()
+        if changed:
+            st, ledger = self.sim.state, self.ledger
+            assert not st.in_trial, "the accounting reads the state between trials"
+            recount(np.array(changed, np.int64), st.status, self.phantom, st.slot_committed, self.slot_milli,
+                    st.gpu_used, ledger.held, ledger.buffer_on, self.slot_class, self._counted, self._class_idle)
+        return self._class_idle
 
     def advance(self, t: float) -> None:
         """Integrate the current (constant) state from the last instant up to t. Timeline
@@ -252,7 +263,7 @@ class Accounting:
             return
         r = self.rates()
         self._sample_until(min(t, self.sim.horizon), r, inclusive=False)
-        self._integrate(r, t - self.last, operator.add)
+        self._integrate(r, t - self.last)
         for ext in self.extensions:
             ext.advance(self.last, t - self.last)
         self.last = t
@@ -263,38 +274,29 @@ class Accounting:
         arithmetic: each step's integral is added one after another, as stepping adds them."""
         r = self.rates()
         self._sample_until(min(float(times[-1]), self.sim.horizon), r, inclusive=False)
-        self._integrate(r, np.diff(times, prepend=self.last), _add_in_turn)
+        self._integrate(r, np.diff(times, prepend=self.last))
         for ext in self.extensions:
             ext.advance(self.last, np.diff(times, prepend=self.last))
         self.last = float(times[-1])
 
-    def _integrate(self, r: tuple, dt, add) -> None:
-        """Add the integrals of rates r over dt: one step (add = `operator.add`), or consecutive
-        steps (an array of durations, add = `_add_in_turn`)."""
-        tot = self.totals
+    def _integrate(self, r: tuple, dt) -> None:
+        """Add the integrals of rates r, of the pending pods and of the idle milli per class over
+        dt: one step (a float), or consecutive steps (an array of durations, added in turn), in
+        one vector step. Each total gets rate x dt (the cost rate x dt / 3600, the fragmentation
+        sums only while there is free or ready GPU milli), so its sum is the same, bit for bit,
+        as adding the totals one by one."""
         billed, used, booting, unallocated, gang_wait, committed, buffer, ready_cap, frag, cost_rate = r
-        tot["billed"] = add(tot["billed"], billed * dt)
-        tot["used"] = add(tot["used"], used * dt)
-        tot["booting"] = add(tot["booting"], booting * dt)
-        tot["unallocated"] = add(tot["unallocated"], unallocated * dt)
-        tot["gang_wait"] = add(tot["gang_wait"], gang_wait * dt)
-        tot["committed"] = add(tot["committed"], committed * dt)
-        tot["buffer"] = add(tot["buffer"], buffer * dt)
         idle_ready = ready_cap - (used + gang_wait + buffer)  # the free GPU milli F is measured on
-        if idle_ready > 0:
-            tot["frag_ratio_time"] = add(tot["frag_ratio_time"], frag / idle_ready * dt)
-            tot["frag_ratio_weight"] = add(tot["frag_ratio_weight"], dt)
-        if ready_cap > 0:
-            tot["frag_amount_time"] = add(tot["frag_amount_time"], frag / ready_cap * dt)
-            tot["frag_amount_weight"] = add(tot["frag_amount_weight"], dt)
-        tot["cost"] = add(tot["cost"], cost_rate * dt / 3600.0)
-        rates = self._idle_by_model_rates()
+        rate = self._rate
+        rate[:PENDING_AT] = (billed, used, booting, unallocated, gang_wait, committed, buffer,
+                             frag / idle_ready if idle_ready > 0 else 0.0, 1.0 if idle_ready > 0 else 0.0,
+                             frag / ready_cap if ready_cap > 0 else 0.0, 1.0 if ready_cap > 0 else 0.0, cost_rate)
+        rate[PENDING_AT:CLASS_AT] = self.reason_count
+        rate[CLASS_AT:] = self.idle_by_class()
         if isinstance(dt, np.ndarray):
-            self.idle_by_model = add_rows_in_turn(self.idle_by_model, np.multiply.outer(rates, dt))
+            self._acc = add_rows_in_turn(self._acc, np.multiply.outer(rate, dt) / self._per[:, None])
         else:
-            self.idle_by_model += rates * dt
-        for reason, count in enumerate(self.reason_count.tolist()):  # 6 reasons: quicker than numpy
-            self.pending_s[reason] = add(self.pending_s[reason], count * dt)
+            self._acc += rate * dt / self._per
 
     def finish(self) -> None:
         """Integrate up to the horizon and take the samples due at it (the final state)."""
@@ -337,20 +339,11 @@ class Accounting:
         )
 
 
-def _add_in_turn(total: float, steps: np.ndarray) -> float:
-    """total + steps[0] + steps[1] + ..., added in that order (numpy's accumulate is sequential,
-    unlike its pairwise sum), so the result is exactly that of adding them one by one. Steps
-    of 0 change nothing (a total is never -0.0: it starts at +0.0)."""
-    if not steps.any():
-        return total
-    run = np.empty(len(steps) + 1)
-    run[0], run[1:] = total, steps
-    return float(np.add.accumulate(run, out=run)[-1])
-
-
 def add_rows_in_turn(total: np.ndarray, steps: np.ndarray) -> np.ndarray:
-    """`_add_in_turn` for an array of totals: steps[..., k] added to total in turn along the
-    last axis (accumulate is sequential along it), as stepping adds them."""
+    """total + steps[..., 0] + steps[..., 1] + ..., added in that order along the last axis
+    (numpy's accumulate is sequential along it, unlike its pairwise sum), so each result is
+    exactly that of stepping. Steps of 0 change nothing (a total is never -0.0: it starts at
+    +0.0)."""
     if not steps.any():
         return total
     run = np.concatenate([total[..., None], steps], axis=-1)

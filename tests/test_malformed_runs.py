@@ -168,7 +168,7 @@ def test_a_replay_repairs_a_corrupt_kernel_cache_and_runs(tmp_path):
         if src.is_dir():
             shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.pyc"))
     harness_cache = copy[0]  # the package's own folder: folders sorted, it comes first
-    garbage, empty = kernel_files(harness_cache, "idle_rates.used_on"), kernel_files(harness_cache, "node_devices.take")
+    garbage, empty = kernel_files(harness_cache, "idle_rates.recount"), kernel_files(harness_cache, "node_devices.take")
     if not (garbage and empty):
         pytest.skip("no compiled kernels cached here yet (tests/test_jit.py compiles them)")
     garbage[0].write_bytes(b"garbage\n")
@@ -181,7 +181,7 @@ def test_a_replay_repairs_a_corrupt_kernel_cache_and_runs(tmp_path):
     assert f"loopbench: removed {len(garbage) + len(empty)} unreadable files of the compiled kernels' cache" in r.stderr
     assert (tmp_path / "run" / "metrics.parquet").exists()
     assert not corrupt(harness_cache, numba.__version__)  # both compiled again, and cached
-    assert kernel_files(harness_cache, "idle_rates.used_on") and kernel_files(harness_cache, "node_devices.take")
+    assert kernel_files(harness_cache, "idle_rates.recount") and kernel_files(harness_cache, "node_devices.take")
 
 
 def test_an_escape_sequence_in_what_a_user_typed_is_shown_not_obeyed(tmp_path):

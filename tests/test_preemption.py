@@ -138,17 +138,28 @@ def test_a_restarted_gang_runs_its_whole_duration_again():
 
 
 def test_a_waiting_gang_preempted_forgets_its_permit_timeout():
-    """Upstream rejects a preempted waiting pod and its group: the Coscheduling wait of the
-    evicted gang ends with it, so an old timeout does not release the gang once it is placed
-    again."""
+    """Upstream rejects a preempted waiting pod and its group (waitingPod.Reject stops its
+    timers): the Coscheduling wait of the evicted gang ends with it. Evicted at 1810 s, the
+    gang's member bound at 1800 s has its 60 s wait stopped: no event is left at 1860 s; bound
+    again at 1830 s, it waits a timeout of its own and is released at 1890 s, not before."""
     gang = Coscheduling(timeout_s=60.0)
     sim = evict_scene()
     sched = Scheduler(LeastAllocated(), gang=gang)
     sched.attach(sim)
-    gang.armed[0] = True
-    epoch = int(gang.epoch[0])
-    sched.evict(np.array([1]))
-    assert not gang.armed[0] and gang.epoch[0] == epoch + 1 and sched.cycle_state.preempted
+    sched.evict(np.array([1]))  # the gang leaves its nodes whole
+    sim.bind(0, 0, np.arange(8))  # one member of three bound: it waits at Permit
+    gang.permit(0)
+    sim.advance_to(1810.0)
+    sched.evict(np.array([0]))
+    assert sched.cycle_state.preempted
+    sim.advance_to(1830.0)
+    sim.bind(0, 0, np.arange(8))
+    gang.permit(0)
+    assert sim.next_event_time() == 1890.0  # the stopped wait's 1860 s is gone
+    sim.advance_to(1889.0)
+    assert sim.pod_status[0] == BOUND
+    sim.advance_to(1890.0)
+    assert sim.pod_status[0] == PENDING
 
 
 def test_only_pods_on_a_node_can_be_evicted():

@@ -72,8 +72,9 @@ class Coscheduling(Plugin):
 
     def attach(self, scheduler: Profile) -> None:
         super().attach(scheduler)
-        self.armed = np.zeros(self.sim.w.n_jobs, bool)  # a timeout is pending for the job
-        self.epoch = np.zeros(self.sim.w.n_jobs, np.int64)  # bumps when the job's members are released
+        #: each job's pending Permit timeout (the id `at` returned; -1: none): a gang's waiting
+        #: members share one wait
+        self.timer = np.full(self.sim.w.n_jobs, -1, np.int64)
         self.denied_until = np.full(self.sim.w.n_jobs, -np.inf)  # PodGroup backoff after a PostFilter rejection
 
     def pre_filter(self, j: int, usable: np.ndarray, group: int) -> int | None:
@@ -86,10 +87,9 @@ class Coscheduling(Plugin):
     def permit(self, j: int) -> None:
         """Wait `timeout_s` for the gang to start, once some member of it is bound."""
         sim = self.sim
-        if (not self.armed[j] and math.isnan(sim.job_started[j])
+        if (self.timer[j] < 0 and math.isnan(sim.job_started[j])
                 and (sim.pod_status[sim.w.job_pods[j]] == BOUND).any()):
-            self.armed[j] = True
-            sim.at(sim.now + self.timeout_s, self._release, j, int(self.epoch[j]))
+            self.timer[j] = sim.at(sim.now + self.timeout_s, self._timed_out, j)
 
     def rejects(self, assigned: int, min_member: int) -> bool:
         """Upstream's PostFilter rule: a gang below quorum is rejected when its unassigned
@@ -102,26 +102,35 @@ class Coscheduling(Plugin):
         last PostFilter sees every member that could be assigned: the rule is applied once,
         after the job's attempt."""
         sim = self.sim
-        if not (self.armed[j] and self.rejects(int(sim.job_placed[j]), int(sim.w.job_min_member[j]))):
+        if not (self.timer[j] >= 0 and self.rejects(int(sim.job_placed[j]), int(sim.w.job_min_member[j]))):
             return False
-        self._release(j, int(self.epoch[j]))
+        self._stop_wait(j)
+        self._release(j)
         if self.backoff_s > 0:
             self.denied_until[j] = sim.now + self.backoff_s
         return True
 
     def evicted(self, j: int) -> None:
         """Upstream rejects a preempted waiting pod, and with it its group: the wait ends."""
-        self.armed[j] = False
-        self.epoch[j] += 1
+        if self.timer[j] >= 0:
+            self._stop_wait(j)
 
-    def _release(self, j: int, epoch: int) -> None:
+    def _stop_wait(self, j: int) -> None:
+        """The gang's waiting members are rejected before their timeout: its timer is stopped
+        (upstream's waitingPod.Reject stops every plugin's timer), so no event is left behind
+        for it and members bound later wait a timeout of their own."""
+        self.sim.cancel(int(self.timer[j]))
+        self.timer[j] = -1
+
+    def _timed_out(self, j: int) -> None:
+        """The wait ran out (PermitWaitingTimeSeconds): the gang is released."""
+        self.timer[j] = -1
+        self._release(j)
+
+    def _release(self, j: int) -> None:
         """The wait timed out or PostFilter rejected: Unreserve every bound member of the gang
         that did not start; it is retried when capacity next changes."""
         sim = self.sim
-        if epoch != self.epoch[j]:  # released already; members bound since have their own wait
-            return
-        self.armed[j] = False
-        self.epoch[j] += 1
         if not math.isnan(sim.job_started[j]):
             return
         pods = sim.w.job_pods[j]

@@ -111,6 +111,20 @@ def test_post_filter_pod_failed_at_filter_phase_reject_all_pods():
     assert sim.state.gpu_used.sum() == 0 and sched.tried_at[0] == sim.state.version
 
 
+def test_wait_on_permit_reject_waiting_pod_stops_its_timeout():
+    """kubernetes/kubernetes pkg/scheduler/framework/runtime/framework_test.go, TestWaitOnPermit /
+    "Reject Waiting Pod": a waiting pod rejected is Unschedulable at once, and the rejection
+    stops its wait (waiting_pods_map.go, waitingPod.Reject stops every plugin's timer).
+    Ours: Coscheduling's PostFilter rejects the waiting member at t=0 (the case above); its
+    60 s timeout is gone with it: no event is left in the replay, none runs by the horizon."""
+    sim, _ = cycle(group(2, 2), nodes=1)
+    assert sim.pod_status.tolist() == [PENDING, PENDING]
+    assert sim.next_event_time() == float("inf")
+    events = sim.n_events  # the arrival
+    sim.advance_to(3600.0)
+    assert sim.n_events == events
+
+
 @pytest.mark.parametrize("backoff_s, released", [(1.0, 1), (0.0, 3)], ids=["backoff 1 s", "no backoff"])
 def test_pod_group_backoff_time_prevent_pod_falling_into_infinite_scheduling_loop(backoff_s, released):
     """CT TestPodGroupBackoffTime / "prevent pod falling into infinite scheduling loop":
