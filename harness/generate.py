@@ -40,7 +40,7 @@ import math
 import os
 import zlib
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -72,6 +72,8 @@ def _fits_in_memory(jobs: float, key: str) -> None:
                                "fewer jobs")
 #: most pods of one gang (members): 16x the largest gang of the published traces (Acme's 1,024 GPUs)
 MAX_GANG_MEMBERS = 2048
+#: A gang's locality: its members within one rack (of one pool), one fabric block, or anywhere.
+LOCALITIES = ["none", "rack", "block"]
 #: Resolution of the piecewise-constant arrival intensity.
 BIN_S = 60.0
 #: Keep generated times readable (millisecond resolution) and stable across platforms.
@@ -154,6 +156,21 @@ class GangClass(JobClass):
     cpu_milli_per_pod: int = 96000
     memory_mib_per_pod: int = 800000
 
+    def largest(self) -> dict[str, tuple[int, str]]:
+        """The largest gang drawn for each locality it draws (weight > 0), with the key under
+        `workload.gangs` that sets that size."""
+        locs = [loc for loc, w in self.locality.items() if float(w) > 0]
+        if self.member_weights is not None:
+            drawn = [k for k, w in self.member_weights.items() if float(w) > 0]
+            if not drawn:
+                return {}
+            top = max(drawn, key=int)
+            return {loc: (int(top), f"member_weights.{top}") for loc in locs}
+        if self.members is not None:
+            lo, hi, step = (list(self.members) + [1])[:3]
+            return {loc: (int(lo + step * int((hi - lo) // step)), "members") for loc in locs}
+        return {loc: (int(self.max_members.get(loc, self.min_members)), f"max_members.{loc}") for loc in locs}
+
 
 @dataclass
 class CpuClass(JobClass):
@@ -233,6 +250,10 @@ def _build_class(name: str, cfg: dict | None) -> JobClass:
     for q, spec in obj.queues.items():
         if not isinstance(spec, dict) or set(spec) - {"weight", "priority"}:
             raise ConfigError(f"{where}.queues.{q}", "must be {weight: float, priority: int}")
+    if isinstance(obj, GangClass):
+        unknown = [loc for loc in obj.locality if loc not in LOCALITIES]
+        if unknown:
+            raise ConfigError(f"{where}.locality", f"unknown locality '{unknown[0]}' (known: {', '.join(LOCALITIES)})")
     if isinstance(obj, GangClass) and obj.member_weights is not None:
         if obj.members is not None:
             raise ConfigError(f"{where}.member_weights", "members already sets the gang sizes: set one or the other")
@@ -326,13 +347,11 @@ class _Part:
     nvlink: np.ndarray
     numa: np.ndarray
     nic: np.ndarray
-    locality: np.ndarray  # index into GANG_LOCALITY order ("none", "rack", "block")
+    locality: np.ndarray  # index into LOCALITIES
     queue: np.ndarray  # index into queue_names
     queue_names: list
     priority: np.ndarray
 
-
-LOCALITIES = ["none", "rack", "block"]
 
 
 class SyntheticWorkload:
@@ -463,6 +482,30 @@ class SyntheticWorkload:
             self.params(), sort_keys=True, separators=(",", ":"), default=str
         )
 
+    # ---- the cluster it is drawn for ----------------------------------------------------
+    def check_gangs_fit(self, cluster) -> None:
+        """Refuse, before anything is drawn, a gang size that no domain of its locality could
+        ever hold in `cluster`: such a gang never starts under any loop, so a run would measure
+        nothing but its wait. The message names the key that sets the size, the size and what
+        the domain holds (the generator neither caps nor redraws: a sweep asks for what fits)."""
+        c = self.classes["gangs"]
+        assert isinstance(c, GangClass)
+        if self.n_jobs == 0 or c.n == 0 or (c.n is None and c.rate_per_h == 0):
+            return
+        largest = c.largest()
+        if not largest:
+            return
+        one = replace(c, members=[2, 2], member_weights=None)
+        pod = _assemble([self._gangs(one, 1, np.random.default_rng(0), np.zeros(1))], list(CLASSES)).slice(0, 1)
+        room = gang_room(cluster, pod)
+        for loc in LOCALITIES:
+            if loc in largest and largest[loc][0] > room[loc][0]:
+                size, key = largest[loc]
+                raise ConfigError(f"workload.gangs.{key}",
+                                  f"gangs of {size} pods with locality '{loc}' cannot start in cluster "
+                                  f"'{cluster.name}': {room[loc][1]} holds at most {room[loc][0]} of their pods; "
+                                  f"draw smaller gangs there or give them a wider locality (workload.gangs.locality)")
+
     # ---- arrivals ----------------------------------------------------------------------
     def _class_counts(self, rng_by_class: dict[str, np.random.Generator], intensities: dict) -> dict[str, int]:
         """Jobs per class: a fixed count (n, n_jobs) times the load, else a Poisson count of the
@@ -580,9 +623,6 @@ class SyntheticWorkload:
         dur = self._durations(c, n, rng)
         q, qnames, prio = self._tenants(c, n, rng, where)
         locs, lcum = _choice_table(c.locality, f"{where}.locality")
-        for loc in locs:
-            if loc not in LOCALITIES:
-                raise ConfigError(f"{where}.locality", f"unknown locality '{loc}' (known: {', '.join(LOCALITIES)})")
         loc_idx = _choose(rng, lcum, n)
         if c.member_weights is not None:
             sizes, scum = _choice_table(c.member_weights, f"{where}.member_weights")
@@ -763,42 +803,49 @@ def gpu_hours(table: pa.Table, partition_milli: dict[str, int] | None = None, ho
     return float((gpus * milli / 1000.0 * d).sum() / 3600.0)
 
 
-def gang_misfits(table: pa.Table, cluster, compiled=None) -> list[str]:
-    """Gangs that no pool layout of `cluster` could ever hold at once (by locality and size).
+def pods_per_node(node_type, cpu: int, mem: int, gpus: int, nvlink: bool) -> int:
+    """How many pods of one shape an empty node of `node_type` holds, by CPU, memory and whole
+    GPUs (within one NVLink domain each where the pod claims one); a pod that asks for none of
+    them counts as MAX_GANG_MEMBERS."""
+    limits = [MAX_GANG_MEMBERS]
+    if cpu:
+        limits.append(node_type.cpu_milli // cpu)
+    if mem:
+        limits.append(node_type.memory_mib // mem)
+    if gpus:
+        per_domain = node_type.gpus // node_type.nvlink_domains if node_type.gpus else 0
+        limits.append(node_type.nvlink_domains * (per_domain // gpus) if nvlink else node_type.gpus // gpus)
+    return int(min(limits))
 
-    A rack-local gang needs a rack of one pool with enough fitting nodes; a block-local gang
-    the pools of one block; an unconstrained one all fitting pools. Per-pod fit is
-    `harness.workload.compile_workload(...).never_fits`; pass that compiled workload as
-    `compiled` to avoid compiling twice.
-    """
-    from harness.workload import compile_workload, type_fits
 
-    wl = compiled if compiled is not None else compile_workload(table, cluster)
-    problems: list[str] = []
-    gang_jobs = np.flatnonzero(wl.job_min_member > 1)
-    if not len(gang_jobs):
-        return problems
-    first = np.array([wl.job_pods[j][0] for j in gang_jobs])
-    arrays = (wl.cpu[first], wl.mem[first], wl.gpus[first], wl.milli[first], wl.profile_bit[first],
-              wl.model_mask[first], wl.nvlink[first], wl.numa[first], wl.nic[first])
-    fits_type = {nt.name: type_fits(nt, cluster, *arrays) for nt in cluster.node_types}
-    rack_cap = np.zeros(len(gang_jobs), np.int64)
-    block_caps: dict[str, np.ndarray] = {}
-    total = np.zeros(len(gang_jobs), np.int64)
-    for pool in cluster.pools:
-        size = pool.max_size if pool.stock is None else max(pool.min_size, min(pool.max_size, pool.stock))
-        ok = fits_type[pool.node_type]
-        rack_cap = np.maximum(rack_cap, np.where(ok, min(pool.nodes_per_rack, size), 0))
-        block_caps.setdefault(pool.block, np.zeros(len(gang_jobs), np.int64))
-        block_caps[pool.block] += np.where(ok, size, 0)
-        total += np.where(ok, size, 0)
-    block_cap = np.max(np.stack(list(block_caps.values())), axis=0)
-    need = wl.job_min_member[gang_jobs]
-    cap = np.select([wl.job_locality[gang_jobs] == 1, wl.job_locality[gang_jobs] == 2], [rack_cap, block_cap], total)
-    # one pod per node is the conservative bound for the whole-node pods gangs use here
-    for j, c_, nd in zip(gang_jobs[need > cap], cap[need > cap], need[need > cap], strict=True):
-        problems.append(f"gang {wl.job_id[j]}: {nd} members but at most {c_} fitting nodes in one locality domain")
-    return problems
+def gang_room(cluster, pod: pa.Table) -> dict[str, tuple[int, str]]:
+    """Most pods of `pod`'s shape (a one-row trace: a gang member) that one domain of each
+    locality could ever hold at once in `cluster`, with which domain that is: the largest rack
+    (a pool's nodes_per_rack, or fewer when the pool holds fewer), the largest block (its pools
+    together), the whole cluster. A pool counts its most nodes (max_size, or less when its stock
+    never allows more, at least min_size) and holds the pods where an empty node of it fits one
+    (the replay's own rule: harness.workload.pools_fit, DRA claims and taints included), as
+    many a node as `pods_per_node` allows."""
+    from harness.workload import compile_workload, pools_fit
+
+    w = compile_workload(pod, cluster)
+    fits = pools_fit(cluster, w)[:, 0] & ~w.never_fits[0]
+    rack = (0, "no rack")
+    blocks: dict[str, int] = {}
+    total = 0
+    for pool, ok in zip(cluster.pools, fits, strict=True):  # a cluster's few pools, once per check
+        nodes = pool.max_size if pool.stock is None else max(pool.min_size, min(pool.max_size, pool.stock))
+        per = pods_per_node(cluster.node_types[cluster.type_index(pool.node_type)], int(w.cpu[0]), int(w.mem[0]),
+                            int(w.gpus[0]), bool(w.nvlink[0])) if ok else 0
+        in_rack = min(pool.nodes_per_rack, nodes) * per
+        if in_rack > rack[0]:
+            rack = (in_rack, f"its largest rack (pool {pool.name}: {min(pool.nodes_per_rack, nodes)} nodes, "
+                             f"{per} such pod{'s' * (per != 1)} a node)")
+        blocks[pool.block] = blocks.get(pool.block, 0) + nodes * per
+        total += nodes * per
+    block = max(blocks.items(), key=lambda kv: kv[1])
+    return {"rack": rack, "block": (block[1], f"its largest block ({block[0]})"),
+            "none": (total, "the whole cluster (every pool at its most nodes)")}
 
 
 def summary(table: pa.Table, partition_milli: dict[str, int] | None = None) -> dict[str, Any]:
@@ -839,14 +886,15 @@ def generate_task(cfg) -> None:
     check_config(cfg)
     workload = _instantiate(cfg.workload, "workload")
     seed = int(cfg.seed)
+    cluster = _instantiate(cfg.cluster, "cluster") if cfg.get("cluster") is not None else None
+    if cluster is not None and cfg.get("check_fits", True):
+        workload.check_gangs_fit(cluster)
     table = workload.table(seed)
     services = workload.service_tables(seed)
-    cluster = _instantiate(cfg.cluster, "cluster") if cfg.get("cluster") is not None else None
     if cluster is not None and cfg.get("check_fits", True) and services is not None:
         _check_replicas_fit(services[0], cluster)
     if cluster is not None and cfg.get("check_fits", True) and table.num_rows:
-        compiled = compile_workload(table, cluster)
-        never = compiled.never_fits
+        never = compile_workload(table, cluster).never_fits
         if never.any():
             row = int(np.flatnonzero(never)[0])
             raise ConfigError(
@@ -855,10 +903,6 @@ def generate_task(cfg) -> None:
                 f"(first: row {row}, pod {table.column('pod_id')[row].as_py()}); "
                 "adjust the workload knobs or pick another cluster (check_fits=false to skip)",
             )
-        bad = gang_misfits(table, cluster, compiled)
-        if bad:
-            raise ConfigError("workload.gangs",
-                              f"{len(bad)} gangs cannot fit the cluster's racks/blocks, e.g. {bad[0]}")
     out = to_absolute_path(str(cfg.out))
     meta = TraceMeta(
         source=workload.describe(seed),

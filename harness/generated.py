@@ -17,6 +17,7 @@ from pathlib import Path
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
+from harness.cluster import Cluster
 from harness.errors import ConfigError, LoopbenchError
 from harness.generate import SyntheticWorkload
 from harness.settings import instantiate
@@ -31,9 +32,10 @@ def is_generated(cfg: DictConfig) -> bool:
     return bool(cfg.trace.get("generated", False))
 
 
-def trace_file(cfg: DictConfig) -> str:
+def trace_file(cfg: DictConfig, cluster: Cluster | None = None) -> str:
     """The trace file a run reads: trace.path, or the cached draw of its workload and seed
-    (drawn and written first when missing)."""
+    (drawn and written first when missing). Given the run's `cluster`, a workload whose gangs
+    could never start in it is refused first, drawn or cached (SyntheticWorkload.check_gangs_fit)."""
     path = Path(to_absolute_path(str(cfg.trace.path)))
     if not is_generated(cfg):
         return str(path)
@@ -52,6 +54,8 @@ def trace_file(cfg: DictConfig) -> str:
     if workload.services:
         raise ConfigError("workload.services", "a trace drawn at run time has pods only: write services with "
                                                "`loopbench generate` and name the files in trace.services")
+    if cluster is not None:
+        workload.check_gangs_fit(cluster)
     seed = int(cfg.trace.get("seed", cfg.seed))
     source = workload.describe(seed)
     digest = hashlib.sha256(source.encode()).hexdigest()[:HASH_CHARS]

@@ -55,17 +55,17 @@ OUTPUTS = ("jobs.parquet", "nodes.parquet", "timeline.parquet", RUN_INFO, "confi
 def build(cfg: DictConfig) -> tuple[Simulation, Loop]:
     """Instantiate trace, cluster and loop from a composed config, once its settings are valid."""
     check_config(cfg)
-    path = trace_file(cfg)
+    try:
+        cluster = instantiate(cfg.cluster, "cluster", _convert_="all")
+    except Exception as exc:
+        raise _config_error(exc, "cluster") from None
+    path = trace_file(cfg, cluster)
     if cfg.get("import_args") and not Path(path).exists():
         import_trace(cfg)
     service_files = service_paths(cfg)
     table, _ = read_trace(path, allow_empty=True)
     if table.num_rows == 0 and service_files is None:
         raise no_pods(path)
-    try:
-        cluster = instantiate(cfg.cluster, "cluster", _convert_="all")
-    except Exception as exc:
-        raise _config_error(exc, "cluster") from None
     loop = build_loop(cfg)
     if service_files is None:
         if cfg.get("buffer"):

@@ -163,6 +163,19 @@ EXPERIMENTS = [
         "(conf/experiment/loops_evidence.yaml). A seed redraws the generated traces (job mix, arrivals, gang "
         "sizes) as well as the provider's streams. Every replay runs until its last pod is done.",
         "Regenerate: loopbench results loops_evidence."], prepare_each="scenario"),
+    Experiment("loops_gangs", "Gangs at scale: gang size and 400 gangs a run, separate_2026 and merged", [
+        "Does merged's saving over the strongest separate baseline hold for larger gangs and for more of them, and "
+        "how does the gang start tail grow with gang size? Loops (separate_2026, the strongest separate baseline; "
+        "merged) x scenario x 3 seeds (conf/experiment/loops_gangs.yaml). The gang-size sweep "
+        "(philly_redrawn_m2, _m8, _m32, _m64): the Philly-like workload of loops_evidence's philly_redrawn_g100 "
+        "(100 gangs over 9 days, on the cluster of 8-GPU servers that may grow to 160) with every gang exactly 2, "
+        "8, 32 or 64 servers (16 to 512 GPUs) placed anywhere in the cluster (32 and 64 exceed a rack of 16). A "
+        "seed draws the same arrivals and durations in every size cell, so the gangs' load grows with their size "
+        "(seed 0: about 2, 7, 29 and 58 servers busy on average over the 9 days, beside about 34 for the other "
+        "jobs; seed 2 draws one gang of 49 days). The 400-gang cells (philly_redrawn_g400, "
+        "synthetic_redrawn_g400: 37 and 24 days of arrivals, their own size mixes): a gang p99 over 400 gangs is "
+        "the fifth largest of a run, no maximum. Every replay runs until its last pod is done.",
+        "Regenerate: loopbench results loops_gangs."], prepare_each="scenario"),
     Experiment("inference_bursts", "Inference bursts: loops x replica autoscaler on bursty service demand", [
         "Inference services whose replicas follow demand: every setup (the separate loops with a DRA-aware "
         "Cluster-Autoscaler-like autoscaler and its other switches off; the same with every autoscaler "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from harness.config import compose
 from harness.errors import ConfigError
-from harness.generate import SyntheticWorkload, gang_misfits, generate_task, summary
+from harness.generate import LOCALITIES, SyntheticWorkload, gang_room, generate_task, summary
 from harness.trace import SCHEMA, read_trace, validate_table
 from harness.workload import compile_workload
 
@@ -108,7 +109,8 @@ def test_default_trace_size(table):
 def test_every_pod_and_gang_fits_default_cluster(table, cluster):
     wl = compile_workload(table, cluster)
     assert not wl.never_fits.any()
-    assert gang_misfits(table, cluster) == []
+    sizes, locality = _gangs(table)
+    assert (sizes <= np.array([DEFAULT_ROOM[loc] for loc in locality])).all()
 
 
 # ---- the mix ---------------------------------------------------------------------------
@@ -214,11 +216,125 @@ def test_unknown_knob_is_refused():
         SyntheticWorkload(training={"duration_min_s": 10, "duration_median_s": 5})
 
 
-def test_gang_misfit_detected(workload, cluster):
-    params = workload.params()
-    params["gangs"] = {**params["gangs"], "locality": {"rack": 1.0}, "max_members": {"rack": 8}}
-    t = SyntheticWorkload(**params).table(0)
-    assert gang_misfits(t, cluster)
+# ---- gang sizes the cluster can hold ---------------------------------------------------
+
+#: What one domain of each locality holds of the gang pods (one 8-GPU pod a node), by hand from
+#: conf/cluster/default.yaml: only h100-nvl8 has a NIC per GPU; its racks are 4 nodes; block-a
+#: is nvl-reserved's 16 nodes, block-b nvl-ondemand's 16 capped by its stock of 6; the whole
+#: cluster 16 + 6 = 22 nodes.
+DEFAULT_ROOM = {"rack": 4, "block": 16, "none": 22}
+#: The same from conf/cluster/philly.yaml (one node type, p40x8): racks of 16 nodes; block-a
+#: reserved 32 + ondemand-a 64 = 96; block-b ondemand-b, 64 at most (its stock is drawn in
+#: [16, 64]); every pool 32 + 64 + 64 = 160.
+PHILLY_ROOM = {"rack": 16, "block": 96, "none": 160}
+#: conf/workload/philly.yaml's gang pod
+PHILLY_POD = {"nvlink": False, "nic_per_gpu": False, "models": ["P40"], "cpu_milli_per_pod": 48000,
+              "memory_mib_per_pod": 448000}
+
+
+def _gangs(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Each gang's size (min_member) and locality, one entry a gang."""
+    minm, loc, job = _np(table, "min_member"), _np(table, "gang_locality"), _np(table, "job_id")
+    first = (minm > 1) & np.r_[True, job[1:] != job[:-1]]
+    return minm[first], loc[first]
+
+
+@functools.cache
+def _cluster(name: str):
+    return instantiate(compose("config", [f"cluster={name}"]).cluster, _convert_="all")
+
+
+def _gang_pod(**gangs) -> pa.Table:
+    """One gang pod of the default gang class with `gangs` changed."""
+    t = SyntheticWorkload(inference={"rate_per_h": 0}, training={"rate_per_h": 0}, cpu={"rate_per_h": 0},
+                          gangs={"n": 1, "members": [2, 2], **gangs}).table(0)
+    return t.slice(0, 1)
+
+
+def test_the_room_of_each_locality_by_hand():
+    """gang_room against DEFAULT_ROOM and PHILLY_ROOM, then pods smaller than a node: 4-GPU pods
+    of 24 cores and 200,000 MiB fit twice on a p40x8 (64 cores, 512,000 MiB, 8 GPUs), so a rack
+    of 16 holds 32; claiming one NVLink domain they fit none (its domains hold 2 GPUs each); the
+    default cluster's PCIe and L4 nodes hold no NIC gang pod."""
+    default, philly = _cluster("default"), _cluster("philly")
+    assert {k: v[0] for k, v in gang_room(default, _gang_pod()).items()} == DEFAULT_ROOM
+    assert {k: v[0] for k, v in gang_room(philly, _gang_pod(**PHILLY_POD)).items()} == PHILLY_ROOM
+    half = {**PHILLY_POD, "gpus_per_pod": 4, "cpu_milli_per_pod": 24000, "memory_mib_per_pod": 200000}
+    assert {k: v[0] for k, v in gang_room(philly, _gang_pod(**half)).items()} == {"rack": 32, "block": 192,
+                                                                                   "none": 320}
+    assert {k: v[0] for k, v in gang_room(philly, _gang_pod(**{**half, "nvlink": True})).items()} == {
+        "rack": 0, "block": 0, "none": 0}
+
+
+@pytest.mark.parametrize("scenario, overrides, key, size, loc, room", [
+    ("synthetic_redrawn", ["workload.gangs.members=[2,64]"], "workload.gangs.members", 64, "rack", 4),
+    ("synthetic_redrawn", ["workload.gangs.max_members.rack=8"], "workload.gangs.max_members.rack", 8, "rack", 4),
+    ("synthetic_redrawn", ["workload.gangs.max_members.block=17"], "workload.gangs.max_members.block", 17, "block",
+     16),
+    ("philly_redrawn", ["+workload.gangs.member_weights.32=0.01"], "workload.gangs.member_weights.32", 32, "rack",
+     16),
+    ("philly_redrawn", ["workload.gangs.member_weights=null", "workload.gangs.members=[161,161]",
+                        "workload.gangs.locality.rack=0"], "workload.gangs.members", 161, "none", 160),
+])
+def test_a_gang_no_domain_of_its_locality_holds_is_refused_before_anything_is_drawn(
+        scenario, overrides, key, size, loc, room, tmp_path):
+    """At run time (the drawn trace) and by `loopbench generate`: one line naming the key that
+    sets the size, the size, the locality, the cluster and what the domain holds."""
+    from harness.generated import trace_file
+
+    cfg = compose("config", [f"+scenario={scenario}", f"trace.path={tmp_path / 'drawn.parquet'}", *overrides])
+    with pytest.raises(ConfigError) as err:
+        trace_file(cfg, instantiate(cfg.cluster, _convert_="all"))
+    message = str(err.value)
+    assert message.startswith(f"{key}: gangs of {size} pods with locality '{loc}' cannot start in cluster ")
+    assert f"holds at most {room} of their pods" in message and "\n" not in message
+    generate = compose("generate", [f"out={tmp_path / 'g.parquet'}", f"cluster={cfg.cluster.name}",
+                                    f"workload={'default' if scenario.startswith('synthetic') else 'philly'}",
+                                    *overrides])
+    with pytest.raises(ConfigError, match=f"^{key}: gangs of {size} pods"):
+        generate_task(generate)
+    assert list(tmp_path.iterdir()) == [], "nothing drawn"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    philly=st.booleans(),
+    weights=st.fixed_dictionaries({loc: st.sampled_from([0.0, 0.5, 1.0]) for loc in LOCALITIES}).filter(
+        lambda w: sum(w.values()) > 0),
+    how=st.sampled_from(["members", "member_weights", "max_members"]),
+    sizes=st.lists(st.integers(2, 200), min_size=1, max_size=3),
+    seed=st.integers(0, 2**32),
+)
+def test_a_gang_config_is_refused_exactly_when_it_could_draw_a_gang_its_domain_cannot_hold(
+        philly, weights, how, sizes, seed):
+    """Over gang configs (which localities, how sizes are set, sizes up to 200) on both shipped
+    clusters: refused iff the largest size some drawn locality can get exceeds that locality's
+    room (the hand-computed tables above); accepted, every drawn gang fits its domain."""
+    room = PHILLY_ROOM if philly else DEFAULT_ROOM
+    cluster = _cluster("philly" if philly else "default")
+    gangs: dict = {"n": 40, "locality": weights}
+    if philly:
+        gangs |= PHILLY_POD
+    if how == "members":
+        gangs["members"] = [min(sizes), max(sizes)]
+        largest = {loc: max(sizes) for loc in LOCALITIES}
+    elif how == "member_weights":
+        gangs["member_weights"] = {str(k): 1.0 for k in sizes}
+        largest = {loc: max(sizes) for loc in LOCALITIES}
+    else:
+        gangs |= {"min_members": 2, "max_members": dict(zip(LOCALITIES, (sizes * 3)[:3], strict=True))}
+        largest = dict(zip(LOCALITIES, (sizes * 3)[:3], strict=True))
+    w = SyntheticWorkload(inference={"rate_per_h": 0}, training={"rate_per_h": 0}, cpu={"rate_per_h": 0},
+                          gangs=gangs)
+    impossible = [loc for loc in LOCALITIES if weights[loc] > 0 and largest[loc] > room[loc]]
+    if impossible:
+        with pytest.raises(ConfigError, match=r"^workload\.gangs\.(members|member_weights\.\d+|max_members\.\w+): "):
+            w.check_gangs_fit(cluster)
+        return
+    w.check_gangs_fit(cluster)
+    drawn, locality = _gangs(w.table(seed))
+    assert len(drawn) == 40
+    assert (drawn <= np.array([room[loc] for loc in locality])).all()
 
 
 @settings(max_examples=40, deadline=None)

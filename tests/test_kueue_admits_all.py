@@ -18,7 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "traces"
 #: scenario, its extra overrides, the public traces it imports (None: bundled)
 SCENARIOS = [("synthetic", [], None), ("two_tenants", [], None), ("services_synthetic", ["replicas=hpa"], None),
-             ("openb_autoscaled", [], "alibaba-gpu-v2023"), ("azure_llm", ["replicas=hpa"], "azure-llm-2023")]
+             ("openb_autoscaled", [], "alibaba-gpu-v2023"), ("azure_llm", ["replicas=hpa"], "azure-llm-2023"),
+             # the largest gangs a shipped scenario draws: 64 servers, 512 GPUs of the one flavor's 1,280
+             ("philly_redrawn_m64", ["workload.span_s=86400"], None)]
 
 
 @pytest.mark.parametrize("scenario, overrides, shared", SCENARIOS, ids=[s[0] for s in SCENARIOS])
@@ -29,6 +31,9 @@ def test_every_job_of_a_shipped_scenario_can_be_admitted(scenario, overrides, sh
                 f"++trace.demand={tmp_path / 't.demand.parquet'}"] if scenario == "azure_llm" else (
         [f"trace.path={tmp_path / 't.parquet'}"] if shared else [])
     cfg = compose("config", [f"+scenario={scenario}", "loop=separate_kueue", *overrides, *imported])
+    if cfg.trace.get("generated"):  # drawn into this test's folder, not the checkout's runs/
+        cfg = compose("config", [f"+scenario={scenario}", "loop=separate_kueue", *overrides,
+                                 f"trace.path={tmp_path / 'drawn.parquet'}"])
     sim, _ = build(cfg)
     adm = admission_books(sim.cluster.kueue, sim.cluster, sim.w)
     never = [j for j in range(sim.w.n_jobs) if adm.assign(j)[0] < 0]
