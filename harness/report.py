@@ -450,18 +450,17 @@ def headline_verdicts(summary: pl.DataFrame, metrics: pl.DataFrame, variants: li
 
 def grid_verdicts(metrics: pl.DataFrame, cols: list[str], variants: list[Variant]) -> list[str]:
     """The merged loops against the strongest separate baselines, then each loop against the
-    separate loops, in ranges form across the grid's settings; the merged loop also against
-    the other loop that leaves the least (`grid.strongest`)."""
+    separate loops where the grid has them, in ranges form across the grid's settings; the
+    merged loop also against the other loop that leaves the least (`grid.strongest`)."""
     loops = list(dict.fromkeys(v.loop for v in variants))
-    if grid.BASE not in loops:
-        return []
     judged = [*([UNSERVED] if _valued(metrics, UNSERVED) else []), grid.VERDICT[0]]  # services: unserved first
     lines = [grid.ranges_verdict(m, s, grid.savings(metrics, cols, m, s, c), cols, c,
                                  grid.work_note(metrics, cols, m, s))
              for m in grid.MERGED if m in loops for s in grid.STRONGEST if s in loops for c in judged]
-    lines += [grid.ranges_verdict(loop, grid.BASE, grid.savings(metrics, cols, loop, grid.BASE, c), cols, c,
-                                  grid.work_note(metrics, cols, loop, grid.BASE))
-              for loop in loops if loop != grid.BASE for c in judged]
+    if grid.BASE in loops:
+        lines += [grid.ranges_verdict(loop, grid.BASE, grid.savings(metrics, cols, loop, grid.BASE, c), cols, c,
+                                      grid.work_note(metrics, cols, loop, grid.BASE))
+                  for loop in loops if loop != grid.BASE for c in judged]
     others = [loop for loop in loops if loop not in (grid.BASE, MERGED)]
     if MERGED in loops and others:  # and against the strongest of the others, not only the weakest
         for c in judged:

@@ -174,7 +174,9 @@ EXPERIMENTS = [
         "(seed 0: about 2, 7, 29 and 58 servers busy on average over the 9 days, beside about 34 for the other "
         "jobs; seed 2 draws one gang of 49 days). The 400-gang cells (philly_redrawn_g400, "
         "synthetic_redrawn_g400: 37 and 24 days of arrivals, their own size mixes): a gang p99 over 400 gangs is "
-        "the fifth largest of a run, no maximum. Every replay runs until its last pod is done.",
+        "the fifth largest of a run, no maximum. Every replay runs until its last pod is done, at most 120 days "
+        "(the Philly-like cells) or 30 (the bundled one): a run that reaches that cap did less work, and its "
+        "setting is counted apart.",
         "Regenerate: loopbench results loops_gangs."], prepare_each="scenario"),
     Experiment("inference_bursts", "Inference bursts: loops x replica autoscaler on bursty service demand", [
         "Inference services whose replicas follow demand: every setup (the separate loops with a DRA-aware "

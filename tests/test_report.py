@@ -525,6 +525,20 @@ def test_the_grid_report_states_ranges_and_whether_each_step_holds_everywhere(tm
     assert html.escape(left_out) in (tmp_path / "out" / "report.html").read_text()
 
 
+def test_a_grid_without_bare_separate_still_judges_merged_against_the_strongest_baseline(tmp_path):
+    """Only separate_2026 and merged (conf/experiment/loops_gangs.yaml): separate_2026 idles 100
+    and 110 h in both traces; merged 50 and 60 in trace a ((105 - 55) / 105 = 47.6%), 80 and 90
+    in trace b (20 / 105 = 19.0%). No line against bare separate, which did not run."""
+    for trace, merged in (("a", (50.0, 60.0)), ("b", (80.0, 90.0))):
+        for seed in (0, 1):
+            for name, h in (("separate_2026", 100.0 + 10 * seed), ("merged", merged[seed])):
+                retouch(make_run(tmp_path / "runs" / f"{trace}-{name}-{seed}", loop_cfg(name), seed, h, 2 * h, 60.0),
+                        {"trace": f"{trace}.parquet"})
+    rep = report.build([tmp_path / "runs"], tmp_path / "out", "grid")
+    assert rep.verdict == ["merged saves 19-48% of idle accelerator hours over separate_2026, depending on trace "
+                           "(2 settings). It saves the least (19%) with trace b."]
+
+
 def test_a_grid_of_one_seed_says_so_rather_than_that_nothing_holds(tmp_path):
     """With one seed a saving has no interval: `holds in 0/4` would read as if no step held."""
     root = grid_runs(tmp_path / "runs")
