@@ -136,7 +136,9 @@ EXPERIMENTS = [
         "its arrivals are compressed 40x, durations kept: the 38 busy days arrive in 22 h and about 430 GPUs are "
         "busy on average, up to ~880. openb has no gangs, topology claims or committed capacity, so of the "
         "autoscaler's switches only sharing matters. Run times are kept, so the longest pods run 36 days: each "
-        "replay runs until its last pod is done (stop_when_done), and every loop does all the work.",
+        "replay runs until its last pod is done (stop_when_done, at most 90 days), so every loop does all the "
+        "work but the Karpenter-like one: its consolidation restarts the longest pods, and a few are still "
+        "running at the cap (its verdict counts them).",
         "Regenerate: loopbench results openb_autoscaled."]),
     Experiment("loops_robustness", "Robustness grid: loops x scoring x provider x trace", [
         "Does what the merged loop saves over the strongest separate baseline hold across settings? Each loop "
