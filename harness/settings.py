@@ -372,7 +372,10 @@ def _check(settings) -> None:
     settings = sorted(settings, key=lambda s: s.component != "")
     for s in settings:
         if s.rule is not None and not s.rule.allows(s.value):
-            raise SettingError(s.key, s.value, f"{s.rule} ({s.rule.why})")
+            hint = ""
+            if s.rule.kind == "integer" and isinstance(s.value, float) and s.value.is_integer():
+                hint = f"; 1e8-style numbers are floats: write it as {int(s.value)}"
+            raise SettingError(s.key, s.value, f"{s.rule} ({s.rule.why}){hint}")
 
 
 @dataclass(frozen=True)

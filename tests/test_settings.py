@@ -313,3 +313,9 @@ def test_an_unknown_target_is_left_to_hydra_s_error(target, error, tiny_trace, t
     r = loopbench("replay", f"trace.path={tiny_trace}", f"hydra.run.dir={tmp_path}/run", *overrides, cwd=tmp_path)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert r.stderr.startswith(f"loopbench replay: error: loop: cannot instantiate: {error}"), r.stderr
+
+
+def test_an_integer_written_in_e_notation_says_how_to_write_it():
+    """Hydra reads 1e8 as a float: refused as an integer setting, the message says the fix."""
+    with pytest.raises(SettingError, match=r"= 100000000\.0: must be null or an integer .*: write it as 100000000$"):
+        check_config(compose("generate", ["workload.n_jobs=1e8"]))
