@@ -93,8 +93,9 @@ def test_separate_priced_is_the_planner_price_and_keep_committed_and_both_are_of
     assert [type(f) for f in first.expander.filters] == [Reserved, LeastWaste]
 
 
-#: the cluster as it was then: pre-DRA, no minimum billed time, a compact placement on the emptiest rack
-BEFORE_THE_FLIPS = ["cluster.dra=null", "+cluster.min_billed_s=0", "+cluster.compact_rack=emptiest"]
+#: the cluster as it was then: pre-DRA, no minimum billed time, a compact placement on the emptiest rack;
+#: and evicted pods pending again at once (no Job controller backoff)
+BEFORE_THE_FLIPS = ["cluster.dra=null", "+cluster.min_billed_s=0", "+cluster.compact_rack=emptiest", "job_backoff=false"]
 
 
 @pytest.mark.parametrize("loop, expected", [

@@ -27,6 +27,10 @@ def test_a_scenario_trace_not_made_yet_is_imported_first(tmp_path, capsys):
 
 
 def test_an_import_that_cannot_run_is_refused_by_import_args(tmp_path):
+    """The cluster's node list is there (it is read first), the pod list the import needs is not."""
+    (tmp_path / "nowhere").mkdir()
+    (tmp_path / "nowhere" / "openb_node_list_gpu_node.csv").write_text(
+        "sn,cpu_milli,memory_mib,gpu,model\nopenb-node-0000,64000,262144,2,P100\n")
     cfg = compose("config", ["+scenario=openb_autoscaled", f"trace.path={tmp_path / 't.parquet'}",
                              f"traces_dir={tmp_path / 'nowhere'}"])
     with pytest.raises(ConfigError, match=r"^import_args: loopbench import openb .*nowhere/openb_pod_list_default"
