@@ -1,4 +1,6 @@
-"""The `loopbench` command end to end, as a user runs it (subprocesses in a scratch folder)."""
+"""The `loopbench` command end to end, as a user runs it in a scratch folder: in this process
+(tests/cli_in_process.py), and in a subprocess where the process itself is what is tested (a
+whole replay as a user starts it, a pipe closed early)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ import polars as pl
 import pytest
 import yaml
 
+from tests.cli_in_process import Ran
+from tests.cli_in_process import loopbench as run_cli
+
 ROOT = Path(__file__).resolve().parents[1]
 #: PYTHONPATH passed on, so that a worktree sharing another checkout's venv runs its own code
 #: the commands run from other folders import this checkout's harness, not an install of another
@@ -20,7 +25,11 @@ ENV = {"LOOPBENCH_CONF": str(ROOT / "conf"), "PATH": "/usr/bin:/bin",
                                                    os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)])}
 
 
-def loopbench(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+def loopbench(*args: str, cwd: Path) -> Ran:
+    return run_cli(*args, cwd=cwd, env={"LOOPBENCH_CONF": ENV["LOOPBENCH_CONF"]})
+
+
+def loopbench_process(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True,
                           env=ENV, timeout=600)
 
@@ -34,7 +43,7 @@ def small_trace(tmp_path_factory) -> Path:
 
 
 def test_replay_writes_a_complete_run_directory(tmp_path, small_trace):
-    r = loopbench("replay", f"trace.path={small_trace}", "loop=merged", f"hydra.run.dir={tmp_path}/run",
+    r = loopbench_process("replay", f"trace.path={small_trace}", "loop=merged", f"hydra.run.dir={tmp_path}/run",
                   cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     run = tmp_path / "run"
@@ -120,7 +129,7 @@ def test_an_interrupted_sweep_reruns_only_unfinished_runs(tmp_path, small_trace)
 PROGRESS = re.compile(r"(compare|replay|import|generate)\b.*: ")
 
 
-def one_line_error(r: subprocess.CompletedProcess, code: int = 1) -> str:
+def one_line_error(r: Ran | subprocess.CompletedProcess, code: int = 1) -> str:
     """The error: one line, the last on stderr (only progress lines before it), no traceback."""
     assert "Traceback" not in r.stderr, r.stderr
     assert r.returncode == code, r.stderr

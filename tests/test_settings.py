@@ -9,12 +9,9 @@ import importlib
 import inspect
 import itertools
 import numbers
-import os
 import pkgutil
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -49,19 +46,19 @@ from harness.settings import (
 from harness.sim import Simulation
 from harness.workload import compile_workload
 from tests import scenarios as sc
+from tests.cli_in_process import Ran
+from tests.cli_in_process import loopbench as run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
-ENV = {"PATH": "/usr/bin:/bin", **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}
 
 
-def loopbench(*args: str, cwd: Path, conf: Path = CONF) -> subprocess.CompletedProcess:
-    """The CLI in a subprocess; a setting that hangs the replay fails the test at the timeout."""
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**ENV, "LOOPBENCH_CONF": str(conf)}, timeout=60)
+def loopbench(*args: str, cwd: Path, conf: Path = CONF) -> Ran:
+    """The CLI, in this process, with `conf` as the config folder."""
+    return run_cli(*args, cwd=cwd, env={"LOOPBENCH_CONF": str(conf)})
 
 
-def one_error_line(r: subprocess.CompletedProcess, command: str) -> str:
+def one_error_line(r: Ran, command: str) -> str:
     assert r.returncode == 1, (r.returncode, r.stderr[-2000:])
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
@@ -210,10 +207,14 @@ ALL = ([("config", o) for o in replay_configs()] + [("compare", [])]
 
 @pytest.mark.parametrize("name, overrides", ALL, ids=lambda x: x if isinstance(x, str) else " ".join(x))
 def test_every_setting_of_every_config_has_a_rule_and_the_defaults_pass(name, overrides):
+    """Each value the config sets has a rule, and so has each numeric constructor parameter of
+    the components it names (a setting a YAML leaves at its default is still one a user may set)."""
     cfg = compose(name, overrides)
     check_config(cfg)  # the shipped configs are valid
     unruled = [s.key for s in walk(cfg) if s.rule is None and isinstance(s.value, (numbers.Number, bool))]
     assert not unruled, f"settings without a rule in their component's SETTINGS: {unruled}"
+    missing = unruled_parameters(set(_targets(OmegaConf.to_container(cfg))))
+    assert not missing, f"constructor settings without a rule in their class's SETTINGS: {missing}"
 
 
 def test_hydra_s_own_settings_are_left_to_hydra():
@@ -235,9 +236,8 @@ def _targets(node):
         yield from _targets(v)
 
 
-def test_every_numeric_constructor_parameter_has_a_rule():
-    targets = {t for name, overrides in ALL for t in _targets(OmegaConf.to_container(compose(name, overrides)))}
-    targets |= {"harness.scores.DotProd", "harness.scores.BestFit", "harness.scores.GpuClustering"}  # no YAML sets
+def unruled_parameters(targets: set[str]) -> list[str]:
+    """The numeric constructor parameters of these components that have no rule."""
     missing = []
     for target in sorted(targets - set(ELSEWHERE)):
         for p in inspect.signature(get_object(target)).parameters.values():
@@ -246,7 +246,11 @@ def test_every_numeric_constructor_parameter_has_a_rule():
             # a mapping of numbers (e.g. a policy's resource weights) has a rule for each entry
             if numeric and rule_for(target, (p.name,)) is None and rule_for(target, (p.name, "*")) is None:
                 missing.append(f"{target}({p.name})")
-    assert not missing, f"constructor settings without a rule in their class's SETTINGS: {missing}"
+    return missing
+
+
+def test_the_components_no_yaml_names_have_a_rule_for_each_numeric_parameter():
+    assert unruled_parameters({"harness.scores.DotProd", "harness.scores.BestFit", "harness.scores.GpuClustering"}) == []
 
 
 # ---- the rules themselves -------------------------------------------------------------------
