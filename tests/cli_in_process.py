@@ -30,10 +30,12 @@ class Ran:
 def loopbench(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Ran:
     """`loopbench ARGS` in folder `cwd`, with `env` added to the environment."""
     from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
 
     from harness.cli import main
 
     saved_env, saved_argv, saved_cwd = dict(os.environ), list(sys.argv), os.getcwd()
+    saved_run = HydraConfig.instance().cfg  # a run's config: its working folder resolves relative paths
     root = logging.getLogger()
     saved_handlers, saved_level = list(root.handlers), root.level
     out, err = io.StringIO(), io.StringIO()
@@ -56,4 +58,5 @@ def loopbench(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Ran:
         root.handlers[:] = saved_handlers
         root.setLevel(saved_level)
         GlobalHydra.instance().clear()
+        HydraConfig.instance().cfg = saved_run
     return Ran(code, out.getvalue(), err.getvalue())
