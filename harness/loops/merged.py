@@ -181,7 +181,9 @@ class MergedLoop:
         """GPU milli per pool of the demand it sees: the queued pods, those that arrived (or
         replicas created) in the last `demand_window_s` and were placed since, and the replicas
         recommended but not created yet, that a node of the pool could hold."""
-        return self.demand.milli(np.r_[self.demand.pods(now), self._recent_replicas(now), self._missing_replicas()])
+        milli = self.demand.seen_milli(now)
+        replicas = np.r_[self._recent_replicas(now), self._missing_replicas()]
+        return milli + self.demand.milli(replicas) if len(replicas) else milli
 
     # ---- what it learns by asking -----------------------------------------------------
     def _give_up_unserved(self, now: float) -> None:
