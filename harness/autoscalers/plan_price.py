@@ -38,26 +38,17 @@ class Demand:
         self.submits = sim.w.job_submit[self.by_submit]
 
     def seen_milli(self, now: float) -> np.ndarray:
-        """`milli(pods(now))`, GPU milli per pool of the demand seen now, in one compiled pass
-        over the queued jobs and those that arrived in the window, without building the pod
-        list: a scan asks this once, and the list's dozen array steps cost more than the sum.
-        Integer sums: the same figure in any order."""
+        """GPU milli per pool of the demand seen now: the queued jobs' pending pods, and the
+        pods that arrived in the last `window_s` and were placed since, each counted in every
+        pool that could hold it. One compiled pass over the queued jobs and those that arrived
+        in the window: a scan asks this once, and building the pod list took a dozen array
+        steps, more than the sum. Integer sums: the same figure in any order."""
         sim = self.sim
         w = sim.w
         lo, hi = np.searchsorted(self.submits, [now - self.window_s, now], side="right")
         return seen_milli(sim.queue.jobs(), self.by_submit[lo:hi], w.job_bounds, w.pods_by_job, sim.pod_status,
                           w.submit, now, self.templates.fits(w), sim.state.pool_allowed, w.placement,
                           self.pod_milli)
-
-    def pods(self, now: float) -> np.ndarray:
-        """The pods pending, then those that arrived in the last `window_s` and were placed since
-        (`seen_milli` sums their GPU milli per pool in one pass)."""
-        sim = self.sim
-        queued = sim.w.pods_of(sim.queue.jobs())
-        lo, hi = np.searchsorted(self.submits, [now - self.window_s, now], side="right")
-        recent = sim.w.pods_of(self.by_submit[lo:hi])  # of the jobs that arrived: the pods that did
-        recent = recent[(sim.pod_status[recent] != PENDING) & (sim.w.submit[recent] <= now)]
-        return np.r_[queued[sim.pod_status[queued] == PENDING], recent]
 
     def fits(self, pods: np.ndarray) -> np.ndarray:
         """pools x pods: could a node of the pool hold the pod, and may the pod use the pool
@@ -77,7 +68,7 @@ def seen_milli(queued: np.ndarray, recent: np.ndarray, job_bounds: np.ndarray, p
     """Per pool, the GPU milli of the `queued` jobs' pending pods and of the `recent` jobs'
     pods that arrived by `now` and are not pending, each counted in every pool whose nodes
     could hold it (`fits`, pools x pods) and that its placement allows (`pool_allowed`,
-    placements x pools): `Demand.milli(Demand.pods(now))` without the pod list."""
+    placements x pools): `Demand.milli` of those pods without listing them."""
     out = np.zeros(fits.shape[0], np.int64)
     for of_queue in (True, False):
         jobs = queued if of_queue else recent
