@@ -117,7 +117,7 @@ class ScaleDown:
         util = np.empty(len(nodes))
         if not dra.all():
             util[~dra] = self._resource_utilization(nodes[~dra])
-        util[dra] = self.pools.highest(types[dra], *(a[nodes[dra]] for a in st.device_arrays))[1]
+        util[dra] = self.pools.most_used(nodes[dra], types[dra], *st.device_arrays)
         return util
 
     def _resource_utilization(self, nodes: np.ndarray) -> np.ndarray:
