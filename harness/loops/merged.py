@@ -182,8 +182,9 @@ class MergedLoop:
         replicas created) in the last `demand_window_s` and were placed since, and the replicas
         recommended but not created yet, that a node of the pool could hold."""
         milli = self.demand.seen_milli(now)
-        replicas = np.r_[self._recent_replicas(now), self._missing_replicas()]
-        return milli + self.demand.milli(replicas) if len(replicas) else milli
+        if self.sim.w.services is None:
+            return milli
+        return milli + self.demand.milli(np.r_[self._recent_replicas(now), self._missing_replicas()])
 
     # ---- what it learns by asking -----------------------------------------------------
     def _give_up_unserved(self, now: float) -> None:
