@@ -5,14 +5,19 @@ before. Numbers by hand; every loop that scales down shares this rule (one Scale
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from harness.autoscalers.scale_down import ScaleDown
 from harness.cluster import Cluster
+from harness.config import compose
 from harness.dra.allocator import DeviceState, NodeDevices
 from harness.dra.resources import resource_slice
 from harness.dra.utilization import highest, pool_utilization
+from harness.replay import build
+from harness.status import ABSENT
 from tests import scenarios as sc
 
 ROOT = "resource.kubernetes.io/pcieRoot"
@@ -122,3 +127,23 @@ def test_a_mixed_pool_weighs_its_kinds_only_when_both_are_allocated(used, want):
         state.counter_left[0] -= devices.consumes[d]
     assert pool_utilization(devices, state)["d/p"].tolist() == [pytest.approx(want)]
     assert highest(devices, state)[0] == ["d/p"]
+
+
+def test_the_most_used_pool_read_in_place_is_that_of_the_rows_copied():
+    """`PoolTable.most_used` reads the nodes' rows where they are: for any nodes, in any order
+    and with repeats, it gives `highest`'s figure on copies of their rows. A replay of gangs
+    with shares and partitions (the pinned trace, 2.5 h) leaves nodes in many allocation states."""
+    trace = Path(__file__).resolve().parent / "fixtures" / "pinned" / "scale700.parquet"
+    sim, loop = build(compose("config", ["loop=merged", f"trace.path={trace}", "horizon_s=9000"]))
+    sim.run(loop)
+    st, table = sim.state, loop.scale_down.pools
+    present = np.flatnonzero(st.status != ABSENT)
+    rng = np.random.default_rng(0)
+    used = 0
+    for nodes in [present, present[::-1], rng.choice(present, 50), rng.permutation(present)[:7]]:
+        types = st.dra_type[nodes]
+        nodes, types = nodes[table.published[types]], types[table.published[types]]
+        want = table.highest(types, *(a[nodes] for a in st.device_arrays))[1]
+        assert table.most_used(nodes, types, *st.device_arrays).tolist() == want.tolist()
+        used += int((want > 0).sum())
+    assert used > 50  # nodes in use, not only idle ones

@@ -269,7 +269,7 @@ class PlannerPrice(Filter):
 
     def best_options(self, options):
         self.templates.refresh(self.sim.now)
-        demand = self.demand.milli(self.demand.pods(self.sim.now))
+        demand = self.demand.seen_milli(self.sim.now)
         cheapest = _least(options, lambda o: self.cost(o, demand))
         fewest = min((o.nodes for o in cheapest), default=0)
         return [o for o in cheapest if o.nodes == fewest]

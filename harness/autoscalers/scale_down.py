@@ -94,7 +94,7 @@ class ScaleDown:
         self.planned_at = self.ran_at = -np.inf
         self.cut_short = False  # the last plan stopped at its limit with candidates left
         self.memo: _Memo | None = None  # the last simulated plan, to skip re-simulating it unchanged
-        self.touched: list[np.ndarray] = []  # local nodes the simulation packed pods onto, trials included
+        self.touched: list[np.ndarray] = []  # local nodes the last simulation packed pods onto, trials included
         # GPU milli each pod requests as the GPU resource: whole devices only (a share or a
         # partition is another extended resource upstream); None: every request is whole
         whole = (w.milli == 1000) & (w.profile_bit == 0)
@@ -117,7 +117,7 @@ class ScaleDown:
         util = np.empty(len(nodes))
         if not dra.all():
             util[~dra] = self._resource_utilization(nodes[~dra])
-        util[dra] = self.pools.highest(types[dra], *(a[nodes[dra]] for a in st.device_arrays))[1]
+        util[dra] = self.pools.most_used(nodes[dra], types[dra], *st.device_arrays)
         return util
 
     def _resource_utilization(self, nodes: np.ndarray) -> np.ndarray:
@@ -216,7 +216,6 @@ class ScaleDown:
             if not m.touched[changed].any() and all((getattr(st, name)[changed] <= rows[changed]).all()
                                                     for name, rows in m.rows.items()):
                 return m.found, m.tried
-        self.touched = []
         found, tried = self.removable(cand, booked_for, limit)
         touched = np.zeros(st.n_slots, bool)
         touched[cand] = True
@@ -234,6 +233,7 @@ class ScaleDown:
         and their pods staying where they were moved. Stops after `limit` removable nodes.
         Returns which of the first `tried` candidates are removable, and `tried`."""
         sim, st = self.sim, self.sim.state
+        self.touched = []  # this simulation's, read by `_simulate` (a drain's check does not keep them)
         limit = len(cand) if limit is None else limit
         empty = st.pods_on[cand] == 0
         found = np.zeros(len(cand), bool)

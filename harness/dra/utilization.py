@@ -79,10 +79,22 @@ class PoolTable:
               counter_left: np.ndarray) -> np.ndarray:
         """Utilisation of each pool (nodes x pools, 0 where a type has fewer) of nodes of these
         types in these allocation states (rows of the cluster state's arrays, padded as here)."""
+        return self._pools(np.arange(len(types)), types, taken, cap_left, counter_left)
+
+    def most_used(self, rows: np.ndarray, types: np.ndarray, taken: np.ndarray, cap_left: np.ndarray,
+                  counter_left: np.ndarray) -> np.ndarray:
+        """Per node, its most used pool's utilisation (0 without pools): `highest`'s figure for
+        the `rows` of these allocation arrays, read where they are (a scale-down pass judges a
+        few nodes of thousands: no copy of their rows)."""
+        util = self._pools(rows, types, taken, cap_left, counter_left)
+        return util.max(axis=1) if util.shape[1] else np.zeros(len(rows))
+
+    def _pools(self, rows: np.ndarray, types: np.ndarray, taken: np.ndarray, cap_left: np.ndarray,
+               counter_left: np.ndarray) -> np.ndarray:
         d, k = self.dev_pool.shape[1], self.counter_set.shape[1]
-        return _pools(np.asarray(types, np.int64), taken[:, :d], cap_left[:, :d, :self.capacity.shape[2]],
-                      counter_left[:, :k], self.dev_pool, self.atomic, self.multi, self.capacity, self.counter_set,
-                      self.set_pool, self.counter_cap, self.n_pools)
+        return _pools(np.asarray(rows, np.int64), np.asarray(types, np.int64), taken[:, :d],
+                      cap_left[:, :d, :self.capacity.shape[2]], counter_left[:, :k], self.dev_pool, self.atomic,
+                      self.multi, self.capacity, self.counter_set, self.set_pool, self.counter_cap, self.n_pools)
 
     def highest(self, types: np.ndarray, taken: np.ndarray, cap_left: np.ndarray,
                 counter_left: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -97,14 +109,15 @@ class PoolTable:
 
 
 @njit(cache=True)
-def _pools(types, taken, cap_left, counter_left, dev_pool, atomic, multi, capacity, counter_set, set_pool,
+def _pools(rows, types, taken, cap_left, counter_left, dev_pool, atomic, multi, capacity, counter_set, set_pool,
            counter_cap, n_pools):
-    """`PoolTable.pools`, node by node (a scale-down pass judges a few nodes: no per-call array overhead)."""
+    """`PoolTable.pools` of the allocation arrays' `rows`, node by node (a scale-down pass judges
+    a few nodes: no per-call array overhead)."""
     n, n_d, n_q = len(types), dev_pool.shape[1], capacity.shape[2]
     n_k, n_s = counter_set.shape[1], set_pool.shape[1]
     out = np.zeros((n, n_pools))
     for i in range(n):
-        t = types[i]
+        t, r = types[i], rows[i]
         n_atomic = np.zeros(n_pools, np.int64)
         used_atomic = np.zeros(n_pools, np.int64)
         used_part = np.zeros(n_pools, np.int64)
@@ -112,10 +125,10 @@ def _pools(types, taken, cap_left, counter_left, dev_pool, atomic, multi, capaci
             p = dev_pool[t, d]
             if p < 0:
                 continue
-            use = taken[i, d]
+            use = taken[r, d]
             if not use and multi[t, d]:
                 for q in range(n_q):
-                    if cap_left[i, d, q] < capacity[t, d, q]:
+                    if cap_left[r, d, q] < capacity[t, d, q]:
                         use = True
                         break
             if atomic[t, d]:
@@ -127,7 +140,7 @@ def _pools(types, taken, cap_left, counter_left, dev_pool, atomic, multi, capaci
         for c in range(n_k):
             s = counter_set[t, c]
             if s >= 0 and counter_cap[t, c] > 0:
-                set_top[s] = max(set_top[s], (counter_cap[t, c] - counter_left[i, c]) / counter_cap[t, c])
+                set_top[s] = max(set_top[s], (counter_cap[t, c] - counter_left[r, c]) / counter_cap[t, c])
         n_sets = np.zeros(n_pools, np.int64)
         part_sum = np.zeros(n_pools)
         for s in range(n_s):

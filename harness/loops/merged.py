@@ -181,7 +181,10 @@ class MergedLoop:
         """GPU milli per pool of the demand it sees: the queued pods, those that arrived (or
         replicas created) in the last `demand_window_s` and were placed since, and the replicas
         recommended but not created yet, that a node of the pool could hold."""
-        return self.demand.milli(np.r_[self.demand.pods(now), self._recent_replicas(now), self._missing_replicas()])
+        milli = self.demand.seen_milli(now)
+        if self.sim.w.services is None:
+            return milli
+        return milli + self.demand.milli(np.r_[self._recent_replicas(now), self._missing_replicas()])
 
     # ---- what it learns by asking -----------------------------------------------------
     def _give_up_unserved(self, now: float) -> None:
