@@ -82,6 +82,10 @@ class Admission:
         #: Kueue's preemption (harness/kueue/preemption.py), when a ClusterQueue preempts
         self.preemption: Preemption | None = None
         self.evicted: list[int] = []  # jobs preempted, in order, until the caller takes them
+        #: jobs of equal request share a class: `fit_job` remembers verdicts per class
+        self.request_class = np.unique(request, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        self._fit_memo: dict[tuple[int, int, int], tuple[bool, bool]] = {}
+        self._memo_usage = b""  # the usage the memo's verdicts were found on
 
     # ---- quota ---------------------------------------------------------------------------
     def fit(self, c: int, f: int, q: np.ndarray) -> tuple[bool, bool]:
@@ -101,12 +105,27 @@ class Admission:
         more = np.maximum(new - self.kept[c, f], 0) - np.maximum(use - self.kept[c, f], 0)
         return bool((drawn + more <= pool).all()), bool((new > k.nominal[c, f]).any())
 
+    def fit_job(self, j: int, c: int, f: int) -> tuple[bool, bool]:
+        """`fit` of job j's request, remembered while the usage stays the same: cycles check
+        queued workloads one after another against unchanged books (every set-aside one again
+        after each release), many of the same size. The memo is keyed on the usage itself, not
+        on who changed it (preemption's trials write it directly), so it cannot go stale."""
+        usage = self.usage.tobytes()
+        if usage != self._memo_usage:
+            self._fit_memo.clear()
+            self._memo_usage = usage
+        key = (c, f, int(self.request_class[j]))
+        verdict = self._fit_memo.get(key)
+        if verdict is None:
+            verdict = self._fit_memo[key] = self.fit(c, f, self.request[j])
+        return verdict
+
     def assign(self, j: int) -> tuple[int, bool]:
         """The flavor job j would get now (-1: none) and whether it borrows."""
         c = int(self.queue_of[j])
         for f in self.k.cluster_queues[c].flavors:
             if self.fits[j, f]:
-                ok, borrows = self.fit(c, f, self.request[j])
+                ok, borrows = self.fit_job(j, c, f)
                 if ok and self._placeable(j, f):
                     return f, borrows
         return -1, False
@@ -176,7 +195,7 @@ class Admission:
                 assert self.preemption is not None
                 self.preemption.issue(self, targets)
                 changed = True
-            if self.fit(c, f, self.request[j])[0] and self._placeable(j, f):
+            if self.fit_job(j, c, f)[0] and self._placeable(j, f):
                 self.pending[c].remove(key)  # the head, unless a release this cycle put one before it
                 self.usage[c, f] += self.request[j]
                 self.flavor[j] = f
