@@ -45,15 +45,19 @@ if TYPE_CHECKING:
 class CycleState:
     """What one cycle learns, forgotten when it ends (upstream's CycleState): the failure keys
     it found (a key -> fewest pods of it that found no place; a plugin may add keys of its
-    own), the pending reasons (and, traced, the FitError words) by reason key, and whether it preempted."""
+    own), the pending reasons (and, traced, the FitError words) by reason key, whether it preempted,
+    and the futile gang attempts it took whole, by gang class (`Scheduler.futile_gang`)."""
 
-    __slots__ = ("failed", "reasons", "whys", "preempted")
+    __slots__ = ("failed", "reasons", "whys", "preempted", "futile")
 
     def __init__(self) -> None:
         self.failed: dict[tuple, int] = {}
         self.reasons: dict[int, int] = {}
         self.whys: dict[int, str] = {}  # the FitError words by reason key (decision trace only)
         self.preempted = False
+        #: (pod shape, gang locality) -> (the state's key as the attempt left it, its members'
+        #: nodes, their devices): what the next futile attempt of that class does on that state
+        self.futile: dict[tuple, tuple] = {}
 
 
 class Profile(Protocol):
@@ -121,6 +125,11 @@ NEEDED = {"filter": "Filter", "reason": "Filter", "score": "Score", "pick_device
 class Plugin:
     """A plugin of the framework (not a Score plugin: those are the policies of harness.scores).
     `attach` gives it the scheduler and the simulation before the replay starts."""
+
+    #: a Filter plugin: its verdict on a node is a function of that node's state and the pod
+    #: alone; a Reserve plugin: it records nothing. Only then may the scheduler take a gang
+    #: attempt that ends in a release as its net effect (`Scheduler.futile_gang`).
+    stateless = False
 
     def attach(self, scheduler: Profile) -> None:
         self.scheduler = scheduler
