@@ -183,6 +183,11 @@ class Scheduler:
         self.next_start = 0  # nextStartNodeIndex: where the next search for feasible nodes begins
         self.order_key = -1  # layout version of `node_order`
         self.futile_gang = self._futile_gang()
+        #: (pod shape, gang locality) -> (`content` then, the members' nodes, their devices): what
+        #: a futile attempt of that class does while the nodes' contents stay as they were
+        self.futile_plans: dict[tuple[int, int], tuple[int, list[int], list[np.ndarray]]] = {}
+        self.content = 0  # names the nodes' contents: moves when they change (`_content`)
+        self.content_key: tuple[int, int, int] | None = None  # `_state_key` when `content` was last confirmed
 
     def _futile_gang(self) -> Any:
         """The gang plugin whose futile attempts are taken as their net effect, or None: where
@@ -615,6 +620,7 @@ class Scheduler:
             return False
         if group >= 0 and self._failed_key(j, int(w.shape[pods[0]]), group) in failed:
             return False  # the members after the first would not be tried
+        content = self._content()
         start = self.next_start
         plan = self._bind_in_turn(pods, n, nodes)
         if len(plan) == len(pods) or not gang.releases_after(j, len(plan)):
@@ -622,12 +628,13 @@ class Scheduler:
             return False
         gang.release_at_once(j, plan)
         failed.clear()  # as after a release: capacity grew, what failed in this cycle may fit now
+        self.content_key = self._state_key()  # the release left the nodes as it found them
         self.ready_order()
         if int(mask.sum()) <= num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, len(self.node_order)):
             # every feasible node was scored: no walk moved the start index, so the attempt
-            # depends on the state alone, which the release left as it found it
-            self.cycle_state.futile[self._gang_class(j)] = (
-                self._state_key(), [n for _, n, _ in plan], [gpu_idx for _, _, gpu_idx in plan])
+            # depends on the nodes' contents alone
+            self.futile_plans[self._gang_class(j)] = (
+                content, [n for _, n, _ in plan], [gpu_idx for _, _, gpu_idx in plan])
         return True
 
     def _gang_class(self, j: int) -> tuple[int, int]:
@@ -638,17 +645,28 @@ class Scheduler:
         """Changes whenever a node, the ready set or the taints change."""
         return self.sim.state.mutations, self.sim.state.layout_version, self.bookings
 
+    def _content(self) -> int:
+        """A number naming the nodes' contents (and which are ready and untainted): it moves when
+        they changed since it was last confirmed, except by the futile attempts taken whole,
+        whose releases leave them as they were (they confirm it again)."""
+        key = self._state_key()
+        if key != self.content_key:
+            self.content += 1
+            self.content_key = key
+            self.futile_plans.clear()  # of contents gone
+        return self.content
+
     def _futile_as_before(self, j: int, failed: dict[tuple, int]) -> bool:
-        """Gang j's attempt as the last futile attempt of its class in this cycle, on the state
-        that one left behind (`_futile_attempt` recorded it): its first members bind on the same
-        nodes, the same devices, and the next fits nowhere; taken as its net effect if that ends
-        in a release (True)."""
+        """Gang j's attempt as the futile attempt of its class recorded on the same contents of
+        the nodes (`_futile_attempt`, in this cycle or an earlier one): its first members bind on
+        the same nodes, the same devices, and the next fits nowhere; taken as its net effect if
+        that ends in a release (True)."""
         sim, gang = self.sim, self.futile_gang
         if not self.job_uniform[j] or sim.job_placed[j] != 0 or not sim.binds_unheard:
             return False
         key = self._gang_class(j)
-        known = self.cycle_state.futile.get(key)
-        if known is None or known[0] != self._state_key():
+        known = self.futile_plans.get(key)
+        if known is None or known[0] != self._content():
             return False
         _, nodes, devices = known
         pods = sim.unbound_pods(j)
@@ -659,7 +677,7 @@ class Scheduler:
             return False
         gang.release_at_once(j, list(zip(pods[:len(nodes)].tolist(), nodes, devices, strict=True)))
         failed.clear()
-        self.cycle_state.futile[key] = (self._state_key(), nodes, devices)
+        self.content_key = self._state_key()
         return True
 
     def _bind_in_turn(self, pods: np.ndarray, n: int, nodes: np.ndarray) -> list[tuple[int, int, np.ndarray]]:

@@ -45,19 +45,15 @@ if TYPE_CHECKING:
 class CycleState:
     """What one cycle learns, forgotten when it ends (upstream's CycleState): the failure keys
     it found (a key -> fewest pods of it that found no place; a plugin may add keys of its
-    own), the pending reasons (and, traced, the FitError words) by reason key, whether it preempted,
-    and the futile gang attempts it took whole, by gang class (`Scheduler.futile_gang`)."""
+    own), the pending reasons (and, traced, the FitError words) by reason key, and whether it preempted."""
 
-    __slots__ = ("failed", "reasons", "whys", "preempted", "futile")
+    __slots__ = ("failed", "reasons", "whys", "preempted")
 
     def __init__(self) -> None:
         self.failed: dict[tuple, int] = {}
         self.reasons: dict[int, int] = {}
         self.whys: dict[int, str] = {}  # the FitError words by reason key (decision trace only)
         self.preempted = False
-        #: (pod shape, gang locality) -> (the state's key as the attempt left it, its members'
-        #: nodes, their devices): what the next futile attempt of that class does on that state
-        self.futile: dict[tuple, tuple] = {}
 
 
 class Profile(Protocol):
