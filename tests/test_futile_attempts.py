@@ -125,6 +125,28 @@ def test_small_random_clusters_end_bit_for_bit_alike(nodes, gangs, racks):
     assert_same(random_replay(nodes, gangs, racks, False), random_replay(nodes, gangs, racks, True))
 
 
+@settings(max_examples=8, deadline=None)
+@given(n_nodes=st.integers(105, 130), lone=st.lists(st.tuples(st.integers(0, 600), st.integers(60, 1800)), max_size=12),
+       gangs=st.lists(st.tuples(st.integers(60, 140), st.integers(0, 900), st.sampled_from(["none", "none", "rack"])),
+                      min_size=1, max_size=4))
+def test_walks_over_more_nodes_than_a_cycle_scores_end_bit_for_bit_alike(n_nodes, lone, gangs):
+    """Over 100 ready 1-GPU nodes a cycle scores only the 100 feasible ones its walk finds first
+    (nextStartNodeIndex moves with each pod): gangs of 60-140 one-GPU pods beside lone pods that
+    come and go, nodes in racks of 64."""
+    def replay(at_once: bool) -> dict:
+        cl = sc.cluster([sc.node_type("g1", gpus=1, cpu_milli=8000)],
+                        [sc.pool("p", "g1", min_size=n_nodes, max_size=n_nodes, nodes_per_rack=64)], autoscaling=False)
+        pods = [{"job_id": f"l{i}", "submit_s": float(t), "duration_s": float(d)} for i, (t, d) in enumerate(lone)]
+        pods += [{"job_id": f"g{i}", "min_member": size, "submit_s": float(t), "duration_s": 600.0, "gang_locality": loc}
+                 for i, (size, t, loc) in enumerate(gangs) for _ in range(size)]
+        loop = sc.separate("coscheduling")
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(framework, "FUTILE_ATTEMPTS_AT_ONCE", at_once)
+            _, sim = sc.run(sc.trace(pods), cl, loop, horizon_s=3000.0)
+        return whole(sim, loop)
+    assert_same(replay(False), replay(True))
+
+
 def test_a_futile_attempt_binds_what_fits_on_its_nodes_then_releases(taken):
     """Two ready 8-GPU nodes; a pod of 4 GPUs runs on one. A gang of 4 x 4 GPUs (quorum 4)
     finds room for 1 + 2 = 3 members: its attempt binds 3 (`fits_on`), the 4th fits nowhere,

@@ -599,7 +599,7 @@ class Scheduler:
                         failed: dict[tuple, int]) -> bool:
         """Job j's first member found node n among the feasible nodes `mask`: if the attempt is
         futile (`futile_gang.releases_after`), take it as its net effect and say True; else
-        leave everything as it was and say False (the attempt goes on member by member).
+        say False, nothing changed (the attempt goes on member by member).
 
         The members bind one by one on the nodes of `mask` (those of n's rack or block, for a
         local gang): no other node can take one, as binds only take room. So each member after
@@ -621,11 +621,8 @@ class Scheduler:
         if group >= 0 and self._failed_key(j, int(w.shape[pods[0]]), group) in failed:
             return False  # the members after the first would not be tried
         content = self._content()
-        start = self.next_start
         plan = self._bind_in_turn(pods, n, nodes)
-        if len(plan) == len(pods) or not gang.releases_after(j, len(plan)):
-            self.next_start = start  # not futile after all: as if it had not been tried
-            return False
+        assert len(plan) == room, "fits_on counts exactly the members that bind"
         gang.release_at_once(j, plan)
         failed.clear()  # as after a release: capacity grew, what failed in this cycle may fit now
         self.content_key = self._state_key()  # the release left the nodes as it found them
