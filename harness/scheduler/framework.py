@@ -610,8 +610,8 @@ class Scheduler:
         as `fits_on` counts on those nodes, so that count decides first whether to try."""
         sim, gang = self.sim, self.futile_gang
         st, w = sim.state, sim.w
-        if not self.job_uniform[j] or sim.job_placed[j] != 0 or not sim.binds_unheard:
-            return False
+        if not self.job_uniform[j] or not gang.releases_after(j, 1) or not sim.binds_unheard:
+            return False  # (a gang released with one member bound is released with fewer missing)
         pods = sim.unbound_pods(j)
         group = int(groups[n]) if groups is not None else -1
         nodes = np.flatnonzero(mask if group < 0 else mask & (groups == group))

@@ -113,7 +113,8 @@ class Coscheduling(Plugin):
     def releases_after(self, j: int, bound: int) -> bool:
         """Whether an attempt of gang j, none of whose pods has a node, that binds `bound`
         members and then finds no node for the next ends with PostFilter releasing them (the
-        gang does not start and the gap to quorum is too wide): the attempt is futile."""
+        gang does not start and the gap to quorum is too wide): the attempt is futile. The more
+        members bound, the narrower the gap: what holds for `bound` holds for fewer (but one)."""
         sim = self.sim
         return bool(sim.job_placed[j] == 0 and math.isnan(sim.job_started[j]) and bound > 0
                     and self.rejects(bound, int(sim.w.job_min_member[j])))
