@@ -30,6 +30,12 @@ class ScorePlugin:
         "weight": number("multiplies the plugin's scores in a weighted sum", gt=0),
     }
 
+    #: its scores and device choices are a function of the state, the pod and the candidates
+    #: alone: it records no placement (`on_bind`) and draws no random number. The scheduler
+    #: may then take a gang attempt that ends in a release as its net effect
+    #: (`Scheduler.futile_gang`); a subclass that remembers or draws must say False.
+    stateless = False
+
     def __init__(self, weight: float = 1.0):
         check(self, "policy", weight=weight)
         self.weight = float(weight)
@@ -83,6 +89,10 @@ class WeightedSum(ScorePlugin):
             total += plugin.weight * plugin.score(state, w, pod, nodes, rng)
         return total
 
+    @property
+    def stateless(self) -> bool:  # type: ignore[override]
+        return all(plugin.stateless for plugin in self.plugins)
+
     def pick_devices(self, state, w, pod, node):
         return self.plugins[0].pick_devices(state, w, pod, node)
 
@@ -111,6 +121,8 @@ class ResourceAllocation(ScorePlugin):
     the pod and what is allocatable. `resources` maps a resource name to its integer weight
     (1-100). An extended resource (`nvidia.com/gpu`) counts only when listed and when the pod
     requests it ("bypass" otherwise), and, as every resource, only on nodes that have it."""
+
+    stateless = True
 
     SETTINGS = {
         "resources.*": integer("weight of a resource (cpu, memory, nvidia.com/gpu) in the node's resource score, "
@@ -287,6 +299,8 @@ class DotProd(ScorePlugin):
     """Tetris-style alignment: the node with the least left in the pod's direction wins,
     100 x (1 - <node left, pod request> / 2) over normalised [CPU, GPU milli]."""
 
+    stateless = True
+
     SETTINGS = {
         "cpu_scale": number("CPU milli that normalises a node's free CPU", gt=0),
         "gpu_scale": number("GPU milli that normalises a node's free GPUs", gt=0),
@@ -373,6 +387,8 @@ class GpuPacking(ScorePlugin):
     node). CPU-only pods score 0 everywhere.
     """
 
+    stateless = True
+
     def score(self, state, w, pod, nodes, rng):
         k, milli = int(w.gpus[pod]), int(w.milli[pod])
         if k == 0:
@@ -391,6 +407,8 @@ class BestFit(ScorePlugin):
     """The node left with the least CPU and GPU after placing the pod:
     100 x (1 - [0.5 x CPU left / 128000 + 0.5 x GPU milli left / 8000]) after placement,
     truncated, then min-max rescaled over the candidates (memory ignored)."""
+
+    stateless = True
 
     SETTINGS = {
         "cpu_scale": number("CPU milli that normalises a node's free CPU", gt=0),

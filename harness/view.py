@@ -178,6 +178,14 @@ class SimulationView(Protocol):
         """Back to pending; `deleted`: the pod was deleted (drained), its job backs off."""
         ...
     def unbind_many(self, pods: np.ndarray | list[int], deleted: bool = False) -> None: ...
+    @property
+    def binds_unheard(self) -> bool:
+        """No handler listens to binds, releases or the decision trace."""
+        ...
+    def bind_then_release(self, plan: list[tuple[int, int, np.ndarray]]) -> None:
+        """Pods of one job bound in turn (pod, node, devices) and released again at once: their
+        net effect, every node and ledger transition in order (`Simulation.bind_then_release`)."""
+        ...
     def gate_arrivals(self, gate: Callable[[int], None], withdraw: Callable[[int], None]) -> Gate:
         """Arriving jobs go to `gate` (an admission layer), not the scheduler's queue; a
         replica deleted after it arrived goes to `withdraw`. The layer admits through the

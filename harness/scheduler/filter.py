@@ -43,6 +43,9 @@ class NodeResourcesFit(Plugin):
     """Room for the pod: CPU, memory, GPU model, shares per device, partition profile and
     topology claims (NVLink, NUMA, NIC per GPU), as `harness.filters.feasible` checks them."""
 
+    #: its verdict on a node is a function of that node's state and the pod alone
+    stateless = True
+
     def filter(self, state, w, pod, usable, at=None):
         return feasible(state, w, pod, usable, at=at)
 

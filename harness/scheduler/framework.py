@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.filters import groups_that_fit
+from harness.filters import fits_on, groups_that_fit
 from harness.scheduler.bind import DefaultBinder
 from harness.scheduler.filter import NodeResourcesFit
 from harness.scheduler.gang import Coscheduling
@@ -57,6 +57,11 @@ if TYPE_CHECKING:  # the loops' package is above the scheduler: for annotations 
     from harness.view import SimulationView
 
 GANG = -2  # the group of a failure key for a whole gang
+
+#: A gang attempt that ends in a release is taken as its net effect where that is exact
+#: (`Scheduler.futile_gang`). Not a behaviour switch: the outputs are the same either way, bit
+#: for bit; off, every attempt runs member by member (the reference the tests compare with).
+FUTILE_ATTEMPTS_AT_ONCE = True
 
 
 #: upstream's minFeasibleNodesToFind and minFeasibleNodesPercentageToFind (schedule_one.go)
@@ -177,6 +182,42 @@ class Scheduler:
         self.usable_key: tuple[int, int] | None = None
         self.next_start = 0  # nextStartNodeIndex: where the next search for feasible nodes begins
         self.order_key = -1  # layout version of `node_order`
+        self.futile_gang = self._futile_gang()
+        #: (pod shape, gang locality) -> (`content` then, the members' nodes, their devices): what
+        #: a futile attempt of that class does while the nodes' contents stay as they were
+        self.futile_plans: dict[tuple[int, int], tuple[int, list[int], list[np.ndarray]]] = {}
+        self.content = 0  # names the nodes' contents: moves when they change (`_content`)
+        self.content_key: tuple[int, int, int] | None = None  # `_state_key` when `content` was last confirmed
+
+    def _futile_gang(self) -> Any:
+        """The gang plugin whose futile attempts are taken as their net effect, or None: where
+        that is provably exact. An attempt of a gang of one pod shape binds its members one by
+        one until one fits nowhere; when its PostFilter then releases them at once, all that is
+        left is what `Coscheduling.release_at_once` applies, provided that
+          - the gang plugin is the profile's only Permit, PostFilter and PreFilter plugin and
+            defines `release_at_once` (Coscheduling; not Atomic or GangScheduling, which place
+            gangs otherwise, nor NoGang): no preemption (DefaultPreemption's PostFilter evicts),
+            no WaitsForCapacity (its PreFilter reserves on a trial);
+          - every Filter, Score and Reserve plugin is `stateless` (the built-in Filter; the
+            policies that record no placement and draw no random number: not FGD, GpuClustering
+            or RandomScore, nor a user's plugin that does not declare itself stateless), and the
+            Bind plugin is DefaultBinder;
+        and, per attempt (`_futile_attempt`): the gang is of one shape with no pod on a node, and
+        nothing listens to binds (no decision trace, no hooks). Off with FUTILE_ATTEMPTS_AT_ONCE."""
+        if not FUTILE_ATTEMPTS_AT_ONCE:
+            return None
+        at = self.points()
+        gangs = at["Permit"]
+        if len(gangs) != 1 or not implements(gangs[0], "release_at_once"):
+            return None
+        gang = gangs[0]
+        if at["PostFilter"] != (gang,) or any(p is not gang for p in at["PreFilter"]) or at["PodGroup"]:
+            return None
+        if not all(p.stateless for p in at["Filter"] + at["Score"] + at["Reserve"]):
+            return None
+        if len(at["Bind"]) != 1 or type(at["Bind"][0]) is not DefaultBinder:
+            return None
+        return gang
 
     def book(self, slots, owner: int) -> None:
         """Taint nodes (an owner below -1: usable by no pod) or untaint them (-1)."""
@@ -521,14 +562,19 @@ class Scheduler:
             if where is None:
                 return False
             group = where
+        if self.futile_gang is not None and self._futile_as_before(j, failed):
+            return False
         all_placed = True
-        for p in sim.unbound_pods(j).tolist():
+        for i, p in enumerate(sim.unbound_pods(j).tolist()):
             shape = int(w.shape[p])
             if self._failed_key(j, shape) in failed or self._failed_key(j, shape, group) in failed:
                 all_placed = False
                 continue
             allowed = usable if group < 0 else usable & (groups == group)
-            n = self.choose(p, self.filter(st, w, p, allowed))
+            mask = self.filter(st, w, p, allowed)
+            n = self.choose(p, mask)
+            if n >= 0 and i == 0 and self.futile_gang is not None and self._futile_attempt(j, mask, n, groups, failed):
+                return False
             if n < 0:  # PostFilter: e.g. a node where evicting lower-priority pods makes room
                 for post_filter in self.post_filters:
                     n = post_filter(p, allowed)
@@ -548,6 +594,110 @@ class Scheduler:
         if not all_placed and self._released(j):  # PostFilter released the waiting members:
             failed.clear()  # capacity grew, so what failed in this cycle may fit now
         return all_placed
+
+    def _futile_attempt(self, j: int, mask: np.ndarray, n: int, groups: np.ndarray | None,
+                        failed: dict[tuple, int]) -> bool:
+        """Job j's first member found node n among the feasible nodes `mask`: if the attempt is
+        futile (`futile_gang.releases_after`), take it as its net effect and say True; else
+        say False, nothing changed (the attempt goes on member by member).
+
+        The members bind one by one on the nodes of `mask` (those of n's rack or block, for a
+        local gang): no other node can take one, as binds only take room. So each member after
+        the first is filtered on those nodes alone, then chosen as ever (`choose`: the walk
+        from nextStartNodeIndex and the score, on the same mask), on a trial of the state; the
+        first member that fits nowhere ends the attempt (its walk checks every node, which
+        leaves the start index where it was). A gang of one shape binds exactly as many members
+        as `fits_on` counts on those nodes, so that count decides first whether to try."""
+        sim, gang = self.sim, self.futile_gang
+        st, w = sim.state, sim.w
+        if not self.job_uniform[j] or not gang.releases_after(j, 1) or not sim.binds_unheard:
+            return False  # (a gang released with one member bound is released with fewer missing)
+        pods = sim.unbound_pods(j)
+        group = int(groups[n]) if groups is not None else -1
+        nodes = np.flatnonzero(mask if group < 0 else mask & (groups == group))
+        room = int(np.minimum(fits_on(st, w, int(pods[0]), nodes), len(pods)).sum())
+        if room >= len(pods) or not gang.releases_after(j, room):
+            return False
+        if group >= 0 and self._failed_key(j, int(w.shape[pods[0]]), group) in failed:
+            return False  # the members after the first would not be tried
+        content = self._content()
+        plan = self._bind_in_turn(pods, n, nodes)
+        assert len(plan) == room, "fits_on counts exactly the members that bind"
+        gang.release_at_once(j, plan)
+        failed.clear()  # as after a release: capacity grew, what failed in this cycle may fit now
+        self.content_key = self._state_key()  # the release left the nodes as it found them
+        self.ready_order()
+        if int(mask.sum()) <= num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, len(self.node_order)):
+            # every feasible node was scored: no walk moved the start index, so the attempt
+            # depends on the nodes' contents alone
+            self.futile_plans[self._gang_class(j)] = (
+                content, [n for _, n, _ in plan], [gpu_idx for _, _, gpu_idx in plan])
+        return True
+
+    def _gang_class(self, j: int) -> tuple[int, int]:
+        """Gangs of one pod shape and locality, tried on one state, bind alike."""
+        return self.job_shape(j), int(self.sim.w.job_locality[j])
+
+    def _state_key(self) -> tuple[int, int, int]:
+        """Changes whenever a node, the ready set or the taints change."""
+        return self.sim.state.mutations, self.sim.state.layout_version, self.bookings
+
+    def _content(self) -> int:
+        """A number naming the nodes' contents (and which are ready and untainted): it moves when
+        they changed since it was last confirmed, except by the futile attempts taken whole,
+        whose releases leave them as they were (they confirm it again)."""
+        key = self._state_key()
+        if key != self.content_key:
+            self.content += 1
+            self.content_key = key
+            self.futile_plans.clear()  # of contents gone
+        return self.content
+
+    def _futile_as_before(self, j: int, failed: dict[tuple, int]) -> bool:
+        """Gang j's attempt as the futile attempt of its class recorded on the same contents of
+        the nodes (`_futile_attempt`, in this cycle or an earlier one): its first members bind on
+        the same nodes, the same devices, and the next fits nowhere; taken as its net effect if
+        that ends in a release (True)."""
+        sim, gang = self.sim, self.futile_gang
+        if not self.job_uniform[j] or sim.job_placed[j] != 0 or not sim.binds_unheard:
+            return False
+        key = self._gang_class(j)
+        known = self.futile_plans.get(key)
+        if known is None or known[0] != self._content():
+            return False
+        _, nodes, devices = known
+        pods = sim.unbound_pods(j)
+        if len(nodes) >= len(pods) or not gang.releases_after(j, len(nodes)):
+            return False
+        groups = self.groups_of(j)
+        if groups is not None and self._failed_key(j, key[0], int(groups[nodes[0]])) in failed:
+            return False
+        gang.release_at_once(j, list(zip(pods[:len(nodes)].tolist(), nodes, devices, strict=True)))
+        failed.clear()
+        self.content_key = self._state_key()
+        return True
+
+    def _bind_in_turn(self, pods: np.ndarray, n: int, nodes: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
+        """On a trial of the state: pods[0] on node n, then each next member where `choose`
+        puts it among `nodes`, until one fits nowhere. Returns the plan [(pod, node, devices)]."""
+        st, w = self.sim.state, self.sim.w
+        usable = self.free_ready
+        mask = np.zeros(st.n_slots, bool)
+        plan: list[tuple[int, int, np.ndarray]] = []
+        st.fork()
+        try:
+            for p in pods.tolist():
+                if plan:
+                    mask[nodes] = self.filter(st, w, p, usable, at=nodes)
+                    n = self.choose(p, mask)
+                    if n < 0:
+                        break
+                gpu_idx = self.pick_devices(st, w, p, n)
+                st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+                plan.append((p, n, gpu_idx))
+        finally:
+            st.revert()
+        return plan
 
     def _released(self, j: int) -> bool:
         """The gang PostFilters, after a member of job j fit nowhere: whether one of them

@@ -110,6 +110,27 @@ class Coscheduling(Plugin):
             self.denied_until[j] = sim.now + self.backoff_s
         return True
 
+    def releases_after(self, j: int, bound: int) -> bool:
+        """Whether an attempt of gang j, none of whose pods has a node, that binds `bound`
+        members and then finds no node for the next ends with PostFilter releasing them (the
+        gang does not start and the gap to quorum is too wide): the attempt is futile. The more
+        members bound, the narrower the gap: what holds for `bound` holds for fewer (but one)."""
+        sim = self.sim
+        return bool(sim.job_placed[j] == 0 and math.isnan(sim.job_started[j]) and bound > 0
+                    and self.rejects(bound, int(sim.w.job_min_member[j])))
+
+    def release_at_once(self, j: int, plan: list[tuple[int, int, np.ndarray]]) -> None:
+        """A futile attempt (`releases_after`) as its net effect: the members of `plan` (pod,
+        node, devices) are bound and released at once (`bind_then_release`), and the gang backs
+        off as `post_filter_gang` leaves it. Permit would start a wait for them that PostFilter
+        stops in the same cycle, so no timer is started; one left from before is stopped."""
+        if self.timer[j] >= 0:
+            self._stop_wait(j)
+        self.sim.bind_then_release(plan)
+        self.scheduler.back_off(j)
+        if self.backoff_s > 0:
+            self.denied_until[j] = self.sim.now + self.backoff_s
+
     def evicted(self, j: int) -> None:
         """Upstream rejects a preempted waiting pod, and with it its group: the wait ends."""
         if self.timer[j] >= 0:

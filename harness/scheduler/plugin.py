@@ -122,6 +122,11 @@ class Plugin:
     """A plugin of the framework (not a Score plugin: those are the policies of harness.scores).
     `attach` gives it the scheduler and the simulation before the replay starts."""
 
+    #: a Filter plugin: its verdict on a node is a function of that node's state and the pod
+    #: alone; a Reserve plugin: it records nothing. Only then may the scheduler take a gang
+    #: attempt that ends in a release as its net effect (`Scheduler.futile_gang`).
+    stateless = False
+
     def attach(self, scheduler: Profile) -> None:
         self.scheduler = scheduler
         self.sim = scheduler.sim

@@ -1,0 +1,250 @@
+"""A futile gang attempt taken as its net effect (`Scheduler.futile_gang`) leaves a replay as
+running it member by member does, bit for bit: every output table, and on small random
+clusters every array, counter and float sum of the simulation, its cluster state, ledger,
+accounting and scheduler. The gate keeps the shortcut to where that is provable."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import harness.scheduler.framework as framework
+from harness.config import compose
+from harness.metrics import jobs_frame, nodes_frame, summary_row
+from harness.replay import build
+from harness.scheduler import Scheduler
+from harness.scheduler.capacity import WaitsForCapacity
+from harness.scheduler.filter import NodeResourcesFit
+from harness.scheduler.gang import Atomic, Coscheduling, NoGang
+from harness.scheduler.plugin import Plugin
+from harness.scheduler.pod_group import GangScheduling
+from harness.scheduler.preemption import DefaultPreemption
+from harness.scores import (
+    FGD,
+    BalancedAllocation,
+    GpuClustering,
+    LeastAllocated,
+    MostAllocated,
+    RandomScore,
+    WeightedSum,
+)
+from harness.sim import Simulation
+from harness.status import PENDING
+from harness.workload import compile_workload
+from tests import scenarios as sc
+from tests.test_pinned_outputs import HORIZON_S, TRACE
+from tests.test_unbind_many import assert_same, snapshot
+
+
+@pytest.fixture
+def taken(monkeypatch):
+    """The futile attempts taken whole in this test: [(job, members bound and released)]."""
+    seen: list[tuple[int, int]] = []
+    release = Coscheduling.release_at_once
+
+    def counted(self, j, plan):
+        seen.append((j, len(plan)))
+        release(self, j, plan)
+    monkeypatch.setattr(Coscheduling, "release_at_once", counted)
+    return seen
+
+
+def replay(loop: str, at_once: bool, monkeypatch) -> tuple[dict[str, pl.DataFrame], int]:
+    monkeypatch.setattr(framework, "FUTILE_ATTEMPTS_AT_ONCE", at_once)
+    sim, lp = build(compose("config", [f"loop={loop}", f"trace.path={TRACE}", f"horizon_s={HORIZON_S}"]))
+    sim.run(lp)
+    jobs, nodes = jobs_frame(sim), nodes_frame(sim)
+    tables = {"metrics": summary_row(sim, jobs, nodes, {"loop": loop}), "jobs": jobs, "nodes": nodes,
+              "timeline": sim.acct.timeline.frame()}
+    return tables, sim.n_events
+
+
+@pytest.mark.parametrize("loop", ["separate", "separate_2026", "separate_karpenter", "separate_provreq"])
+def test_every_output_table_is_the_same_with_futile_attempts_taken_whole(loop, taken, monkeypatch):
+    """The pinned trace's 72 gangs (all kept to a rack or block) on the default (DRA) cluster,
+    released again and again under Coscheduling."""
+    member_by_member, events = replay(loop, False, monkeypatch)
+    assert not taken
+    at_once, events_at_once = replay(loop, True, monkeypatch)
+    assert len(taken) > 100  # the path is taken, often
+    assert events_at_once == events
+    for name, frame in member_by_member.items():
+        assert at_once[name].equals(frame, null_equal=True), f"{loop}: {name} differs"
+
+
+# ---- small random clusters: the whole simulation, bit for bit ---------------------------------
+def whole(sim, loop) -> dict:
+    """Everything the replay left, as plain values: the simulation, cluster state, ledger and
+    accounting (`snapshot`), the scheduler's and its gang plugin's arrays, and the events still
+    to run (a cancelled timer is no event; a call's id is not compared, only its order)."""
+    out = snapshot(sim)
+    del out["sim._heap"]
+    live = sorted(e for e in sim._heap if e[1] not in sim._cancelled)
+    out["events"] = [(t, getattr(fn, "__name__", repr(fn)), re.sub(" at 0x[0-9a-f]+", "", repr(args)))
+                     for t, _, fn, args in live]
+    sched = loop.scheduler
+    for name in ("tried_at", "next_start", "seen", "said", "booked_for"):
+        out[f"scheduler.{name}"] = getattr(sched, name)
+    gang = sched.plugins["gang"]
+    out["gang.timer_set"] = gang.timer >= 0
+    out["gang.denied_until"] = gang.denied_until
+    return out
+
+
+def random_replay(seed_nodes, gangs, racks, at_once):
+    n_nodes, gpus = seed_nodes
+    cl = sc.cluster([sc.node_type("h", gpus=gpus)],
+                    [sc.pool("p", "h", min_size=n_nodes, max_size=n_nodes + 2, nodes_per_rack=racks)])
+    pods = [{"job_id": f"g{i}", "gpu_count": g, "min_member": m, "submit_s": float(t), "duration_s": float(d),
+             "gang_locality": loc}
+            for i, (size, m, g, t, d, loc) in enumerate(gangs) for _ in range(size)]
+    loop = sc.separate("coscheduling", policy=WeightedSum([LeastAllocated(), BalancedAllocation()]))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(framework, "FUTILE_ATTEMPTS_AT_ONCE", at_once)
+        _, sim = sc.run(sc.trace(pods), cl, loop, horizon_s=4000.0)
+    return whole(sim, loop)
+
+
+gangs = st.lists(st.tuples(st.integers(2, 6), st.integers(2, 6), st.integers(1, 8), st.integers(0, 1200),
+                           st.integers(60, 2400), st.sampled_from(["none", "rack"])),
+                 min_size=1, max_size=8).map(lambda gs: [(s, min(m, s), g, t, d, loc) for s, m, g, t, d, loc in gs])
+
+
+@settings(max_examples=40, deadline=None)
+@given(nodes=st.tuples(st.integers(1, 4), st.sampled_from([4, 8])), gangs=gangs, racks=st.integers(1, 2))
+def test_small_random_clusters_end_bit_for_bit_alike(nodes, gangs, racks):
+    """Gangs of 2-6 pods of 1-8 GPUs, some kept to a rack, arriving over 20 min on 1-4 ready
+    nodes (of racks of 1-2) that the autoscaler may grow by 2."""
+    gangs = [(s, m, min(g, nodes[1]), t, d, loc) for s, m, g, t, d, loc in gangs]
+    assert_same(random_replay(nodes, gangs, racks, False), random_replay(nodes, gangs, racks, True))
+
+
+@settings(max_examples=8, deadline=None)
+@given(n_nodes=st.integers(105, 130), lone=st.lists(st.tuples(st.integers(0, 600), st.integers(60, 1800)), max_size=12),
+       gangs=st.lists(st.tuples(st.integers(60, 140), st.integers(0, 900), st.sampled_from(["none", "none", "rack"])),
+                      min_size=1, max_size=4))
+def test_walks_over_more_nodes_than_a_cycle_scores_end_bit_for_bit_alike(n_nodes, lone, gangs):
+    """Over 100 ready 1-GPU nodes a cycle scores only the 100 feasible ones its walk finds first
+    (nextStartNodeIndex moves with each pod): gangs of 60-140 one-GPU pods beside lone pods that
+    come and go, nodes in racks of 64."""
+    def replay(at_once: bool) -> dict:
+        cl = sc.cluster([sc.node_type("g1", gpus=1, cpu_milli=8000)],
+                        [sc.pool("p", "g1", min_size=n_nodes, max_size=n_nodes, nodes_per_rack=64)], autoscaling=False)
+        pods = [{"job_id": f"l{i}", "submit_s": float(t), "duration_s": float(d)} for i, (t, d) in enumerate(lone)]
+        pods += [{"job_id": f"g{i}", "min_member": size, "submit_s": float(t), "duration_s": 600.0, "gang_locality": loc}
+                 for i, (size, t, loc) in enumerate(gangs) for _ in range(size)]
+        loop = sc.separate("coscheduling")
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(framework, "FUTILE_ATTEMPTS_AT_ONCE", at_once)
+            _, sim = sc.run(sc.trace(pods), cl, loop, horizon_s=3000.0)
+        return whole(sim, loop)
+    assert_same(replay(False), replay(True))
+
+
+def test_a_futile_attempt_binds_what_fits_on_its_nodes_then_releases(taken):
+    """Two ready 8-GPU nodes; a pod of 4 GPUs runs on one. A gang of 4 x 4 GPUs (quorum 4)
+    finds room for 1 + 2 = 3 members: its attempt binds 3 (`fits_on`), the 4th fits nowhere,
+    and more than 10 % of the quorum is missing, so PostFilter releases the 3 at once. Taken
+    whole: the 3 pods' epochs move to 1, the capacity version by 3 (one per release), and the
+    nodes end as they were, the gang pending and backed off."""
+    cl = sc.cluster([sc.node_type("h8")], [sc.pool("h", "h8", min_size=2, max_size=2)], autoscaling=False)
+    pods = [{"job_id": "lone", "gpu_count": 4}] + [{"job_id": "gang", "gpu_count": 4, "min_member": 4,
+                                                     "submit_s": 1.0}] * 4
+    loop = sc.separate("coscheduling")
+    sim = Simulation(compile_workload(sc.trace(pods), cl), cl, seed=0, horizon_s=1.0)
+    sim.run(loop)
+    gang = int(np.flatnonzero(sim.w.job_min_member > 1)[0])
+    assert taken == [(gang, 3)]
+    members = sim.w.job_pods[gang]
+    assert (sim.pod_status[members] == PENDING).all()
+    assert sorted(sim.pod_epoch[members].tolist()) == [0, 1, 1, 1]
+    assert sim.state.free_whole[np.flatnonzero(sim.state.ready)].tolist() in ([4, 8], [8, 4])
+    assert sim.job_placed[gang] == 0 and sim.job_anchor[gang] == -1
+    assert loop.scheduler.tried_at[gang] == sim.state.version
+    assert (loop.scheduler.plugins["gang"].timer < 0).all()
+
+
+# ---- the gate ------------------------------------------------------------------------------
+class UserFilter(NodeResourcesFit):
+    """A user's Filter plugin (`stateless` only when it says so)."""
+
+    stateless = False
+
+
+class StatelessUserFilter(NodeResourcesFit):
+    stateless = True
+
+
+class Recording(Plugin):
+    """A user's Reserve plugin that records placements."""
+
+    def on_bind(self, state, w, p, n):
+        pass
+
+
+def profile(**kw) -> Scheduler:
+    """A profile attached to a small simulation (the gate is decided on attach)."""
+    kw.setdefault("gang", Coscheduling())
+    policy = kw.pop("policy", LeastAllocated())
+    sched = Scheduler(policy, **kw)
+    cl = sc.cluster([sc.node_type("h8")], [sc.pool("h", "h8", min_size=1, max_size=1)], autoscaling=False)
+    sim = Simulation(compile_workload(sc.trace([{}]), cl), cl, seed=0, horizon_s=1.0)
+    sched.attach(sim)
+    return sched
+
+
+@pytest.mark.parametrize("kw", [
+    {}, {"policy": MostAllocated()}, {"policy": WeightedSum([LeastAllocated(), BalancedAllocation()])},
+    {"filter": StatelessUserFilter()}])
+def test_the_shortcut_is_taken_for_coscheduling_and_stateless_plugins(kw):
+    assert isinstance(profile(**kw).futile_gang, Coscheduling)
+
+
+@pytest.mark.parametrize("kw", [
+    {"gang": NoGang()}, {"gang": Atomic()}, {"gang": GangScheduling()},
+    {"post_filter": DefaultPreemption()}, {"pre_filter": WaitsForCapacity()},
+    {"policy": FGD()}, {"policy": RandomScore()}, {"policy": GpuClustering()},
+    {"policy": WeightedSum([LeastAllocated(), FGD()])},
+    {"filter": UserFilter()}, {"recorder": Recording()}],
+    ids=["NoGang", "Atomic", "GangScheduling", "preemption", "waits_for_capacity", "FGD", "random",
+         "gpu_clustering", "sum_with_FGD", "user_filter", "user_reserve"])
+def test_the_shortcut_is_not_taken_outside_its_gate(kw):
+    assert profile(**kw).futile_gang is None
+
+
+def test_the_switch_turns_the_shortcut_off(monkeypatch):
+    monkeypatch.setattr(framework, "FUTILE_ATTEMPTS_AT_ONCE", False)
+    assert profile().futile_gang is None
+
+
+def futile_scene(gang_pods: list[dict]):
+    """Two ready 8-GPU nodes, one half taken; a gang that cannot fit arrives at t=1."""
+    cl = sc.cluster([sc.node_type("h8")], [sc.pool("h", "h8", min_size=2, max_size=2)], autoscaling=False)
+    pods = [{"job_id": "lone", "gpu_count": 4}] + [{"job_id": "gang", "min_member": len(gang_pods), "submit_s": 1.0,
+                                                     **pod} for pod in gang_pods]
+    return Simulation(compile_workload(sc.trace(pods), cl), cl, seed=0, horizon_s=1.0)
+
+
+def test_a_gang_of_mixed_shapes_runs_member_by_member(taken):
+    sim = futile_scene([{"gpu_count": 4}] * 3 + [{"gpu_count": 2}])
+    sim.run(sc.separate("coscheduling"))
+    assert not taken and sim.pod_epoch.max() == 1  # released, member by member
+
+
+def test_with_the_decision_trace_on_attempts_run_member_by_member(taken):
+    sim = futile_scene([{"gpu_count": 4}] * 4)
+    sim.hooks.event.append(lambda *event: None)
+    sim.run(sc.separate("coscheduling"))
+    assert not taken and sim.pod_epoch.max() == 1
+
+
+def test_a_gang_that_fits_is_bound_as_ever(taken):
+    sim = futile_scene([{"gpu_count": 4}] * 3)
+    sim.run(sc.separate("coscheduling"))
+    assert not taken and math.isclose(sim.job_started[sim.w.job_min_member > 1][0], 1.0)
