@@ -636,34 +636,53 @@ def _unblocked(marks, n, tolerated, match):
 
 
 @njit(cache=True)
-def _fits_typed(rows, slot_type, stamp, taken, cap_left, counter_left, fit_key, fit, never, opt_start, opt_end, match,
-                members, before, need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min,
-                marks, tolerated, limit):
+def fit_scratch(taken, cap_left, counter_left, opt_start, con_req, req_claim):
+    """The working arrays `node_fits` searches in, made once per call that checks many nodes."""
     R, C, W = len(opt_start), con_req.shape[0], taken.shape[1]
-    ok = np.zeros(len(rows), np.bool_)
     t, cl, kl = np.empty(W, np.bool_), np.empty(cap_left.shape[1:], np.int64), np.empty(counter_left.shape[1], np.int64)
     picks, opt = np.full((R, max(W, 1)), -1, np.int64), np.zeros(R, np.int64)
     con_n, con_v = np.zeros(C, np.int64), np.zeros(C, np.int64)
     claim_used = np.zeros(req_claim.max() + 1 if R else 1, np.int64)
+    return t, cl, kl, picks, opt, con_n, con_v, claim_used
+
+
+@njit(cache=True)
+def node_fits(n, t, cl, kl, picks, opt, con_n, con_v, claim_used, slot_type, stamp, taken, cap_left, counter_left,
+              fit_key, fit, never, opt_start, opt_end, match, members, before, need, take_cap, capacity, consumes,
+              multi, con_value, con_req, req_claim, rest_min, marks, tolerated, limit):
+    """Whether node n can allocate the claims now (its devices only: CPU, memory and static
+    checks are the caller's), answered from the stamp cache or searched on a copy of its state
+    (the `fit_scratch` arrays) and remembered by its stamp."""
+    k = slot_type[n]
+    if never[k]:
+        return False
+    b = stamp[n] % len(fit_key)
+    if fit_key[b] == stamp[n]:
+        return fit[b]
+    t[:] = taken[n]
+    cl[:] = cap_left[n]
+    kl[:] = counter_left[n]
+    mk, memk, bk = match[k], members[k], before[k]
+    if _blocked(marks, n, tolerated, mk):
+        mk, memk, bk = _unblocked(marks, n, tolerated, mk)
+    ok = _search(t, cl, capacity[k], kl, opt_start, opt_end, mk, memk, bk, need[k], take_cap[k], consumes[k],
+                 multi[k], con_value[k], con_req, req_claim, rest_min[k], limit, claim_used, con_n, con_v, picks, opt)
+    fit_key[b], fit[b] = stamp[n], ok
+    return ok
+
+
+@njit(cache=True)
+def _fits_typed(rows, slot_type, stamp, taken, cap_left, counter_left, fit_key, fit, never, opt_start, opt_end, match,
+                members, before, need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min,
+                marks, tolerated, limit):
+    ok = np.zeros(len(rows), np.bool_)
+    t, cl, kl, picks, opt, con_n, con_v, claim_used = fit_scratch(taken, cap_left, counter_left, opt_start, con_req,
+                                                                  req_claim)
     for i in range(len(rows)):
-        n = rows[i]
-        k = slot_type[n]
-        if never[k]:
-            continue
-        b = stamp[n] % len(fit_key)
-        if fit_key[b] == stamp[n]:
-            ok[i] = fit[b]
-            continue
-        t[:] = taken[n]
-        cl[:] = cap_left[n]
-        kl[:] = counter_left[n]
-        mk, memk, bk = match[k], members[k], before[k]
-        if _blocked(marks, n, tolerated, mk):
-            mk, memk, bk = _unblocked(marks, n, tolerated, mk)
-        ok[i] = _search(t, cl, capacity[k], kl, opt_start, opt_end, mk, memk, bk, need[k],
-                        take_cap[k], consumes[k], multi[k], con_value[k], con_req, req_claim, rest_min[k], limit,
-                        claim_used, con_n, con_v, picks, opt)
-        fit_key[b], fit[b] = stamp[n], ok[i]
+        ok[i] = node_fits(rows[i], t, cl, kl, picks, opt, con_n, con_v, claim_used, slot_type, stamp, taken, cap_left,
+                          counter_left, fit_key, fit, never, opt_start, opt_end, match, members, before, need,
+                          take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min, marks,
+                          tolerated, limit)
     return ok
 
 
@@ -674,7 +693,7 @@ def _feasible_typed(slots, usable, static, cpu_free, mem_free, cpu, mem, slot_ty
     rows, at = np.empty(len(slots), np.int64), np.empty(len(slots), np.int64)
     m = 0
     for i in range(len(slots)):
-        if _passes(slots[i], usable, static, cpu_free, mem_free, cpu, mem):
+        if passes(slots[i], usable, static, cpu_free, mem_free, cpu, mem):
             rows[m], at[m] = slots[i], i
             m += 1
     ok = _fits_typed(rows[:m], slot_type, stamp, taken, cap_left, counter_left, fit_key, fit, never, opt_start,
@@ -687,7 +706,7 @@ def _feasible_typed(slots, usable, static, cpu_free, mem_free, cpu, mem, slot_ty
 
 
 @njit(cache=True, inline="always")
-def _passes(n, usable, static, cpu_free, mem_free, cpu, mem):
+def passes(n, usable, static, cpu_free, mem_free, cpu, mem):
     """Node n is usable, passes the static checks and has the CPU and memory. One expression of
     `&`, not `and`: numba compiles a helper that returns a short-circuit `and` of array reads
     ~20x slower, per node of every walk."""
@@ -705,7 +724,7 @@ def _first_fit_typed(usable, static, cpu_free, mem_free, cpu, mem, most, k, slot
     for n in range(len(usable)):
         if left == 0:
             break
-        if not _passes(n, usable, static, cpu_free, mem_free, cpu, mem):
+        if not passes(n, usable, static, cpu_free, mem_free, cpu, mem):
             continue
         one[0] = n
         bound[0] = min(cpu_free[n] // cpu if cpu else most, mem_free[n] // mem if mem else most, most)

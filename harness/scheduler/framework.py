@@ -45,6 +45,7 @@ from harness.filters import groups_that_fit
 from harness.scheduler.bind import DefaultBinder
 from harness.scheduler.filter import NodeResourcesFit
 from harness.scheduler.gang import Coscheduling
+from harness.scheduler.placement_step import PlacementStep
 from harness.scheduler.plugin import CycleState, Plugin, by_point, implements
 from harness.scheduler.queue_sort import PrioritySort, QueueSort
 from harness.scheduler.sampling import walk_feasible
@@ -133,6 +134,9 @@ class Scheduler:
         #: a PreFilter lets a gang wait for in-flight capacity (the loop's GANGS_WAIT switch)
         self.waits_for_capacity = any(getattr(p, "waits_for_capacity", False) for p in at["PreFilter"])
         self.score = _weighted_sum(at["Score"])
+        #: Filter, walk, Score and pick as one compiled call, when the profile's plugins are
+        #: built-ins it computes (else None: the Python path, the reference)
+        self.step = PlacementStep.covering(at["Filter"], at["Score"])
         self.reservers = at["Reserve"]
         self.reserve = self.reservers[0].on_bind if len(self.reservers) == 1 else self._reserve_all
         self.pick_devices = next(p.pick_devices for p in self.reservers if implements(p, "pick_devices"))
@@ -377,6 +381,17 @@ class Scheduler:
         """Job j is not retried until capacity changes again (its gang was released)."""
         self.tried_at[j] = self.sim.state.version
 
+    def select(self, p: int, allowed: np.ndarray) -> int:
+        """Filter and Score: the node pod p goes to among the `allowed` nodes (-1: none fits),
+        by the compiled step where the profile allows it, else `choose` over the Filter's mask."""
+        st, w = self.sim.state, self.sim.w
+        if self.step is None:
+            return self.choose(p, self.filter(st, w, p, allowed))
+        order = self.ready_order()
+        k = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, len(order))
+        node, self.next_start = self.step.place(st, w, p, allowed, order, self.next_start, k, self.sim.node_rank)
+        return node
+
     def choose(self, p: int, mask: np.ndarray) -> int:
         """Score: the best node by the policy among the feasible nodes found (`mask`, the
         Filter's verdict, sampled by `feasible_to_score`); ties by the seeded node order."""
@@ -496,7 +511,7 @@ class Scheduler:
         remaining = len(pods)
         for p in pods.tolist():
             remaining -= 1
-            n = self.choose(p, self.filter(st, w, p, usable))
+            n = self.select(p, usable)
             if n >= 0:
                 gpu_idx = self.pick_devices(st, w, p, n)
                 st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
@@ -528,7 +543,7 @@ class Scheduler:
                 all_placed = False
                 continue
             allowed = usable if group < 0 else usable & (groups == group)
-            n = self.choose(p, self.filter(st, w, p, allowed))
+            n = self.select(p, allowed)
             if n < 0:  # PostFilter: e.g. a node where evicting lower-priority pods makes room
                 for post_filter in self.post_filters:
                     n = post_filter(p, allowed)
