@@ -64,7 +64,7 @@ def _claims_feasible(state: ClusterState, w: Workload, pod: int, claims: tuple, 
 def claims_rule(state: ClusterState, w: Workload, pod: int,
                 claims: tuple) -> tuple[TypedClaims, FitCache, np.ndarray, np.ndarray]:
     """What `feasible` checks a pod with claims by, for a compiled walk that checks node by node
-    (`dra.allocator.passes`, then `dra.allocator.node_fits`): the claims typed, their answers
+    (`dra.allocator.passes`, then `dra.allocator.fits_rows`): the claims typed, their answers
     by node-state stamp, the static mask (`_claims_static`) and the device taints in force."""
     tc, cache = _devices(state).typed(claims)
     return tc, cache, _claims_static(state, w, pod), dra_layer.taint_marks(state.device_taints)

@@ -21,8 +21,7 @@ from harness.filters import feasible, pick_devices
 from harness.scheduler import framework
 from harness.scheduler.framework import Scheduler
 from harness.scheduler.placement_step import PlacementStep
-from harness.scores import (FGD, BalancedAllocation, LeastAllocated, MostAllocated, RandomScore, ScorePlugin,
-                            WeightedSum)
+from harness.scores import FGD, BalancedAllocation, LeastAllocated, MostAllocated, RandomScore, ScorePlugin, WeightedSum
 from harness.state import ClusterState
 from harness.status import ABSENT, BOOTING
 from tests import scenarios as sc

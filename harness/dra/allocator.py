@@ -636,53 +636,36 @@ def _unblocked(marks, n, tolerated, match):
 
 
 @njit(cache=True)
-def fit_scratch(taken, cap_left, counter_left, opt_start, con_req, req_claim):
-    """The working arrays `node_fits` searches in, made once per call that checks many nodes."""
+def fits_rows(rows, slot_type, stamp, taken, cap_left, counter_left, fit_key, fit, never, opt_start, opt_end, match,
+              members, before, need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min,
+              marks, tolerated, limit):
+    """Whether each node of `rows` can allocate the claims now (its devices only: CPU, memory and
+    static checks are the caller's), from the stamp cache or searched and remembered by stamp."""
     R, C, W = len(opt_start), con_req.shape[0], taken.shape[1]
+    ok = np.zeros(len(rows), np.bool_)
     t, cl, kl = np.empty(W, np.bool_), np.empty(cap_left.shape[1:], np.int64), np.empty(counter_left.shape[1], np.int64)
     picks, opt = np.full((R, max(W, 1)), -1, np.int64), np.zeros(R, np.int64)
     con_n, con_v = np.zeros(C, np.int64), np.zeros(C, np.int64)
     claim_used = np.zeros(req_claim.max() + 1 if R else 1, np.int64)
-    return t, cl, kl, picks, opt, con_n, con_v, claim_used
-
-
-@njit(cache=True)
-def node_fits(n, t, cl, kl, picks, opt, con_n, con_v, claim_used, slot_type, stamp, taken, cap_left, counter_left,
-              fit_key, fit, never, opt_start, opt_end, match, members, before, need, take_cap, capacity, consumes,
-              multi, con_value, con_req, req_claim, rest_min, marks, tolerated, limit):
-    """Whether node n can allocate the claims now (its devices only: CPU, memory and static
-    checks are the caller's), answered from the stamp cache or searched on a copy of its state
-    (the `fit_scratch` arrays) and remembered by its stamp."""
-    k = slot_type[n]
-    if never[k]:
-        return False
-    b = stamp[n] % len(fit_key)
-    if fit_key[b] == stamp[n]:
-        return fit[b]
-    t[:] = taken[n]
-    cl[:] = cap_left[n]
-    kl[:] = counter_left[n]
-    mk, memk, bk = match[k], members[k], before[k]
-    if _blocked(marks, n, tolerated, mk):
-        mk, memk, bk = _unblocked(marks, n, tolerated, mk)
-    ok = _search(t, cl, capacity[k], kl, opt_start, opt_end, mk, memk, bk, need[k], take_cap[k], consumes[k],
-                 multi[k], con_value[k], con_req, req_claim, rest_min[k], limit, claim_used, con_n, con_v, picks, opt)
-    fit_key[b], fit[b] = stamp[n], ok
-    return ok
-
-
-@njit(cache=True)
-def _fits_typed(rows, slot_type, stamp, taken, cap_left, counter_left, fit_key, fit, never, opt_start, opt_end, match,
-                members, before, need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min,
-                marks, tolerated, limit):
-    ok = np.zeros(len(rows), np.bool_)
-    t, cl, kl, picks, opt, con_n, con_v, claim_used = fit_scratch(taken, cap_left, counter_left, opt_start, con_req,
-                                                                  req_claim)
     for i in range(len(rows)):
-        ok[i] = node_fits(rows[i], t, cl, kl, picks, opt, con_n, con_v, claim_used, slot_type, stamp, taken, cap_left,
-                          counter_left, fit_key, fit, never, opt_start, opt_end, match, members, before, need,
-                          take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min, marks,
-                          tolerated, limit)
+        n = rows[i]
+        k = slot_type[n]
+        if never[k]:
+            continue
+        b = stamp[n] % len(fit_key)
+        if fit_key[b] == stamp[n]:
+            ok[i] = fit[b]
+            continue
+        t[:] = taken[n]
+        cl[:] = cap_left[n]
+        kl[:] = counter_left[n]
+        mk, memk, bk = match[k], members[k], before[k]
+        if _blocked(marks, n, tolerated, mk):
+            mk, memk, bk = _unblocked(marks, n, tolerated, mk)
+        ok[i] = _search(t, cl, capacity[k], kl, opt_start, opt_end, mk, memk, bk, need[k],
+                        take_cap[k], consumes[k], multi[k], con_value[k], con_req, req_claim, rest_min[k], limit,
+                        claim_used, con_n, con_v, picks, opt)
+        fit_key[b], fit[b] = stamp[n], ok[i]
     return ok
 
 
@@ -696,7 +679,7 @@ def _feasible_typed(slots, usable, static, cpu_free, mem_free, cpu, mem, slot_ty
         if passes(slots[i], usable, static, cpu_free, mem_free, cpu, mem):
             rows[m], at[m] = slots[i], i
             m += 1
-    ok = _fits_typed(rows[:m], slot_type, stamp, taken, cap_left, counter_left, fit_key, fit, never, opt_start,
+    ok = fits_rows(rows[:m], slot_type, stamp, taken, cap_left, counter_left, fit_key, fit, never, opt_start,
                      opt_end, match, members, before, need, take_cap, capacity, consumes, multi, con_value, con_req,
                      req_claim, rest_min, marks, tolerated, limit)
     out = np.zeros(len(slots), np.bool_)

@@ -176,30 +176,37 @@ def step_by_claims(order, start, k, node_rank, usable, static, cpu_free, mem_fre
                    take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min, marks, tolerated,
                    limit, strategies, term_weights, resources, resource_weights, n_resources, weighted, cpu_cap,
                    mem_cap, gpu_cap, gpu_used, gpu, gpu_milli):
-    """The step for a pod with claims (`filters.claims_rule`): as `step_by_rule`, each node
-    reached checked by `dra.allocator.passes` then `dra.allocator.node_fits` (its stamp cache
-    answered or filled as `feasible` would)."""
-    t, cl, kl, picks, opt, con_n, con_v, claim_used = allocator.fit_scratch(taken, cap_left, counter_left, opt_start,
-                                                                            con_req, req_claim)
+    """The step for a pod with claims (`filters.claims_rule`): as `step_by_rule`, the nodes
+    reached that pass `dra.allocator.passes` checked by `dra.allocator.fits_rows` (its stamp
+    cache answered or filled as `feasible` would), a batch at a time: as many as the walk may
+    still need (k + 1 feasible found in all), so no node past the stop is searched."""
     n_all = len(order)
     found = np.empty(min(k, n_all), np.int64)
+    rows, at = np.empty(n_all, np.int64), np.empty(n_all, np.int64)
     count = 0
     checked = n_all
-    for i in range(n_all):
-        node = order[(start + i) % n_all]
-        if not allocator.passes(node, usable, static, cpu_free, mem_free, cpu, mem):
-            continue
-        ok = allocator.node_fits(node, t, cl, kl, picks, opt, con_n, con_v, claim_used, slot_type, stamp, taken,
-                                 cap_left, counter_left, fit_key, fit, never, opt_start, opt_end, match, members,
-                                 before, need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim,
-                                 rest_min, marks, tolerated, limit)
-        if ok:
-            if count == k:
-                break
-            found[count] = node
-            count += 1
-            checked = i + 1
-    else:
+    i = 0
+    stopped = False
+    while i < n_all and not stopped:
+        m = 0
+        while i < n_all and m <= k - count:
+            node = order[(start + i) % n_all]
+            if allocator.passes(node, usable, static, cpu_free, mem_free, cpu, mem):
+                rows[m], at[m] = node, i
+                m += 1
+            i += 1
+        ok = allocator.fits_rows(rows[:m], slot_type, stamp, taken, cap_left, counter_left, fit_key, fit, never,
+                                 opt_start, opt_end, match, members, before, need, take_cap, capacity, consumes,
+                                 multi, con_value, con_req, req_claim, rest_min, marks, tolerated, limit)
+        for j in range(m):
+            if ok[j]:
+                if count == k:  # a (k+1)-th feasible node exists: the walk stopped at the k-th
+                    stopped = True
+                    break
+                found[count] = rows[j]
+                count += 1
+                checked = at[j] + 1
+    if not stopped:
         checked = n_all
     return _best(found, count, node_rank, strategies, term_weights, resources, resource_weights, n_resources,
                  weighted, cpu_cap, mem_cap, gpu_cap, gpu_used, gpu, gpu_milli, cpu_free, mem_free, cpu, mem), checked
