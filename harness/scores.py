@@ -154,81 +154,64 @@ def allocation_scores(strategy: int, resources: np.ndarray, weights: np.ndarray,
                       cpu_cap: np.ndarray, cpu_free: np.ndarray, mem_cap: np.ndarray, mem_free: np.ndarray,
                       gpu_cap: np.ndarray, gpu_used: np.ndarray, cpu: int, mem: int, gpu: bool,
                       gpu_milli: int) -> np.ndarray:
-    """`allocation_score` of each node (numpy built a row per resource and node, then a dozen
-    arrays per score)."""
-    out = np.zeros(len(nodes))
-    frac = np.zeros(len(resources))
-    for i in range(len(nodes)):
-        out[i] = allocation_score(strategy, resources, weights, nodes[i], frac, cpu_cap, cpu_free, mem_cap, mem_free,
-                                  gpu_cap, gpu_used, cpu, mem, gpu, gpu_milli)
-    return out
-
-
-@njit(cache=True, inline="always")
-def allocation_score(strategy: int, resources: np.ndarray, weights: np.ndarray, n: int, frac: np.ndarray,
-                     cpu_cap: np.ndarray, cpu_free: np.ndarray, mem_cap: np.ndarray, mem_free: np.ndarray,
-                     gpu_cap: np.ndarray, gpu_used: np.ndarray, cpu: int, mem: int, gpu: bool,
-                     gpu_milli: int) -> float:
-    """kube-scheduler's resource_allocation.go score of node n with the pod on it (`frac`:
-    scratch, one per resource). Per configured resource (`resources`: 0 cpu, 1 memory, 2
-    nvidia.com/gpu, in the configured order) what would be requested with the pod and what is
-    allocatable, GPUs as milli and only for a pod with GPUs (bypassed otherwise); a resource
-    counts only on nodes that have it (allocatable > 0).
+    """kube-scheduler's resource_allocation.go scores, one node at a time (numpy built a row per
+    resource and node, then a dozen arrays per score). Per configured resource (`resources`: 0
+    cpu, 1 memory, 2 nvidia.com/gpu, in the configured order) what would be requested with the
+    pod and what is allocatable, GPUs as milli and only for a pod with GPUs (bypassed
+    otherwise); a resource counts only on nodes that have it (allocatable > 0).
       LEAST     Σ ((alloc - req) x 100 // alloc, 0 if over) x weight // Σ weight
       MOST      Σ (min(req, alloc) x 100 // alloc) x weight // Σ weight
       BALANCED  trunc((1 - std of the requested fractions, each capped at 1) x 100); of two
-                fractions the std is |a - b| / 2, computed so (its rounding decides truncations).
-                0 for a pod that requests none of the resources (upstream skips the plugin for
-                it, which adds nothing to any node)."""
-    if strategy == BALANCED:
-        asks = False
+                fractions the std is |a - b| / 2, computed so (its rounding decides truncations)."""
+    out = np.zeros(len(nodes))
+    frac = np.zeros(len(resources))
+    for i in range(len(nodes)):
+        n = nodes[i]
+        total = wsum = count = 0
         for r in range(len(resources)):
-            asks |= (cpu != 0) if resources[r] == 0 else (mem != 0) if resources[r] == 1 else gpu
-        if not asks:
-            return 0.0
-    total = wsum = count = 0
-    for r in range(len(resources)):
-        if resources[r] == 0:
-            alloc = np.int64(cpu_cap[n])
-            req = alloc - cpu_free[n] + cpu
-        elif resources[r] == 1:
-            alloc = np.int64(mem_cap[n])
-            req = alloc - mem_free[n] + mem
-        elif gpu:
-            alloc = np.int64(gpu_cap[n]) * WHOLE
-            req = gpu_used[n] + gpu_milli
-        else:
-            alloc = req = np.int64(0)
-        if alloc <= 0:
-            frac[r] = -1.0  # the node lacks it: not counted
+            if resources[r] == 0:
+                alloc = np.int64(cpu_cap[n])
+                req = alloc - cpu_free[n] + cpu
+            elif resources[r] == 1:
+                alloc = np.int64(mem_cap[n])
+                req = alloc - mem_free[n] + mem
+            elif gpu:
+                alloc = np.int64(gpu_cap[n]) * WHOLE
+                req = gpu_used[n] + gpu_milli
+            else:
+                alloc = req = np.int64(0)
+            if alloc <= 0:
+                frac[r] = -1.0  # the node lacks it: not counted
+                continue
+            count += 1
+            wsum += weights[r]
+            if strategy == LEAST:
+                total += ((alloc - req) * 100 // alloc if req <= alloc else 0) * weights[r]
+            elif strategy == MOST:
+                total += min(req, alloc) * 100 // alloc * weights[r]
+            else:
+                frac[r] = min(req / alloc, 1.0)
+        if strategy != BALANCED:
+            out[i] = total // wsum if wsum > 0 else 0
             continue
-        count += 1
-        wsum += weights[r]
-        if strategy == LEAST:
-            total += ((alloc - req) * 100 // alloc if req <= alloc else 0) * weights[r]
-        elif strategy == MOST:
-            total += min(req, alloc) * 100 // alloc * weights[r]
-        else:
-            frac[r] = min(req / alloc, 1.0)
-    if strategy != BALANCED:
-        return float(total // wsum) if wsum > 0 else 0.0
-    std = 0.0
-    if count == 2:
-        hi, lo = -np.inf, np.inf
-        for r in range(len(resources)):
-            if frac[r] >= 0.0:
-                hi, lo = max(hi, frac[r]), min(lo, frac[r])
-        std = (hi - lo) / 2
-    elif count > 2:
-        mean = 0.0
-        for r in range(len(resources)):
-            mean += max(frac[r], 0.0)
-        mean /= count
-        var = 0.0
-        for r in range(len(resources)):
-            var += (frac[r] - mean) ** 2 if frac[r] >= 0.0 else 0.0
-        std = np.sqrt(var / count)
-    return np.trunc((1.0 - std) * MAX_NODE_SCORE)
+        std = 0.0
+        if count == 2:
+            hi, lo = -np.inf, np.inf
+            for r in range(len(resources)):
+                if frac[r] >= 0.0:
+                    hi, lo = max(hi, frac[r]), min(lo, frac[r])
+            std = (hi - lo) / 2
+        elif count > 2:
+            mean = 0.0
+            for r in range(len(resources)):
+                mean += max(frac[r], 0.0)
+            mean /= count
+            var = 0.0
+            for r in range(len(resources)):
+                var += (frac[r] - mean) ** 2 if frac[r] >= 0.0 else 0.0
+            std = np.sqrt(var / count)
+        out[i] = np.trunc((1.0 - std) * MAX_NODE_SCORE)
+    return out
 
 
 class LeastAllocated(ResourceAllocation):
@@ -251,10 +234,17 @@ class BalancedAllocation(ResourceAllocation):
     """NodeResourcesBalancedAllocation: prefer the node whose requested fractions (each capped
     at 1) stay closest to each other, trunc((1 - std) x 100) over the resources the node has
     (weights are not used, as upstream). A pod that requests none of them scores 0 everywhere
-    (upstream skips the plugin for it, which adds nothing to any node: `allocation_score`)."""
+    (upstream skips the plugin for it, which adds nothing to any node)."""
 
     def score(self, state, w, pod, nodes, rng):
+        if not self.requests_any(w, pod):
+            return np.zeros(len(nodes))
         return self.allocation_scores(state, w, pod, nodes, BALANCED)
+
+    def requests_any(self, w: Workload, pod: int) -> bool:
+        """Whether the pod requests one of the plugin's resources (else it scores 0 everywhere)."""
+        pod_req = {"cpu": w.cpu[pod], "memory": w.mem[pod], "nvidia.com/gpu": w.gpus[pod]}
+        return any(pod_req[name] for name in self.resources)
 
 
 # ---- the FGD paper's policies (ATC'23; semantics in shared/FGD.md) ----------------------

@@ -2,8 +2,7 @@
 NodeResourcesFit LeastAllocated / MostAllocated and NodeResourcesBalancedAllocation) equal,
 bit for bit, the same formulas written as whole-array numpy below (the form they had before
 they were compiled), on random nodes, pods and resource configurations: the kernel walks one
-node and one resource at a time, so its sums must keep numpy's order to keep its roundings.
-BalancedAllocation scores 0 for a pod that requests none of its resources."""
+node and one resource at a time, so its sums must keep numpy's order to keep its roundings."""
 
 from __future__ import annotations
 
@@ -34,8 +33,6 @@ def reference(strategy, resources, weights, nodes, cpu_cap, cpu_free, mem_cap, m
     req, alloc, wt = np.array(rows), np.array(allocs), np.asarray(weights, np.int64)[:, None]
     has = alloc > 0
     if strategy == BALANCED:
-        if not any((cpu, mem, gpu)[r] for r in resources):  # the pod requests none of them: upstream skips it
-            return np.zeros(len(nodes))
         frac = np.where(has, np.minimum(req / np.maximum(alloc, 1), 1.0), 0.0)
         n = has.sum(axis=0)
         mean = frac.sum(axis=0) / np.maximum(n, 1)

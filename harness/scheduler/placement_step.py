@@ -7,7 +7,7 @@ The framework's Python path (framework.py: `filter`, then `choose`) builds a mas
 slot, walks it, scores the candidates plugin by plugin and takes the best, a dozen numpy calls
 and dispatches per pod; here one compiled call checks each node as the walk reaches it, with
 the same rules (`packer.fits_rule` for a pod's device columns, `dra.allocator.passes` and
-`node_fits` for a pod with claims), scores the candidates with `scores.allocation_score` and
+`fits_rows` for a pod with claims), scores the candidates with `scores.allocation_scores` and
 keeps the best, ties by the seeded node order (then the lower slot). It returns what the Python
 path does: the node (-1: none) and where the next walk starts. The Scheduler takes it only when
 every Filter and Score plugin of its profile is one it covers (`PlacementStep.covering`); any
@@ -34,10 +34,14 @@ from harness.scores import (
     MostAllocated,
     ResourceAllocation,
     WeightedSum,
-    allocation_score,
+    allocation_scores,
 )
 
-#: the Score plugins the step computes, by their strategy in `scores.allocation_score`
+#: the fewest walked nodes a pod with claims checks in one call (one call per node or two costs
+#: more than the searches where few nodes fit)
+BATCH = 64
+
+#: the Score plugins the step computes, by their strategy in `scores.allocation_scores`
 STRATEGY = {LeastAllocated: LEAST, MostAllocated: MOST, BalancedAllocation: BALANCED}
 
 
@@ -48,6 +52,7 @@ class PlacementStep:
 
     def __init__(self, terms: list[ResourceAllocation], weighted: bool):
         self.weighted = weighted
+        self.terms = terms
         width = max(len(t.resource_ids) for t in terms)
         self.strategies = np.array([STRATEGY[type(t)] for t in terms], np.int64)
         self.term_weights = np.array([t.weight for t in terms], np.float64)
@@ -89,8 +94,9 @@ class PlacementStep:
             order, first, k = self.all_slots, 0, state.n_slots
         gpus = int(w.gpus[pod])
         cpu, mem, gpu, gpu_milli = int(w.cpu[pod]), int(w.mem[pod]), gpus > 0, gpus * int(w.milli[pod])
+        silent = np.array([isinstance(t, BalancedAllocation) and not t.requests_any(w, pod) for t in self.terms])
         scoring = (self.strategies, self.term_weights, self.resources, self.resource_weights, self.n_resources,
-                   self.weighted, state.cpu_cap, state.mem_cap, state.gpu_cap, state.gpu_used, gpu, gpu_milli)
+                   self.weighted, silent, state.cpu_cap, state.mem_cap, state.gpu_cap, state.gpu_used, gpu, gpu_milli)
         claims = claims_of(w, pod)
         if claims is None:
             _, _, static, column, need = pod_rule(state, w, pod)
@@ -108,48 +114,43 @@ class PlacementStep:
 
 
 @njit(cache=True, inline="always")
-def _score(n, frac, strategies, term_weights, resources, resource_weights, n_resources, weighted, cpu_cap, mem_cap,
-           gpu_cap, gpu_used, gpu, gpu_milli, cpu_free, mem_free, cpu, mem):
-    """Node n's score: the one plugin's, or Σ weight x score in the plugins' order (the float
-    sum the Python path makes, term by term from 0)."""
-    if not weighted:
-        r = n_resources[0]
-        return allocation_score(strategies[0], resources[0, :r], resource_weights[0, :r], n, frac, cpu_cap, cpu_free,
-                                mem_cap, mem_free, gpu_cap, gpu_used, cpu, mem, gpu, gpu_milli)
-    total = 0.0
-    for t in range(len(strategies)):
-        r = n_resources[t]
-        total += term_weights[t] * allocation_score(strategies[t], resources[t, :r], resource_weights[t, :r], n, frac,
-                                                    cpu_cap, cpu_free, mem_cap, mem_free, gpu_cap, gpu_used, cpu, mem,
-                                                    gpu, gpu_milli)
-    return total
-
-
-@njit(cache=True, inline="always")
 def _best(found, count, node_rank, strategies, term_weights, resources, resource_weights, n_resources, weighted,
-          cpu_cap, mem_cap, gpu_cap, gpu_used, gpu, gpu_milli, cpu_free, mem_free, cpu, mem):
+          silent, cpu_cap, mem_cap, gpu_cap, gpu_used, gpu, gpu_milli, cpu_free, mem_free, cpu, mem):
     """The best of the `count` nodes found: highest score, then lowest node_rank, then lowest
-    slot (`Scheduler.choose` over them in slot order); -1 if none. One node is not scored."""
+    slot (`Scheduler.choose` over them in slot order); -1 if none. One node is not scored. A
+    node's score is the one plugin's, or Σ weight x score in the plugins' order (the float sum
+    the Python path makes, term by term from 0); a `silent` term scores 0 (a BalancedAllocation
+    the pod requests none of whose resources of)."""
     if count == 0:
         return -1
     if count == 1:
         return found[0]
-    frac = np.zeros(resources.shape[1])
-    best, best_score, best_rank = -1, -np.inf, 0
-    for i in range(count):
-        n = found[i]
-        s = _score(n, frac, strategies, term_weights, resources, resource_weights, n_resources, weighted, cpu_cap,
-                   mem_cap, gpu_cap, gpu_used, gpu, gpu_milli, cpu_free, mem_free, cpu, mem)
+    nodes = found[:count]
+    scores = np.zeros(count)
+    for t in range(len(strategies)):
+        r = n_resources[t]
+        s = np.zeros(count) if silent[t] else allocation_scores(
+            strategies[t], resources[t, :r], resource_weights[t, :r], nodes, cpu_cap, cpu_free, mem_cap, mem_free,
+            gpu_cap, gpu_used, cpu, mem, gpu, gpu_milli)
+        for i in range(count):
+            if weighted:
+                scores[i] += term_weights[t] * s[i]
+            else:
+                scores[i] = s[i]
+    best = nodes[0]
+    best_score, best_rank = scores[0], node_rank[best]
+    for i in range(1, count):
+        n, s_i = nodes[i], scores[i]
         rank = node_rank[n]
-        if best < 0 or s > best_score or (s == best_score and (rank < best_rank or (rank == best_rank and n < best))):
-            best, best_score, best_rank = n, s, rank
+        if s_i > best_score or (s_i == best_score and (rank < best_rank or (rank == best_rank and n < best))):
+            best, best_score, best_rank = n, s_i, rank
     return best
 
 
 @njit(cache=True)
 def step_by_rule(order, start, k, node_rank, usable, cpu_free, mem_free, cpu, mem, static, column, need,
-                 strategies, term_weights, resources, resource_weights, n_resources, weighted, cpu_cap, mem_cap,
-                 gpu_cap, gpu_used, gpu, gpu_milli):
+                 strategies, term_weights, resources, resource_weights, n_resources, weighted, silent, cpu_cap,
+                 mem_cap, gpu_cap, gpu_used, gpu, gpu_milli):
     """The step for a pod checked by its device columns (`filters.pod_rule`): the node chosen
     and how many nodes of `order` the walk checked (`sampling.walk_feasible`'s count)."""
     n_all = len(order)
@@ -166,20 +167,22 @@ def step_by_rule(order, start, k, node_rank, usable, cpu_free, mem_free, cpu, me
             checked = i + 1
     else:
         checked = n_all
-    return _best(found, count, node_rank, strategies, term_weights, resources, resource_weights, n_resources,
-                 weighted, cpu_cap, mem_cap, gpu_cap, gpu_used, gpu, gpu_milli, cpu_free, mem_free, cpu, mem), checked
+    best = _best(found, count, node_rank, strategies, term_weights, resources, resource_weights, n_resources,
+                 weighted, silent, cpu_cap, mem_cap, gpu_cap, gpu_used, gpu, gpu_milli, cpu_free, mem_free, cpu, mem)
+    return best, checked
 
 
 @njit(cache=True)
 def step_by_claims(order, start, k, node_rank, usable, static, cpu_free, mem_free, cpu, mem, slot_type, stamp, taken,
                    cap_left, counter_left, fit_key, fit, never, opt_start, opt_end, match, members, before, need,
                    take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min, marks, tolerated,
-                   limit, strategies, term_weights, resources, resource_weights, n_resources, weighted, cpu_cap,
+                   limit, strategies, term_weights, resources, resource_weights, n_resources, weighted, silent, cpu_cap,
                    mem_cap, gpu_cap, gpu_used, gpu, gpu_milli):
     """The step for a pod with claims (`filters.claims_rule`): as `step_by_rule`, the nodes
     reached that pass `dra.allocator.passes` checked by `dra.allocator.fits_rows` (its stamp
     cache answered or filled as `feasible` would), a batch at a time: as many as the walk may
-    still need (k + 1 feasible found in all), so no node past the stop is searched."""
+    still need (k + 1 feasible found in all), at least BATCH (nodes past the stop searched only
+    fill the cache)."""
     n_all = len(order)
     found = np.empty(min(k, n_all), np.int64)
     rows, at = np.empty(n_all, np.int64), np.empty(n_all, np.int64)
@@ -189,7 +192,7 @@ def step_by_claims(order, start, k, node_rank, usable, static, cpu_free, mem_fre
     stopped = False
     while i < n_all and not stopped:
         m = 0
-        while i < n_all and m <= k - count:
+        while i < n_all and m <= max(k - count, BATCH):
             node = order[(start + i) % n_all]
             if allocator.passes(node, usable, static, cpu_free, mem_free, cpu, mem):
                 rows[m], at[m] = node, i
@@ -208,5 +211,6 @@ def step_by_claims(order, start, k, node_rank, usable, static, cpu_free, mem_fre
                 checked = at[j] + 1
     if not stopped:
         checked = n_all
-    return _best(found, count, node_rank, strategies, term_weights, resources, resource_weights, n_resources,
-                 weighted, cpu_cap, mem_cap, gpu_cap, gpu_used, gpu, gpu_milli, cpu_free, mem_free, cpu, mem), checked
+    best = _best(found, count, node_rank, strategies, term_weights, resources, resource_weights, n_resources,
+                 weighted, silent, cpu_cap, mem_cap, gpu_cap, gpu_used, gpu, gpu_milli, cpu_free, mem_free, cpu, mem)
+    return best, checked
