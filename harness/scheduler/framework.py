@@ -19,6 +19,9 @@ names its other plugins; each is registered at every extension point whose hook 
               reserved with it (Atomic: all in one cycle; Coscheduling: when the gap to quorum
               exceeds its reject percentage)?
   Score       `policy` (harness.scores): an array of scores over the feasible nodes;
+              (Filter, the walk, Score and the pick run as one compiled call,
+              harness/scheduler/placement_step.py, when every Filter and Score plugin is a
+              built-in it computes: `select`);
   Reserve     `policy` picks the devices (`pick_devices`) and records the placement
               (`on_bind`); Unreserve: a trial rolls back (`checkpoint` / `restore`);
   Permit      `gang`: what bound members wait for (Coscheduling: a timeout);
