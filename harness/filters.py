@@ -10,6 +10,7 @@ from numba import njit
 
 from harness import packer
 from harness.dra import layer as dra_layer
+from harness.dra.allocator import FitCache, TypedClaims
 from harness.state import WHOLE, ClusterState
 from harness.status import READY
 from harness.workload import Workload
@@ -58,6 +59,15 @@ def _claims_feasible(state: ClusterState, w: Workload, pod: int, claims: tuple, 
                             _claims_static(state, w, pod), state.cpu_free, state.mem_free, int(w.cpu[pod]),
                             int(w.mem[pod]), state.device_taints)
     return ok if at is None or np.ndim(at) else ok[0]
+
+
+def claims_rule(state: ClusterState, w: Workload, pod: int,
+                claims: tuple) -> tuple[TypedClaims, FitCache, np.ndarray, np.ndarray]:
+    """What `feasible` checks a pod with claims by, for a compiled walk that checks node by node
+    (`dra.allocator.passes`, then `dra.allocator.fits_rows`): the claims typed, their answers
+    by node-state stamp, the static mask (`_claims_static`) and the device taints in force."""
+    tc, cache = _devices(state).typed(claims)
+    return tc, cache, _claims_static(state, w, pod), dra_layer.taint_marks(state.device_taints)
 
 
 def _claims_static(state: ClusterState, w: Workload, pod: int) -> np.ndarray:
@@ -122,7 +132,7 @@ def fit_mask(base: np.ndarray, cpu_free: np.ndarray, mem_free: np.ndarray, stati
     """`pod_rule` checked on every node in one pass (numpy took one pass per check)."""
     out = np.empty(len(base), np.bool_)
     for n in range(len(base)):
-        out[n] = base[n] & static[n] & (cpu_free[n] >= cpu) & (mem_free[n] >= mem) & (column[n] >= need)
+        out[n] = packer.fits_rule(n, base, cpu_free, mem_free, cpu, mem, static, column, need)
     return out
 
 

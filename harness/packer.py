@@ -27,8 +27,8 @@ _MANY = np.iinfo(np.int64).max
 
 
 @njit(cache=True)
-def _passes(n, usable, cpu_free, mem_free, cpu, mem, static, column, need):
-    """Whether node n passes the pod's filter."""
+def fits_rule(n, usable, cpu_free, mem_free, cpu, mem, static, column, need):
+    """Whether node n passes the pod's filter (`filters.pod_rule`, on a `usable` node)."""
     return usable[n] & (cpu_free[n] >= cpu) & (mem_free[n] >= mem) & static[n] & (column[n] >= need)
 
 
@@ -73,7 +73,7 @@ def first_feasible(usable, cpu_free, mem_free, cpu, mem, static, column, need, k
     for n in range(len(usable)):
         if count == k:
             break
-        if _passes(n, usable, cpu_free, mem_free, cpu, mem, static, column, need):
+        if fits_rule(n, usable, cpu_free, mem_free, cpu, mem, static, column, need):
             found[count] = n
             count += 1
     return found[:count]
@@ -91,7 +91,7 @@ def first_fit(usable, static, column, need, k, cpu, mem, gpus, milli, kind, cpu_
     for n in range(len(usable)):
         if left == 0 or passed == k:
             break
-        if _passes(n, usable, cpu_free, mem_free, cpu, mem, static, column, need):
+        if fits_rule(n, usable, cpu_free, mem_free, cpu, mem, static, column, need):
             passed += 1
             take = min(_fits(n, cpu, mem, gpus, milli, kind, cpu_free, mem_free, gpu_free, free_whole,
                              slot_type, dom), left)

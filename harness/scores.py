@@ -249,10 +249,14 @@ class BalancedAllocation(ResourceAllocation):
     (upstream skips the plugin for it, which adds nothing to any node)."""
 
     def score(self, state, w, pod, nodes, rng):
-        pod_req = {"cpu": w.cpu[pod], "memory": w.mem[pod], "nvidia.com/gpu": w.gpus[pod]}
-        if not any(pod_req[name] for name in self.resources):
+        if not self.requests_any(w, pod):
             return np.zeros(len(nodes))
         return self.allocation_scores(state, w, pod, nodes, BALANCED)
+
+    def requests_any(self, w: Workload, pod: int) -> bool:
+        """Whether the pod requests one of the plugin's resources (else it scores 0 everywhere)."""
+        pod_req = {"cpu": w.cpu[pod], "memory": w.mem[pod], "nvidia.com/gpu": w.gpus[pod]}
+        return any(pod_req[name] for name in self.resources)
 
 
 # ---- the FGD paper's policies (ATC'23; semantics in shared/FGD.md) ----------------------

@@ -11,6 +11,8 @@ packer (harness.packer) runs, over those nodes and new ones, several pods to a n
 difference under NUMBA_DISABLE_JIT in `_fits` or in `first_feasible` fails it). "dra" is the
 separate loops' replay on the same nodes as a DRA cluster, so the typed allocator's kernels
 (harness.dra.allocator: every claim as devices, first fit per node, the stamp cache) run too.
+Its LeastAllocated profile takes the compiled placement step (harness/scheduler/placement_step.py:
+`step_by_rule` in the other replays, `step_by_claims` in "dra").
 """
 
 from __future__ import annotations

@@ -636,9 +636,11 @@ def _unblocked(marks, n, tolerated, match):
 
 
 @njit(cache=True)
-def _fits_typed(rows, slot_type, stamp, taken, cap_left, counter_left, fit_key, fit, never, opt_start, opt_end, match,
-                members, before, need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min,
-                marks, tolerated, limit):
+def fits_rows(rows, slot_type, stamp, taken, cap_left, counter_left, fit_key, fit, never, opt_start, opt_end, match,
+              members, before, need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min,
+              marks, tolerated, limit):
+    """Whether each node of `rows` can allocate the claims now (its devices only: CPU, memory and
+    static checks are the caller's), from the stamp cache or searched and remembered by stamp."""
     R, C, W = len(opt_start), con_req.shape[0], taken.shape[1]
     ok = np.zeros(len(rows), np.bool_)
     t, cl, kl = np.empty(W, np.bool_), np.empty(cap_left.shape[1:], np.int64), np.empty(counter_left.shape[1], np.int64)
@@ -674,10 +676,10 @@ def _feasible_typed(slots, usable, static, cpu_free, mem_free, cpu, mem, slot_ty
     rows, at = np.empty(len(slots), np.int64), np.empty(len(slots), np.int64)
     m = 0
     for i in range(len(slots)):
-        if _passes(slots[i], usable, static, cpu_free, mem_free, cpu, mem):
+        if passes(slots[i], usable, static, cpu_free, mem_free, cpu, mem):
             rows[m], at[m] = slots[i], i
             m += 1
-    ok = _fits_typed(rows[:m], slot_type, stamp, taken, cap_left, counter_left, fit_key, fit, never, opt_start,
+    ok = fits_rows(rows[:m], slot_type, stamp, taken, cap_left, counter_left, fit_key, fit, never, opt_start,
                      opt_end, match, members, before, need, take_cap, capacity, consumes, multi, con_value, con_req,
                      req_claim, rest_min, marks, tolerated, limit)
     out = np.zeros(len(slots), np.bool_)
@@ -687,7 +689,7 @@ def _feasible_typed(slots, usable, static, cpu_free, mem_free, cpu, mem, slot_ty
 
 
 @njit(cache=True, inline="always")
-def _passes(n, usable, static, cpu_free, mem_free, cpu, mem):
+def passes(n, usable, static, cpu_free, mem_free, cpu, mem):
     """Node n is usable, passes the static checks and has the CPU and memory. One expression of
     `&`, not `and`: numba compiles a helper that returns a short-circuit `and` of array reads
     ~20x slower, per node of every walk."""
@@ -705,7 +707,7 @@ def _first_fit_typed(usable, static, cpu_free, mem_free, cpu, mem, most, k, slot
     for n in range(len(usable)):
         if left == 0:
             break
-        if not _passes(n, usable, static, cpu_free, mem_free, cpu, mem):
+        if not passes(n, usable, static, cpu_free, mem_free, cpu, mem):
             continue
         one[0] = n
         bound[0] = min(cpu_free[n] // cpu if cpu else most, mem_free[n] // mem if mem else most, most)

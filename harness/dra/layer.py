@@ -302,7 +302,7 @@ class DeviceLayer:
         tc, _, claim_set, cache = self.alike(claims, n_gpus)
         milli = np.zeros((len(slots), n_gpus), np.int64)
         ok, self.next_stamp = take_alike_typed(tc, claim_set, cache, DeviceState(*arrays), stamp, slot_type, slots,
-                                               counts, milli, self.next_stamp, _marks(marks))
+                                               counts, milli, self.next_stamp, taint_marks(marks))
         assert ok, "as many pods as counted fit"
         return milli
 
@@ -383,10 +383,10 @@ def feasible(layer: DeviceLayer, arrays: Arrays, stamp: np.ndarray, slot_type: n
     and can allocate the claims now (`marks`: per slot and device, the taints in force; None:
     no taints configured)."""
     return feasible_typed(*layer.typed(claims), DeviceState(*arrays), stamp, slot_type, slots, usable, static,
-                          cpu_free, mem_free, cpu, mem, _marks(marks))
+                          cpu_free, mem_free, cpu, mem, taint_marks(marks))
 
 
-def _marks(marks: np.ndarray | None) -> np.ndarray:
+def taint_marks(marks: np.ndarray | None) -> np.ndarray:
     """The taint marks as the compiled calls take them: no rows when no taints are configured."""
     return NO_MARKS if marks is None else marks
 
@@ -396,7 +396,7 @@ def allocation(layer: DeviceLayer, arrays: Arrays, t: int, claims: tuple[Claim, 
     """The devices the claims get on node n (of type t), first fit as upstream; its GPUs as
     the pod's GPU array. The node must fit."""
     tc = layer.typed(claims)[0]
-    pairs, gpus = allocate_typed(tc, DeviceState(*arrays), t, n, _marks(marks))
+    pairs, gpus = allocate_typed(tc, DeviceState(*arrays), t, n, taint_marks(marks))
     out = gpus.view(ClaimedGpus)
     out.typed, out.pairs, out.change = tc, pairs, (id(tc), pairs.tobytes())
     return out
@@ -413,7 +413,7 @@ def first_fit(layer: DeviceLayer, arrays: Arrays, stamp: np.ndarray, slot_type: 
     """Where k pods with the claims go first fit over the nodes `feasible` passes, in slot
     order, each taking all it can (at most `most`): the nodes used and how many each takes."""
     return first_fit_typed(*layer.typed(claims), DeviceState(*arrays), stamp, slot_type, usable, static, cpu_free,
-                           mem_free, cpu, mem, most, k, _marks(marks))
+                           mem_free, cpu, mem, most, k, taint_marks(marks))
 
 
 def fit_counts(layer: DeviceLayer, arrays: Arrays, stamp: np.ndarray, slot_type: np.ndarray,
@@ -421,5 +421,5 @@ def fit_counts(layer: DeviceLayer, arrays: Arrays, stamp: np.ndarray, slot_type:
                marks: np.ndarray | None = None) -> np.ndarray:
     """How many pods with these claims each slot's node takes one after another (at most
     `bound`, what its CPU and memory allow), the state left as it was."""
-    return count_typed(*layer.typed(claims), DeviceState(*arrays), stamp, slot_type, slots, bound, _marks(marks))
+    return count_typed(*layer.typed(claims), DeviceState(*arrays), stamp, slot_type, slots, bound, taint_marks(marks))
 

@@ -19,6 +19,9 @@ names its other plugins; each is registered at every extension point whose hook 
               reserved with it (Atomic: all in one cycle; Coscheduling: when the gap to quorum
               exceeds its reject percentage)?
   Score       `policy` (harness.scores): an array of scores over the feasible nodes;
+              (Filter, the walk, Score and the pick run as one compiled call,
+              harness/scheduler/placement_step.py, when every Filter and Score plugin is a
+              built-in it computes: `select`);
   Reserve     `policy` picks the devices (`pick_devices`) and records the placement
               (`on_bind`); Unreserve: a trial rolls back (`checkpoint` / `restore`);
   Permit      `gang`: what bound members wait for (Coscheduling: a timeout);
@@ -45,6 +48,7 @@ from harness.filters import fits_on, groups_that_fit
 from harness.scheduler.bind import DefaultBinder
 from harness.scheduler.filter import NodeResourcesFit
 from harness.scheduler.gang import Coscheduling
+from harness.scheduler.placement_step import PlacementStep
 from harness.scheduler.plugin import CycleState, Plugin, by_point, implements
 from harness.scheduler.queue_sort import PrioritySort, QueueSort
 from harness.scheduler.sampling import walk_feasible
@@ -138,6 +142,9 @@ class Scheduler:
         #: a PreFilter lets a gang wait for in-flight capacity (the loop's GANGS_WAIT switch)
         self.waits_for_capacity = any(getattr(p, "waits_for_capacity", False) for p in at["PreFilter"])
         self.score = _weighted_sum(at["Score"])
+        #: Filter, walk, Score and pick as one compiled call, when the profile's plugins are
+        #: built-ins it computes (else None: the Python path, the reference)
+        self.step = PlacementStep.covering(at["Filter"], at["Score"])
         self.reservers = at["Reserve"]
         self.reserve = self.reservers[0].on_bind if len(self.reservers) == 1 else self._reserve_all
         self.pick_devices = next(p.pick_devices for p in self.reservers if implements(p, "pick_devices"))
@@ -418,6 +425,17 @@ class Scheduler:
         """Job j is not retried until capacity changes again (its gang was released)."""
         self.tried_at[j] = self.sim.state.version
 
+    def select(self, p: int, allowed: np.ndarray) -> int:
+        """Filter and Score: the node pod p goes to among the `allowed` nodes (-1: none fits),
+        by the compiled step where the profile allows it, else `choose` over the Filter's mask."""
+        st, w = self.sim.state, self.sim.w
+        if self.step is None:
+            return self.choose(p, self.filter(st, w, p, allowed))
+        order = self.ready_order()
+        k = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, len(order))
+        node, self.next_start = self.step.place(st, w, p, allowed, order, self.next_start, k, self.sim.node_rank)
+        return node
+
     def choose(self, p: int, mask: np.ndarray) -> int:
         """Score: the best node by the policy among the feasible nodes found (`mask`, the
         Filter's verdict, sampled by `feasible_to_score`); ties by the seeded node order."""
@@ -537,7 +555,7 @@ class Scheduler:
         remaining = len(pods)
         for p in pods.tolist():
             remaining -= 1
-            n = self.choose(p, self.filter(st, w, p, usable))
+            n = self.select(p, usable)
             if n >= 0:
                 gpu_idx = self.pick_devices(st, w, p, n)
                 st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
@@ -571,10 +589,13 @@ class Scheduler:
                 all_placed = False
                 continue
             allowed = usable if group < 0 else usable & (groups == group)
-            mask = self.filter(st, w, p, allowed)
-            n = self.choose(p, mask)
-            if n >= 0 and i == 0 and self.futile_gang is not None and self._futile_attempt(j, mask, n, groups, failed):
-                return False
+            if i == 0 and self._may_be_futile(j):  # its feasible nodes tell whether the attempt is futile
+                mask = self.filter(st, w, p, allowed)
+                n = self.choose(p, mask)
+                if n >= 0 and self._futile_attempt(j, mask, n, groups, failed):
+                    return False
+            else:
+                n = self.select(p, allowed)
             if n < 0:  # PostFilter: e.g. a node where evicting lower-priority pods makes room
                 for post_filter in self.post_filters:
                     n = post_filter(p, allowed)
@@ -595,10 +616,17 @@ class Scheduler:
             failed.clear()  # capacity grew, so what failed in this cycle may fit now
         return all_placed
 
+    def _may_be_futile(self, j: int) -> bool:
+        """Could job j's attempt be taken whole if it ends in a release (`_futile_attempt`): a gang
+        of one pod shape that one bound member would not start, with nothing listening to binds.
+        (A gang released with one member bound is released with fewer missing.)"""
+        return bool(self.futile_gang is not None and self.job_uniform[j] and self.futile_gang.releases_after(j, 1)
+                    and self.sim.binds_unheard)
+
     def _futile_attempt(self, j: int, mask: np.ndarray, n: int, groups: np.ndarray | None,
                         failed: dict[tuple, int]) -> bool:
-        """Job j's first member found node n among the feasible nodes `mask`: if the attempt is
-        futile (`futile_gang.releases_after`), take it as its net effect and say True; else
+        """Job j's first member (`_may_be_futile`) found node n among the feasible nodes `mask`: if
+        the attempt is futile (`futile_gang.releases_after`), take it as its net effect and say True; else
         say False, nothing changed (the attempt goes on member by member).
 
         The members bind one by one on the nodes of `mask` (those of n's rack or block, for a
@@ -610,8 +638,6 @@ class Scheduler:
         as `fits_on` counts on those nodes, so that count decides first whether to try."""
         sim, gang = self.sim, self.futile_gang
         st, w = sim.state, sim.w
-        if not self.job_uniform[j] or not gang.releases_after(j, 1) or not sim.binds_unheard:
-            return False  # (a gang released with one member bound is released with fewer missing)
         pods = sim.unbound_pods(j)
         group = int(groups[n]) if groups is not None else -1
         nodes = np.flatnonzero(mask if group < 0 else mask & (groups == group))
