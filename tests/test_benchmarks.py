@@ -17,7 +17,8 @@ SELECTION = "^(?!.*(?:" + "|".join(SLOW_PARAMS) + "))"
 
 
 def test_asv_quick_run(tmp_path):
-    env = {**os.environ, "HOME": str(tmp_path)}  # asv's machine file goes to a throwaway home
+    # asv's machine file goes to a throwaway home; the scale benchmark replays a slice of its trace
+    env = {**os.environ, "HOME": str(tmp_path), "LOOPBENCH_ASV_SCALE_PODS": "2000"}
     asv = [sys.executable, "-m", "asv"]
     subprocess.run([*asv, "machine", "--yes", "--machine", "ci"], cwd=REPO, env=env, check=True,
                    capture_output=True, timeout=60)
