@@ -41,8 +41,9 @@ class TargetWorkload:
         covered = np.cumsum(counts) / counts.sum()
         keep = int(np.searchsorted(covered, coverage - 1e-12) + 1)
         shapes, counts = shapes[:keep], counts[:keep]
-        return cls(cpu=shapes[:, 0], milli=shapes[:, 1].astype(np.int32), gpus=shapes[:, 2].astype(np.int32),
-                   model_mask=shapes[:, 3], popularity=counts / counts.sum())
+        return cls(cpu=np.ascontiguousarray(shapes[:, 0]), milli=shapes[:, 1].astype(np.int32),
+                   gpus=shapes[:, 2].astype(np.int32), model_mask=np.ascontiguousarray(shapes[:, 3]),
+                   popularity=counts / counts.sum())
 
     def __len__(self) -> int:
         return len(self.popularity)
@@ -53,8 +54,9 @@ def node_fragmentation(gpu_free: np.ndarray, gpu_cap: np.ndarray, cpu_free: np.n
     """F_n in GPU milli for each row of `gpu_free` (nodes x GPUs; absent GPUs hold 0)."""
     if len(target) == 0:
         return np.zeros(len(gpu_free))
-    per_shape = fragmentation_by_shape(np.ascontiguousarray(gpu_free), np.asarray(cpu_free, np.int64),
-                                       np.asarray(model_bit, np.int64), target.cpu, target.gpus,
+    # one dtype and layout per argument, so the kernel compiles once (GPU milli fits in int32)
+    per_shape = fragmentation_by_shape(np.ascontiguousarray(gpu_free, np.int32), np.asarray(cpu_free, np.int64),
+                                       np.ascontiguousarray(model_bit, np.int64), target.cpu, target.gpus,
                                        target.milli, target.model_mask)
     f = per_shape @ target.popularity  # numpy's product: its summation order, as before
     return np.where(gpu_cap > 0, f, 0.0)

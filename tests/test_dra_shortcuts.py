@@ -64,13 +64,13 @@ def test_counting_on_a_node_is_allocating_pod_by_pod(t, before, c, bound):
     plain, typed = fresh(t), fresh(t)
     for i, k in before:  # some pods of other shapes first, alike on both
         one_by_one(t, CLAIMS[i], plain, k)
-        al.take_typed(LAYER.typed(CLAIMS[i])[0], typed, np.array([t]), np.array([k]), 8)
+        al.take_typed(LAYER.typed(CLAIMS[i])[0], typed, np.array([t], np.int32), np.array([k]), 8)
     assert all(np.array_equal(a, b) for a, b in zip((plain.taken, plain.cap_left, plain.counter_left),
                                                     (typed.taken, typed.cap_left, typed.counter_left), strict=True))
     got, gpus = one_by_one(t, CLAIMS[c], plain, bound)
     tc, cache = LAYER.typed(CLAIMS[c])
     stamp = np.array([10_000_000 + len(before) * 1000 + bound])  # a stamp this test alone uses per state
-    slot_type = np.array([t])
+    slot_type = np.array([t], np.int32)  # as ClusterState.slot_type
     counted = al.count_typed(tc, al.FitCache.empty(), typed, stamp, slot_type, np.zeros(1, np.int64), np.array([bound]))
     taken_got, taken_gpus = al.take_typed(tc, typed, slot_type, np.array([bound]), 8)
     assert counted[0] == taken_got[0] == got
@@ -83,9 +83,9 @@ def test_counting_on_a_node_is_allocating_pod_by_pod(t, before, c, bound):
        bounds=st.lists(st.integers(0, 40), min_size=1, max_size=5))
 def test_a_count_cached_by_stamp_is_the_count_afresh(t, c, k, bounds):
     state = fresh(t)
-    al.take_typed(LAYER.typed(CLAIMS[0])[0], state, np.array([t]), np.array([k]), 0)
+    al.take_typed(LAYER.typed(CLAIMS[0])[0], state, np.array([t], np.int32), np.array([k]), 0)
     tc, _ = LAYER.typed(CLAIMS[c])
-    cache, stamp, slot_type, rows = al.FitCache.empty(), np.array([123]), np.array([t]), np.zeros(1, np.int64)
+    cache, stamp, slot_type, rows = al.FitCache.empty(), np.array([123]), np.array([t], np.int32), np.zeros(1, np.int64)
     for b in bounds:  # the same state asked again and again, with other bounds
         cached = al.count_typed(tc, cache, state, stamp, slot_type, rows, np.array([b]))
         afresh = al.count_typed(tc, al.FitCache.empty(), state, stamp, slot_type, rows, np.array([b]))
@@ -107,13 +107,13 @@ def test_taint_marks_in_the_compiled_calls_are_the_claims_compiled_without_the_b
     mark = np.array([marks], np.int64)
     plain, typed = fresh(t), fresh(t)
     one_by_one(t, CLAIMS[0], plain, k)  # some untainted pods first, alike on both
-    al.take_typed(LAYER.typed(CLAIMS[0])[0], typed, np.array([t]), np.array([k]), 8)
+    al.take_typed(LAYER.typed(CLAIMS[0])[0], typed, np.array([t], np.int32), np.array([k]), 8)
     dev = LAYER.devices[t]
     cc = al.without(LAYER.compiled(claims, t)[0], (mark[0, None, :dev.n_devices] & ~tolerated[:, None]) != 0)
     view = al.DeviceState(plain.taken[:, :dev.n_devices], plain.cap_left[:, :dev.n_devices, :len(dev.capacities)],
                           plain.counter_left[:, :len(dev.counters)])
     ok, found = al.allocate(cc, dev, view, np.zeros(1, np.int64))
-    slot_type, one, stamp = np.array([t]), np.ones(1, bool), np.array([20_000_000])
+    slot_type, one, stamp = np.array([t], np.int32), np.ones(1, bool), np.array([20_000_000])
     assert al.feasible_typed(tc, al.FitCache.empty(), typed, stamp, slot_type, np.zeros(1, np.int64), one, one,
                              np.ones(1, np.int64), np.ones(1, np.int64), 0, 0, mark)[0] == ok[0]
     if ok[0]:
