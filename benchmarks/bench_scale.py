@@ -91,8 +91,8 @@ def verdict(loop: str, pods: int, units: float, r: dict) -> str:
         return "-"
     allowed = limit * pods / 100_000 if loop == "merged" else limit
     if not r["finished"]:
-        return f"MISSED (stopped; <= {allowed:,.0f} units)"
-    return f"{'met' if units <= allowed else 'MISSED'} (<= {allowed:,.0f})"
+        return f"MISSED (stopped; <= {allowed:,.4g} units)"
+    return f"{'met' if units <= allowed else 'MISSED'} (<= {allowed:,.4g})"
 
 
 def main() -> None:
