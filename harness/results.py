@@ -64,13 +64,13 @@ def openb_cluster(nodes_csv: str, autoscaled: bool = True, shortage: str | None 
     `stock_low`, when given, makes each pool's stock scarce: redrawn every `stock_period_s`
     between that fraction of the pool's max_size and all of it (the pool's seeded stream).
     `dra`, when given, is the Cluster's (a DRA cluster: its GPUs as devices, pods' as claims)."""
-    from harness.importers.cli import _openb_nodes
+    from harness.importers.cli import openb_cluster_config
     from harness.importers.common import autoscaled_cluster
 
     path = _resolve(nodes_csv)
     if not path.exists():
         raise ConfigError("cluster.nodes_csv", f"{path}: no such file (the shared openb traces)")
-    cfg = _openb_nodes(str(path))
+    cfg = openb_cluster_config(str(path))
     if autoscaled:
         cfg = autoscaled_cluster(cfg)
     if shortage is not None:

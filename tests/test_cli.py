@@ -4,7 +4,6 @@ whole replay as a user starts it, a pipe closed early)."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -16,13 +15,9 @@ import yaml
 
 from tests.cli_in_process import Ran
 from tests.cli_in_process import loopbench as run_cli
+from tests.cli_process import ENV
 
 ROOT = Path(__file__).resolve().parents[1]
-#: PYTHONPATH passed on, so that a worktree sharing another checkout's venv runs its own code
-#: the commands run from other folders import this checkout's harness, not an install of another
-ENV = {"LOOPBENCH_CONF": str(ROOT / "conf"), "PATH": "/usr/bin:/bin",
-       "PYTHONPATH": os.pathsep.join([str(ROOT), *(str(Path(p).resolve()) for p in
-                                                   os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)])}
 
 
 def loopbench(*args: str, cwd: Path) -> Ran:

@@ -23,11 +23,9 @@ from harness.errors import LoopbenchError
 from harness.output import COMPLETE_MARKER, is_complete, write_parquet
 from harness.replay import Replay
 from harness.report import find_runs
+from tests.cli_process import ENV
 
 ROOT = Path(__file__).resolve().parents[1]
-#: PYTHONPATH passed on, so that a worktree sharing another checkout's venv runs its own code
-ENV = {"LOOPBENCH_CONF": str(ROOT / "conf"), "PATH": "/usr/bin:/bin",
-       **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}
 #: a trace whose merged-loop replay takes a couple of seconds, so a kill lands mid-run
 N_JOBS = 3000
 

@@ -4,7 +4,6 @@ loop is refused by config key before the replay starts."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from harness.replay import build
 from harness.scheduler import Scheduler
 from harness.scores import LeastAllocated
 from harness.view import Loop, SimulationView
+from tests.cli_process import process_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,8 +73,7 @@ class Unfinished:
 def loopbench(*args: str, cwd: Path, mods: Path, conf: Path, plugins: str = "") -> subprocess.CompletedProcess:
     """The CLI with the user's modules importable, those in `plugins` named as theirs (a config
     may build their classes), and the user's config folder."""
-    path = os.pathsep.join([str(mods), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": path, "LOOPBENCH_CONF": str(conf), "LOOPBENCH_PLUGINS": plugins}
+    env = {**process_env(mods, conf=conf), "LOOPBENCH_PLUGINS": plugins}
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True,
                           env=env, timeout=600)
 

@@ -24,7 +24,8 @@ from harness.errors import ConfigError, printable
 from harness.kernel_cache import cache_dirs, corrupt
 from harness.settings import SettingError
 from tests import scenarios as sc
-from tests.test_cli import ENV, ROOT, loopbench, one_line_error
+from tests.cli_process import ENV
+from tests.test_cli import ROOT, loopbench, one_line_error
 from tests.test_kueue import kueue, queue, static_cluster
 
 NOT_YAML = {

@@ -21,12 +21,10 @@ from harness.errors import LoopbenchError
 from harness.importers.cli import main as import_main
 from harness.output import LOCK, atomic_dir, is_complete, run_lock, write_text
 from harness.replay import Replay
+from tests.cli_process import ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "tests" / "fixtures"
-#: PYTHONPATH passed on, so that a worktree sharing another checkout's venv runs its own code
-ENV = {"LOOPBENCH_CONF": str(ROOT / "conf"), "PATH": "/usr/bin:/bin",
-       **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}
 TRACE = ROOT / "traces" / "default.parquet"
 SHORT = ["horizon_s=1800", "loop=merged", f"trace.path={TRACE}"]  # the first half hour: a quick replay
 

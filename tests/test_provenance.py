@@ -23,14 +23,13 @@ from harness.openb_packing import report_main
 from harness.provenance import PROVENANCE, RUN_INFO, git_commit, run_provenance, wall_s
 from harness.replay import Replay
 from harness.trace import read_trace
+from tests.cli_process import ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "tests" / "fixtures"
 TRACE = ROOT / "traces" / "default.parquet"
 SHORT = ["horizon_s=1800", "loop=merged", f"trace.path={TRACE}"]
 TABLES = ("metrics.parquet", "jobs.parquet", "nodes.parquet", "timeline.parquet")
-ENV = {"LOOPBENCH_CONF": str(ROOT / "conf"), "PATH": "/usr/bin:/bin",
-       **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}
 
 
 def kv(path: Path) -> dict[str, str]:

@@ -60,7 +60,7 @@ def test_openb_cluster_passes_the_provider_behaviour_only_when_given(monkeypatch
     monkeypatch.setattr(results, "Cluster", lambda **kw: seen.append(kw) or kw)
     monkeypatch.setattr(results, "_resolve", lambda p: type("P", (), {"exists": lambda self: True,
                                                                       "__str__": lambda self: "n.csv"})())
-    monkeypatch.setattr("harness.importers.cli._openb_nodes",
+    monkeypatch.setattr("harness.importers.cli.openb_cluster_config",
                         lambda path: {"_target_": "x", "name": "openb", "node_types": [], "pools": []})
     results.openb_cluster("n.csv", autoscaled=False)
     results.openb_cluster("n.csv", autoscaled=False, shortage="silent")

@@ -49,7 +49,9 @@ def _openb_pods(paths: list[str]) -> ImportResult:
     return ImportResult(table, meta, "pods", table.num_rows)
 
 
-def _openb_nodes(path: str) -> dict:
+def openb_cluster_config(path: str) -> dict:
+    """The cluster config of an openb node list, its pools priced and booted like every other
+    node list's (`import openb --nodes` writes it; an experiment builds it from the list in place)."""
     from harness.importers.openb import read_openb_nodes
 
     cluster = read_openb_nodes(path)
@@ -80,7 +82,7 @@ def formats() -> dict[str, Format]:
     from harness.importers import acme, alibaba_spot, dlrm, helios, pai, philly, workloads
 
     return {
-        "openb": Format(_openb_pods, _openb_nodes, False, "openb_pod_list_*.csv; nodes: openb_node_list_*.csv"),
+        "openb": Format(_openb_pods, openb_cluster_config, False, "openb_pod_list_*.csv; nodes: openb_node_list_*.csv"),
         "pai": Format(pai.read_pai, pai.read_pai_machines, True,
                       "pai_task_table.csv [pai_job_table.csv]; nodes: pai_machine_spec.csv"),
         "philly": Format(philly.read_philly, philly.read_philly_machines, True,
