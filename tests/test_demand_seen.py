@@ -75,6 +75,7 @@ def test_the_demand_seen_is_a_recount_on_random_states(merged_demand, data, monk
     rng = np.random.default_rng(seed)
     monkeypatch.setattr(sim, "pod_status", rng.integers(0, 6, w.n_pods).astype(np.int8))  # any status
     jobs = np.sort(rng.choice(w.n_jobs, data.draw(st.integers(0, 40)), replace=False)).astype(np.int64)
+    jobs.flags.writeable = False  # as JobQueue.jobs gives them
     monkeypatch.setattr(sim, "queue", SimpleNamespace(jobs=lambda: jobs))
     lo, hi = float(w.submit.min()), float(w.submit.max())
     now = data.draw(st.sampled_from([float(w.submit[rng.integers(w.n_pods)]),  # on a pod's arrival

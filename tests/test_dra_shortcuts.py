@@ -152,7 +152,7 @@ def test_a_bind_alike_cached_by_stamp_is_the_bind_afresh(types, before, c, bound
     names one content (the cache is direct-mapped: an entry a collision evicted is allocated again
     under a new stamp, so equal contents may carry two stamps, never one stamp two contents)."""
     cached, afresh = (DeviceLayer(CLUSTER.node_types, CLUSTER.partition_profiles, {}) for _ in range(2))
-    slots, slot_type = np.arange(len(types)), np.array(types, np.int64)
+    slots, slot_type = np.arange(len(types)), np.array(types, np.int32)  # as ClusterState.dra_type
     marks = np.zeros((len(types), LAYER.width), np.int64)
     if tainted:  # a taint on each node's first device, which no claim tolerates
         marks[:, 0] = 1
