@@ -773,7 +773,7 @@ def _count_typed(rows, slot_type, stamp, taken, cap_left, counter_left, bound, c
                  opt_end, match, members, before, need, take_cap, capacity, consumes, multi, con_value, con_req,
                  req_claim, rest_min, gpu_index, gpu_milli, marks, tolerated, limit):
     got = np.zeros(len(rows), np.int64)
-    one = np.zeros(1, np.int64)
+    one = np.zeros(1, slot_type.dtype)  # as the slot types: _take_typed compiles once
     t, cl, kl = taken[:1].copy(), cap_left[:1].copy(), counter_left[:1].copy()
     mark = np.zeros((min(marks.shape[0], 1), marks.shape[1]), np.int64)  # the node's row of `marks`, if any
     no_gpus = np.zeros((1, 0), np.int64)
