@@ -59,6 +59,8 @@ class PlacementStep:
             self.resources[i, :len(t.resource_ids)] = t.resource_ids
             self.resource_weights[i, :len(t.resource_weights)] = t.resource_weights
         self.all_slots = np.zeros(0, np.int64)
+        #: `silent_terms` by whether a pod asks CPU, memory, GPUs
+        self.silent: dict[tuple[bool, bool, bool], np.ndarray] = {}
 
     @classmethod
     def covering(cls, filters: tuple, scores: tuple) -> PlacementStep | None:
@@ -75,6 +77,17 @@ class PlacementStep:
         covered = [t for t in terms if type(t) in STRATEGY and isinstance(t, ResourceAllocation)]
         return cls(covered, weighted) if len(covered) == len(terms) else None
 
+    def silent_terms(self, w, pod: int) -> np.ndarray:
+        """Per term, whether it scores 0 for the pod (a BalancedAllocation the pod requests none
+        of whose resources of): by whether the pod asks CPU, memory and GPUs, all
+        `requests_any` reads."""
+        asks = (int(w.cpu[pod]) != 0, int(w.mem[pod]) != 0, int(w.gpus[pod]) != 0)
+        silent = self.silent.get(asks)
+        if silent is None:
+            silent = self.silent[asks] = np.array([isinstance(t, BalancedAllocation) and not t.requests_any(w, pod)
+                                                   for t in self.terms])
+        return silent
+
     def place(self, state, w, pod: int, usable: np.ndarray, order: np.ndarray, start: int, k: int,
               node_rank: np.ndarray) -> tuple[int, int]:
         """The node `Scheduler.choose(pod, Scheduler.filter(..., usable))` takes (-1: none fits)
@@ -90,7 +103,7 @@ class PlacementStep:
             order, first, k = self.all_slots, 0, state.n_slots
         gpus = int(w.gpus[pod])
         cpu, mem, gpu, gpu_milli = int(w.cpu[pod]), int(w.mem[pod]), gpus > 0, gpus * int(w.milli[pod])
-        silent = np.array([isinstance(t, BalancedAllocation) and not t.requests_any(w, pod) for t in self.terms])
+        silent = self.silent_terms(w, pod)
         scoring = (self.strategies, self.term_weights, self.resources, self.resource_weights, self.n_resources,
                    self.weighted, silent, state.cpu_cap, state.mem_cap, state.gpu_cap, state.gpu_used, gpu, gpu_milli)
         claims = claims_of(w, pod)
