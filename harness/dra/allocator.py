@@ -449,7 +449,7 @@ class FitCache:
     allocation state, so an answer holds wherever the stamp is found): direct-mapped, a
     bucket keeping the last stamp answered."""
 
-    fit_key: np.ndarray  # (FIT_BUCKETS,) the stamp whose feasibility the bucket holds (-1: none)
+    fit_key: np.ndarray  # (FIT_BUCKETS,) 1 + the stamp whose feasibility the bucket holds (0: none)
     fit: np.ndarray  # (FIT_BUCKETS,)
     count_key: np.ndarray  # (S,) the stamp whose count the bucket holds (-1: none)
     count: np.ndarray  # (S,) pods the node took one after another
@@ -457,13 +457,15 @@ class FitCache:
 
     @classmethod
     def empty(cls, size: int = 4096) -> FitCache:
-        return cls(np.full(FIT_BUCKETS, -1, np.int64), np.zeros(FIT_BUCKETS, bool), np.full(size, -1, np.int64),
+        return cls(np.zeros(FIT_BUCKETS, np.int64), np.zeros(FIT_BUCKETS, bool), np.full(size, -1, np.int64),
                    np.zeros(size, np.int64), np.zeros(size, bool))
 
 
 #: buckets of a claim set's feasibility answers: a power of two (a stamp's bucket is its low
 #: bits, `cached_fit`), and many more than the distinct node contents a walk meets (a few
-#: thousand nodes), as two contents in one bucket are searched again at every walk
+#: thousand nodes), as two contents in one bucket are searched again at every walk. Keys are
+#: kept as 1 + the stamp so that an empty cache is zeros: pages no answer was written to take
+#: no memory (a claim set asked on few nodes costs little)
 FIT_BUCKETS = 1 << 16
 
 
@@ -678,7 +680,7 @@ def cached_fit(n, slot_type, stamp, fit_key, fit, never):
     if never[slot_type[n]]:
         return 0
     b = stamp[n] & (len(fit_key) - 1)
-    if fit_key[b] == stamp[n]:
+    if fit_key[b] == stamp[n] + 1:
         return 1 if fit[b] else 0
     return -1
 
@@ -703,7 +705,7 @@ def search_node(n, slot_type, stamp, fit_key, fit, taken, cap_left, counter_left
                      multi[k], con_value[k], con_req, req_claim, rest_min[k], limit, claim_used, con_n, con_v, picks,
                      opt)
     b = stamp[n] & (len(fit_key) - 1)
-    fit_key[b], fit[b] = stamp[n], ok
+    fit_key[b], fit[b] = stamp[n] + 1, ok
     return ok
 
 
