@@ -68,9 +68,9 @@ class Engine:
                 continue
             fn(*args)
             self.n_events += 1
-        times, fn = self._stream_times, self._stream_fn
+        times, fn = self._stream_times, cast(Callable[[int], None], self._stream_fn)
         while self._stream_next < len(times) and times[self._stream_next] <= t:
-            cast(Callable[[int], None], fn)(self._stream_next)
+            fn(self._stream_next)
             self._stream_next += 1
             self.n_events += 1
 

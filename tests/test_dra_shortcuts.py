@@ -131,6 +131,56 @@ def test_taint_marks_in_the_compiled_calls_are_the_claims_compiled_without_the_b
 
 
 
+def plain_fit(t: int, claims: tuple, state: al.DeviceState) -> bool:
+    """Whether the plain allocator (`allocate`, no cache, no pre-check) places the claims on row 0."""
+    dev = LAYER.devices[t]
+    view = al.DeviceState(state.taken[:, :dev.n_devices], state.cap_left[:, :dev.n_devices, :len(dev.capacities)],
+                          state.counter_left[:, :len(dev.counters)])
+    return bool(al.allocate(LAYER.compiled(claims, t)[0], dev, view, np.zeros(1, np.int64))[0][0])
+
+
+@settings(deadline=None, max_examples=80)
+@given(t=st.integers(0, len(LAYER.devices) - 1), before=st.lists(st.tuples(st.integers(0, len(CLAIMS) - 1),
+                                                                            st.integers(0, 8)), max_size=4),
+       c=st.integers(0, len(CLAIMS) - 1))
+def test_a_node_ruled_out_by_its_free_devices_is_one_the_search_rules_out(t, before, c):
+    """The compiled calls rule a node out, before searching it, when some request has no
+    alternative with enough matching devices not taken whole (`_enough_free`); they then answer
+    as the plain allocator does, on nodes partly taken by whole GPUs, shares (multi-allocatable
+    devices, whose taken ones still count) and partitions (counters)."""
+    state = fresh(t)
+    for i, k in before:
+        al.take_typed(LAYER.typed(CLAIMS[i])[0], state, np.array([t], np.int32), np.array([k]), 8)
+    one = np.ones(1, bool)
+    got = al.feasible_typed(LAYER.typed(CLAIMS[c])[0], al.FitCache.empty(), state, np.array([30_000_000]),
+                            np.array([t], np.int32), np.zeros(1, np.int64), one, one, np.ones(1, np.int64),
+                            np.ones(1, np.int64), 0, 0)
+    assert got[0] == plain_fit(t, CLAIMS[c], state)
+
+
+@settings(deadline=None, max_examples=40)
+@given(t=st.integers(0, len(LAYER.devices) - 1), c=st.integers(0, len(CLAIMS) - 1),
+       ks=st.lists(st.integers(0, 8), min_size=2, max_size=2), asks=st.lists(st.integers(0, 1), min_size=4, max_size=8))
+def test_an_answer_cached_by_stamp_is_the_answer_afresh_when_stamps_share_a_bucket(t, c, ks, asks):
+    """Two nodes (each with k pods of one GPU) whose stamps fall in one bucket of the cache (they
+    differ by FIT_BUCKETS), asked in turn: each answer is the plain allocator's, whatever the
+    bucket held."""
+    taken, cap, counters = LAYER.arrays(2)
+    for n in range(2):
+        LAYER.reset(taken, cap, counters, np.zeros(2, np.int64), n, t)
+    state = al.DeviceState(taken, cap, counters)
+    for n, k in enumerate(ks):
+        row = al.DeviceState(taken[n:n + 1], cap[n:n + 1], counters[n:n + 1])
+        al.take_typed(LAYER.typed(CLAIMS[0])[0], row, np.array([t], np.int32), np.array([k]), 8)
+    want = [plain_fit(t, CLAIMS[c], al.DeviceState(taken[n:n + 1], cap[n:n + 1], counters[n:n + 1])) for n in range(2)]
+    tc, cache = LAYER.typed(CLAIMS[c])[0], al.FitCache.empty()
+    stamp, slot_type, ones = np.array([7, 7 + al.FIT_BUCKETS]), np.array([t, t], np.int32), np.ones(2, bool)
+    for n in asks:
+        got = al.feasible_typed(tc, cache, state, stamp, slot_type, np.array([n]), ones, ones, np.ones(2, np.int64),
+                                np.ones(2, np.int64), 0, 0)
+        assert got[0] == want[n]
+
+
 def stamped(types: list[int], layer: DeviceLayer, marks: np.ndarray) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
     """Fresh nodes of these types under these taint marks, as a cluster state holds them: the
     arrays and the stamps."""

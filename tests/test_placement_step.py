@@ -42,8 +42,9 @@ DRA_CLUSTER = Cluster(
 
 
 def policies():
-    """kube_default, the single strategies (alone: unweighted), bin_packing's GPU weight, and a
-    weighted sum whose float sum is not an integer."""
+    """kube_default, the single strategies (alone: unweighted), bin_packing's GPU weight, a
+    weighted sum whose float sum is not an integer, and one whose BalancedAllocation some pods
+    request none of the resources of."""
     return st.sampled_from([
         lambda: WeightedSum([LeastAllocated(1.0, {"cpu": 1, "memory": 1}),
                              BalancedAllocation(1.0, {"cpu": 1, "memory": 1})]),
@@ -52,6 +53,8 @@ def policies():
         lambda: BalancedAllocation(1.0, {"cpu": 1, "nvidia.com/gpu": 1, "memory": 1}),
         lambda: WeightedSum([MostAllocated(0.03, {"cpu": 1, "memory": 1, "nvidia.com/gpu": 1}),
                              BalancedAllocation(2.5, {"memory": 1, "cpu": 1}), LeastAllocated(0.7)]),
+        # a BalancedAllocation a pod without GPUs requests none of the resources of (it scores 0)
+        lambda: WeightedSum([LeastAllocated(1.0, {"cpu": 1, "memory": 1}), BalancedAllocation(1.0, {"nvidia.com/gpu": 1})]),
     ])
 
 
@@ -160,3 +163,41 @@ def test_only_built_in_profiles_take_the_step():
         pass
     assert Scheduler(policy=LeastAllocated(), filter=MyFit()).step is None
     assert PlacementStep.covering((NodeResourcesFit(),), ()) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_ready_order_is_the_ready_nodes_sorted_by_node_rank(data):
+    """`Scheduler.ready_order` (every slot sorted by rank once per node order, kept where ready)
+    is the ready nodes sorted by the seeded node order, ties by slot, after nodes come up and
+    after a new node order."""
+    sched = Scheduler(policy=LeastAllocated())
+    state = ClusterState(CLUSTER)
+    n = state.n_slots
+    for _ in range(3):
+        if data.draw(st.booleans()):
+            node_rank = np.array(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), np.int64)
+            sched.sim = Sim(state, None, node_rank)  # type: ignore[assignment]
+            sched.order_key, sched.next_start = -1, 0  # a new node order (as `attach`)
+        elif not hasattr(sched, "sim"):
+            continue
+        for slot in data.draw(st.sets(st.integers(0, n - 1), max_size=n)):
+            if state.status[slot] == ABSENT:
+                state.add_node(slot, ready=data.draw(st.booleans()))
+        ready = np.flatnonzero(state.ready)
+        rank = sched.sim.node_rank
+        assert sched.ready_order().tolist() == ready[np.argsort(rank[ready], kind="stable")].tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(policy=policies(), pods=st.lists(st.tuples(st.sampled_from([0, 1000]), st.sampled_from([0, 1024]),
+                                                  st.sampled_from([0, 1])), min_size=1, max_size=8))
+def test_the_terms_scoring_zero_are_those_the_pod_requests_nothing_of(policy, pods):
+    """`PlacementStep.silent_terms`, remembered by whether a pod asks CPU, memory and GPUs, is
+    each term's `requests_any` asked afresh, pod after pod."""
+    sched = Scheduler(policy=policy())
+    w = workload(CLUSTER, [{"cpu_milli": c, "memory_mib": m, "gpu_count": g, "gpu_milli": 1000 * g}
+                           for c, m, g in pods])
+    for p in range(w.n_pods):
+        fresh = [isinstance(t, BalancedAllocation) and not t.requests_any(w, p) for t in sched.step.terms]
+        assert sched.step.silent_terms(w, p).tolist() == fresh

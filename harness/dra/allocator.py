@@ -449,16 +449,24 @@ class FitCache:
     allocation state, so an answer holds wherever the stamp is found): direct-mapped, a
     bucket keeping the last stamp answered."""
 
-    fit_key: np.ndarray  # (S,) the stamp whose feasibility the bucket holds (-1: none)
-    fit: np.ndarray  # (S,)
+    fit_key: np.ndarray  # (FIT_BUCKETS,) 1 + the stamp whose feasibility the bucket holds (0: none)
+    fit: np.ndarray  # (FIT_BUCKETS,)
     count_key: np.ndarray  # (S,) the stamp whose count the bucket holds (-1: none)
     count: np.ndarray  # (S,) pods the node took one after another
     full: np.ndarray  # (S,) the count stopped at its bound: more may fit
 
     @classmethod
     def empty(cls, size: int = 4096) -> FitCache:
-        return cls(np.full(size, -1, np.int64), np.zeros(size, bool), np.full(size, -1, np.int64),
+        return cls(np.zeros(FIT_BUCKETS, np.int64), np.zeros(FIT_BUCKETS, bool), np.full(size, -1, np.int64),
                    np.zeros(size, np.int64), np.zeros(size, bool))
+
+
+#: buckets of a claim set's feasibility answers: a power of two (a stamp's bucket is its low
+#: bits, `cached_fit`), and many more than the distinct node contents a walk meets (a few
+#: thousand nodes), as two contents in one bucket are searched again at every walk. Keys are
+#: kept as 1 + the stamp so that an empty cache is zeros: pages no answer was written to take
+#: no memory (a claim set asked on few nodes costs little)
+FIT_BUCKETS = 1 << 16
 
 
 def feasible_typed(tc: TypedClaims, cache: FitCache, state: DeviceState, stamp: np.ndarray, slot_type: np.ndarray,
@@ -641,32 +649,85 @@ def fits_rows(rows, slot_type, stamp, taken, cap_left, counter_left, fit_key, fi
               marks, tolerated, limit):
     """Whether each node of `rows` can allocate the claims now (its devices only: CPU, memory and
     static checks are the caller's), from the stamp cache or searched and remembered by stamp."""
-    R, C, W = len(opt_start), con_req.shape[0], taken.shape[1]
     ok = np.zeros(len(rows), np.bool_)
-    t, cl, kl = np.empty(W, np.bool_), np.empty(cap_left.shape[1:], np.int64), np.empty(counter_left.shape[1], np.int64)
-    picks, opt = np.full((R, max(W, 1)), -1, np.int64), np.zeros(R, np.int64)
-    con_n, con_v = np.zeros(C, np.int64), np.zeros(C, np.int64)
-    claim_used = np.zeros(req_claim.max() + 1 if R else 1, np.int64)
+    scratch = search_scratch(taken, cap_left, counter_left, opt_start, con_req, req_claim)
     for i in range(len(rows)):
-        n = rows[i]
-        k = slot_type[n]
-        if never[k]:
-            continue
-        b = stamp[n] % len(fit_key)
-        if fit_key[b] == stamp[n]:
-            ok[i] = fit[b]
-            continue
+        known = cached_fit(rows[i], slot_type, stamp, fit_key, fit, never)
+        ok[i] = known == 1 if known >= 0 else search_node(
+            rows[i], slot_type, stamp, fit_key, fit, taken, cap_left, counter_left, opt_start, opt_end, match,
+            members, before, need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min,
+            marks, tolerated, limit, scratch)
+    return ok
+
+
+@njit(cache=True)
+def search_scratch(taken, cap_left, counter_left, opt_start, con_req, req_claim):
+    """The working arrays `search_node` searches a node with, made once per call over many nodes:
+    its devices taken, capacity and counters left, the picks, the alternatives chosen, the
+    constraints' counts and values, the devices per claim."""
+    R, C, W = len(opt_start), con_req.shape[0], taken.shape[1]
+    return (np.empty(W, np.bool_), np.empty(cap_left.shape[1:], np.int64),
+            np.empty(counter_left.shape[1], np.int64), np.full((R, max(W, 1)), -1, np.int64),
+            np.zeros(R, np.int64), np.zeros(C, np.int64), np.zeros(C, np.int64),
+            np.zeros(req_claim.max() + 1 if R else 1, np.int64))
+
+
+@njit(cache=True, inline="always")
+def cached_fit(n, slot_type, stamp, fit_key, fit, never):
+    """What the stamp cache says of node n: 1 fits, 0 does not (or its type never does), -1 not
+    known (search it: `search_node`). The cache's size is a power of two, so a stamp's bucket
+    is its low bits. Few arguments and inlined: a call per node of every walk."""
+    if never[slot_type[n]]:
+        return 0
+    b = stamp[n] & (len(fit_key) - 1)
+    if fit_key[b] == stamp[n] + 1:
+        return 1 if fit[b] else 0
+    return -1
+
+
+@njit(cache=True)
+def search_node(n, slot_type, stamp, fit_key, fit, taken, cap_left, counter_left, opt_start, opt_end, match, members,
+                before, need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min, marks,
+                tolerated, limit, scratch):
+    """Whether node n can allocate the claims, by `_search` on a copy of its allocation state, its
+    taints applied; remembered in the stamp cache."""
+    t, cl, kl, picks, opt, con_n, con_v, claim_used = scratch
+    k = slot_type[n]
+    mk, memk, bk = match[k], members[k], before[k]
+    if _blocked(marks, n, tolerated, mk):
+        mk, memk, bk = _unblocked(marks, n, tolerated, mk)
+    ok = _enough_free(taken[n], multi[k], opt_start, opt_end, memk, bk, need[k])
+    if ok:
         t[:] = taken[n]
         cl[:] = cap_left[n]
         kl[:] = counter_left[n]
-        mk, memk, bk = match[k], members[k], before[k]
-        if _blocked(marks, n, tolerated, mk):
-            mk, memk, bk = _unblocked(marks, n, tolerated, mk)
-        ok[i] = _search(t, cl, capacity[k], kl, opt_start, opt_end, mk, memk, bk, need[k],
-                        take_cap[k], consumes[k], multi[k], con_value[k], con_req, req_claim, rest_min[k], limit,
-                        claim_used, con_n, con_v, picks, opt)
-        fit_key[b], fit[b] = stamp[n], ok[i]
+        ok = _search(t, cl, capacity[k], kl, opt_start, opt_end, mk, memk, bk, need[k], take_cap[k], consumes[k],
+                     multi[k], con_value[k], con_req, req_claim, rest_min[k], limit, claim_used, con_n, con_v, picks,
+                     opt)
+    b = stamp[n] & (len(fit_key) - 1)
+    fit_key[b], fit[b] = stamp[n] + 1, ok
     return ok
+
+
+@njit(cache=True)
+def _enough_free(taken, multi, opt_start, opt_end, members, before, need):
+    """Whether every request has an alternative with as many matching devices not taken whole
+    (free, or multi-allocatable) as it needs: what `_search` needs before it can succeed, so a
+    node without it is ruled out before the search copies its state and backtracks."""
+    D = members.shape[1]
+    for r in range(len(opt_start)):
+        enough = False
+        for o in range(opt_start[r], opt_end[r]):
+            free = 0
+            for p in range(before[o, D]):
+                d = members[o, p]
+                free += (not taken[d]) | multi[d]
+            if free >= need[o]:
+                enough = True
+                break
+        if not enough:
+            return False
+    return True
 
 
 @njit(cache=True)

@@ -145,6 +145,8 @@ class Scheduler:
         #: Filter, walk, Score and pick as one compiled call, when the profile's plugins are
         #: built-ins it computes (else None: the Python path, the reference)
         self.step = PlacementStep.covering(at["Filter"], at["Score"])
+        self.by_rank_of: np.ndarray | None = None  # the node order `by_rank` sorts (`ready_order`)
+        self.by_rank = np.zeros(0, np.int64)
         self.reservers = at["Reserve"]
         self.reserve = self.reservers[0].on_bind if len(self.reservers) == 1 else self._reserve_all
         self.pick_devices = next(p.pick_devices for p in self.reservers if implements(p, "pick_devices"))
@@ -462,11 +464,14 @@ class Scheduler:
         return cand
 
     def ready_order(self) -> np.ndarray:
-        """The ready nodes in the seeded node order (the order filters walk them in)."""
+        """The ready nodes in the seeded node order (the order filters walk them in), ties by
+        slot: every slot in that order (sorted once per node order) kept where ready."""
         st = self.sim.state
         if self.order_key != st.layout_version:
-            ready = np.flatnonzero(st.ready)
-            self.node_order = ready[np.argsort(self.sim.node_rank[ready], kind="stable")]
+            rank = self.sim.node_rank
+            if self.by_rank_of is not rank:
+                self.by_rank, self.by_rank_of = np.argsort(rank, kind="stable"), rank
+            self.node_order = self.by_rank[st.ready[self.by_rank]]
             self.order_key = st.layout_version
             self.next_start %= max(len(self.node_order), 1)
         return self.node_order

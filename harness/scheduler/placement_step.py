@@ -37,10 +37,6 @@ from harness.scores import (
     allocation_scores,
 )
 
-#: the fewest walked nodes a pod with claims checks in one call (one call per node or two costs
-#: more than the searches where few nodes fit)
-BATCH = 64
-
 #: the Score plugins the step computes, by their strategy in `scores.allocation_scores`
 STRATEGY = {LeastAllocated: LEAST, MostAllocated: MOST, BalancedAllocation: BALANCED}
 
@@ -63,6 +59,8 @@ class PlacementStep:
             self.resources[i, :len(t.resource_ids)] = t.resource_ids
             self.resource_weights[i, :len(t.resource_weights)] = t.resource_weights
         self.all_slots = np.zeros(0, np.int64)
+        #: `silent_terms` by whether a pod asks CPU, memory, GPUs
+        self.silent: dict[tuple[bool, bool, bool], np.ndarray] = {}
 
     @classmethod
     def covering(cls, filters: tuple, scores: tuple) -> PlacementStep | None:
@@ -79,6 +77,17 @@ class PlacementStep:
         covered = [t for t in terms if type(t) in STRATEGY and isinstance(t, ResourceAllocation)]
         return cls(covered, weighted) if len(covered) == len(terms) else None
 
+    def silent_terms(self, w, pod: int) -> np.ndarray:
+        """Per term, whether it scores 0 for the pod (a BalancedAllocation the pod requests none
+        of whose resources of): by whether the pod asks CPU, memory and GPUs, all
+        `requests_any` reads."""
+        asks = (int(w.cpu[pod]) != 0, int(w.mem[pod]) != 0, int(w.gpus[pod]) != 0)
+        silent = self.silent.get(asks)
+        if silent is None:
+            silent = self.silent[asks] = np.array([isinstance(t, BalancedAllocation) and not t.requests_any(w, pod)
+                                                   for t in self.terms])
+        return silent
+
     def place(self, state, w, pod: int, usable: np.ndarray, order: np.ndarray, start: int, k: int,
               node_rank: np.ndarray) -> tuple[int, int]:
         """The node `Scheduler.choose(pod, Scheduler.filter(..., usable))` takes (-1: none fits)
@@ -94,7 +103,7 @@ class PlacementStep:
             order, first, k = self.all_slots, 0, state.n_slots
         gpus = int(w.gpus[pod])
         cpu, mem, gpu, gpu_milli = int(w.cpu[pod]), int(w.mem[pod]), gpus > 0, gpus * int(w.milli[pod])
-        silent = np.array([isinstance(t, BalancedAllocation) and not t.requests_any(w, pod) for t in self.terms])
+        silent = self.silent_terms(w, pod)
         scoring = (self.strategies, self.term_weights, self.resources, self.resource_weights, self.n_resources,
                    self.weighted, silent, state.cpu_cap, state.mem_cap, state.gpu_cap, state.gpu_used, gpu, gpu_milli)
         claims = claims_of(w, pod)
@@ -157,8 +166,10 @@ def step_by_rule(order, start, k, node_rank, usable, cpu_free, mem_free, cpu, me
     found = np.empty(min(k, n_all), np.int64)
     count = 0
     checked = n_all
+    at = start % n_all if n_all else 0
     for i in range(n_all):
-        node = order[(start + i) % n_all]
+        node = order[at]
+        at = at + 1 if at + 1 < n_all else 0
         if packer.fits_rule(node, usable, cpu_free, mem_free, cpu, mem, static, column, need):
             if count == k:  # a (k+1)-th feasible node exists: the walk stopped at the k-th
                 break
@@ -178,38 +189,34 @@ def step_by_claims(order, start, k, node_rank, usable, static, cpu_free, mem_fre
                    take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min, marks, tolerated,
                    limit, strategies, term_weights, resources, resource_weights, n_resources, weighted, silent, cpu_cap,
                    mem_cap, gpu_cap, gpu_used, gpu, gpu_milli):
-    """The step for a pod with claims (`filters.claims_rule`): as `step_by_rule`, the nodes
-    reached that pass `dra.allocator.passes` checked by `dra.allocator.fits_rows` (its stamp
-    cache answered or filled as `feasible` would), a batch at a time: as many as the walk may
-    still need (k + 1 feasible found in all), at least BATCH (nodes past the stop searched only
-    fill the cache)."""
+    """The step for a pod with claims (`filters.claims_rule`): as `step_by_rule`, each node
+    reached that passes `dra.allocator.passes` checked by its claims' stamp cache
+    (`dra.allocator.cached_fit`), or searched and remembered as `feasible` would
+    (`search_node`). Where few nodes can take the claims the walk reaches every node, so what
+    each node costs is what a call costs."""
     n_all = len(order)
     found = np.empty(min(k, n_all), np.int64)
-    rows, at = np.empty(n_all, np.int64), np.empty(n_all, np.int64)
+    scratch = allocator.search_scratch(taken, cap_left, counter_left, opt_start, con_req, req_claim)
     count = 0
     checked = n_all
-    i = 0
-    stopped = False
-    while i < n_all and not stopped:
-        m = 0
-        while i < n_all and m <= max(k - count, BATCH):
-            node = order[(start + i) % n_all]
-            if allocator.passes(node, usable, static, cpu_free, mem_free, cpu, mem):
-                rows[m], at[m] = node, i
-                m += 1
-            i += 1
-        ok = allocator.fits_rows(rows[:m], slot_type, stamp, taken, cap_left, counter_left, fit_key, fit, never,
-                                 opt_start, opt_end, match, members, before, need, take_cap, capacity, consumes,
-                                 multi, con_value, con_req, req_claim, rest_min, marks, tolerated, limit)
-        for j in range(m):
-            if ok[j]:
-                if count == k:  # a (k+1)-th feasible node exists: the walk stopped at the k-th
-                    stopped = True
-                    break
-                found[count] = rows[j]
-                count += 1
-                checked = at[j] + 1
-    if not stopped:
+    at = start % n_all if n_all else 0
+    for i in range(n_all):
+        node = order[at]
+        at = at + 1 if at + 1 < n_all else 0
+        if not allocator.passes(node, usable, static, cpu_free, mem_free, cpu, mem):
+            continue
+        known = allocator.cached_fit(node, slot_type, stamp, fit_key, fit, never)
+        if known == 0 or (known < 0 and not allocator.search_node(
+                node, slot_type, stamp, fit_key, fit, taken, cap_left, counter_left, opt_start, opt_end, match,
+                members, before, need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min,
+                marks, tolerated, limit, scratch)):
+            continue
+        if count == k:  # a (k+1)-th feasible node exists: the walk stopped at the k-th
+            break
+        found[count] = node
+        count += 1
+        checked = i + 1
+    else:
         checked = n_all
     best = _best(found, count, node_rank, strategies, term_weights, resources, resource_weights, n_resources,
                  weighted, silent, cpu_cap, mem_cap, gpu_cap, gpu_used, gpu, gpu_milli, cpu_free, mem_free, cpu, mem)
