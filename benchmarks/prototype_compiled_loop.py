@@ -279,15 +279,22 @@ def set_remove(items, pos, count, n):
 
 
 @njit(cache=True)
-def ready_insert(ready, count, slot_rank, n):
-    """Node n joins the ready nodes, kept in the seeded node order (the order the walk takes)."""
-    lo, hi = 0, count[0]
+def lower_bound(nodes, count, slot_rank, rank):
+    """The first place in `nodes[:count]` (kept in the seeded order) whose rank is >= `rank`."""
+    lo, hi = 0, count
     while lo < hi:
         mid = (lo + hi) // 2
-        if slot_rank[ready[mid]] < slot_rank[n]:
+        if slot_rank[nodes[mid]] < rank:
             lo = mid + 1
         else:
             hi = mid
+    return lo
+
+
+@njit(cache=True)
+def ready_insert(ready, count, slot_rank, n):
+    """Node n joins a list of ready nodes kept in the seeded node order (the order the walk takes)."""
+    lo = lower_bound(ready, count[0], slot_rank, slot_rank[n])
     ready[lo + 1:count[0] + 1] = ready[lo:count[0]].copy()
     ready[lo] = n
     count[0] += 1
@@ -295,15 +302,29 @@ def ready_insert(ready, count, slot_rank, n):
 
 @njit(cache=True)
 def ready_remove(ready, count, slot_rank, n):
-    lo, hi = 0, count[0]
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if slot_rank[ready[mid]] < slot_rank[n]:
-            lo = mid + 1
-        else:
-            hi = mid
+    lo = lower_bound(ready, count[0], slot_rank, slot_rank[n])
     ready[lo:count[0] - 1] = ready[lo + 1:count[0]].copy()
     count[0] -= 1
+
+
+@njit(cache=True)
+def index_ready(n, joins, slot_pool, slot_rack, slot_block, slot_rank, by_pools, by_pools_n, by_rack, by_rack_n,
+                by_block, by_block_n):
+    """Node n joins (or leaves) the ready nodes of each set of pools that holds its pool, of its
+    rack and of its block, each list in the seeded order: the indexed walk's lists."""
+    q, r, b = slot_pool[n], slot_rack[n], slot_block[n]
+    for m in range(1, by_pools.shape[0]):
+        if (m >> q) & 1:
+            if joins:
+                ready_insert(by_pools[m], by_pools_n[m:m + 1], slot_rank, n)
+            else:
+                ready_remove(by_pools[m], by_pools_n[m:m + 1], slot_rank, n)
+    if joins:
+        ready_insert(by_rack[r], by_rack_n[r:r + 1], slot_rank, n)
+        ready_insert(by_block[b], by_block_n[b:b + 1], slot_rank, n)
+    else:
+        ready_remove(by_rack[r], by_rack_n[r:r + 1], slot_rank, n)
+        ready_remove(by_block[b], by_block_n[b:b + 1], slot_rank, n)
 
 
 @njit(cache=True)
@@ -337,20 +358,27 @@ def start_job(j, now, job_first, job_size, job_submit, job_started, pod_status, 
 
 
 @njit(cache=True)
-def walk_step(p, g, loc, start, k_feasible, ready, n_all, slot_rack, slot_block, slot_rank, pod_cpu, pod_mem,
-              pod_gpus, pod_milli, pod_dom, pod_pools, slot_pool, slot_ngpu, slot_nvl, slot_numa, slot_cpu, slot_mem,
-              cpu_free, mem_free, gpu_free):
-    """One placement step: from nextStartNodeIndex `start`, walk the ready nodes in the seeded
-    order (of group g if g >= 0) until k_feasible pass NodeResourcesFit, score each, keep the
-    best (ties by the seeded order). Returns (node or -1, the next start)."""
-    best, best_score, found, checked = -1, -1, 0, n_all
+def walk_step(p, g, loc, start, k_feasible, ready, n_all, nodes, count, slot_rack, slot_block, slot_rank, pod_cpu,
+              pod_mem, pod_gpus, pod_milli, pod_dom, pod_pools, slot_pool, slot_ngpu, slot_nvl, slot_numa, slot_cpu,
+              slot_mem, cpu_free, mem_free, gpu_free):
+    """One placement step: from nextStartNodeIndex `start` (a place in `ready`, the n_all ready
+    nodes in the seeded order), walk them until k_feasible pass NodeResourcesFit (of group g if
+    g >= 0), score each, keep the best (ties by the seeded order). Returns (node or -1, the next
+    start). The walk takes `nodes[:count]`: all ready nodes, or (indexed) the ready nodes of the
+    pod's pools or group alone, in the same order from the same place, so it finds the same
+    nodes, and the next start is counted in `ready` as upstream's nextStartNodeIndex."""
+    best, best_score, found, last, stopped = -1, -1, 0, -1, False
+    if n_all == 0 or count == 0:
+        return -1, 0 if n_all == 0 else start
     pools, cpu, mem, gpus, milli, dom_kind = pod_pools[p], pod_cpu[p], pod_mem[p], pod_gpus[p], pod_milli[p], pod_dom[p]
     groups = slot_rack if loc == 1 else slot_block
-    i = start
-    for r in range(n_all):  # the filter inlined, cheapest test first: this loop is most of the replay
-        n = ready[i]
+    i = lower_bound(nodes, count, slot_rank, slot_rank[ready[start]])
+    if i == count:
+        i = 0
+    for _ in range(count):  # the filter inlined, cheapest test first: this loop is most of the replay
+        n = nodes[i]
         i += 1
-        if i == n_all:
+        if i == count:
             i = 0
         if g >= 0 and groups[n] != g:
             continue
@@ -364,15 +392,17 @@ def walk_step(p, g, loc, start, k_feasible, ready, n_all, slot_rack, slot_block,
                                            slot_nvl[n] if dom_kind == 1 else slot_numa[n]):
                 continue
         if found == k_feasible:  # a (k+1)-th feasible node: the walk stopped at the k-th
+            stopped = True
             break
         found += 1
-        checked = r + 1
+        last = n
         s = score(cpu_free, mem_free, slot_cpu, slot_mem, n, pod_cpu[p], pod_mem[p])
         if s > best_score or (s == best_score and slot_rank[n] < slot_rank[best]):
             best, best_score = n, s
-    if found < k_feasible:
-        checked = n_all
-    return best, (start + checked) % max(n_all, 1)
+    checked = n_all  # no more than k feasible: every node was checked (as harness/scheduler/sampling.py)
+    if stopped:
+        checked = (lower_bound(ready, n_all, slot_rank, slot_rank[last]) - start) % n_all + 1
+    return best, (start + checked) % n_all
 
 
 # ---- the replay ------------------------------------------------------------------------------
@@ -384,7 +414,7 @@ def replay(seed, horizon, scan_s,
            slot_rank,
            pool_first, pool_count, pool_price, pool_boot_min, pool_boot_max, pool_stock, pool_min,
            n_racks, n_blocks, n_shapes,
-           unneeded_s, delay_after_add_s, max_removals, demand_window_s, backoff_s, max_backoff_s):
+           unneeded_s, delay_after_add_s, max_removals, demand_window_s, backoff_s, max_backoff_s, indexed):
     """The merged loop's replay, compiled whole (the module docstring says what it models).
     Returns (stats in `STATS` order, pod status, pod node, node status, CPU, memory and GPU free)."""
     np.random.seed(seed)  # noqa: NPY002 (numba compiles the legacy API only)
@@ -433,6 +463,14 @@ def replay(seed, horizon, scan_s,
     failed_size = np.zeros(n_shapes * 3, np.int64)  # ... and the smallest gang size that failed
     cycle_no, next_start = 0, 0
     ready, n_ready = np.zeros(n_slots, np.int64), np.zeros(1, np.int64)  # the ready nodes in the seeded order
+    # ... and (the indexed walk) those of each set of pools, rack and block
+    by_pools, by_pools_n = np.zeros((1 << n_pools, n_slots), np.int64), np.zeros(1 << n_pools, np.int64)
+    rack_size, block_size = np.zeros(n_racks, np.int64), np.zeros(n_blocks, np.int64)
+    for n in range(n_slots):
+        rack_size[slot_rack[n]] += 1
+        block_size[slot_block[n]] += 1
+    by_rack, by_rack_n = np.zeros((n_racks, rack_size.max()), np.int64), np.zeros(n_racks, np.int64)
+    by_block, by_block_n = np.zeros((n_blocks, block_size.max()), np.int64), np.zeros(n_blocks, np.int64)
     max_job = int(job_size.max())
     trial_node, trial_mask = np.zeros(max_job, np.int64), np.zeros(max_job, np.int64)
     group_cap = np.zeros(max(n_racks, n_blocks), np.int64)
@@ -460,6 +498,8 @@ def replay(seed, horizon, scan_s,
             acc[EXIST] += slot_ngpu[n] * WHOLE
             acc[READY_MILLI] += slot_ngpu[n] * WHOLE
             ready_insert(ready, n_ready, slot_rank, n)
+            index_ready(n, True, slot_pool, slot_rack, slot_block, slot_rank, by_pools, by_pools_n, by_rack,
+                        by_rack_n, by_block, by_block_n)
             if slot_committed[n]:
                 acc[COMMITTED_EMPTY] -= slot_ngpu[n] * WHOLE
 
@@ -512,6 +552,8 @@ def replay(seed, horizon, scan_s,
             n = ident  # a node is ready: its planned pods run, or wait for their gang
             node_status[n] = READY
             ready_insert(ready, n_ready, slot_rank, n)
+            index_ready(n, True, slot_pool, slot_rack, slot_block, slot_rank, by_pools, by_pools_n, by_rack,
+                        by_rack_n, by_block, by_block_n)
             next_start %= n_ready[0]
             acc[BOOTING_MILLI] -= slot_ngpu[n] * WHOLE
             acc[READY_MILLI] += slot_ngpu[n] * WHOLE
@@ -595,8 +637,10 @@ def replay(seed, horizon, scan_s,
                     first, size, loc = job_first[j], job_size[j], job_loc[j]
                     stats[S_PLANS] += 1
                     n_have = 0  # what it has: ready nodes with room for its pod, then booting nodes
-                    for r in range(n_ready[0]):
-                        n = ready[r]
+                    scan, n_scan = (by_pools[pod_pools[first]], by_pools_n[pod_pools[first]]) if indexed else (
+                        ready, n_ready[0])
+                    for r in range(n_scan):
+                        n = scan[r]
                         if fits(first, n, pod_cpu, pod_mem, pod_gpus, pod_milli, pod_dom,
                                                             pod_pools, slot_pool, slot_ngpu, slot_nvl, slot_numa,
                                                             cpu_free, mem_free, gpu_free):
@@ -789,6 +833,8 @@ def replay(seed, horizon, scan_s,
                         continue
                     node_status[n] = ABSENT
                     ready_remove(ready, n_ready, slot_rank, n)
+                    index_ready(n, False, slot_pool, slot_rack, slot_block, slot_rank, by_pools, by_pools_n, by_rack,
+                                by_rack_n, by_block, by_block_n)
                     next_start %= max(n_ready[0], 1)
                     pool_present[q] -= 1
                     rack_free[slot_rack[n]] += 1
@@ -839,8 +885,10 @@ def replay(seed, horizon, scan_s,
                 if loc != 0:
                     n_groups = n_racks if loc == 1 else n_blocks
                     group_cap[:n_groups] = 0
-                    for r in range(n_ready[0]):
-                        n = ready[r]
+                    scan, n_scan = (by_pools[pod_pools[first]], by_pools_n[pod_pools[first]]) if indexed else (
+                        ready, n_ready[0])
+                    for r in range(n_scan):
+                        n = scan[r]
                         if fits(first, n, pod_cpu, pod_mem, pod_gpus, pod_milli, pod_dom,
                                                             pod_pools, slot_pool, slot_ngpu, slot_nvl, slot_numa,
                                                             cpu_free, mem_free, gpu_free):
@@ -852,7 +900,16 @@ def replay(seed, horizon, scan_s,
                     ok = True
                     for i in range(size):
                         p = first + i
-                        best, next_start = walk_step(p, g, loc, next_start, k_feasible, ready, n_ready[0], slot_rack,
+                        if not indexed:
+                            nodes, count = ready, n_ready[0]
+                        elif g < 0:
+                            nodes, count = by_pools[pod_pools[p]], by_pools_n[pod_pools[p]]
+                        elif loc == 1:
+                            nodes, count = by_rack[g], by_rack_n[g]
+                        else:
+                            nodes, count = by_block[g], by_block_n[g]
+                        best, next_start = walk_step(p, g, loc, next_start, k_feasible, ready, n_ready[0], nodes,
+                                                     count, slot_rack,
                                                      slot_block, slot_rank, pod_cpu, pod_mem, pod_gpus, pod_milli,
                                                      pod_dom, pod_pools, slot_pool, slot_ngpu, slot_nvl, slot_numa,
                                                      slot_cpu, slot_mem, cpu_free, mem_free, gpu_free)
@@ -908,7 +965,7 @@ def replay(seed, horizon, scan_s,
 
 
 # ---- the driver (Python, not timed) ------------------------------------------------------------
-def inputs(trace: Path, seed: int = 0) -> dict:
+def inputs(trace: Path, seed: int = 0, indexed: bool = True) -> dict:
     """The prototype's arrays from the harness's own build of the scale replay (the trace compiled
     against conf/cluster/scale.yaml, the seeded node order, the horizon): pods in job order."""
     from harness.config import compose
@@ -958,7 +1015,7 @@ def inputs(trace: Path, seed: int = 0) -> dict:
         "n_racks": int(st.slot_rack.max()) + 1, "n_blocks": int(st.slot_block.max()) + 1,
         "n_shapes": int(w.shape.max()) + 1,
         "unneeded_s": 600.0, "delay_after_add_s": 600.0, "max_removals": 10, "demand_window_s": 600.0,
-        "backoff_s": 300.0, "max_backoff_s": 1800.0,
+        "backoff_s": 300.0, "max_backoff_s": 1800.0, "indexed": indexed,
     }
 
 
@@ -1054,6 +1111,9 @@ def main() -> None:
     ap.add_argument("--sizes", default="10000,100000,300000,1000000")
     ap.add_argument("--trace-dir", default=None, help="where the traces are (made there if absent)")
     ap.add_argument("--json", action="store_true", help="print each size's figures as one JSON line too")
+    ap.add_argument("--full-walk", action="store_true",
+                    help="walk every ready node for every pod, as the harness does (default: the indexed walk, "
+                         "the same nodes found from the ready nodes of the pod's pools or group)")
     ap.add_argument("--compare", action="store_true", help="replay each trace through the real merged loop too")
     ap.add_argument("--real", action="append", default=[], metavar="KEY=VALUE",
                     help="a config override for the real loop's replay (consolidation=false: its scale-down as "
@@ -1065,7 +1125,7 @@ def main() -> None:
     print("|---" * 11 + "|")
     for pods in (int(x) for x in args.sizes.split(",")):
         b0 = time.perf_counter()
-        arrays = inputs(generate(pods, folder))
+        arrays = inputs(generate(pods, folder), indexed=not args.full_walk)
         build_s = time.perf_counter() - b0
         _, first_wall, _, _ = timed(arrays)  # compiles (or loads numba's cache) then runs
         result, wall, cpu, _ = timed(arrays)

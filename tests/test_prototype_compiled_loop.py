@@ -92,3 +92,84 @@ def test_the_accounting_adds_up(run):
     # every pod done: no GPU is counted used or waiting for its gang any more
     assert _stat(run, "end_used_milli") == _stat(run, "end_gang_wait_milli") == 0
     assert _stat(run, "nodes_provisioned") >= _stat(run, "nodes_removed")
+
+
+# The walk, over every ready node and indexed, against kube-scheduler's walk written plainly here
+# (findNodesThatPassFilters from nextStartNodeIndex, the next start moved past the nodes checked
+# as harness/scheduler/sampling.py's walk_feasible does, then the best score), on random states
+WALKS = """
+import sys
+import numpy as np
+sys.path.insert(0, "benchmarks")
+import prototype_compiled_loop as m
+
+def reference(g, loc, start, k, ready, groups, arrays, slot_cpu, slot_mem, slot_rank, cpu_free, mem_free, pod):
+    n_all = len(ready)
+    found, checked, best, best_score = 0, n_all, -1, -1
+    for r in range(n_all):
+        n = ready[(start + r) % n_all]
+        if (g >= 0 and groups[n] != g) or not m.fits(0, n, *arrays):
+            continue
+        if found == k:
+            break
+        found, checked = found + 1, r + 1
+        s = m.score(cpu_free, mem_free, slot_cpu, slot_mem, n, pod[0], pod[1])
+        if s > best_score or (s == best_score and slot_rank[n] < slot_rank[best]):
+            best, best_score = n, s
+    else:  # no (k+1)-th feasible node: every node was checked
+        checked = n_all
+    return best, (start + checked) % n_all if n_all else 0
+
+rng = np.random.default_rng(0)
+n_slots, n_racks = 600, 40
+slot_pool = np.repeat(np.arange(3), 200)
+slot_rack = np.arange(n_slots) // 15
+slot_block = slot_pool.copy()
+slot_ngpu = np.where(slot_pool == 2, 4, 8)
+slot_nvl = np.where(slot_pool == 2, 1, 8)
+slot_numa = np.where(slot_pool == 2, 4, 4)
+slot_cpu, slot_mem = np.full(n_slots, 192000), np.full(n_slots, 2000000)
+slot_rank = rng.permutation(n_slots)
+differ = 0
+for case in range(int(sys.argv[1])):
+    present = rng.random(n_slots) < rng.uniform(0.2, 1.0)
+    ready = np.flatnonzero(present)[np.argsort(slot_rank[present])]
+    gpu = np.zeros((n_slots, 10), np.int64)
+    for n in range(n_slots):
+        gpu[n, :slot_ngpu[n]] = rng.choice([0, 1000, 500, 250], size=slot_ngpu[n], p=[0.5, 0.3, 0.1, 0.1])
+        m.summarize(gpu, n, slot_ngpu[n])
+    cpu_free, mem_free = rng.integers(0, 192001, n_slots), rng.integers(0, 2000001, n_slots)
+    pod_pools = rng.integers(1, 8, 1)
+    pod_gpus, pod_milli = rng.choice([0, 1, 2, 4, 8], 1), rng.choice([1000, 250, 500], 1)
+    pod_milli[pod_gpus != 1] = 1000
+    pod_cpu, pod_mem, pod_dom = rng.integers(0, 100000, 1), rng.integers(0, 1000000, 1), rng.integers(0, 3, 1)
+    loc = int(rng.integers(0, 3))
+    g = -1 if loc == 0 else int(rng.integers(0, n_racks if loc == 1 else 3))
+    groups = slot_rack if loc == 1 else slot_block
+    if g >= 0:
+        nodes = ready[groups[ready] == g]
+    else:
+        nodes = ready[(pod_pools[0] >> slot_pool[ready]) & 1 == 1]
+    k = int(rng.choice([m.num_feasible(len(ready)), 1, 3, 20]))
+    start = int(rng.integers(0, max(len(ready), 1)))
+    common = (slot_rack, slot_block, slot_rank, pod_cpu, pod_mem, pod_gpus, pod_milli, pod_dom, pod_pools,
+              slot_pool, slot_ngpu, slot_nvl, slot_numa, slot_cpu, slot_mem, cpu_free, mem_free, gpu)
+    full = m.walk_step(0, g, loc, start, k, ready, len(ready), ready, len(ready), *common)
+    indexed = m.walk_step(0, g, loc, start, k, ready, len(ready), nodes, len(nodes), *common)
+    want = reference(g, loc, start, k, ready, groups, (pod_cpu, pod_mem, pod_gpus, pod_milli, pod_dom, pod_pools,
+                     slot_pool, slot_ngpu, slot_nvl, slot_numa, cpu_free, mem_free, gpu), slot_cpu, slot_mem,
+                     slot_rank, cpu_free, mem_free, (int(pod_cpu[0]), int(pod_mem[0])))
+    differ += full != want or indexed != want
+print(differ)
+"""
+
+
+def test_the_walk_indexed_or_not_is_kube_schedulers():
+    """On random states (ready nodes, free devices, pods of every kind, starts, groups, k), the
+    walk over every ready node and the walk over the pod's pools' or group's ready nodes pick
+    the node kube-scheduler's walk picks (the first k feasible nodes from nextStartNodeIndex,
+    the best score, ties by the seeded order) and move nextStartNodeIndex as far."""
+    env = {**os.environ, "NUMBA_DISABLE_JIT": "1", "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", WALKS, "300"], cwd=REPO, env=env, check=True, timeout=120,
+                         capture_output=True, text=True)
+    assert out.stdout.strip() == "0", f"{out.stdout.strip()} of 300 walks differ from kube-scheduler's"
