@@ -230,6 +230,57 @@ def score(cpu_free, mem_free, cpu_cap, mem_cap, n, cpu, mem):
     return least + balanced
 
 
+# A node's fields the filter and the scores read, in one row of one array: every array a
+# compiled helper takes costs an atomic reference count per call (most of the replay's time when
+# the filter took the node arrays), and the walk visits nodes in the seeded order, a cache miss
+# per array. The arrays stay the truth; the row is renewed (`sync`) whenever the node's room changes.
+(H_CPU, H_MEM, H_WHOLE, H_SHARE, H_NVL_WHOLE, H_NUMA_WHOLE, H_POOL, H_CPU_CAP, H_MEM_CAP,
+ H_RANK) = range(10)
+
+
+@njit(cache=True)
+def most_whole_in_domain(gpu_free, n, ngpu, dom):
+    """The most whole devices free in one aligned domain of `dom` devices of node n."""
+    most = 0
+    for d0 in range(0, ngpu, dom):
+        c = 0
+        for g in range(d0, min(d0 + dom, ngpu)):
+            c += gpu_free[n, g] == WHOLE
+        most = max(most, c)
+    return most
+
+
+@njit(cache=True)
+def sync(hot, n, cpu_free, mem_free, gpu_free, ngpu, nvl, numa):
+    hot[n, H_CPU], hot[n, H_MEM] = cpu_free[n], mem_free[n]
+    hot[n, H_WHOLE], hot[n, H_SHARE] = gpu_free[n, FREE_WHOLE], gpu_free[n, MAX_SHARE]
+    hot[n, H_NVL_WHOLE] = most_whole_in_domain(gpu_free, n, ngpu, nvl)
+    hot[n, H_NUMA_WHOLE] = most_whole_in_domain(gpu_free, n, ngpu, numa)
+
+
+@njit(cache=True)
+def hot_rows(slot_pool, slot_cpu, slot_mem, slot_rank, slot_ngpu, slot_nvl, slot_numa, cpu_free, mem_free, gpu_free):
+    """Every node's row of the fields the filter and the scores read."""
+    hot = np.zeros((len(slot_pool), 10), np.int64)
+    for n in range(len(slot_pool)):
+        hot[n, H_POOL], hot[n, H_CPU_CAP], hot[n, H_MEM_CAP], hot[n, H_RANK] = (
+            slot_pool[n], slot_cpu[n], slot_mem[n], slot_rank[n])
+        sync(hot, n, cpu_free, mem_free, gpu_free, slot_ngpu[n], slot_nvl[n], slot_numa[n])
+    return hot
+
+
+@njit(cache=True, inline="always")
+def fits_row(hot, n, pools, cpu, mem, gpus, milli, dom_kind):
+    """`fits` from the node's row (dom_kind: 0 any devices, 1 one NVLink domain, 2 one NUMA domain)."""
+    if not (pools >> hot[n, H_POOL]) & 1 or hot[n, H_CPU] < cpu or hot[n, H_MEM] < mem:
+        return False
+    if gpus == 0:
+        return True
+    if milli < WHOLE:
+        return hot[n, H_SHARE] >= milli
+    return hot[n, H_WHOLE if dom_kind == 0 else (H_NVL_WHOLE if dom_kind == 1 else H_NUMA_WHOLE)] >= gpus
+
+
 @njit(cache=True)
 def num_feasible(n_all):
     if n_all < 100:
@@ -238,10 +289,11 @@ def num_feasible(n_all):
     return max(n_all * pct // 100, 100)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def fits(p, n, pod_cpu, pod_mem, pod_gpus, pod_milli, pod_dom, pod_pools, slot_pool, slot_ngpu, slot_nvl,
          slot_numa, cpu_free, mem_free, gpu_free):
-    """NodeResourcesFit of pod p on node n (its pool's node type may hold it; room now)."""
+    """NodeResourcesFit of pod p on node n (its pool's node type may hold it; room now), from the
+    arrays themselves: what `fits_row` answers from a node's row (the test's reference)."""
     if not (pod_pools[p] >> slot_pool[n]) & 1:
         return False
     if cpu_free[n] < pod_cpu[p] or mem_free[n] < pod_mem[p]:
@@ -295,7 +347,8 @@ def lower_bound(nodes, count, slot_rank, rank):
 def ready_insert(ready, count, slot_rank, n):
     """Node n joins a list of ready nodes kept in the seeded node order (the order the walk takes)."""
     lo = lower_bound(ready, count[0], slot_rank, slot_rank[n])
-    ready[lo + 1:count[0] + 1] = ready[lo:count[0]].copy()
+    for k in range(count[0], lo, -1):  # in place: a slice copy allocated, then copied twice
+        ready[k] = ready[k - 1]
     ready[lo] = n
     count[0] += 1
 
@@ -303,7 +356,8 @@ def ready_insert(ready, count, slot_rank, n):
 @njit(cache=True)
 def ready_remove(ready, count, slot_rank, n):
     lo = lower_bound(ready, count[0], slot_rank, slot_rank[n])
-    ready[lo:count[0] - 1] = ready[lo + 1:count[0]].copy()
+    for k in range(lo, count[0] - 1):
+        ready[k] = ready[k + 1]
     count[0] -= 1
 
 
@@ -358,9 +412,8 @@ def start_job(j, now, job_first, job_size, job_submit, job_started, pod_status, 
 
 
 @njit(cache=True)
-def walk_step(p, g, loc, start, k_feasible, ready, n_all, nodes, count, slot_rack, slot_block, slot_rank, pod_cpu,
-              pod_mem, pod_gpus, pod_milli, pod_dom, pod_pools, slot_pool, slot_ngpu, slot_nvl, slot_numa, slot_cpu,
-              slot_mem, cpu_free, mem_free, gpu_free):
+def walk_step(g, groups, start, k_feasible, ready, n_all, nodes, count, slot_rank, hot, pools, cpu, mem, gpus, milli,
+              dom_kind):
     """One placement step: from nextStartNodeIndex `start` (a place in `ready`, the n_all ready
     nodes in the seeded order), walk them until k_feasible pass NodeResourcesFit (of group g if
     g >= 0), score each, keep the best (ties by the seeded order). Returns (node or -1, the next
@@ -370,8 +423,7 @@ def walk_step(p, g, loc, start, k_feasible, ready, n_all, nodes, count, slot_rac
     best, best_score, found, last, stopped = -1, -1, 0, -1, False
     if n_all == 0 or count == 0:
         return -1, 0 if n_all == 0 else start
-    pools, cpu, mem, gpus, milli, dom_kind = pod_pools[p], pod_cpu[p], pod_mem[p], pod_gpus[p], pod_milli[p], pod_dom[p]
-    groups = slot_rack if loc == 1 else slot_block
+    whole = H_WHOLE if dom_kind == 0 else (H_NVL_WHOLE if dom_kind == 1 else H_NUMA_WHOLE)
     i = lower_bound(nodes, count, slot_rank, slot_rank[ready[start]])
     if i == count:
         i = 0
@@ -382,22 +434,20 @@ def walk_step(p, g, loc, start, k_feasible, ready, n_all, nodes, count, slot_rac
             i = 0
         if g >= 0 and groups[n] != g:
             continue
-        if not (pools >> slot_pool[n]) & 1 or cpu_free[n] < cpu or mem_free[n] < mem:
+        if not (pools >> hot[n, H_POOL]) & 1 or hot[n, H_CPU] < cpu or hot[n, H_MEM] < mem:
             continue
-        if gpus:
-            if milli < WHOLE:
-                if gpu_free[n, MAX_SHARE] < milli:
-                    continue
-            elif gpu_free[n, FREE_WHOLE] < gpus or dom_kind and not gpu_fits(gpu_free, n, slot_ngpu[n], gpus, milli,
-                                           slot_nvl[n] if dom_kind == 1 else slot_numa[n]):
-                continue
+        if gpus and hot[n, H_SHARE if milli < WHOLE else whole] < (milli if milli < WHOLE else gpus):
+            continue
         if found == k_feasible:  # a (k+1)-th feasible node: the walk stopped at the k-th
             stopped = True
             break
         found += 1
         last = n
-        s = score(cpu_free, mem_free, slot_cpu, slot_mem, n, pod_cpu[p], pod_mem[p])
-        if s > best_score or (s == best_score and slot_rank[n] < slot_rank[best]):
+        cpu_cap, mem_cap = hot[n, H_CPU_CAP], hot[n, H_MEM_CAP]  # `score` from the row, written out
+        req_c, req_m = cpu_cap - hot[n, H_CPU] + cpu, mem_cap - hot[n, H_MEM] + mem
+        least = ((cpu_cap - req_c) * MAX_SCORE // cpu_cap + (mem_cap - req_m) * MAX_SCORE // mem_cap) // 2
+        s = least + int((1.0 - abs(min(req_c / cpu_cap, 1.0) - min(req_m / mem_cap, 1.0)) / 2.0) * MAX_SCORE)
+        if s > best_score or (s == best_score and hot[n, H_RANK] < hot[best, H_RANK]):
             best, best_score = n, s
     checked = n_all  # no more than k feasible: every node was checked (as harness/scheduler/sampling.py)
     if stopped:
@@ -426,6 +476,8 @@ def replay(seed, horizon, scan_s,
     cpu_free = slot_cpu.copy()
     mem_free = slot_mem.copy()
     gpu_free = np.zeros((n_slots, 10), np.int64)
+    hot = hot_rows(slot_pool, slot_cpu, slot_mem, slot_rank, slot_ngpu, slot_nvl, slot_numa, cpu_free, mem_free,
+                   gpu_free)
     node_npods = np.zeros(n_slots, np.int64)
     node_head = np.full(n_slots, -1, np.int64)  # the pods on a node: a doubly linked list
     pod_next = np.full(n_pods, -1, np.int64)
@@ -493,6 +545,7 @@ def replay(seed, horizon, scan_s,
             n = pool_first[q] + i
             node_status[n] = READY
             gpu_reset(gpu_free, n, slot_ngpu[n])
+            sync(hot, n, cpu_free, mem_free, gpu_free, slot_ngpu[n], slot_nvl[n], slot_numa[n])
             pool_present[q] += 1
             rack_free[slot_rack[n]] -= 1
             acc[EXIST] += slot_ngpu[n] * WHOLE
@@ -534,6 +587,7 @@ def replay(seed, horizon, scan_s,
                 cpu_free[n] += pod_cpu[p]
                 mem_free[n] += pod_mem[p]
                 gpu_give(gpu_free, n, slot_ngpu[n], pod_mask[p], pod_milli[p])
+                sync(hot, n, cpu_free, mem_free, gpu_free, slot_ngpu[n], slot_nvl[n], slot_numa[n])
                 acc[USED] -= pod_gpus[p] * pod_milli[p]
                 pod_status[p] = DONE
                 if pod_prev[p] >= 0:
@@ -635,15 +689,15 @@ def replay(seed, horizon, scan_s,
                     if planned_at[j] == layout_version:
                         continue
                     first, size, loc = job_first[j], job_size[j], job_loc[j]
+                    f_pools, f_cpu, f_mem = pod_pools[first], pod_cpu[first], pod_mem[first]  # its first pod
+                    f_gpus, f_milli, f_dom = pod_gpus[first], pod_milli[first], pod_dom[first]
                     stats[S_PLANS] += 1
                     n_have = 0  # what it has: ready nodes with room for its pod, then booting nodes
                     scan, n_scan = (by_pools[pod_pools[first]], by_pools_n[pod_pools[first]]) if indexed else (
                         ready, n_ready[0])
                     for r in range(n_scan):
                         n = scan[r]
-                        if fits(first, n, pod_cpu, pod_mem, pod_gpus, pod_milli, pod_dom,
-                                                            pod_pools, slot_pool, slot_ngpu, slot_nvl, slot_numa,
-                                                            cpu_free, mem_free, gpu_free):
+                        if fits_row(hot, n, f_pools, f_cpu, f_mem, f_gpus, f_milli, f_dom):
                             have[n_have] = n
                             n_have += 1
                     for b in range(n_boot[0]):
@@ -768,6 +822,7 @@ def replay(seed, horizon, scan_s,
                             node_status[n] = BOOTING
                             cpu_free[n], mem_free[n] = slot_cpu[n], slot_mem[n]
                             gpu_reset(gpu_free, n, slot_ngpu[n])
+                            sync(hot, n, cpu_free, mem_free, gpu_free, slot_ngpu[n], slot_nvl[n], slot_numa[n])
                             pool_present[q] += 1
                             rack_free[slot_rack[n]] -= 1
                             acc[EXIST] += slot_ngpu[n] * WHOLE
@@ -788,6 +843,7 @@ def replay(seed, horizon, scan_s,
                         mask = gpu_take(gpu_free, n, slot_ngpu[n], pod_gpus[p], pod_milli[p], dom)
                         cpu_free[n] -= pod_cpu[p]
                         mem_free[n] -= pod_mem[p]
+                        sync(hot, n, cpu_free, mem_free, gpu_free, slot_ngpu[n], slot_nvl[n], slot_numa[n])
                         if mask < 0 or cpu_free[n] < 0 or mem_free[n] < 0:  # over-committed
                             stats[S_VIOLATIONS] += 1
                         pod_node[p], pod_mask[p], pod_status[p] = n, mask, BOUND
@@ -863,13 +919,13 @@ def replay(seed, horizon, scan_s,
                 j = queue[qi]
                 qi += 1
                 first, size, loc = job_first[j], job_size[j], job_loc[j]
+                f_pools, f_cpu, f_mem = pod_pools[first], pod_cpu[first], pod_mem[first]  # its first pod
+                f_gpus, f_milli, f_dom = pod_gpus[first], pod_milli[first], pod_dom[first]
                 if tried_at[j] >= 0 and tried_at[j] != cap_version:  # QueueingHints: a grown node fits it?
                     helped = False
                     for gi in range(n_grown[0]):
                         n = grown_items[gi]
-                        if node_status[n] == READY and fits(first, n, pod_cpu, pod_mem, pod_gpus, pod_milli, pod_dom,
-                                                            pod_pools, slot_pool, slot_ngpu, slot_nvl, slot_numa,
-                                                            cpu_free, mem_free, gpu_free):
+                        if node_status[n] == READY and fits_row(hot, n, f_pools, f_cpu, f_mem, f_gpus, f_milli, f_dom):
                             helped = True
                             break
                     if not helped:
@@ -889,9 +945,7 @@ def replay(seed, horizon, scan_s,
                         ready, n_ready[0])
                     for r in range(n_scan):
                         n = scan[r]
-                        if fits(first, n, pod_cpu, pod_mem, pod_gpus, pod_milli, pod_dom,
-                                                            pod_pools, slot_pool, slot_ngpu, slot_nvl, slot_numa,
-                                                            cpu_free, mem_free, gpu_free):
+                        if fits_row(hot, n, f_pools, f_cpu, f_mem, f_gpus, f_milli, f_dom):
                             group_cap[slot_rack[n] if loc == 1 else slot_block[n]] += 1  # a member a node here
                 placed = False
                 for g in range(-1 if n_groups == 0 else 0, max(n_groups, 0)):
@@ -908,11 +962,10 @@ def replay(seed, horizon, scan_s,
                             nodes, count = by_rack[g], by_rack_n[g]
                         else:
                             nodes, count = by_block[g], by_block_n[g]
-                        best, next_start = walk_step(p, g, loc, next_start, k_feasible, ready, n_ready[0], nodes,
-                                                     count, slot_rack,
-                                                     slot_block, slot_rank, pod_cpu, pod_mem, pod_gpus, pod_milli,
-                                                     pod_dom, pod_pools, slot_pool, slot_ngpu, slot_nvl, slot_numa,
-                                                     slot_cpu, slot_mem, cpu_free, mem_free, gpu_free)
+                        best, next_start = walk_step(g, slot_rack if loc == 1 else slot_block, next_start,
+                                                     k_feasible, ready, n_ready[0], nodes, count, slot_rank, hot,
+                                                     pod_pools[p], pod_cpu[p], pod_mem[p], pod_gpus[p], pod_milli[p],
+                                                     pod_dom[p])
                         if best < 0:  # Unreserve the trial
                             ok = False
                             for b in range(i):
@@ -920,6 +973,8 @@ def replay(seed, horizon, scan_s,
                                 mem_free[trial_node[b]] += pod_mem[first + b]
                                 gpu_give(gpu_free, trial_node[b], slot_ngpu[trial_node[b]], trial_mask[b],
                                          pod_milli[first + b])
+                                nb = trial_node[b]
+                                sync(hot, nb, cpu_free, mem_free, gpu_free, slot_ngpu[nb], slot_nvl[nb], slot_numa[nb])
                             break
                         dom = slot_ngpu[best] if pod_dom[p] == 0 else (
                             slot_nvl[best] if pod_dom[p] == 1 else slot_numa[best])
@@ -927,6 +982,7 @@ def replay(seed, horizon, scan_s,
                         trial_node[i] = best
                         cpu_free[best] -= pod_cpu[p]
                         mem_free[best] -= pod_mem[p]
+                        sync(hot, best, cpu_free, mem_free, gpu_free, slot_ngpu[best], slot_nvl[best], slot_numa[best])
                         if trial_mask[i] < 0 or cpu_free[best] < 0 or mem_free[best] < 0:  # over-committed
                             stats[S_VIOLATIONS] += 1
                     if ok:

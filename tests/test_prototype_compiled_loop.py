@@ -152,10 +152,10 @@ for case in range(int(sys.argv[1])):
         nodes = ready[(pod_pools[0] >> slot_pool[ready]) & 1 == 1]
     k = int(rng.choice([m.num_feasible(len(ready)), 1, 3, 20]))
     start = int(rng.integers(0, max(len(ready), 1)))
-    common = (slot_rack, slot_block, slot_rank, pod_cpu, pod_mem, pod_gpus, pod_milli, pod_dom, pod_pools,
-              slot_pool, slot_ngpu, slot_nvl, slot_numa, slot_cpu, slot_mem, cpu_free, mem_free, gpu)
-    full = m.walk_step(0, g, loc, start, k, ready, len(ready), ready, len(ready), *common)
-    indexed = m.walk_step(0, g, loc, start, k, ready, len(ready), nodes, len(nodes), *common)
+    hot = m.hot_rows(slot_pool, slot_cpu, slot_mem, slot_rank, slot_ngpu, slot_nvl, slot_numa, cpu_free, mem_free, gpu)
+    pod = (pod_pools[0], pod_cpu[0], pod_mem[0], pod_gpus[0], pod_milli[0], pod_dom[0])
+    full = m.walk_step(g, groups, start, k, ready, len(ready), ready, len(ready), slot_rank, hot, *pod)
+    indexed = m.walk_step(g, groups, start, k, ready, len(ready), nodes, len(nodes), slot_rank, hot, *pod)
     want = reference(g, loc, start, k, ready, groups, (pod_cpu, pod_mem, pod_gpus, pod_milli, pod_dom, pod_pools,
                      slot_pool, slot_ngpu, slot_nvl, slot_numa, cpu_free, mem_free, gpu), slot_cpu, slot_mem,
                      slot_rank, cpu_free, mem_free, (int(pod_cpu[0]), int(pod_mem[0])))
