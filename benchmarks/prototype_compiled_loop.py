@@ -282,6 +282,22 @@ def fits_row(hot, n, pools, cpu, mem, gpus, milli, dom_kind):
 
 
 @njit(cache=True)
+def fitting(hot, nodes, count, out, groups, per_group, pools, cpu, mem, gpus, milli, dom_kind):
+    """The nodes of `nodes[:count]` that pass `fits_row`, into `out` (returns how many), or, if
+    `per_group` has room, counted there by their group: one call per scan, not one per node."""
+    k = 0
+    for r in range(count):
+        n = nodes[r]
+        if fits_row(hot, n, pools, cpu, mem, gpus, milli, dom_kind):
+            if len(per_group):
+                per_group[groups[n]] += 1
+            else:
+                out[k] = n
+            k += 1
+    return k
+
+
+@njit(cache=True)
 def num_feasible(n_all):
     if n_all < 100:
         return n_all
@@ -692,14 +708,11 @@ def replay(seed, horizon, scan_s,
                     f_pools, f_cpu, f_mem = pod_pools[first], pod_cpu[first], pod_mem[first]  # its first pod
                     f_gpus, f_milli, f_dom = pod_gpus[first], pod_milli[first], pod_dom[first]
                     stats[S_PLANS] += 1
-                    n_have = 0  # what it has: ready nodes with room for its pod, then booting nodes
+                    # what it has: ready nodes with room for its pod, then booting nodes
                     scan, n_scan = (by_pools[pod_pools[first]], by_pools_n[pod_pools[first]]) if indexed else (
                         ready, n_ready[0])
-                    for r in range(n_scan):
-                        n = scan[r]
-                        if fits_row(hot, n, f_pools, f_cpu, f_mem, f_gpus, f_milli, f_dom):
-                            have[n_have] = n
-                            n_have += 1
+                    n_have = fitting(hot, scan, n_scan, have, slot_block, group_cap[:0], f_pools, f_cpu, f_mem,
+                                     f_gpus, f_milli, f_dom)
                     for b in range(n_boot[0]):
                         have[n_have] = boot_items[b]
                         n_have += 1
@@ -943,10 +956,8 @@ def replay(seed, horizon, scan_s,
                     group_cap[:n_groups] = 0
                     scan, n_scan = (by_pools[pod_pools[first]], by_pools_n[pod_pools[first]]) if indexed else (
                         ready, n_ready[0])
-                    for r in range(n_scan):
-                        n = scan[r]
-                        if fits_row(hot, n, f_pools, f_cpu, f_mem, f_gpus, f_milli, f_dom):
-                            group_cap[slot_rack[n] if loc == 1 else slot_block[n]] += 1  # a member a node here
+                    fitting(hot, scan, n_scan, have, slot_rack if loc == 1 else slot_block, group_cap, f_pools,
+                            f_cpu, f_mem, f_gpus, f_milli, f_dom)  # a member a node here
                 placed = False
                 for g in range(-1 if n_groups == 0 else 0, max(n_groups, 0)):
                     if g >= 0 and group_cap[g] < size:
