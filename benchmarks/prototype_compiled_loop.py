@@ -53,6 +53,16 @@ side by side: they must agree on the kind and amount of work for the timing to m
 nodes only: on the 10k and 100k traces the two then agree within 2% on events, binds, nodes
 provisioned and idle accelerator hours).
 
+What makes it fast, and a full port would keep: (1) the walk visits only the ready nodes of the
+pod's pools, or of its gang's rack or block (lists kept in the seeded order as nodes come and
+go), from the same place, so it finds the same nodes and moves nextStartNodeIndex as the walk
+over every ready node would (`--full-walk` takes that walk instead: the same outputs); (2) the
+filter and scores read one row per node (free CPU, memory, whole devices, whole devices in one
+NVLink/NUMA domain, the largest share, pool, capacities, seeded rank), renewed when the node's
+room changes; (3) the helpers called per node or per pod take scalars and one or two arrays:
+every array a compiled function is handed costs an atomic reference count, and with a dozen
+arrays per call that was 60% of the replay (perf; NRT_incref/decref).
+
 Each size is run twice in one process: the first call's extra time is numba's compilation, or
 loading it from numba's cache (benchmarks/__pycache__; `NUMBA_CACHE_DIR=$(mktemp -d)` for a
 cold compile); the second is the replay timed. `python ../shared/tools/calib.py` is printed
