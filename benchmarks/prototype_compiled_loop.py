@@ -1170,8 +1170,9 @@ def compare(trace: Path, result: dict, n_jobs: int, n_gangs: int, overrides: lis
                          text=True, check=True)
     real = json.loads(out.stdout.strip().splitlines()[-1])
     mine = {**result, "unbinds": 0.0}
-    print(f"\n{trace.name}: real merged loop {' '.join(overrides)} (replay CPU {real['cpu_s']:.1f} s, with two "
-          "counting hooks) against the prototype\n\n| figure | real | prototype | difference |\n|---|---|---|---|")
+    named = "".join(" " + o for o in overrides)
+    print(f"\n{trace.name}: real merged loop{named} (replay CPU {real['cpu_s']:.1f} s, with two counting hooks) "
+          "against the prototype\n\n| figure | real | prototype | difference |\n|---|---|---|---|")
     for label, key in COMPARED:
         a, b = float(real[key]), float(mine[key])
         if key == "start_wait_s":
