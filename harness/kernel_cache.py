@@ -5,6 +5,12 @@ copy) fails every later run, deep inside it, the first time it calls that kernel
 UnpicklingError or EOFError from numba). So before a command runs kernels, each of the
 package's cache files is read as numba reads it, and a kernel whose files do not load has
 them removed: it compiles again, once.
+
+numba checks a kernel's cached code against its own source file only, yet a kernel that calls a
+kernel of another module compiles that one's code into its own: after an edit of the callee's
+module alone, the caller would run the old code, silently. So the cache also records a digest
+of every kernel module's source, and when a module changed since, every kernel of the package
+is removed from it and compiles again (`drop_stale`, on import of the package).
 """
 
 from __future__ import annotations
@@ -19,14 +25,52 @@ from pathlib import Path
 PACKAGE = Path(os.path.abspath(__file__)).parent
 
 
-def cache_dirs(cache_root: str | None) -> list[Path]:
+def cache_dirs(cache_root: str | None, package: Path = PACKAGE) -> list[Path]:
     """Where numba keeps the kernels of each source folder of the package: its __pycache__, or
     with $NUMBA_CACHE_DIR (`cache_root`) a folder there named by the folder's name and the sha1
     of its path (as numba's cache locator does)."""
-    folders = sorted({p.parent for p in PACKAGE.rglob("*.py")})
+    folders = sorted({p.parent for p in package.rglob("*.py")})
     if cache_root:
         return [Path(cache_root) / f"{f.name}_{hashlib.sha1(str(f).encode()).hexdigest()}" for f in folders]
     return [f / "__pycache__" for f in folders]
+
+
+#: the file, in the package folder's cache, holding the digest of the kernel sources the cache was filled from
+DIGEST_FILE = "loopbench-kernel-sources.sha1"
+
+
+def sources_digest(package: Path = PACKAGE) -> str:
+    """sha1 over the package's kernel modules (those importing numba's njit), path and bytes."""
+    digest = hashlib.sha1()
+    for path in sorted(package.rglob("*.py")):
+        text = path.read_bytes()
+        if b"from numba import njit" in text:
+            digest.update(str(path.relative_to(package)).encode() + b"\0" + text)
+    return digest.hexdigest()
+
+
+def drop_stale(cache_root: str | None, package: Path = PACKAGE) -> list[Path]:
+    """When the kernel modules' digest differs from the one the cache recorded, remove every
+    kernel's files of the package's cache folders and record the new digest; the files removed.
+    A cache that cannot be written (a read-only install) is left as it is."""
+    dirs = cache_dirs(cache_root, package)
+    record = dirs[0] / DIGEST_FILE  # the package folder's own: checkouts sharing a cache root each keep theirs
+    digest = sources_digest(package)
+    try:
+        if record.is_file() and record.read_text() == digest:
+            return []
+        removed = []
+        for cache_dir in dirs:
+            for path in [*cache_dir.glob("*.nbi"), *cache_dir.glob("*.nbc")] if cache_dir.is_dir() else []:
+                path.unlink(missing_ok=True)
+                removed.append(path)
+        record.parent.mkdir(parents=True, exist_ok=True)
+        partial = record.with_name(f".{DIGEST_FILE}.{os.getpid()}")
+        partial.write_text(digest)
+        partial.replace(record)  # whole or not at all: processes starting together may race here
+        return removed
+    except OSError:
+        return []
 
 
 def corrupt(cache_dir: Path, numba_version: str) -> list[Path]:

@@ -21,7 +21,7 @@ import pytest
 from harness import results
 from harness.config import compose
 from harness.errors import ConfigError, printable
-from harness.kernel_cache import cache_dirs, corrupt
+from harness.kernel_cache import DIGEST_FILE, cache_dirs, corrupt, drop_stale, sources_digest
 from harness.settings import SettingError
 from tests import scenarios as sc
 from tests.cli_process import ENV
@@ -183,6 +183,43 @@ def test_a_replay_repairs_a_corrupt_kernel_cache_and_runs(tmp_path):
     assert (tmp_path / "run" / "metrics.parquet").exists()
     assert not corrupt(harness_cache, numba.__version__)  # both compiled again, and cached
     assert kernel_files(harness_cache, "idle_rates.recount") and kernel_files(harness_cache, "node_devices.take")
+
+
+def test_a_cache_filled_from_other_kernel_sources_is_dropped_whole(tmp_path):
+    """A kernel inlines the kernels it calls from other modules, and numba checks it against its
+    own file only: when any kernel module changes, every kernel of the package compiles again;
+    a change to a module without kernels, or none, keeps the cache."""
+    package, root = tmp_path / "pkg", str(tmp_path / "cache")
+    (package / "sub").mkdir(parents=True)
+    (package / "a.py").write_text("from numba import njit\n")
+    (package / "sub" / "b.py").write_text("from numba import njit\n")
+    (package / "plain.py").write_text("x = 1\n")
+
+    def fill() -> list[Path]:
+        files = []
+        for cache_dir in cache_dirs(root, package):
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            files += [cache_dir / "k.f-1.py311.nbi", cache_dir / "k.f-1.py311.1.nbc"]
+        for f in files:
+            f.write_bytes(b"compiled")
+        return files
+
+    files = fill()
+    assert sorted(drop_stale(root, package)) == sorted(files)  # no digest recorded: of unknown sources
+    record = cache_dirs(root, package)[0] / DIGEST_FILE
+    assert record.read_text() == sources_digest(package)
+    files = fill()
+    assert drop_stale(root, package) == [] and all(f.exists() for f in files)
+    (package / "plain.py").write_text("x = 2\n")
+    assert drop_stale(root, package) == []
+    (package / "sub" / "b.py").write_text("from numba import njit\n# the callee changed\n")
+    assert sorted(drop_stale(root, package)) == sorted(files) and not any(f.exists() for f in files)
+    assert record.read_text() == sources_digest(package)
+
+
+def test_importing_the_package_records_the_kernel_sources_of_its_cache():
+    record = cache_dirs(os.environ.get("NUMBA_CACHE_DIR"))[0] / DIGEST_FILE
+    assert record.read_text() == sources_digest()
 
 
 def test_an_escape_sequence_in_what_a_user_typed_is_shown_not_obeyed(tmp_path):
