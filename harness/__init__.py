@@ -6,9 +6,3 @@ import os
 # so a mean's last digit varies from run to run; one thread makes every table reproducible to
 # the bit. Set before polars is first imported (a user's own setting wins).
 os.environ.setdefault("POLARS_MAX_THREADS", "1")
-
-# a kernel whose cached code came from another module's old source is compiled again (numba
-# checks each kernel against its own file only: harness/kernel_cache.py)
-from harness.kernel_cache import drop_stale  # noqa: E402
-
-drop_stale(os.environ.get("NUMBA_CACHE_DIR"))

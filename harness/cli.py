@@ -152,10 +152,13 @@ def _hydra_raises():
 
 
 def _repair_kernel_cache() -> None:
-    """Cache files of the compiled kernels that would fail the run are removed before it
-    starts, saying so (harness/kernel_cache.py)."""
-    from harness.kernel_cache import repair
+    """Cache files of the compiled kernels that would fail the run, or run old code, are removed
+    before it starts, saying so (harness/kernel_cache.py)."""
+    from harness.kernel_cache import drop_stale_once, repair
 
+    if drop_stale_once():
+        print("loopbench: the kernel modules changed since the compiled kernels were cached: they compile again",
+              file=sys.stderr)
     removed = repair()
     if removed:
         print(f"loopbench: removed {len(removed)} unreadable files of the compiled kernels' cache "

@@ -10,11 +10,13 @@ numba checks a kernel's cached code against its own source file only, yet a kern
 kernel of another module compiles that one's code into its own: after an edit of the callee's
 module alone, the caller would run the old code, silently. So the cache also records a digest
 of every kernel module's source, and when a module changed since, every kernel of the package
-is removed from it and compiles again (`drop_stale`, on import of the package).
+is removed from it and compiles again (`drop_stale`: before a replay is built, by `loopbench`'s
+commands and by the tests).
 """
 
 from __future__ import annotations
 
+import functools
 import glob
 import hashlib
 import os
@@ -71,6 +73,13 @@ def drop_stale(cache_root: str | None, package: Path = PACKAGE) -> list[Path]:
         return removed
     except OSError:
         return []
+
+
+@functools.cache
+def drop_stale_once() -> list[Path]:
+    """`drop_stale` for the cache this process uses ($NUMBA_CACHE_DIR), once per process: before
+    the first kernel runs is what counts. The files removed by the first call."""
+    return drop_stale(os.environ.get("NUMBA_CACHE_DIR"))
 
 
 def corrupt(cache_dir: Path, numba_version: str) -> list[Path]:

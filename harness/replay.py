@@ -55,6 +55,7 @@ OUTPUTS = ("jobs.parquet", "nodes.parquet", "timeline.parquet", RUN_INFO, "confi
 def build(cfg: DictConfig) -> tuple[Simulation, Loop]:
     """Instantiate trace, cluster and loop from a composed config, once its settings are valid."""
     check_config(cfg)
+    kernel_cache.drop_stale_once()  # before the first kernel runs: none compiled from old sources
     try:
         cluster = instantiate(cfg.cluster, "cluster", _convert_="all")
     except Exception as exc:

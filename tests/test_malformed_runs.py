@@ -217,7 +217,8 @@ def test_a_cache_filled_from_other_kernel_sources_is_dropped_whole(tmp_path):
     assert record.read_text() == sources_digest(package)
 
 
-def test_importing_the_package_records_the_kernel_sources_of_its_cache():
+def test_the_tests_run_on_a_cache_recorded_from_these_kernel_sources():
+    """tests/conftest.py drops a stale cache before any test runs a kernel, and records the digest."""
     record = cache_dirs(os.environ.get("NUMBA_CACHE_DIR"))[0] / DIGEST_FILE
     assert record.read_text() == sources_digest()
 
