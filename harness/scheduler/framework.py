@@ -190,9 +190,10 @@ class Scheduler:
         self.next_start = 0  # nextStartNodeIndex: where the next search for feasible nodes begins
         self.order_key = -1  # layout version of `node_order`
         self.futile_gang = self._futile_gang()
-        #: (pod shape, gang locality) -> (`content` then, the members' nodes, their devices): what
-        #: a futile attempt of that class does while the nodes' contents stay as they were
-        self.futile_plans: dict[tuple[int, int], tuple[int, list[int], list[np.ndarray]]] = {}
+        #: (pod shape, gang locality) -> (`content` then, the members' nodes, their devices, the
+        #: fragmentation after each bind and release): what a futile attempt of that class does
+        #: while the nodes' contents stay as they were
+        self.futile_plans: dict[tuple[int, int], tuple[int, list[int], list[np.ndarray], list[float]]] = {}
         self.content = 0  # names the nodes' contents: moves when they change (`_content`)
         self.content_key: tuple[int, int, int] | None = None  # `_state_key` when `content` was last confirmed
 
@@ -649,7 +650,7 @@ class Scheduler:
         content = self._content()
         plan = self._bind_in_turn(pods, n, nodes)
         assert len(plan) == room, "fits_on counts exactly the members that bind"
-        gang.release_at_once(j, plan)
+        frags = gang.release_at_once(j, plan)
         failed.clear()  # as after a release: capacity grew, what failed in this cycle may fit now
         self.content_key = self._state_key()  # the release left the nodes as it found them
         self.ready_order()
@@ -657,7 +658,7 @@ class Scheduler:
             # every feasible node was scored: no walk moved the start index, so the attempt
             # depends on the nodes' contents alone
             self.futile_plans[self._gang_class(j)] = (
-                content, [n for _, n, _ in plan], [gpu_idx for _, _, gpu_idx in plan])
+                content, [n for _, n, _ in plan], [gpu_idx for _, _, gpu_idx in plan], frags)
         return True
 
     def _gang_class(self, j: int) -> tuple[int, int]:
@@ -691,14 +692,14 @@ class Scheduler:
         known = self.futile_plans.get(key)
         if known is None or known[0] != self._content():
             return False
-        _, nodes, devices = known
+        _, nodes, devices, frags = known
         pods = sim.unbound_pods(j)
         if len(nodes) >= len(pods) or not gang.releases_after(j, len(nodes)):
             return False
         groups = self.groups_of(j)
         if groups is not None and self._failed_key(j, key[0], int(groups[nodes[0]])) in failed:
             return False
-        gang.release_at_once(j, list(zip(pods[:len(nodes)].tolist(), nodes, devices, strict=True)))
+        gang.release_at_once(j, list(zip(pods[:len(nodes)].tolist(), nodes, devices, strict=True)), frags)
         failed.clear()
         self.content_key = self._state_key()
         return True
