@@ -343,38 +343,35 @@ class Simulation(Engine):
         """Pending pods of one job bound in turn (plan: pod, node, devices, in pod order) on ready
         nodes and, at the same instant, released again before the job could start (a gang
         attempt its PostFilter rejects at once): what `bind` of each then `unbind_many` of them
-        leaves. The nodes and the ledger go through every transition, in the same order (its
-        fragmentation is a running float sum); the pods' and the job's counters only by their
-        net effect: pending again, each pod's epoch moved on, its reason the one a release gives.
-        Only where nothing hears binds (`binds_unheard`) and no pod of the job had a node.
-        Returns the F_n the ledger measured after each transition; given them (`frags`, as a
-        call with the same nodes and devices returned them while the nodes held what they hold
-        now), the nodes' rows are left alone, as they would come back as they were, and only
-        the counters, stamps and running sums move (`ClusterState.round_trip`,
-        `Ledger.round_trip`)."""
+        leaves. The nodes come back as they were, so their rows are not written: their counters
+        move as the binds and releases move them (`ClusterState.round_trip`), and the ledger's
+        running sums go through every transition's fragmentation, in order (`Ledger.round_trip`:
+        a running float sum), each F_n measured on a trial of the binds and releases; the pods'
+        and the job's counters only by their net effect: pending again, each pod's epoch moved
+        on, its reason the one a release gives. Only where nothing hears binds
+        (`binds_unheard`) and no pod of the job had a node. Returns the F_n measured; a call with
+        the same nodes and devices while the nodes hold what they held then may pass them back
+        (`frags`), and no trial is made."""
         w, st, ledger = self.w, self.state, self.ledger
         j = int(w.job[plan[0][0]])
         assert self.binds_unheard and self.job_placed[j] == 0 and math.isnan(self.job_started[j]), \
             "a job of no bound pod, which does not start, and nothing listening"
         assert len(plan) < w.job_min_member[j] and self.queue.holds[j], "it stays queued, short of its quorum"
         pods = np.fromiter((p for p, _, _ in plan), np.int64, len(plan))
+        nodes = [n for _, n, _ in plan]
+        assert (self.pod_status[pods] == PENDING).all() and (st.status[nodes] == READY).all()
         if frags is None:
             frags = []
+            st.fork()
             for p, n, gpu_idx in plan:
-                assert st.status[n] == READY and self.pod_status[p] == PENDING
                 st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
-                ledger.placed(n, p, int(w.milli[p]) * len(gpu_idx))
-                frags.append(ledger.frag[n])
+                frags.append(ledger.measure(n))
             for p, n, gpu_idx in plan:
-                milli = int(w.milli[p]) * len(gpu_idx)
                 st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
-                ledger.released(n, p, milli, 0)
-                frags.append(ledger.frag[n])
-        else:
-            nodes = [n for _, n, _ in plan]
-            assert (self.pod_status[pods] == PENDING).all() and (st.status[nodes] == READY).all()
-            st.round_trip(nodes, [gpu_idx for _, _, gpu_idx in plan])
-            ledger.round_trip(nodes, frags)
+                frags.append(ledger.measure(n))
+            st.revert()
+        st.round_trip(nodes)
+        ledger.round_trip(nodes, frags)
         self.pod_epoch[pods] += 1
         self.acct.set_reasons(pods, self.pending_reasons(w.job[pods]))
         return frags

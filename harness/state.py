@@ -380,22 +380,17 @@ class ClusterState:
         self.mutations += len(nodes)
         self.changed_at[nodes] = self.mutations
 
-    def round_trip(self, nodes: list[int], devices: list[np.ndarray]) -> None:
-        """Pods bound on these ready nodes in turn (a node and the devices `pick_devices` gave, per
-        pod), then released in turn at one instant (a futile gang attempt): every node's rows
-        come back as they were, so none is written; what moves is what `bind` then `release`
-        move besides: `mutations` and each node's `changed_at`, each node's device stamp (the
-        changes `follow`ed, in order), and, per release, `version` and `grown`. The caller vouches
-        that the pods fit as they come."""
+    def round_trip(self, nodes: list[int]) -> None:
+        """Pods bound on these ready nodes in turn (a node per pod), then released in turn at one
+        instant (a futile gang attempt): every node's rows come back as they were, and so does
+        its device stamp, which names them; none is written. What moves is what counts changes,
+        as the binds and releases move it: `mutations` and each node's `changed_at`, and, per
+        release, `version` and `grown`. The caller vouches that the pods fit as they come."""
         assert self._undo is None, "outside a trial"
-        mutations, changed_at, dra = self.mutations, self.changed_at, self.dra
-        for sign in (1, -1):
-            for n, gpu_idx in zip(nodes, devices, strict=True):
-                mutations += 1
-                changed_at[n] = mutations
-                if isinstance(gpu_idx, ClaimedGpus):
-                    assert dra is not None, "devices are claimed only in a DRA cluster"
-                    dra.follow(self.dra_stamp, n, (gpu_idx.change, sign))
+        mutations, changed_at = self.mutations, self.changed_at
+        for n in nodes + nodes:
+            mutations += 1
+            changed_at[n] = mutations
         self.mutations = mutations
         self.version += len(nodes)
         self.grown += nodes
