@@ -101,10 +101,27 @@ class Ledger:
 
     def refrag(self, n: int) -> None:
         """Measure node n's F_n again (0 unless ready)."""
+        self._set_frag(n, self.measure(n))
+
+    def round_trip(self, nodes: list[int], frags: list[float]) -> None:
+        """What `placed` then `released` leave when pods of an unstarted job are bound on these
+        ready nodes in turn and released again in turn at one instant (a futile gang attempt:
+        `nodes` the binds' nodes, in order; the releases follow in the same order): the counts and
+        held milli come back as they were, the nodes are noted, and the fragmentation goes through
+        every transition's F_n (`frags`, measured on the same contents: `measure`), in order, as
+        `frag_ready` is a running float sum."""
+        self.changed += nodes
+        self.changed += nodes
+        frag = self.frag
+        for n, f in zip(nodes + nodes, frags, strict=True):
+            self.frag_ready += f - frag[n]
+            frag[n] = f
+
+    def measure(self, n: int) -> float:
+        """Node n's F_n as its contents are now (0 unless ready)."""
         st = self.state
         if st.status[n] != READY:
-            self._set_frag(n, 0.0)
-            return
+            return 0.0
         # F_n depends only on the node's type, free CPU and multiset of free GPU milli
         key = (int(st.slot_type[n]), int(st.cpu_free[n]), *sorted(st.gpu_free[n, :st.gpu_cap[n]].tolist()))
         f = self._frag_memo.get(key)
@@ -113,4 +130,4 @@ class Ledger:
                 self._frag_memo.clear()  # bounded memory on long replays
             f = self._frag_memo[key] = node_fragmentation(
                 st.gpu_free[n:n + 1], st.gpu_cap[n:n + 1], st.cpu_free[n:n + 1], st.model_bit[n:n + 1], self.target)[0]
-        self._set_frag(n, f)
+        return f

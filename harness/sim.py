@@ -338,30 +338,43 @@ class Simulation(Engine):
         hooks = self.hooks
         return not (hooks.bound or hooks.left or hooks.unbound or hooks.event)
 
-    def bind_then_release(self, plan: list[tuple[int, int, np.ndarray]]) -> None:
+    def bind_then_release(self, plan: list[tuple[int, int, np.ndarray]], frags: list[float] | None = None
+                          ) -> list[float]:
         """Pending pods of one job bound in turn (plan: pod, node, devices, in pod order) on ready
         nodes and, at the same instant, released again before the job could start (a gang
         attempt its PostFilter rejects at once): what `bind` of each then `unbind_many` of them
-        leaves. The nodes and the ledger go through every transition, in the same order (its
-        fragmentation is a running float sum); the pods' and the job's counters only by their
-        net effect: pending again, each pod's epoch moved on, its reason the one a release gives.
-        Only where nothing hears binds (`binds_unheard`) and no pod of the job had a node."""
+        leaves. The nodes come back as they were, so their rows are not written: their counters
+        move as the binds and releases move them (`ClusterState.round_trip`), and the ledger's
+        running sums go through every transition's fragmentation, in order (`Ledger.round_trip`:
+        a running float sum), each F_n measured on a trial of the binds and releases; the pods'
+        and the job's counters only by their net effect: pending again, each pod's epoch moved
+        on, its reason the one a release gives. Only where nothing hears binds
+        (`binds_unheard`) and no pod of the job had a node. Returns the F_n measured; a call with
+        the same nodes and devices while the nodes hold what they held then may pass them back
+        (`frags`), and no trial is made."""
         w, st, ledger = self.w, self.state, self.ledger
         j = int(w.job[plan[0][0]])
         assert self.binds_unheard and self.job_placed[j] == 0 and math.isnan(self.job_started[j]), \
             "a job of no bound pod, which does not start, and nothing listening"
         assert len(plan) < w.job_min_member[j] and self.queue.holds[j], "it stays queued, short of its quorum"
-        for p, n, gpu_idx in plan:
-            assert st.status[n] == READY and self.pod_status[p] == PENDING
-            st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
-            ledger.placed(n, p, int(w.milli[p]) * len(gpu_idx))
-        for p, n, gpu_idx in plan:
-            milli = int(w.milli[p]) * len(gpu_idx)
-            st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
-            ledger.released(n, p, milli, 0)
         pods = np.fromiter((p for p, _, _ in plan), np.int64, len(plan))
+        nodes = [n for _, n, _ in plan]
+        assert (self.pod_status[pods] == PENDING).all() and (st.status[nodes] == READY).all()
+        if frags is None:
+            frags = []
+            st.fork()
+            for p, n, gpu_idx in plan:
+                st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+                frags.append(ledger.measure(n))
+            for p, n, gpu_idx in plan:
+                st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+                frags.append(ledger.measure(n))
+            st.revert()
+        st.round_trip(nodes)
+        ledger.round_trip(nodes, frags)
         self.pod_epoch[pods] += 1
         self.acct.set_reasons(pods, self.pending_reasons(w.job[pods]))
+        return frags
 
     def evict(self, pods: np.ndarray, taint: str = "", *, suspended: bool = False) -> None:
         """Preempt these bound or running pods (gangs whole): they restart from scratch (`evict`).

@@ -380,6 +380,21 @@ class ClusterState:
         self.mutations += len(nodes)
         self.changed_at[nodes] = self.mutations
 
+    def round_trip(self, nodes: list[int]) -> None:
+        """Pods bound on these ready nodes in turn (a node per pod), then released in turn at one
+        instant (a futile gang attempt): every node's rows come back as they were, and so does
+        its device stamp, which names them; none is written. What moves is what counts changes,
+        as the binds and releases move it: `mutations` and each node's `changed_at`, and, per
+        release, `version` and `grown`. The caller vouches that the pods fit as they come."""
+        assert self._undo is None, "outside a trial"
+        mutations, changed_at = self.mutations, self.changed_at
+        for n in nodes + nodes:
+            mutations += 1
+            changed_at[n] = mutations
+        self.mutations = mutations
+        self.version += len(nodes)
+        self.grown += nodes
+
     def release(self, n: int, cpu: int, mem: int, gpu_idx: np.ndarray, milli: int) -> None:
         self._take(n, -1, cpu, mem, gpu_idx, milli)
         self.version += 1

@@ -182,9 +182,12 @@ class SimulationView(Protocol):
     def binds_unheard(self) -> bool:
         """No handler listens to binds, releases or the decision trace."""
         ...
-    def bind_then_release(self, plan: list[tuple[int, int, np.ndarray]]) -> None:
+    def bind_then_release(self, plan: list[tuple[int, int, np.ndarray]], frags: list[float] | None = None
+                          ) -> list[float]:
         """Pods of one job bound in turn (pod, node, devices) and released again at once: their
-        net effect, every node and ledger transition in order (`Simulation.bind_then_release`)."""
+        net effect, every node and ledger transition in order (`Simulation.bind_then_release`);
+        returns the fragmentation measured after each, which a call on the same contents may
+        pass back (`frags`) to leave the nodes' rows alone."""
         ...
     def gate_arrivals(self, gate: Callable[[int], None], withdraw: Callable[[int], None]) -> Gate:
         """Arriving jobs go to `gate` (an admission layer), not the scheduler's queue; a

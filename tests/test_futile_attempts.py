@@ -48,9 +48,9 @@ def taken(monkeypatch):
     seen: list[tuple[int, int]] = []
     release = Coscheduling.release_at_once
 
-    def counted(self, j, plan):
+    def counted(self, j, plan, frags=None):
         seen.append((j, len(plan)))
-        release(self, j, plan)
+        return release(self, j, plan, frags)
     monkeypatch.setattr(Coscheduling, "release_at_once", counted)
     return seen
 
@@ -248,3 +248,80 @@ def test_a_gang_that_fits_is_bound_as_ever(taken):
     sim = futile_scene([{"gpu_count": 4}] * 3)
     sim.run(sc.separate("coscheduling"))
     assert not taken and math.isclose(sim.job_started[sim.w.job_min_member > 1][0], 1.0)
+
+
+# ---- a futile attempt seen before: its round trip replayed, not measured again ------------------
+def measuring_every_trip(patch, trips: list[bool]) -> None:
+    """Make `bind_then_release` measure every trip's F_n on a trial even when handed those of a
+    trip on the same contents (the reference); `trips` records whether each call was handed them."""
+    bind_then_release = Simulation.bind_then_release
+
+    def measured(self, plan, frags=None):
+        trips.append(frags is not None)
+        return bind_then_release(self, plan)
+    patch.setattr(Simulation, "bind_then_release", measured)
+
+
+@settings(max_examples=25, deadline=None)
+@given(nodes=st.tuples(st.integers(1, 4), st.sampled_from([4, 8])), gangs=gangs, racks=st.integers(1, 2))
+def test_a_round_trip_replayed_ends_as_one_measured_again(nodes, gangs, racks):
+    """As `test_small_random_clusters_end_bit_for_bit_alike`, the futile attempts taken whole both
+    times: a trip whose nodes hold what they held when it was last measured leaves the
+    simulation, cluster state, ledger, accounting and scheduler as measuring it again
+    does (`ClusterState.round_trip`, `Ledger.round_trip`)."""
+    gangs = [(s, m, min(g, nodes[1]), t, d, loc) for s, m, g, t, d, loc in gangs]
+    trips: list[bool] = []
+    with pytest.MonkeyPatch.context() as patch:
+        measuring_every_trip(patch, trips)
+        measured = random_replay(nodes, gangs, racks, True)
+    assert_same(measured, random_replay(nodes, gangs, racks, True))
+
+
+def test_the_pinned_trace_ends_alike_with_round_trips_replayed(monkeypatch):
+    """On the default (DRA) cluster: the whole simulation after 2.5 h of the pinned trace through
+    the separate loop, trips replayed or measured again on a trial."""
+    def run(measuring: bool) -> tuple[dict, list[bool]]:
+        trips: list[bool] = []
+        with pytest.MonkeyPatch.context() as patch:
+            if measuring:
+                measuring_every_trip(patch, trips)
+            sim, lp = build(compose("config", ["loop=separate", f"trace.path={TRACE}", f"horizon_s={HORIZON_S}"]))
+            sim.run(lp)
+        return whole(sim, lp), trips
+    measured, trips = run(True)
+    assert sum(trips) > 100  # trips on contents seen before, often
+    replayed, _ = run(False)
+    assert_same(measured, replayed)
+
+
+# ---- a shape that fitted nowhere is not filtered over every node again -----------------------
+def test_a_shape_that_fit_nowhere_waits_for_a_node_that_changed(monkeypatch):
+    """Two ready 8-GPU nodes, each full with a pod of 8 GPUs (ending at 100 s and 1000 s); a pod
+    of 8 GPUs (50 s long) arrives at 0 and fits nowhere. Pods of 4 GPUs arrive at 10 and 20 s (new jobs:
+    cycles run, and each also fits nowhere) with no node changed: the attempts of the pods whose
+    shape fitted nowhere would change nothing, so no Filter over every node is run for them; at
+    100 s a node is free and the 8-GPU pod (first in the queue) takes it. Hand count of the
+    Filters over every node (a `select`: Filter, walk and Score in one): one per pod at 0 s
+    (a, b bind; the 8-GPU pod fits nowhere), the first 4-GPU pod's at 10 s (fits nowhere; the
+    second, at 20 s, is of its shape), the 8-GPU pod's at 100 s, when the freed node alone is
+    filtered for it first (`at=`); then, that node full again, it alone for the 4-GPU shape; at
+    150 s the 8-GPU pod ends and both 4-GPU pods are swept and bind."""
+    cl = sc.cluster([sc.node_type("h8")], [sc.pool("h", "h8", min_size=2, max_size=2)], autoscaling=False)
+    pods = [{"job_id": "a", "gpu_count": 8, "duration_s": 100.0}, {"job_id": "b", "gpu_count": 8, "duration_s": 1000.0},
+            {"job_id": "big", "gpu_count": 8, "submit_s": 0.0, "duration_s": 50.0},
+            {"job_id": "c", "gpu_count": 4, "submit_s": 10.0}, {"job_id": "d", "gpu_count": 4, "submit_s": 20.0}]
+    loop = sc.separate("coscheduling")
+    sweeps: list[tuple[float, int]] = []  # (time, pod) of each Filter over every usable node
+    select = Scheduler.select
+
+    def counted(self, p, allowed):
+        sweeps.append((sim.now, int(p)))
+        return select(self, p, allowed)
+    monkeypatch.setattr(Scheduler, "select", counted)
+    sim = Simulation(compile_workload(sc.trace(pods), cl), cl, seed=0, horizon_s=200.0)
+    sim.run(loop)
+    assert sim.pod_start[2] == 100.0
+    # a and b bind at 0 s, the 8-GPU pod fits nowhere; the first 4-GPU pod fits nowhere at 10 s;
+    # the 8-GPU pod binds at 100 s; the 4-GPU pods are not swept at 20 or 100 s, but at 150 s,
+    # when the 8-GPU pod ends, and both bind there
+    assert sweeps == [(0.0, 0), (0.0, 1), (0.0, 2), (10.0, 3), (100.0, 2), (150.0, 3), (150.0, 4)]

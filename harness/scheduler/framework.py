@@ -192,11 +192,16 @@ class Scheduler:
         self.next_start = 0  # nextStartNodeIndex: where the next search for feasible nodes begins
         self.order_key = -1  # layout version of `node_order`
         self.futile_gang = self._futile_gang()
-        #: (pod shape, gang locality) -> (`content` then, the members' nodes, their devices): what
-        #: a futile attempt of that class does while the nodes' contents stay as they were
-        self.futile_plans: dict[tuple[int, int], tuple[int, list[int], list[np.ndarray]]] = {}
+        #: (pod shape, gang locality) -> (`content` then, the members' nodes, their devices, the
+        #: fragmentation after each bind and release): what a futile attempt of that class does
+        #: while the nodes' contents stay as they were
+        self.futile_plans: dict[tuple[int, int], tuple[int, list[int], list[np.ndarray], list[float]]] = {}
         self.content = 0  # names the nodes' contents: moves when they change (`_content`)
         self.content_key: tuple[int, int, int] | None = None  # `_state_key` when `content` was last confirmed
+        #: pod shape -> (`ClusterState.mutations`, the usable nodes' key) when a pod of it last
+        #: fitted no usable node: a failure that holds until one of the nodes changed since fits
+        #: it (`_fails_as_before`)
+        self.shape_failed: dict[int, tuple[int, tuple[int, int]]] = {}
 
     def _futile_gang(self) -> Any:
         """The gang plugin whose futile attempts are taken as their net effect, or None: where
@@ -290,6 +295,11 @@ class Scheduler:
                 waiting.append(j)
                 if groups is not None and groups.is_gang(j):
                     groups.reject(j, len(sim.unbound_pods(j)))
+                continue
+            if self._fails_as_before(j):  # as trying it would, with nothing else to change
+                failed[self._failed_key(j, self.job_shape(j))] = 1
+                self.tried_at[j] = st.version
+                waiting.append(j)
                 continue
             if groups is not None and groups.is_gang(j):
                 placed = groups.schedule_group(j)
@@ -609,6 +619,8 @@ class Scheduler:
                         break
             if n < 0:  # no pod of this shape will find a node there this cycle
                 failed[self._failed_key(j, shape, group)] = 1
+                if group < 0 and self.futile_gang is not None:
+                    self.shape_failed[shape] = (st.mutations, (st.layout_version, self.bookings))
                 all_placed = False
                 continue
             self.bind(p, n, self.pick_devices(st, w, p, n))
@@ -654,15 +666,14 @@ class Scheduler:
         content = self._content()
         plan = self._bind_in_turn(pods, n, nodes)
         assert len(plan) == room, "fits_on counts exactly the members that bind"
-        gang.release_at_once(j, plan)
-        failed.clear()  # as after a release: capacity grew, what failed in this cycle may fit now
+        frags = gang.release_at_once(j, plan)  # what failed in this cycle still fails (`_futile_as_before`)
         self.content_key = self._state_key()  # the release left the nodes as it found them
         self.ready_order()
         if int(mask.sum()) <= num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, len(self.node_order)):
             # every feasible node was scored: no walk moved the start index, so the attempt
             # depends on the nodes' contents alone
             self.futile_plans[self._gang_class(j)] = (
-                content, [n for _, n, _ in plan], [gpu_idx for _, _, gpu_idx in plan])
+                content, [n for _, n, _ in plan], [gpu_idx for _, _, gpu_idx in plan], frags)
         return True
 
     def _gang_class(self, j: int) -> tuple[int, int]:
@@ -688,7 +699,13 @@ class Scheduler:
         """Gang j's attempt as the futile attempt of its class recorded on the same contents of
         the nodes (`_futile_attempt`, in this cycle or an earlier one): its first members bind on
         the same nodes, the same devices, and the next fits nowhere; taken as its net effect if
-        that ends in a release (True)."""
+        that ends in a release (True).
+
+        Unlike a release member by member, a futile attempt taken whole keeps what failed in the
+        cycle (`failed`): each failure was found on contents that have only shrunk since or come
+        back as they were, and the nodes hold what they held before the attempt, so it still
+        holds; and trying again a pod that fits nowhere changes nothing (its walk checks every
+        node, which leaves nextStartNodeIndex where it was), so skipping it is exact."""
         sim, gang = self.sim, self.futile_gang
         if not self.job_uniform[j] or sim.job_placed[j] != 0 or not sim.binds_unheard:
             return False
@@ -696,16 +713,37 @@ class Scheduler:
         known = self.futile_plans.get(key)
         if known is None or known[0] != self._content():
             return False
-        _, nodes, devices = known
+        _, nodes, devices, frags = known
         pods = sim.unbound_pods(j)
         if len(nodes) >= len(pods) or not gang.releases_after(j, len(nodes)):
             return False
         groups = self.groups_of(j)
         if groups is not None and self._failed_key(j, key[0], int(groups[nodes[0]])) in failed:
             return False
-        gang.release_at_once(j, list(zip(pods[:len(nodes)].tolist(), nodes, devices, strict=True)))
-        failed.clear()
+        gang.release_at_once(j, list(zip(pods[:len(nodes)].tolist(), nodes, devices, strict=True)), frags)
         self.content_key = self._state_key()
+        return True
+
+    def _fails_as_before(self, j: int) -> bool:
+        """Would job j's attempt find no node for its first pod and so change nothing? Known
+        without a Filter over every node when a pod of its shape fitted no usable node before
+        (`shape_failed`), the usable nodes are the same, and none of the nodes changed since fits
+        it (the Filter plugins are stateless, `futile_gang`: a node's verdict changes only with
+        the node). For a job of one shape with no pod on a node, under the futile-attempt gate
+        (no PostFilter that could make room): its pods all fit nowhere, no Permit wait starts,
+        nothing is released, and a walk that finds nothing leaves nextStartNodeIndex as it was."""
+        sim = self.sim
+        if self.futile_gang is None or not self.job_uniform[j] or sim.job_placed[j] != 0:
+            return False
+        shape = self.job_shape(j)
+        known = self.shape_failed.get(shape)
+        st = sim.state
+        if known is None or known[1] != (st.layout_version, self.bookings) or self.usable_key != known[1]:
+            return False
+        changed = np.flatnonzero(st.changed_at > known[0])
+        if len(changed) and self.filter(st, sim.w, int(self.job_first_pod[j]), self.free_ready, at=changed).any():
+            return False
+        self.shape_failed[shape] = (st.mutations, known[1])
         return True
 
     def _bind_in_turn(self, pods: np.ndarray, n: int, nodes: np.ndarray) -> list[tuple[int, int, np.ndarray]]:

@@ -119,17 +119,20 @@ class Coscheduling(Plugin):
         return bool(sim.job_placed[j] == 0 and math.isnan(sim.job_started[j]) and bound > 0
                     and self.rejects(bound, int(sim.w.job_min_member[j])))
 
-    def release_at_once(self, j: int, plan: list[tuple[int, int, np.ndarray]]) -> None:
+    def release_at_once(self, j: int, plan: list[tuple[int, int, np.ndarray]],
+                        frags: list[float] | None = None) -> list[float]:
         """A futile attempt (`releases_after`) as its net effect: the members of `plan` (pod,
-        node, devices) are bound and released at once (`bind_then_release`), and the gang backs
-        off as `post_filter_gang` leaves it. Permit would start a wait for them that PostFilter
-        stops in the same cycle, so no timer is started; one left from before is stopped."""
+        node, devices) are bound and released at once (`bind_then_release`, which returns, and
+        may be given back, `frags`), and the gang backs off as `post_filter_gang` leaves it.
+        Permit would start a wait for them that PostFilter stops in the same cycle, so no timer
+        is started; one left from before is stopped."""
         if self.timer[j] >= 0:
             self._stop_wait(j)
-        self.sim.bind_then_release(plan)
+        frags = self.sim.bind_then_release(plan, frags)
         self.scheduler.back_off(j)
         if self.backoff_s > 0:
             self.denied_until[j] = self.sim.now + self.backoff_s
+        return frags
 
     def evicted(self, j: int) -> None:
         """Upstream rejects a preempted waiting pod, and with it its group: the wait ends."""
