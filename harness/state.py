@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 
 from harness.cluster import Cluster
-from harness.dra.allocator import MAX_RESULTS, NO_MARKS, _first_fit_typed, _take_alike
+from harness.dra.allocator import MAX_RESULTS, NO_MARKS, first_fit_kernel, take_alike_kernel
 from harness.dra.layer import ClaimedGpus, commit
 from harness.node_devices import NO_TABLE, OVER_ALLOCATED, pick, summarize, take
 from harness.status import ABSENT, BOOTING, READY
@@ -572,20 +572,20 @@ def fit_bind_claims(usable, static, cpu, mem, most, k, claim_set, next_stamp, dr
                     multi, con_value, con_req, req_claim, rest_min, gpu_index, gpu_milli, marks, tolerated, limit,
                     status, ready, cpu_free, mem_free, gpu_free, gpu_used, pods_on, gpu_cap, slot_table, tables, nvl,
                     numa, both, free_whole, max_share, nvl_whole, numa_whole, both_whole):
-    """`ClusterState.fit_claims_alike`: the allocator's first fit (`_first_fit_typed`), its
-    binds on the devices (`_take_alike`), then on the GPU matrix and summaries (`bind_alike`).
+    """`ClusterState.fit_claims_alike`: the allocator's first fit (`first_fit_kernel`), its
+    binds on the devices (`take_alike_kernel`), then on the GPU matrix and summaries (`bind_alike`).
     Returns the nodes, their counts, the next stamp, the GPU milli taken on `ready` nodes and
     whether all went as counted."""
-    nodes, got = _first_fit_typed(usable, static, cpu_free, mem_free, cpu, mem, most, k, dra_type, stamp, taken,
+    nodes, got = first_fit_kernel(usable, static, cpu_free, mem_free, cpu, mem, most, k, dra_type, stamp, taken,
                                   cap_left, counter_left, count_key, count, full, never, opt_start, opt_end, match,
                                   members, before, need, take_cap, capacity, consumes, multi, con_value, con_req,
                                   req_claim, rest_min, gpu_index, gpu_milli, marks, tolerated, limit)
     milli = np.zeros((len(nodes), gpu_free.shape[1]), np.int64)
-    took, next_stamp = _take_alike(nodes, got, claim_set, next_stamp, dra_type, stamp, taken, cap_left, counter_left,
-                                   milli, key, after, row_taken, row_cap, row_counters, row_milli, never, opt_start,
-                                   opt_end, match, members, before, need, take_cap, capacity, consumes, multi,
-                                   con_value, con_req, req_claim, rest_min, gpu_index, gpu_milli, marks, tolerated,
-                                   limit)
+    took, next_stamp = take_alike_kernel(nodes, got, claim_set, next_stamp, dra_type, stamp, taken, cap_left,
+                                         counter_left, milli, key, after, row_taken, row_cap, row_counters, row_milli,
+                                         never, opt_start, opt_end, match, members, before, need, take_cap, capacity,
+                                         consumes, multi, con_value, con_req, req_claim, rest_min, gpu_index,
+                                         gpu_milli, marks, tolerated, limit)
     on_ready, fits = bind_alike(nodes, got, cpu, mem, milli, status, ready, cpu_free, mem_free, gpu_free, gpu_used,
                                 pods_on, gpu_cap, slot_table, tables, slot_type, nvl, numa, both, free_whole,
                                 max_share, nvl_whole, numa_whole, both_whole)

@@ -489,7 +489,7 @@ def first_fit_typed(tc: TypedClaims, cache: FitCache, state: DeviceState, stamp:
     """Where k pods with the claims go first fit over the nodes `feasible_typed` passes, in
     slot order: each node takes all it can (`count_typed`, bounded by its CPU and memory and
     `most`) until k are placed. Returns the nodes that take some and how many each takes."""
-    return _first_fit_typed(usable, static, cpu_free, mem_free, cpu, mem, most, k, slot_type, stamp, state.taken,
+    return first_fit_kernel(usable, static, cpu_free, mem_free, cpu, mem, most, k, slot_type, stamp, state.taken,
                             state.cap_left, state.counter_left, cache.count_key, cache.count, cache.full, tc.never,
                             tc.opt_start, tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap,
                             tc.capacity, tc.consumes, tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min,
@@ -573,19 +573,20 @@ def take_alike_typed(tc: TypedClaims, claim_set: int, cache: AlikeCache, state: 
     `next_stamp` on, or the one a bind from the same stamp gave before: `follow`'s rule), and
     milli[i] (zeros) the GPU milli taken. A bind in `cache` (`claim_set` numbers the claims) is
     copied, not allocated. Returns whether every slot took all its pods, and the next stamp."""
-    return _take_alike(np.asarray(slots, np.int64), np.asarray(counts, np.int64), claim_set, next_stamp, slot_type,
-                       stamp, state.taken, state.cap_left, state.counter_left, milli, cache.key, cache.after,
-                       cache.taken, cache.cap_left, cache.counter_left, cache.milli, tc.never, tc.opt_start,
-                       tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap, tc.capacity, tc.consumes,
-                       tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min, tc.gpu_index, tc.gpu_milli,
-                       marks, tc.tolerated, MAX_RESULTS)
+    return take_alike_kernel(np.asarray(slots, np.int64), np.asarray(counts, np.int64), claim_set, next_stamp,
+                             slot_type, stamp, state.taken, state.cap_left, state.counter_left, milli, cache.key,
+                             cache.after, cache.taken, cache.cap_left, cache.counter_left, cache.milli, tc.never,
+                             tc.opt_start, tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap,
+                             tc.capacity, tc.consumes, tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min,
+                             tc.gpu_index, tc.gpu_milli, marks, tc.tolerated, MAX_RESULTS)
 
 
 @njit(cache=True)
-def _take_alike(slots, counts, claim_set, next_stamp, slot_type, stamp, taken, cap_left, counter_left, milli, key,
-                after, row_taken, row_cap, row_counters, row_milli, never, opt_start, opt_end, match, members, before,
-                need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min, gpu_index,
-                gpu_milli, marks, tolerated, limit):
+def take_alike_kernel(slots, counts, claim_set, next_stamp, slot_type, stamp, taken, cap_left, counter_left, milli,
+                      key, after, row_taken, row_cap, row_counters, row_milli, never, opt_start, opt_end, match,
+                      members, before, need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim,
+                      rest_min, gpu_index, gpu_milli, marks, tolerated, limit):
+    """`take_alike_typed` on the arrays themselves, for compiled callers (`state.fit_bind_claims`)."""
     mask = len(after) - 1
     for i in range(len(slots)):
         n, c = slots[i], counts[i]
@@ -758,10 +759,11 @@ def passes(n, usable, static, cpu_free, mem_free, cpu, mem):
 
 
 @njit(cache=True)
-def _first_fit_typed(usable, static, cpu_free, mem_free, cpu, mem, most, k, slot_type, stamp, taken, cap_left,
+def first_fit_kernel(usable, static, cpu_free, mem_free, cpu, mem, most, k, slot_type, stamp, taken, cap_left,
                      counter_left, count_key, count, full, never, opt_start, opt_end, match, members, before, need,
                      take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min, gpu_index, gpu_milli,
                      marks, tolerated, limit):
+    """`first_fit_typed` on the arrays themselves, for compiled callers (`state.fit_bind_claims`)."""
     nodes, got = np.empty(len(usable), np.int64), np.empty(len(usable), np.int64)
     one, bound = np.zeros(1, np.int64), np.zeros(1, np.int64)
     m, left = 0, k
