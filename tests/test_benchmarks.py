@@ -9,10 +9,12 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-# Parameter values left out to keep CI quick: the same function on another config name. Every
-# loop is still replayed (on the small trace) by asv_quality's setup_cache.
-SLOW_PARAMS = [r"asv_replay\..*\('separate", r"asv_scale\..*\('separate", r"asv_packing\..*\('fgd'\)",
-               r"bench_packing\..*\('(?!BestFit')"]
+# Left out to keep CI quick: the same function on another config name (every loop is still
+# replayed, on the small trace, by asv_quality's setup_cache), and a benchmark whose code another
+# one runs whole (a peak-memory twin of a timing; the packing run, which TrackPacking's setup runs too).
+SLOW_PARAMS = [r"asv_replay\..*\('separate", r"asv_scale\..*\('separate", r"asv_quiet\..*\('separate",
+               r"asv_packing\..*\('fgd'\)", r"bench_packing\..*\('(?!BestFit')", r"\.peakmem_(replay|run|import)\b",
+               r"bench_packing\.TimePacking\."]
 SELECTION = "^(?!.*(?:" + "|".join(SLOW_PARAMS) + "))"
 
 

@@ -23,6 +23,7 @@ from harness.errors import LoopbenchError
 from harness.output import COMPLETE_MARKER, is_complete, write_parquet
 from harness.replay import Replay
 from harness.report import find_runs
+from tests.cli_in_process import loopbench
 from tests.cli_process import ENV
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,16 +36,16 @@ def cli(*args: str, cwd: Path) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def finish(proc: subprocess.Popen) -> str:
-    _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
-    return err
+def run_here(*args: str, cwd: Path) -> None:
+    """A command run to its end in this process: only a run that is killed needs its own."""
+    ran = loopbench(*args, cwd=cwd, env={"LOOPBENCH_CONF": ENV["LOOPBENCH_CONF"]})
+    assert ran.returncode == 0, ran.stderr
 
 
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("interrupt") / "t.parquet"
-    finish(cli("generate", f"workload.n_jobs={N_JOBS}", f"out={out}", cwd=ROOT))
+    run_here("generate", f"workload.n_jobs={N_JOBS}", f"out={out}", cwd=ROOT)
     return out
 
 
@@ -100,7 +101,7 @@ def test_killed_replay_looks_unfinished_and_reruns_identically(sig, trace, refer
     args = ("replay", f"trace.path={trace}", "loop=merged", "seed=0", f"hydra.run.dir={run}")
     kill_mid_run(cli(*args, cwd=tmp_path), run / ".hydra" / "config.yaml", sig)
     assert_not_looking_complete(run)
-    finish(cli(*args, cwd=tmp_path))  # rerun into the same directory
+    run_here(*args, cwd=tmp_path)  # into the same directory
     assert is_complete(run)
     same_metrics(run, reference[0])
 
@@ -112,7 +113,7 @@ def test_killed_sweep_keeps_finished_runs_and_reruns_identically(sig, trace, ref
     kill_mid_run(cli(*args, cwd=tmp_path), sweep / "1" / ".hydra" / "config.yaml", sig)
     same_metrics(sweep / "0", reference[0])  # the run that finished before the kill is whole
     assert_not_looking_complete(sweep / "1")
-    finish(cli(*args, cwd=tmp_path))
+    run_here(*args, cwd=tmp_path)
     for seed in (0, 1):
         same_metrics(sweep / str(seed), reference[seed])
 
@@ -123,12 +124,12 @@ def test_killed_rerun_with_another_config_looks_unfinished(trace, reference, tmp
     outputs look complete; the finished rerun is B's."""
     run = tmp_path / "run"
     args = ("replay", f"trace.path={trace}", "loop=merged", f"hydra.run.dir={run}")
-    finish(cli(*args, "seed=0", cwd=tmp_path))
+    run_here(*args, "seed=0", cwd=tmp_path)
     same_metrics(run, reference[0])
     (run / ".hydra" / "config.yaml").unlink()  # so that kill_mid_run waits for the rerun to start
     kill_mid_run(cli(*args, "seed=1", cwd=tmp_path), run / ".hydra" / "config.yaml", signal.SIGKILL)
     assert_not_looking_complete(run)
-    finish(cli(*args, "seed=1", cwd=tmp_path))
+    run_here(*args, "seed=1", cwd=tmp_path)
     same_metrics(run, reference[1])
     assert OmegaConf.load(run / "config.yaml").seed == 1
 
