@@ -92,6 +92,8 @@ ABLATION = ["idle_accel_hours", "gang_latency_p50_s", "gang_latency_p99_s", "cos
 #: Columns that are not results (they change from one execution to the next): runs written before
 #: the wall time moved to run.json (harness/provenance.py) have it in their metrics.
 UNSTABLE = ["wall_s"]
+#: decimals of a float in the report's CSV tables
+FLOAT_DIGITS = 4
 #: Variants with a Gantt view of one of their runs, at most (each costs about a second or two to draw)
 GANTTS = 4
 #: Whether a saving holds, said of a setting run with one seed: no interval to exclude 0.
@@ -1028,7 +1030,30 @@ def _left_out(metrics: pl.DataFrame, cells: list[str], variants: list[Variant]) 
 
 
 def _write_csv(df: pl.DataFrame, path: Path) -> None:
-    write_text(df.write_csv(float_precision=4), path)
+    write_text(df.write_csv(float_precision=FLOAT_DIGITS), path)
+
+
+def runs_table(metrics: pl.DataFrame, variants: list[Variant]) -> pl.DataFrame:
+    """Every run's metrics row (runs.csv), by variant then seed, without what differs between
+    two replays of one config (the wall time)."""
+    order = {v.label: i for i, v in enumerate(variants)}
+    return (metrics.drop([c for c in UNSTABLE if c in metrics.columns])
+            .with_columns(_o=pl.col("variant").replace_strict(order, return_dtype=pl.Int64))
+            .sort("_o", "seed").drop("_o").select("variant", pl.exclude("variant")))
+
+
+def runs_csv(paths: list[str | Path]) -> str:
+    """The runs.csv a report over the runs below `paths` writes, made alone (no plots, no files):
+    what a committed experiment's rows are checked against."""
+    _, metrics, variants = _labelled_runs(paths)
+    return runs_table(metrics, variants).write_csv(float_precision=FLOAT_DIGITS)
+
+
+def _labelled_runs(paths: list[str | Path]) -> tuple[list[Path], pl.DataFrame, list[Variant]]:
+    """The finished runs below `paths`, their metrics rows, each labelled with its variant, and the variants."""
+    runs = find_runs(paths)
+    metrics, variants = label_runs(runs, pl.concat([_read_metrics(r) for r in runs], how="diagonal_relaxed"))
+    return runs, metrics, variants
 
 
 def _intro(metrics: pl.DataFrame, variants: list[Variant], runs: list[Path]) -> list[str]:
@@ -1061,14 +1086,9 @@ def build(paths: list[str | Path], out: Path, title: str | None = None, notes: S
           gantt_view: bool = True) -> Report:
     """Aggregate the runs below `paths` and write the report files into `out`, replacing it whole;
     `gantt_view`: with a Gantt view of one run per variant (gantt_figures)."""
-    runs = find_runs(paths)
-    metrics = pl.concat([_read_metrics(r) for r in runs], how="diagonal_relaxed")
-    metrics, variants = label_runs(runs, metrics)
+    runs, metrics, variants = _labelled_runs(paths)
     labels = metrics["variant"]
     order = {v.label: i for i, v in enumerate(variants)}
-    runs_table = (metrics.drop([c for c in UNSTABLE if c in metrics.columns])
-                  .with_columns(_o=pl.col("variant").replace_strict(order, return_dtype=pl.Int64))
-                  .sort("_o", "seed").drop("_o").select("variant", pl.exclude("variant")))
     summary = summarize(metrics, variants)
     abl = ablation(metrics, variants)
     cells = grid.cell_columns(metrics)
@@ -1107,7 +1127,7 @@ def build(paths: list[str | Path], out: Path, title: str | None = None, notes: S
         for f in rep.figures:
             (tmp / pngs[f.id]).write_bytes(f.png)
         _write_csv(summary, tmp / "summary.csv")
-        _write_csv(runs_table, tmp / "runs.csv")
+        _write_csv(runs_table(metrics, variants), tmp / "runs.csv")
         if abl is not None:
             _write_csv(abl, tmp / "ablation.csv")
         if grid_stats is not None:

@@ -394,11 +394,18 @@ def test_committed_results_equal_a_fresh_regeneration(name):
     assert diffs == [], f"results/{name} is stale: run `loopbench results {name}` and commit results/"
 
 
+@pytest.fixture(scope="module")
+def derived_traces(tmp_path_factory) -> Path:
+    """Where the experiments' imported traces go, once per test process: CI leaves no derived
+    trace in the checkout."""
+    return tmp_path_factory.mktemp("derived")
+
+
 @pytest.mark.parametrize("name,loop", [("loops_synthetic", "separate"), ("loops_synthetic", "merged"),
                                        ("loops_synthetic", "separate_2026"),
                                        ("openb_autoscaled", "separate"), ("openb_autoscaled", "merged"),
                                        ("loops_evidence", "merged")])
-def test_committed_rows_are_current(name, loop, tmp_path):
+def test_committed_rows_are_current(name, loop, tmp_path, derived_traces):
     """Seed 0 of two loops of an experiment, replayed again, gives a committed row of its
     runs.csv: a quick staleness check of every replay experiment (the whole regenerations are
     the slow tests above)."""
@@ -411,13 +418,13 @@ def test_committed_rows_are_current(name, loop, tmp_path):
         pytest.skip(f"{SHARED} is absent (public traces, read in place)")
     cfg = compose("config", [f"experiment={name}", f"loop={loop}", "seed=0"])
     committed_trace = str(cfg.trace.path)
-    if cfg.get("import_args"):  # imported into this test's folder: CI leaves no derived trace in the checkout
-        cfg = compose("config", [f"experiment={name}", f"loop={loop}", "seed=0",
-                                 f"trace.path={tmp_path / 'trace.parquet'}"])
-    results.prepare(results.BY_NAME[name], cfg)  # the imported trace, where the experiment has one
+    if cfg.get("import_args"):
+        derived = derived_traces / f"{name}.parquet"
+        cfg = compose("config", [f"experiment={name}", f"loop={loop}", "seed=0", f"trace.path={derived}"])
+        if not derived.exists():  # imported once for the loops of one experiment
+            results.prepare(results.BY_NAME[name], cfg)
     Replay().run(cfg, tmp_path / "runs" / loop, progress=False)
-    report.build([tmp_path / "runs"], tmp_path / "out")
-    (fresh,) = csv.DictReader((tmp_path / "out" / "runs.csv").read_text().splitlines())
+    (fresh,) = csv.DictReader(report.runs_csv([tmp_path / "runs"]).splitlines())
     fresh["trace"] = committed_trace if fresh["trace"] == str(cfg.trace.path) else fresh["trace"]
     # a grid's variant names its setting (`merged [trace=...]`): the row is found by loop, trace and seed
     committed = [r for r in csv.DictReader((RESULTS / name / "runs.csv").read_text().splitlines())
