@@ -228,10 +228,13 @@ class Consolidation:
                       self.offerings.spare())
         pods = np.r_[pending, np.array(moved, np.int64)]
         order = queue_order(self.view, pods)
-        where = sim_.place_all(pods[order], self.view_class, max_claims=1)
         mine = order >= len(pending)
-        if (mine & ((where == -1) | ((where >= 0) & (st.status[np.maximum(where, 0)] == BOOTING)))).any():
-            return False, -1
+        booting = st.status == BOOTING
+        # the first moved pod left without a place, or on a node still booting, settles it: the
+        # pods after it change nothing of the answer
+        for a, went in sim_.place_runs(pods[order], self.view_class, max_claims=1):
+            if (mine[a:a + len(went)] & ((went == -1) | ((went >= 0) & booting[np.maximum(went, 0)]))).any():
+                return False, -1
         if sim_.n_claims == 0:
             return True, -1
         remaining, committed = self.offerings.supply()
