@@ -518,6 +518,25 @@ class ClusterState:
         twin._undo = None
         return twin
 
+    def refresh_copy(self, twin: ClusterState, since: int) -> None:
+        """Make `twin`, a `copy` taken when `mutations` was `since` and changed since only as a
+        scratch copy is (what-if packing, trials closed), equal to a `copy` taken now, rewriting
+        only the rows changed on either side since: every change of a node moves its
+        `changed_at` past `since` (a reverted trial puts back rows and counts both), so a row
+        neither moved is still equal. The device types, which a what-if's `retype` changes
+        without counting, are copied whole. O(slots) compares and O(rows changed) copies,
+        where `copy` copies every row (the device arrays are most of the state)."""
+        assert self._undo is None and twin._undo is None, "outside a trial"
+        rows = np.flatnonzero((self.changed_at > since) | (twin.changed_at > since))
+        dynamic = set(self._DYNAMIC)
+        twin.__dict__.update({k: v for k, v in self.__dict__.items() if k not in dynamic})
+        for name in self._DYNAMIC:
+            getattr(twin, name)[rows] = getattr(self, name)[rows]
+        if self.dra is not None:
+            twin.dra_type[:] = self.dra_type
+        twin.paid_per_pool = self.paid_per_pool.copy()
+        twin.grown = []
+
 
 def _domain_tables(gpus: int, nvl: np.ndarray, numa: np.ndarray, both: np.ndarray) -> list | None:
     """For each pattern of whole-free GPUs (bit i = GPU i), the summaries of `_refresh`:

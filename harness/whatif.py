@@ -58,6 +58,27 @@ def first_fit_count(state: ClusterState, w: Workload, pod: int, mask: np.ndarray
     return int(first_fit(state, w, pod, mask, k)[1].sum())
 
 
+class ScratchState:
+    """The scratch copy a loop's what-ifs of every slot pack on, kept from one to the next:
+    `take` returns it equal to a fresh `ClusterState.copy` of the state, rewriting only the
+    rows changed since the last take (`ClusterState.refresh_copy`), so a what-if costs
+    O(rows changed) to set up rather than a copy of every slot's devices. One snapshot at a
+    time: a take spends the previous one."""
+
+    def __init__(self, state: ClusterState):
+        self.state = state
+        self.twin: ClusterState | None = None
+        self.since = -1  # the state's `mutations` at the last take
+
+    def take(self) -> ClusterState:
+        if self.twin is None:
+            self.twin = self.state.copy()
+        else:
+            self.state.refresh_copy(self.twin, self.since)
+        self.since = self.state.mutations
+        return self.twin
+
+
 class Snapshot:
     """A what-if copy of some slots of the cluster, as Cluster Autoscaler's ClusterSnapshot:
     pods are packed onto it, never onto the real state. Local node i is slot `slots[i]` (all
@@ -69,12 +90,18 @@ class Snapshot:
     only free nodes and those booked for its own job, as the scheduler would. `devices` (per
     slot of the cluster, harness/autoscalers/node_templates.py) is the device type the loop
     simulates the node of an absent slot with once opened (`ClusterState.retype`); None: the
-    slot's node type's own."""
+    slot's node type's own. `scratch` (of `state`, all slots): pack on its kept copy rather
+    than a new one."""
 
     def __init__(self, state: ClusterState, slots: np.ndarray | None = None, usable: np.ndarray | None = None,
-                 openable: Iterable[int] = (), booked: np.ndarray | None = None, devices: np.ndarray | None = None):
+                 openable: Iterable[int] = (), booked: np.ndarray | None = None, devices: np.ndarray | None = None,
+                 scratch: ScratchState | None = None):
+        assert scratch is None or (scratch.state is state and slots is None), "a scratch copy of every slot"
         self.slots = slots
-        self.state = state.copy() if slots is None else state.subset(slots)
+        if scratch is not None:
+            self.state = scratch.take()
+        else:
+            self.state = state.copy() if slots is None else state.subset(slots)
         if devices is not None:
             self.state.retype(devices if slots is None else devices[slots])
         self.usable = np.zeros(self.state.n_slots, bool) if usable is None else np.array(usable, bool)

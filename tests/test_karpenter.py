@@ -16,11 +16,13 @@ from hypothesis import strategies as st
 
 from harness.autoscalers.karpenter import KarpenterAutoscaler
 from harness.autoscalers.karpenter_consolidation import Consolidation
+from harness.autoscalers.karpenter_scheduling import WhatIf, queue_order
 from harness.errors import ConfigError
 from harness.loops.separate import SeparateLoops
 from harness.scheduler import Scheduler
 from harness.scores import LeastAllocated
-from harness.status import ABSENT, READY
+from harness.status import ABSENT, BOOTING, READY
+from harness.whatif import Snapshot
 from tests import scenarios as sc
 
 H = 3600.0
@@ -338,3 +340,74 @@ def test_candidates_match_the_node_by_node_walk(table, max_candidates, sharing, 
                           budget_nodes=budget, consolidate_underutilized=underutilized)
     sc.run(table, cl, SeparateLoops(Scheduler(LeastAllocated()), ka), horizon_s=2 * H)
     assert ka.checked["polls"] > 0
+
+
+def option_placing_every_pod(c: Consolidation, cands: np.ndarray, pending: np.ndarray) -> tuple[bool, int]:
+    """`Consolidation._option` from its definition, on a fresh copy of the state: every pod
+    placed (pending and moved, in the queue order), then the candidates' pods checked (each
+    placed, none on a node still booting), then at most one new node cheaper than them."""
+    sim, st, w = c.sim, c.sim.state, c.sim.w
+    snap = Snapshot(st, devices=c.templates.slot_devices())
+    moved = []
+    for n in cands:
+        for p in sim.node_pods[n]:
+            snap.state.release(int(n), int(w.cpu[p]), int(w.mem[p]), sim.pod_gpus[p], int(w.milli[p]))
+            moved.append(p)
+    keep = c.scheduler.booked_for == -1
+    keep[cands] = False
+    what_if = WhatIf(snap, c.view, [keep & (st.status == READY), keep & (st.status == BOOTING)], c.offerings.spare())
+    pods = np.r_[pending, np.array(moved, np.int64)]
+    order = queue_order(c.view, pods)
+    where = what_if.place_all(pods[order], c.view_class, max_claims=1)
+    mine = order >= len(pending)
+    if any(mine[i] and (where[i] == -1 or (where[i] >= 0 and st.status[where[i]] == BOOTING))
+           for i in range(len(pods))):
+        return False, -1
+    if what_if.n_claims == 0:
+        return True, -1
+    remaining, committed = c.offerings.supply()
+    pool = c.offerings.cheapest(what_if.claim_types(0), what_if.claim_pools[0], remaining, committed,
+                                below=float(c.offerings.node_price[cands].sum()))
+    return pool >= 0, pool
+
+
+class OptionCheckedKarpenter(KarpenterAutoscaler):
+    """Checks every consolidation what-if (`_option`: on the kept scratch copy, stopping at the
+    first moved pod left without a place) against `option_placing_every_pod`."""
+
+    def attach(self, sim, scheduler):
+        super().attach(sim, scheduler)
+        c = self.consolidation
+        option = c._option
+        self.answers = {True: 0, False: 0}
+
+        def checked(cands, pending):
+            got = option(cands, pending)
+            assert got == option_placing_every_pod(c, cands, pending)
+            self.answers[got[0]] += 1
+            return got
+
+        c._option = checked
+
+
+@st.composite
+def churn_with_waiting(draw):
+    """`churn`, and pods that stay pending beside it: ones no node type holds (16 GPUs) and
+    whole-GPU pods arriving in bursts, so the what-ifs pack pending pods that find no place."""
+    table = draw(churn()).to_pylist()
+    for j in range(draw(st.integers(0, 6))):
+        gpus = draw(st.sampled_from([4, 8, 16]))
+        table.append({**table[0], "pod_id": f"w{j}", "job_id": f"w{j}", "gpu_count": gpus, "gpu_milli": 1000,
+                      "min_member": 1, "submit_s": float(draw(st.integers(0, 60)) * 30), "duration_s": 3000.0})
+    return sc.trace(table)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(table=churn_with_waiting(), sharing=st.booleans(), budget=st.sampled_from([0.1, 1.0]))
+def test_consolidation_what_if_answers_as_placing_every_pod(table, sharing, budget):
+    cl = sc.cluster([sc.node_type("g8"), sc.node_type("g4", gpus=4), sc.node_type("cpu", gpus=0)],
+                    [sc.pool("g8", "g8", price_on_demand=10.0, committed=1, price_committed=6.0),
+                     sc.pool("g4", "g4", price_on_demand=4.0),
+                     sc.pool("cpu", "cpu", price_on_demand=1.0)])
+    ka = OptionCheckedKarpenter(sharing_aware=sharing, budget_nodes=budget)
+    sc.run(table, cl, SeparateLoops(Scheduler(LeastAllocated()), ka), horizon_s=2 * H)

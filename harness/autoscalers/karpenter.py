@@ -59,7 +59,7 @@ from harness.scheduler import Scheduler
 from harness.settings import check, duration, flag, fraction, integer, number, period
 from harness.status import BOOTING, PENDING, READY, Event
 from harness.view import SimulationView
-from harness.whatif import Snapshot, equivalence_classes, view_of
+from harness.whatif import ScratchState, Snapshot, equivalence_classes, view_of
 
 
 def _agree(polls: np.ndarray, until: np.ndarray, was_free: np.ndarray) -> np.ndarray:
@@ -134,12 +134,13 @@ class KarpenterAutoscaler:
         # a node not initialized yet has its instance type's devices as the cloud provider's
         # ResourceSliceTemplates say, never learned from the nodes (harness/autoscalers/node_templates.py)
         self.templates = NodeTemplates(sim, from_nodes=False)
+        self.scratch = ScratchState(sim.state)  # the copy its what-ifs pack on, and its consolidation's
         self.nominated_until = np.full(sim.state.n_slots, -np.inf)
         self.nominated = np.zeros(0, np.int64)  # the nodes the last batch nominated
         self.consolidation = Consolidation(
             sim, scheduler, self.view, self.view_class, self.offerings, self.nominated_until, self.nomination_s,
             self._pending, self.underutilized, self.consolidate_after_s, self.budget_nodes, self.max_candidates,
-            self.validation_s, self.sharing_aware, self.templates)
+            self.validation_s, self.sharing_aware, self.templates, self.scratch)
         self.window_start: float | None = None
         self.last_trigger = -np.inf
         self.seen_version = -1
@@ -305,7 +306,7 @@ class KarpenterAutoscaler:
             return
         pods = pods[self._order(pods)]
         usable = self.scheduler.booked_for == -1
-        sim_ = WhatIf(Snapshot(st, devices=self.templates.slot_devices()), self.view,
+        sim_ = WhatIf(Snapshot(st, devices=self.templates.slot_devices(), scratch=self.scratch), self.view,
                       [(st.status == READY) & usable, (st.status == BOOTING) & usable], self.offerings.spare())
         where = sim_.place_all(pods, self.view_class)
         remaining, committed = self.offerings.supply()

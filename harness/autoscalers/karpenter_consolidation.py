@@ -42,7 +42,7 @@ from harness.autoscalers.node_templates import NodeTemplates
 from harness.quiet import Clock
 from harness.state import WHOLE
 from harness.status import ABSENT, BOOTING, READY, Event
-from harness.whatif import Snapshot
+from harness.whatif import ScratchState, Snapshot
 
 if TYPE_CHECKING:
     from harness.scheduler import Scheduler
@@ -61,9 +61,10 @@ class Consolidation:
                  offerings: Offerings, nominated_until: np.ndarray, nomination_s: float,
                  pending: Callable[[], np.ndarray], underutilized: bool, consolidate_after_s: float,
                  budget_nodes: float, max_candidates: int, validation_s: float, sharing_aware: bool,
-                 templates: NodeTemplates):
+                 templates: NodeTemplates, scratch: ScratchState):
         self.sim, self.scheduler, self.view, self.view_class = sim, scheduler, view, view_class
         self.templates = templates  # a replacement is simulated by its instance type's template
+        self.scratch = scratch  # the copy its what-ifs pack on
         self.offerings, self.nominated_until, self.nomination_s = offerings, nominated_until, nomination_s
         self.pending = pending
         self.underutilized, self.consolidate_after_s = underutilized, consolidate_after_s
@@ -213,7 +214,7 @@ class Consolidation:
         share; a candidate's pod may not count on a node still booting. Returns (possible,
         replacement pool or -1)."""
         sim, st, w = self.sim, self.sim.state, self.sim.w
-        snap = Snapshot(st, devices=self.templates.slot_devices())
+        snap = Snapshot(st, devices=self.templates.slot_devices(), scratch=self.scratch)
         moved = []
         # Per pod, inherently: these are the pods that would move, each released from its own
         # devices; their order (each node's in turn) breaks ties in the what-if's stable sort.
@@ -227,10 +228,13 @@ class Consolidation:
                       self.offerings.spare())
         pods = np.r_[pending, np.array(moved, np.int64)]
         order = queue_order(self.view, pods)
-        where = sim_.place_all(pods[order], self.view_class, max_claims=1)
         mine = order >= len(pending)
-        if (mine & ((where == -1) | ((where >= 0) & (st.status[np.maximum(where, 0)] == BOOTING)))).any():
-            return False, -1
+        booting = st.status == BOOTING
+        # the first moved pod left without a place, or on a node still booting, settles it: the
+        # pods after it change nothing of the answer
+        for a, went in sim_.place_runs(pods[order], self.view_class, max_claims=1):
+            if (mine[a:a + len(went)] & ((went == -1) | ((went >= 0) & booting[np.maximum(went, 0)]))).any():
+                return False, -1
         if sim_.n_claims == 0:
             return True, -1
         remaining, committed = self.offerings.supply()

@@ -6,6 +6,7 @@ room, else a node claim that still holds it, else a new claim.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from itertools import pairwise
 
 import numpy as np
@@ -80,11 +81,19 @@ class WhatIf:
     def place_all(self, pods: np.ndarray, view_class: np.ndarray, max_claims: float = np.inf) -> np.ndarray:
         """`place_run` over the ordered pods, a run of pods identical in the view (of classes
         `view_class`, `harness.whatif.equivalence_classes`) at a time. Returns where each pod went."""
+        return np.concatenate([np.zeros(0, np.int64), *(went for _, went in self.place_runs(pods, view_class,
+                                                                                           max_claims))])
+
+    def place_runs(self, pods: np.ndarray, view_class: np.ndarray,
+                   max_claims: float = np.inf) -> Iterator[tuple[int, np.ndarray]]:
+        """`place_all` a run at a time, as it goes: (the run's first position, where its pods
+        went). A caller that has its answer stops early."""
         if len(pods) == 0:
-            return np.zeros(0, np.int64)
+            return
         cls = classes(view_class, self.w, pods)
         bounds = np.r_[0, np.flatnonzero(cls[1:] != cls[:-1]) + 1, len(pods)].tolist()
-        return np.concatenate([self.place_run(pods[a:b], max_claims) for a, b in pairwise(bounds)])
+        for a, b in pairwise(bounds):
+            yield a, self.place_run(pods[a:b], max_claims)
 
     def _open_claim(self, p: int) -> bool:
         """A new claim: one spare slot of each node type that can hold pod p, of the pools it
