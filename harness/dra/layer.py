@@ -78,6 +78,7 @@ from harness.node_type import NodeType
 WHOLE = translate.WHOLE
 SECTION_KEYS = ("device_classes", "node_types", "templates", "claims", "taint_rules", "device_failures")
 MOST_FOLLOWED = 1 << 20  # changes remembered by `DeviceLayer.follow` before it starts over
+MOST_ALLOCATED = 1 << 16  # devices remembered by `DeviceLayer.allocated` (~0.5 KiB each) before it starts over
 NO_MARKS = np.zeros((0, 0), np.int64)  # the compiled calls' taint marks where none are configured
 
 
@@ -305,7 +306,7 @@ class DeviceLayer:
         key = (hit[3], int(stamp[n]))
         out = self._allocated.get(key)
         if out is None:
-            if len(self._allocated) > MOST_FOLLOWED:
+            if len(self._allocated) >= MOST_ALLOCATED:
                 self._allocated.clear()  # only reuse is lost
             out = self._allocated[key] = allocation(self, arrays, t, claims, n, marks)
         return out
