@@ -68,7 +68,7 @@ class Engine:
                 continue
             fn(*args)
             self.n_events += 1
-        times, fn = self._stream_times, cast(Callable[[int], None], self._stream_fn)
+        times, fn = self._stream_times, cast("Callable[[int], None]", self._stream_fn)  # by name: no type built
         while self._stream_next < len(times) and times[self._stream_next] <= t:
             fn(self._stream_next)
             self._stream_next += 1

@@ -82,8 +82,8 @@ def pick_devices(state: ClusterState, w: Workload, pod: int, node: int) -> np.nd
     claims = claims_of(w, pod)
     if claims is None:
         return state.pick_devices(node, int(w.gpus[pod]), int(w.milli[pod]), bool(w.nvlink[pod]), bool(w.numa[pod]))
-    return dra_layer.allocation(_devices(state), state.device_arrays, int(state.dra_type[node]), claims, node,
-                                state.device_taints)
+    return _devices(state).allocated(state.device_arrays, state.dra_stamp, int(state.dra_type[node]), claims, node,
+                                     state.device_taints)
 
 
 def pod_rule(state: ClusterState, w: Workload, pod: int,

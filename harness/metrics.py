@@ -30,6 +30,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+from numba import njit
 
 from harness.idle_rates import recount
 from harness.output import atomic_path
@@ -296,7 +297,7 @@ class Accounting:
         if isinstance(dt, np.ndarray):
             self._acc = add_rows_in_turn(self._acc, np.multiply.outer(rate, dt) / self._per[:, None])
         else:
-            self._acc += rate * dt / self._per
+            add_step(self._acc, rate, dt, self._per)
 
     def finish(self) -> None:
         """Integrate up to the horizon and take the samples due at it (the final state)."""
@@ -337,6 +338,15 @@ class Accounting:
             int((status == READY).sum()), int((status == BOOTING).sum()), *[int(c) for c in self.reason_count],
             cost_rate,
         )
+
+
+@njit(cache=True)
+def add_step(total: np.ndarray, rate: np.ndarray, dt: float, per: np.ndarray) -> None:
+    """total += rate x dt / per, in place, each element by the same three operations numpy's
+    vector steps make (so the same bits), in one compiled call: an event's integration took
+    three numpy calls and two temporaries for a few dozen numbers."""
+    for i in range(len(total)):
+        total[i] += rate[i] * dt / per[i]
 
 
 def add_rows_in_turn(total: np.ndarray, steps: np.ndarray) -> np.ndarray:

@@ -166,21 +166,40 @@ class ClusterState:
         """Open a trial: every change from now on can be undone by `revert` (or kept by `keep`).
         The undo record holds the rows of the nodes a change touches (O(nodes touched))."""
         assert self._undo is None, "trials do not nest"
-        self._undo = [(self.version, self.layout_version, self.mutations, len(self.grown), self.ready_milli,
-                       self.booting_milli, self.alloc_ready_milli, self.committed_empty_milli,
-                       self.paid_per_pool.copy())]
+        self._undo = [self._totals()]
 
     def revert(self) -> None:
         """Close the trial, undone: every array, total and cache key is as at `fork`, so no
         cache keyed on the state sees a change."""
-        undo, self._undo = self._undo, None
-        assert undo is not None, "revert closes an open trial"
-        for n, rows in reversed(undo[1:]):
+        assert self._undo is not None, "revert closes an open trial"
+        self.rollback((1, self._undo[0]))
+        self._undo = None
+
+    def savepoint(self) -> tuple[int, tuple]:
+        """Where `rollback` brings an open trial back to: a step of the trial that must be all
+        or nothing (a drain check moves a node's pods all or none) undone, the trial still open."""
+        assert self._undo is not None, "a savepoint is taken within a trial"
+        return len(self._undo), self._totals()
+
+    def rollback(self, point: tuple[int, tuple]) -> None:
+        """Undo the open trial's changes since the `savepoint`: every array, total and cache key
+        as then."""
+        size, totals = point
+        undo = self._undo
+        assert undo is not None and len(undo) >= size, "a rollback within the trial of its savepoint"
+        for n, rows in reversed(undo[size:]):
             for name, row in zip(self._DYNAMIC, rows, strict=True):
                 getattr(self, name)[n] = row
+        del undo[size:]
         (self.version, self.layout_version, self.mutations, grown, self.ready_milli, self.booting_milli,
-         self.alloc_ready_milli, self.committed_empty_milli, self.paid_per_pool) = undo[0]
+         self.alloc_ready_milli, self.committed_empty_milli, paid) = totals
+        self.paid_per_pool = paid.copy()
         del self.grown[grown:]
+
+    def _totals(self) -> tuple:
+        """The running totals and cache keys a trial puts back (with the rows it saved)."""
+        return (self.version, self.layout_version, self.mutations, len(self.grown), self.ready_milli,
+                self.booting_milli, self.alloc_ready_milli, self.committed_empty_milli, self.paid_per_pool.copy())
 
     def keep(self) -> None:
         """Close the trial, kept: its changes stand and count as changes."""

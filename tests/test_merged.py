@@ -206,3 +206,41 @@ def test_the_demand_a_plan_counts_on_includes_the_arrivals_of_the_last_window(wi
     table = sc.trace([{} for _ in range(8)] + [{"submit_s": 400.0, "duration_s": 600.0}])
     row, sim, _ = replay(cl, table, 2 * H, demand_window_s=window)
     assert [cl.pools[n.pool].name for n in sim.nodes] == bought and row["pods_done"] == 9
+
+
+def test_the_provision_deadline_read_once_per_layout_is_the_one_read_afresh(monkeypatch):
+    """`ProvisionTimeout` reads the booting slots once per layout of the state: at every scan
+    of replays with phantoms given up (a single pod, a gang partly on a phantom) and of the
+    pinned many-gang trace, its deadline is the one read from every slot, and the nodes it
+    gives up are those late by the slots read afresh."""
+    from harness.autoscalers.provision_timeout import ProvisionTimeout
+    from harness.config import compose
+    from harness.replay import build
+    from harness.status import BOOTING
+    from tests.test_pinned_outputs import TRACE
+
+    deadline, give_up, seen = ProvisionTimeout.deadline, ProvisionTimeout.give_up, []
+
+    def afresh(timeout):
+        booting = timeout.sim.state.status == BOOTING
+        return float(timeout.sim.node_requested_at[booting].min()) + timeout.limit_s if booting.any() else np.inf
+
+    def checked_deadline(self):
+        assert deadline(self) == afresh(self)
+        return deadline(self)
+
+    def checked_give_up(self, now, release):
+        st = self.sim
+        late = np.flatnonzero((st.state.status == BOOTING) & (st.node_requested_at + self.limit_s <= now))
+        got = give_up(self, now, release)
+        seen.append(len(got))
+        assert got.tolist() == late.tolist()
+        return got
+
+    monkeypatch.setattr(ProvisionTimeout, "deadline", checked_deadline)
+    monkeypatch.setattr(ProvisionTimeout, "give_up", checked_give_up)
+    test_a_node_that_never_comes_up_is_given_up_after_the_provision_time_and_its_pool_backed_off()
+    test_a_gang_planned_partly_on_a_phantom_is_planned_again_whole()
+    sim, lp = build(compose("config", ["loop=merged", f"trace.path={TRACE}", "horizon_s=9000"]))
+    sim.run(lp)
+    assert sum(seen) >= 2 and len(seen) > 100  # nodes were given up; many scans compared

@@ -1,7 +1,8 @@
 """The state owns its invalidation: a trial (`ClusterState.fork` ... `revert`) that is rolled
 back leaves every array, running total and cache key (version, layout_version, mutations,
-changed_at, grown) exactly as before, whatever the trial did through the real mutation paths;
-a kept trial (`keep`) counts as a change. `Scheduler.try_place` is such a trial.
+changed_at, grown) exactly as before, whatever the trial did through the real mutation paths,
+and so does a rollback to a savepoint within it; a kept trial (`keep`) counts as a change.
+`Scheduler.try_place` is such a trial.
 """
 
 from __future__ import annotations
@@ -94,6 +95,28 @@ def test_kept_trial_counts_as_a_change(state, data):
     # a trial that changed a node leaves the mutation count moved (one that changed none need not)
     touched = any(not np.array_equal(after[k], before[k]) for k in ClusterState._DYNAMIC if k != "changed_at")
     assert state.mutations > before["mutations"] or not touched
+
+
+@SETTINGS
+@given(state=states(), data=st.data())
+def test_a_rollback_to_a_savepoint_leaves_the_trial_as_then(state, data):
+    # changes, a savepoint, more changes, a rollback: as at the savepoint, the trial still open
+    # (and a second rollback to it changes nothing); the revert then undoes the whole trial
+    state.grown.append(0)
+    before = everything(state)
+    state.fork()
+    mutate(state, data)
+    point = state.savepoint()
+    at_point = everything(state)
+    mutate(state, data)
+    state.rollback(point)
+    assert_same(everything(state), at_point)
+    assert state.in_trial
+    state.rollback(point)
+    assert_same(everything(state), at_point)
+    mutate(state, data)
+    state.revert()
+    assert_same(everything(state), before)
 
 
 def test_trials_do_not_nest():

@@ -29,11 +29,21 @@ if TYPE_CHECKING:
 class ProvisionTimeout:
     def __init__(self, limit_s: float, sim: SimulationView):
         self.limit_s, self.sim = float(limit_s), sim
+        self.read_at = -1  # the state's layout version when `first_due` was read
+        self.first_due = np.inf
 
     def deadline(self) -> float:
-        """When the node booting the longest reaches the limit (inf: none boots)."""
-        booting = self.sim.state.status == BOOTING
-        return float(self.sim.node_requested_at[booting].min()) + self.limit_s if booting.any() else np.inf
+        """When the node booting the longest reaches the limit (inf: none boots). A node is
+        asked for, comes up or goes only with a change of the state's layout: the slots are
+        read once per layout, not at every scan."""
+        st = self.sim.state
+        if self.read_at != st.layout_version:
+            assert not st.in_trial, "the deadline is read between trials"
+            booting = st.status == BOOTING
+            self.first_due = float(self.sim.node_requested_at[booting].min()) + self.limit_s if booting.any() \
+                else np.inf
+            self.read_at = st.layout_version
+        return self.first_due
 
     def clocks(self) -> list[Clock]:
         """The deadline as a clock of the quiet stretches (harness/quiet.py): at it, a scan
@@ -46,6 +56,8 @@ class ProvisionTimeout:
         after `release(n)` let the loop take back what it planned there (pods, bookings);
         returns their slots."""
         sim = self.sim
+        if now < self.deadline():  # none is late (a sum rounds up with its term: the first due is the least)
+            return np.zeros(0, np.int64)
         late = np.flatnonzero((sim.state.status == BOOTING) & (sim.node_requested_at + self.limit_s <= now))
         for n in late.tolist():  # rare: per late node, each removed, its pods re-queued
             release(n)

@@ -20,7 +20,7 @@ from harness.quiet import Clock, leading
 from harness.settings import check, duration, flag, fraction, integer
 from harness.status import ABSENT, READY, Event
 from harness.view import SimulationView
-from harness.whatif import Snapshot
+from harness.whatif import first_fit_nodes
 
 
 class ScaleDown:
@@ -94,7 +94,7 @@ class ScaleDown:
         self.planned_at = self.ran_at = -np.inf
         self.cut_short = False  # the last plan stopped at its limit with candidates left
         self.memo: _Memo | None = None  # the last simulated plan, to skip re-simulating it unchanged
-        self.touched: list[np.ndarray] = []  # local nodes the last simulation packed pods onto, trials included
+        self.touched: list[np.ndarray] = []  # nodes the last simulation packed pods onto, trials included
         # GPU milli each pod requests as the GPU resource: whole devices only (a share or a
         # partition is another extended resource upstream); None: every request is whole
         whole = (w.milli == 1000) & (w.profile_bit == 0)
@@ -157,7 +157,9 @@ class ScaleDown:
             # a node's utilisation changes only with the node: re-judge the nodes changed since
             idx = np.flatnonzero(changed | (st.changed_at > self.seen_mutations))
             self.seen_mutations, self.protected = st.mutations, protect
-            self.is_low[idx] = (st.status[idx] == READY) & (self.utilization(idx) < self.threshold) & ~protect[idx]
+            ready = idx[st.status[idx] == READY]  # only a ready node is a candidate: the others are not read
+            self.is_low[idx] = False
+            self.is_low[ready] = (self.utilization(ready) < self.threshold) & ~protect[ready]
             if not self.drain_underutilized:
                 self.is_low[idx] &= st.pods_on[idx] == 0
             self.low = np.flatnonzero(self.is_low)
@@ -219,19 +221,21 @@ class ScaleDown:
         found, tried = self.removable(cand, booked_for, limit)
         touched = np.zeros(st.n_slots, bool)
         touched[cand] = True
-        touched[ready[np.concatenate(self.touched)] if self.touched else []] = True
+        touched[np.concatenate(self.touched) if self.touched else []] = True
         self.memo = _Memo(cand, limit, found, tried, ready, None if booked_for is None else booked_for.copy(),
                           st.mutations, touched, {name: getattr(st, name).copy() for name in _ROOM})
         return found, tried
 
     def removable(self, cand: np.ndarray, booked_for: np.ndarray | None = None,
                   limit: int | None = None) -> tuple[np.ndarray, int]:
-        """Upstream `SimulateNodeRemoval` over the candidates in order, on one what-if snapshot
-        of the ready nodes: a candidate is removable when none of its pods is a gang member (a
-        gang is not evicted piecemeal) and all of them first-fit on the other nodes they may use
-        (not one booked for another job), nodes found removable before it no longer counting
-        and their pods staying where they were moved. Stops after `limit` removable nodes.
-        Returns which of the first `tried` candidates are removable, and `tried`."""
+        """Upstream `SimulateNodeRemoval` over the candidates in order, on the ready nodes as a
+        what-if: a candidate is removable when none of its pods is a gang member (a gang is not
+        evicted piecemeal) and all of them first-fit on the other nodes they may use (not one
+        booked for another job), nodes found removable before it no longer counting and their
+        pods staying where they were moved. Stops after `limit` removable nodes. Returns which
+        of the first `tried` candidates are removable, and `tried`.
+        The what-if is a trial on the state itself, undone at the end: a copy of every ready
+        node's rows (their device capacities most of all) cost more than the whole check."""
         sim, st = self.sim, self.sim.state
         self.touched = []  # this simulation's, read by `_simulate` (a drain's check does not keep them)
         limit = len(cand) if limit is None else limit
@@ -241,53 +245,54 @@ class ScaleDown:
         found[:lead] = True
         if lead == len(cand) or lead == limit:
             return found[:lead], lead
-        ready = np.flatnonzero(st.ready)
-        local = np.searchsorted(ready, cand)
-        booked = None if booked_for is None else booked_for[ready]
-        snap = Snapshot(st, ready, usable=np.ones(len(ready), bool))
-        snap.usable[local[:lead]] = False
+        usable = st.ready  # the nodes pods may move to: ready ones, not found removable
+        usable[cand[:lead]] = False
         n_removable = lead
-        moved: dict[int, list[int]] = {}  # local node -> pods the simulation moved there
-        for i in range(lead, len(cand)):  # bounded by `limit` removable; unremovable wait a recheck
-            n = int(cand[i])
-            if n_removable >= limit:
-                return found[:i], i
-            pods = sim.pods_on(n) + moved.pop(int(local[i]), [])  # its own, and those moved onto it
-            if not pods:
-                ok = True
-            elif sim.gang_pods_on[n] > 0:
-                ok = False
-            else:
-                snap.usable[local[i]] = False
-                moves = self._move(snap, pods, booked)
-                ok = moves is not None
-                for p, dest in moves or ():
-                    moved.setdefault(dest, []).append(p)
-            snap.usable[local[i]] = not ok
-            found[i] = ok
-            n_removable += ok
-        return found, len(cand)
+        moved: dict[int, list[int]] = {}  # node -> pods the simulation moved there
+        st.fork()
+        try:
+            for i in range(lead, len(cand)):  # bounded by `limit` removable; unremovable wait a recheck
+                n = int(cand[i])
+                if n_removable >= limit:
+                    return found[:i], i
+                pods = sim.pods_on(n) + moved.pop(n, [])  # its own, and those moved onto it
+                if not pods:
+                    ok = True
+                elif sim.gang_pods_on[n] > 0:
+                    ok = False
+                else:
+                    usable[n] = False
+                    moves = self._move(usable, pods, booked_for)
+                    ok = moves is not None
+                    for p, dest in moves or ():
+                        moved.setdefault(dest, []).append(p)
+                usable[n] = not ok
+                found[i] = ok
+                n_removable += ok
+            return found, len(cand)
+        finally:
+            st.revert()
 
-    def _move(self, snap: Snapshot, pods: list[int], booked: np.ndarray | None) -> list[tuple[int, int]] | None:
-        """First-fit the pods onto the snapshot's usable nodes, all or nothing: [(pod, local
-        node)], or None and the snapshot as before. Identical pods of one job go in one vector
-        step (`Snapshot.fit_alike`), groups in the order they first appear (upstream tries a
-        node's pods in its own arbitrary order)."""
-        w, st = self.sim.w, snap.state
+    def _move(self, usable: np.ndarray, pods: list[int], booked: np.ndarray | None) -> list[tuple[int, int]] | None:
+        """First-fit the pods onto the `usable` nodes of the state (in a trial), all or nothing:
+        [(pod, node)], or None and the state as before. Identical pods of one job go in one
+        vector step (`whatif.first_fit_nodes`), groups in the order they first appear (upstream
+        tries a node's pods in its own arbitrary order)."""
+        w, st = self.sim.w, self.sim.state
         groups: dict[tuple[int, int], list[int]] = {}
         for p in pods:
             groups.setdefault((int(w.job[p]), int(w.shape[p])), []).append(p)
-        st.fork()
+        point = st.savepoint()
         moves: list[tuple[int, int]] = []
         for (job, _), group in groups.items():
-            usable = snap.usable if booked is None else snap.usable & ((booked == -1) | (booked == job))
-            got = snap.fit_alike(w, group[0], len(group), usable=usable)
+            mask = usable if booked is None else usable & ((booked == -1) | (booked == job))
+            nodes, counts = first_fit_nodes(st, w, group[0], mask, len(group))
+            got = np.repeat(nodes, counts)
             self.touched.append(got)
             if len(got) < len(group):
-                st.revert()
+                st.rollback(point)
                 return None
             moves.extend(zip(group, got.tolist(), strict=True))
-        st.keep()
         return moves
 
     def _delete(self, now: float, booked_for: np.ndarray | None = None) -> None:
@@ -321,7 +326,7 @@ class ScaleDown:
                 sim.note(Event.SCALE_DOWN, f"{how}, unneeded {now - self.unneeded_since[n]:.0f} s", node=n)
             sim.remove_node(n)
             self.unneeded_since[n] = np.nan
-        self.unneeded = self.unneeded[~np.isin(self.unneeded, removed)]
+        self.unneeded = _without(self.unneeded, removed)
 
     def _still_removable(self, now: float, gone: np.ndarray, busy: np.ndarray, n_drain: int,
                          booked_for: np.ndarray | None) -> np.ndarray:
@@ -334,7 +339,7 @@ class ScaleDown:
         self._kept(bad, "its pods fit nowhere else")
         self.recheck_at[bad] = now + self.recheck_s
         self.unneeded_since[bad] = np.nan
-        self.unneeded = self.unneeded[~np.isin(self.unneeded, bad)]
+        self.unneeded = _without(self.unneeded, bad)
         return busy[:tried][found]
 
     def _kept(self, nodes: np.ndarray, why: str) -> None:
@@ -382,6 +387,12 @@ class _Memo:
     mutations: int
     touched: np.ndarray  # slots: the candidates and every node a trial packed onto
     rows: dict[str, np.ndarray]  # the _ROOM columns then
+
+
+def _without(nodes: np.ndarray, gone: np.ndarray) -> np.ndarray:
+    """The nodes, in order, but those in `gone`: a few of each, so one table of comparisons
+    (np.isin sorts, at ~5x the cost on arrays this small)."""
+    return nodes[(nodes[:, None] != gone[None, :]).all(axis=1)]
 
 
 def _within(nodes: np.ndarray, pool: np.ndarray, spare: np.ndarray) -> np.ndarray:

@@ -78,6 +78,7 @@ from harness.node_type import NodeType
 WHOLE = translate.WHOLE
 SECTION_KEYS = ("device_classes", "node_types", "templates", "claims", "taint_rules", "device_failures")
 MOST_FOLLOWED = 1 << 20  # changes remembered by `DeviceLayer.follow` before it starts over
+MOST_ALLOCATED = 1 << 16  # devices remembered by `DeviceLayer.allocated` (~0.5 KiB each) before it starts over
 NO_MARKS = np.zeros((0, 0), np.int64)  # the compiled calls' taint marks where none are configured
 
 
@@ -173,6 +174,7 @@ class DeviceLayer:
         self._alike: AlikeCache | None = None  # what-if binds of every claim set (`take_alike`), made on first use
         self.next_stamp = len(self.devices)  # the next stamp to give; below: an empty node of device type t is stamp t
         self._after: dict[tuple, int] = {}  # (stamp, change) -> the stamp of the state it leads to
+        self._allocated: dict[tuple[int, int], ClaimedGpus] = {}  # (claim set, stamp) -> `allocation` there
         #: taints during the run (None: none configured)
         self.taints = None
         if raw.get("taint_rules") is not None or raw.get("device_failures") is not None:
@@ -292,6 +294,22 @@ class DeviceLayer:
             after = self._after[key] = self.next_stamp
             self.next_stamp += 1
         stamp[n] = after
+
+    def allocated(self, arrays: Arrays, stamp: np.ndarray, t: int, claims: tuple[Claim, ...], n: int,
+                  marks: np.ndarray | None = None) -> ClaimedGpus:
+        """`allocation` of the claims on node n, remembered by its stamp: a stamp names the
+        node's allocation state, device type and taints, so the same claims get the same
+        devices wherever and whenever that state is found (nodes of one history share it: every
+        fresh node of a type, and each after the same placements). The answer is shared,
+        never written."""
+        hit = self._typed.get(id(claims)) or self._type(claims)
+        key = (hit[3], int(stamp[n]))
+        out = self._allocated.get(key)
+        if out is None:
+            if len(self._allocated) >= MOST_ALLOCATED:
+                self._allocated.clear()  # only reuse is lost
+            out = self._allocated[key] = allocation(self, arrays, t, claims, n, marks)
+        return out
 
     def take_alike(self, arrays: Arrays, stamp: np.ndarray, slot_type: np.ndarray, claims: tuple[Claim, ...],
                    slots: np.ndarray, counts: np.ndarray, n_gpus: int, marks: np.ndarray | None = None) -> np.ndarray:
