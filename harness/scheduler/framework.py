@@ -66,6 +66,10 @@ GANG = -2  # the group of a failure key for a whole gang
 #: (`Scheduler.futile_gang`). Not a behaviour switch: the outputs are the same either way, bit
 #: for bit; off, every attempt runs member by member (the reference the tests compare with).
 FUTILE_ATTEMPTS_AT_ONCE = True
+#: Futile attempts that follow each other in a cycle, each of a gang class whose plan is current,
+#: are taken in one step (`Scheduler._futile_run`). Not a behaviour switch either: off, each is
+#: taken on its own turn through the cycle (`Scheduler._futile_as_before`, the reference).
+FUTILE_RUNS_AT_ONCE = True
 
 
 #: upstream's minFeasibleNodesToFind and minFeasibleNodesPercentageToFind (schedule_one.go)
@@ -289,7 +293,15 @@ class Scheduler:
         # jobs with pods still pending after this cycle whose reason may have changed
         waiting = jobs[~retry].tolist() if relabel else []
         groups = self.pod_groups
-        for j in self._in_turn(jobs[retry]):
+        order = self._in_turn(jobs[retry])
+        i = 0
+        while i < len(order):
+            if self.futile_plans and FUTILE_RUNS_AT_ONCE and (run := self._futile_run(order, i, failed)):
+                waiting += order[i:i + run]
+                i += run
+                continue
+            j = order[i]
+            i += 1
             if self._failed_key(j, self.job_shape(j)) in failed:  # its only shape found no node
                 self.tried_at[j] = st.version
                 waiting.append(j)
@@ -595,8 +607,8 @@ class Scheduler:
             if where is None:
                 return False
             group = where
-        if self.futile_gang is not None and self._futile_as_before(j, failed):
-            return False
+        if self.futile_gang is not None and not FUTILE_RUNS_AT_ONCE and self._futile_as_before(j, failed):
+            return False  # (at once: `_futile_run` took it, if it was such an attempt)
         all_placed = True
         for i, p in enumerate(sim.unbound_pods(j).tolist()):
             shape = int(w.shape[p])
@@ -723,6 +735,67 @@ class Scheduler:
         gang.release_at_once(j, list(zip(pods[:len(nodes)].tolist(), nodes, devices, strict=True)), frags)
         self.content_key = self._state_key()
         return True
+
+    def _futile_run(self, order: list[int], i: int, failed: dict[tuple, int]) -> int:
+        """How many jobs from order[i] on were taken as futile attempts of gang classes whose
+        plan is current, in one step (0: none; order[i] then goes its own way through the cycle).
+
+        Such an attempt leaves the nodes as it found them and what failed in the cycle as it
+        was (`_futile_as_before`), so each of the jobs that follow sees what the first saw, but
+        the counters the releases move: each is tested as its own turn would test it (its
+        class's plan on the same contents, the failures of the cycle that would skip it or its
+        rack or block, `futile_gang.futile_after`: PreFilter lets it through and PostFilter
+        releases it), and the run ends at the first job that fails a test. A job of a class
+        whose plan is current needs no `_fails_as_before` (its first pod fits the plan's node),
+        nor a Filter, Score or pick: the plan says where its members bind, and the simulation
+        moves every counter as their binds and releases would, job after job
+        (`Simulation.round_trips`)."""
+        sim, w = self.sim, self.sim.w
+        j = order[i]
+        if not self.job_uniform[j] or sim.job_placed[j] != 0:
+            return 0
+        known = self.futile_plans.get(self._gang_class(j))
+        if known is None or known[0] != self._content() or not sim.binds_unheard:
+            return 0
+        content = known[0]
+        jobs = np.array(order[i:], np.int64)
+        uniform = self.job_uniform[jobs]
+        jobs = jobs[:len(jobs) if uniform.all() else int(np.argmin(uniform))]
+        trips: list[tuple[list[int], list[float]]] = []
+        by_class: dict[tuple[int, int], tuple[list[int], list[float]] | None] = {}
+        for j, shape, loc in zip(jobs.tolist(), w.shape[self.job_first_pod[jobs]].tolist(),
+                                 w.job_locality[jobs].tolist(), strict=True):
+            key = (shape, loc)
+            if key not in by_class:
+                by_class[key] = self._current_trip(j, key, content, failed)
+            trip = by_class[key]
+            if trip is None:
+                break
+            trips.append(trip)
+        jobs = jobs[:len(trips)]
+        bound = np.fromiter((len(nodes) for nodes, _ in trips), np.int64, len(trips))
+        futile = self.futile_gang.futile_after(jobs, bound) & (bound < sim.pending_of(jobs)[1])
+        run = len(jobs) if futile.all() else int(np.argmin(futile))
+        if run == 0:
+            return 0
+        versions = self.futile_gang.releases_alike(jobs[:run], trips[:run])
+        self.tried_at[jobs[:run]] = versions  # each backed off as its own release left the capacity
+        self.content_key = self._state_key()
+        return run
+
+    def _current_trip(self, j: int, key: tuple[int, int], content: int,
+                      failed: dict[tuple, int]) -> tuple[list[int], list[float]] | None:
+        """The nodes and F_n of the futile attempt of job j's class (`key`) if its plan is of
+        these contents and the cycle's failures would not skip job j (its shape, or its rack or
+        block), else None."""
+        known = self.futile_plans.get(key)
+        if known is None or known[0] != content or self._failed_key(j, key[0]) in failed:
+            return None
+        _, nodes, _, frags = known
+        groups = self.groups_of(j)
+        if groups is not None and self._failed_key(j, key[0], int(groups[nodes[0]])) in failed:
+            return None
+        return nodes, frags
 
     def _fails_as_before(self, j: int) -> bool:
         """Would job j's attempt find no node for its first pod and so change nothing? Known
