@@ -376,6 +376,10 @@ class Simulation(Engine):
         self.acct.set_reasons(pods, self.pending_reasons(w.job[pods]))
         return frags
 
+    def fragmentation(self, n: int) -> float:
+        """Node n's F_n as its contents are now, on a trial too (`Ledger.measure`)."""
+        return self.ledger.measure(n)
+
     def pending_of(self, jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The pending pods of these jobs, job after job (each job's in `job_pods` order), and
         how many each job has."""

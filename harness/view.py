@@ -189,6 +189,9 @@ class SimulationView(Protocol):
         returns the fragmentation measured after each, which a call on the same contents may
         pass back (`frags`) to leave the nodes' rows alone."""
         ...
+    def fragmentation(self, n: int) -> float:
+        """Node n's fragmentation F_n as its contents are now, on a trial too."""
+        ...
     def pending_of(self, jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The pending pods of these jobs, job after job, and how many each job has."""
         ...

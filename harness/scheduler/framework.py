@@ -676,9 +676,9 @@ class Scheduler:
         if group >= 0 and self._failed_key(j, int(w.shape[pods[0]]), group) in failed:
             return False  # the members after the first would not be tried
         content = self._content()
-        plan = self._bind_in_turn(pods, n, nodes)
+        plan, frags = self._bind_in_turn(pods, n, nodes)
         assert len(plan) == room, "fits_on counts exactly the members that bind"
-        frags = gang.release_at_once(j, plan)  # what failed in this cycle still fails (`_futile_as_before`)
+        gang.release_at_once(j, plan, frags)  # what failed in this cycle still fails (`_futile_as_before`)
         self.content_key = self._state_key()  # the release left the nodes as it found them
         self.ready_order()
         if int(mask.sum()) <= num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, len(self.node_order)):
@@ -819,13 +819,19 @@ class Scheduler:
         self.shape_failed[shape] = (st.mutations, known[1])
         return True
 
-    def _bind_in_turn(self, pods: np.ndarray, n: int, nodes: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
+    def _bind_in_turn(self, pods: np.ndarray, n: int, nodes: np.ndarray
+                      ) -> tuple[list[tuple[int, int, np.ndarray]], list[float]]:
         """On a trial of the state: pods[0] on node n, then each next member where `choose`
-        puts it among `nodes`, until one fits nowhere. Returns the plan [(pod, node, devices)]."""
-        st, w = self.sim.state, self.sim.w
+        puts it among `nodes`, until one fits nowhere; then the members bound released again,
+        in the same order. Returns the plan [(pod, node, devices)] and the F_n of each bind's
+        and release's node after it (what `bind_then_release` would measure on a trial of its
+        own: the same binds and releases, in the same order)."""
+        sim = self.sim
+        st, w = sim.state, sim.w
         usable = self.free_ready
         mask = np.zeros(st.n_slots, bool)
         plan: list[tuple[int, int, np.ndarray]] = []
+        frags: list[float] = []
         st.fork()
         try:
             for p in pods.tolist():
@@ -836,10 +842,14 @@ class Scheduler:
                         break
                 gpu_idx = self.pick_devices(st, w, p, n)
                 st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+                frags.append(sim.fragmentation(n))
                 plan.append((p, n, gpu_idx))
+            for p, n, gpu_idx in plan:
+                st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+                frags.append(sim.fragmentation(n))
         finally:
             st.revert()
-        return plan
+        return plan, frags
 
     def _released(self, j: int) -> bool:
         """The gang PostFilters, after a member of job j fit nowhere: whether one of them
