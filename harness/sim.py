@@ -388,15 +388,16 @@ class Simulation(Engine):
         sizes = self.w.job_bounds[jobs + 1] - self.w.job_bounds[jobs]
         return pods[pending], np.add.reduceat(pending, np.cumsum(sizes) - sizes, dtype=np.int64)
 
-    def round_trips(self, jobs: np.ndarray, trips: list[tuple[list[int], list[float]]]) -> np.ndarray:
+    def round_trips(self, jobs: np.ndarray, trips: list[tuple[list[int], list[float]]], pods: np.ndarray,
+                    pending: np.ndarray) -> np.ndarray:
         """`bind_then_release` of each job in turn, each given the nodes and F_n of a trip
         measured before on the nodes' contents as they are (its first len(nodes) pending pods
         bound there in turn and released again, `frags` passed back): the nodes', ledger's and
-        pods' counters move as those calls move them, in a few array steps per call, the
-        pods' epochs and reasons in one. Returns the capacity version after each job's
-        releases (`ClusterState.round_trips`)."""
+        pods' counters move as those calls move them, in a few array steps for all, the
+        pods' epochs and reasons in one. `pods`, `pending`: the jobs' pending pods as `pending_of`
+        gives them. Returns the capacity version after each job's releases
+        (`ClusterState.round_trips`)."""
         w = self.w
-        pods, pending = self.pending_of(jobs)
         bound = np.fromiter((len(nodes) for nodes, _ in trips), np.int64, len(trips))
         assert self.binds_unheard and (self.job_placed[jobs] == 0).all() and (bound < pending).all(), \
             "jobs of no bound pod, each left short of its pending pods, and nothing listening"

@@ -338,9 +338,9 @@ def runs(monkeypatch):
     seen: list[int] = []
     releases_alike = Coscheduling.releases_alike
 
-    def counted(self, jobs, trips):
+    def counted(self, jobs, trips, pods, pending):
         seen.append(len(jobs))
-        return releases_alike(self, jobs, trips)
+        return releases_alike(self, jobs, trips, pods, pending)
     monkeypatch.setattr(Coscheduling, "releases_alike", counted)
     return seen
 

@@ -774,11 +774,13 @@ class Scheduler:
             trips.append(trip)
         jobs = jobs[:len(trips)]
         bound = np.fromiter((len(nodes) for nodes, _ in trips), np.int64, len(trips))
-        futile = self.futile_gang.futile_after(jobs, bound) & (bound < sim.pending_of(jobs)[1])
+        pods, pending = sim.pending_of(jobs)
+        futile = self.futile_gang.futile_after(jobs, bound) & (bound < pending)
         run = len(jobs) if futile.all() else int(np.argmin(futile))
         if run == 0:
             return 0
-        versions = self.futile_gang.releases_alike(jobs[:run], trips[:run])
+        pending = pending[:run]
+        versions = self.futile_gang.releases_alike(jobs[:run], trips[:run], pods[:int(pending.sum())], pending)
         self.tried_at[jobs[:run]] = versions  # each backed off as its own release left the capacity
         self.content_key = self._state_key()
         return run
