@@ -44,14 +44,20 @@ from tests.test_unbind_many import assert_same, snapshot
 
 @pytest.fixture
 def taken(monkeypatch):
-    """The futile attempts taken whole in this test: [(job, members bound and released)]."""
+    """The futile attempts taken whole in this test, alone or in runs: [(job, members bound and
+    released)]."""
     seen: list[tuple[int, int]] = []
-    release = Coscheduling.release_at_once
+    release, releases_alike = Coscheduling.release_at_once, Coscheduling.releases_alike
 
     def counted(self, j, plan, frags=None):
         seen.append((j, len(plan)))
         return release(self, j, plan, frags)
+
+    def counted_alike(self, jobs, trips, pods, pending):
+        seen.extend((j, len(nodes)) for j, (nodes, _) in zip(jobs.tolist(), trips, strict=True))
+        return releases_alike(self, jobs, trips, pods, pending)
     monkeypatch.setattr(Coscheduling, "release_at_once", counted)
+    monkeypatch.setattr(Coscheduling, "releases_alike", counted_alike)
     return seen
 
 
@@ -97,7 +103,7 @@ def whole(sim, loop) -> dict:
     return out
 
 
-def random_replay(seed_nodes, gangs, racks, at_once, runs_at_once=True):
+def random_replay(seed_nodes, gangs, racks, at_once, runs_at_once=True, plans_kept=True):
     n_nodes, gpus = seed_nodes
     cl = sc.cluster([sc.node_type("h", gpus=gpus)],
                     [sc.pool("p", "h", min_size=n_nodes, max_size=n_nodes + 2, nodes_per_rack=racks)])
@@ -108,6 +114,7 @@ def random_replay(seed_nodes, gangs, racks, at_once, runs_at_once=True):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(framework, "FUTILE_ATTEMPTS_AT_ONCE", at_once)
         patch.setattr(framework, "FUTILE_RUNS_AT_ONCE", runs_at_once)
+        patch.setattr(framework, "FUTILE_PLANS_KEPT", plans_kept)
         _, sim = sc.run(sc.trace(pods), cl, loop, horizon_s=4000.0)
     return whole(sim, loop)
 
@@ -423,3 +430,49 @@ def test_the_pinned_trace_ends_alike_with_runs_taken_in_one_step(runs, monkeypat
     in_runs = run(True)
     assert sum(n > 1 for n in runs) > 10
     assert_same(each_alone, in_runs)
+
+
+# ---- a gang class's plan kept while the nodes it depends on are as they were ------------------
+@settings(max_examples=40, deadline=None)
+@given(nodes=st.tuples(st.integers(1, 4), st.sampled_from([4, 8])), gangs=gangs, racks=st.integers(1, 2))
+def test_plans_kept_across_changes_end_bit_for_bit_as_plans_forgotten(nodes, gangs, racks):
+    """As `test_small_random_clusters_end_bit_for_bit_alike`: a class's plan kept while none of
+    the nodes it depends on changed but by futile round trips, or forgotten at any change."""
+    gangs = [(s, m, min(g, nodes[1]), t, d, loc) for s, m, g, t, d, loc in gangs]
+    assert_same(random_replay(nodes, gangs, racks, True, plans_kept=False), random_replay(nodes, gangs, racks, True))
+
+
+@pytest.mark.parametrize("loop", ["separate", "separate_2026", "separate_karpenter", "separate_provreq"])
+def test_every_output_table_is_the_same_with_plans_kept(loop, taken, monkeypatch):
+    """The pinned trace: every output table, and the events, with plans kept across changes of
+    other nodes or forgotten at any change: the same futile attempts, fewer of them tried member
+    by member (a run's are taken in one step, the others alone: `release_at_once`)."""
+    alone: list[int] = []
+    release = Coscheduling.release_at_once
+
+    def counted(self, j, plan, frags=None):
+        alone.append(j)
+        return release(self, j, plan, frags)
+    monkeypatch.setattr(Coscheduling, "release_at_once", counted)
+    monkeypatch.setattr(framework, "FUTILE_PLANS_KEPT", False)
+    forgotten, events = replay(loop, True, monkeypatch)
+    taken_forgotten, alone_forgotten = len(taken), len(alone)
+    monkeypatch.setattr(framework, "FUTILE_PLANS_KEPT", True)
+    kept, events_kept = replay(loop, True, monkeypatch)
+    assert len(taken) == 2 * taken_forgotten  # the same futile attempts
+    assert len(alone) - alone_forgotten < alone_forgotten  # fewer first attempts of a class
+    assert events_kept == events
+    for name, frame in forgotten.items():
+        assert kept[name].equals(frame, null_equal=True), f"{loop}: {name} differs"
+
+
+def test_the_pinned_trace_ends_alike_with_plans_kept(monkeypatch):
+    """The whole simulation after 2.5 h of the pinned trace through the separate loop, plans kept
+    across changes of other nodes or forgotten at any change."""
+    def run(kept: bool) -> dict:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(framework, "FUTILE_PLANS_KEPT", kept)
+            sim, lp = build(compose("config", ["loop=separate", f"trace.path={TRACE}", f"horizon_s={HORIZON_S}"]))
+            sim.run(lp)
+        return whole(sim, lp)
+    assert_same(run(False), run(True))
