@@ -476,3 +476,24 @@ def test_the_pinned_trace_ends_alike_with_plans_kept(monkeypatch):
             sim.run(lp)
         return whole(sim, lp)
     assert_same(run(False), run(True))
+
+
+class StatelessUserScore(LeastAllocated):
+    """A user's stateless Score plugin that does not say it scores the candidates alone."""
+
+    scores_candidates_alone = False
+
+
+@pytest.mark.parametrize("kw, kept", [
+    ({}, True), ({"policy": WeightedSum([LeastAllocated(), BalancedAllocation()])}, True),
+    ({"policy": StatelessUserScore()}, False),
+    ({"policy": WeightedSum([LeastAllocated(), StatelessUserScore()])}, False)],
+    ids=["least_allocated", "sum_of_built_ins", "user_score", "sum_with_user_score"])
+def test_plans_are_kept_only_where_every_score_plugin_scores_the_candidates_alone(kw, kept):
+    sched = profile(**kw)
+    assert isinstance(sched.futile_gang, Coscheduling) and sched.plans_kept is kept
+
+
+def test_the_switch_forgets_plans_at_any_change(monkeypatch):
+    monkeypatch.setattr(framework, "FUTILE_PLANS_KEPT", False)
+    assert not profile().plans_kept

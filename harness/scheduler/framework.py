@@ -219,6 +219,11 @@ class Scheduler:
         self.next_start = 0  # nextStartNodeIndex: where the next search for feasible nodes begins
         self.order_key = -1  # layout version of `node_order`
         self.futile_gang = self._futile_gang()
+        #: a gang class's futile plan outlives changes of nodes it does not depend on
+        #: (`_current_plan`): FUTILE_PLANS_KEPT, and every Score plugin scores the candidates by
+        #: their own contents
+        self.plans_kept = FUTILE_PLANS_KEPT and all(getattr(p, "scores_candidates_alone", False)
+                                                    for p in self.points()["Score"])
         #: (pod shape, gang locality) -> what a futile attempt of that class does while the nodes
         #: it depends on stay as they were
         self.futile_plans: dict[tuple[int, int], FutilePlan] = {}
@@ -734,7 +739,7 @@ class Scheduler:
         if key != self.content_key:
             self.content += 1
             self.content_key = key
-            if not FUTILE_PLANS_KEPT:
+            if not self.plans_kept:
                 self.futile_plans.clear()  # of contents gone
         return self.content
 
@@ -746,7 +751,8 @@ class Scheduler:
         were (`_really_changed_since`), and none of the other nodes that changed passes the Filter
         now: the same nodes pass it, holding the same contents, so the first member's Score and
         pick, every member after it and every F_n are as they were (the Filter and Score plugins
-        are `stateless`, and the built-in Score plugins score a node by its own contents)."""
+        are `stateless`, and the Score plugins score the candidates by their own contents:
+        `plans_kept`)."""
         plan = self.futile_plans.get(key)
         if plan is None:
             return None
@@ -754,7 +760,7 @@ class Scheduler:
         if plan.content == content:
             return plan
         st = self.sim.state
-        if FUTILE_PLANS_KEPT and plan.usable_key == (st.layout_version, self.bookings) == self.usable_key:
+        if self.plans_kept and plan.usable_key == (st.layout_version, self.bookings) == self.usable_key:
             changed = self._really_changed_since(plan.stamp)
             if not plan.feasible[changed].any() and not (
                     len(changed) and self.filter(st, self.sim.w, int(self.job_first_pod[j]), self.free_ready,
@@ -768,7 +774,7 @@ class Scheduler:
         """Futile round trips just left these nodes (distinct) as they found them, their
         `changed_at` having been `before`: a node changed otherwise since the end of the last
         trip on it if its stamp moved since then."""
-        if not FUTILE_PLANS_KEPT:
+        if not self.plans_kept:
             return
         moved = before != self.trip_end[nodes]
         self.changed_before_trips[nodes[moved]] = before[moved]
