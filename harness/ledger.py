@@ -117,6 +117,12 @@ class Ledger:
             self.frag_ready += f - frag[n]
             frag[n] = f
 
+    def round_trips(self, trips: list[tuple[list[int], list[float]]]) -> None:
+        """`round_trip` of each (nodes, F_n) in turn: the running sum goes through every
+        transition in the same order."""
+        for nodes, frags in trips:
+            self.round_trip(nodes, frags)
+
     def measure(self, n: int) -> float:
         """Node n's F_n as its contents are now (0 unless ready)."""
         st = self.state

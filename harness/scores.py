@@ -35,6 +35,10 @@ class ScorePlugin:
     #: may then take a gang attempt that ends in a release as its net effect
     #: (`Scheduler.futile_gang`); a subclass that remembers or draws must say False.
     stateless = False
+    #: its scores are a function of the pod and the candidate nodes' contents alone, not of
+    #: other nodes': a gang class's futile plan may then outlive changes of other nodes
+    #: (`Scheduler.plans_kept`)
+    scores_candidates_alone = False
 
     def __init__(self, weight: float = 1.0):
         check(self, "policy", weight=weight)
@@ -93,6 +97,10 @@ class WeightedSum(ScorePlugin):
     def stateless(self) -> bool:  # type: ignore[override]
         return all(plugin.stateless for plugin in self.plugins)
 
+    @property
+    def scores_candidates_alone(self) -> bool:  # type: ignore[override]
+        return all(plugin.scores_candidates_alone for plugin in self.plugins)
+
     def pick_devices(self, state, w, pod, node):
         return self.plugins[0].pick_devices(state, w, pod, node)
 
@@ -123,6 +131,7 @@ class ResourceAllocation(ScorePlugin):
     requests it ("bypass" otherwise), and, as every resource, only on nodes that have it."""
 
     stateless = True
+    scores_candidates_alone = True
 
     SETTINGS = {
         "resources.*": integer("weight of a resource (cpu, memory, nvidia.com/gpu) in the node's resource score, "
@@ -304,6 +313,7 @@ class DotProd(ScorePlugin):
     100 x (1 - <node left, pod request> / 2) over normalised [CPU, GPU milli]."""
 
     stateless = True
+    scores_candidates_alone = True
 
     SETTINGS = {
         "cpu_scale": number("CPU milli that normalises a node's free CPU", gt=0),
@@ -392,6 +402,7 @@ class GpuPacking(ScorePlugin):
     """
 
     stateless = True
+    scores_candidates_alone = True
 
     def score(self, state, w, pod, nodes, rng):
         k, milli = int(w.gpus[pod]), int(w.milli[pod])
@@ -413,6 +424,7 @@ class BestFit(ScorePlugin):
     truncated, then min-max rescaled over the candidates (memory ignored)."""
 
     stateless = True
+    scores_candidates_alone = True
 
     SETTINGS = {
         "cpu_scale": number("CPU milli that normalises a node's free CPU", gt=0),

@@ -376,6 +376,39 @@ class Simulation(Engine):
         self.acct.set_reasons(pods, self.pending_reasons(w.job[pods]))
         return frags
 
+    def fragmentation(self, n: int) -> float:
+        """Node n's F_n as its contents are now, on a trial too (`Ledger.measure`)."""
+        return self.ledger.measure(n)
+
+    def pending_of(self, jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The pending pods of these jobs, job after job (each job's in `job_pods` order), and
+        how many each job has."""
+        pods = self.w.pods_of(jobs)
+        pending = self.pod_status[pods] == PENDING
+        sizes = self.w.job_bounds[jobs + 1] - self.w.job_bounds[jobs]
+        return pods[pending], np.add.reduceat(pending, np.cumsum(sizes) - sizes, dtype=np.int64)
+
+    def round_trips(self, jobs: np.ndarray, trips: list[tuple[list[int], list[float]]], pods: np.ndarray,
+                    pending: np.ndarray) -> np.ndarray:
+        """`bind_then_release` of each job in turn, each given the nodes and F_n of a trip
+        measured before on the nodes' contents as they are (its first len(nodes) pending pods
+        bound there in turn and released again, `frags` passed back): the nodes', ledger's and
+        pods' counters move as those calls move them, in a few array steps for all, the
+        pods' epochs and reasons in one. `pods`, `pending`: the jobs' pending pods as `pending_of`
+        gives them. Returns the capacity version after each job's releases
+        (`ClusterState.round_trips`)."""
+        w = self.w
+        bound = np.fromiter((len(nodes) for nodes, _ in trips), np.int64, len(trips))
+        assert self.binds_unheard and (self.job_placed[jobs] == 0).all() and (bound < pending).all(), \
+            "jobs of no bound pod, each left short of its pending pods, and nothing listening"
+        first = np.arange(len(pods)) - np.repeat(np.cumsum(pending) - pending, pending) < np.repeat(bound, pending)
+        versions = self.state.round_trips([nodes for nodes, _ in trips])
+        self.ledger.round_trips(trips)
+        pods = pods[first]
+        self.pod_epoch[pods] += 1
+        self.acct.set_reasons(pods, self.pending_reasons(w.job[pods]))
+        return versions
+
     def evict(self, pods: np.ndarray, taint: str = "", *, suspended: bool = False) -> None:
         """Preempt these bound or running pods (gangs whole): they restart from scratch (`evict`).
         `taint`: the NoExecute device taint that evicts them, counted apart from preemptions.

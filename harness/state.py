@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
+from itertools import chain
 
 import numpy as np
 from numba import njit
@@ -413,6 +414,22 @@ class ClusterState:
         self.mutations = mutations
         self.version += len(nodes)
         self.grown += nodes
+
+    def round_trips(self, trips: list[list[int]]) -> np.ndarray:
+        """`round_trip` of each trip in turn (futile gang attempts one after another at one
+        instant), in a few array steps: each node's `changed_at` is the change count of its last
+        bind or release in the sequence. Returns the capacity `version` after each trip's
+        releases (what the gang it released is backed off at)."""
+        assert self._undo is None, "outside a trial"
+        binds = list(chain.from_iterable(trips))
+        touched = np.fromiter(chain.from_iterable(nodes + nodes for nodes in trips), np.int64, 2 * len(binds))
+        nodes, last_from_end = np.unique(touched[::-1], return_index=True)
+        self.changed_at[nodes] = self.mutations + len(touched) - last_from_end
+        self.mutations += len(touched)
+        versions = self.version + np.cumsum(np.fromiter(map(len, trips), np.int64, len(trips)))
+        self.version = int(versions[-1])
+        self.grown += binds
+        return versions
 
     def release(self, n: int, cpu: int, mem: int, gpu_idx: np.ndarray, milli: int) -> None:
         self._take(n, -1, cpu, mem, gpu_idx, milli)

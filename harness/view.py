@@ -189,6 +189,18 @@ class SimulationView(Protocol):
         returns the fragmentation measured after each, which a call on the same contents may
         pass back (`frags`) to leave the nodes' rows alone."""
         ...
+    def fragmentation(self, n: int) -> float:
+        """Node n's fragmentation F_n as its contents are now, on a trial too."""
+        ...
+    def pending_of(self, jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The pending pods of these jobs, job after job, and how many each job has."""
+        ...
+    def round_trips(self, jobs: np.ndarray, trips: list[tuple[list[int], list[float]]], pods: np.ndarray,
+                    pending: np.ndarray) -> np.ndarray:
+        """`bind_then_release` of each job in turn on the nodes and with the F_n of a trip measured
+        before on the same contents (`pods`, `pending`: as `pending_of` gives them); returns the
+        capacity version after each job's releases."""
+        ...
     def gate_arrivals(self, gate: Callable[[int], None], withdraw: Callable[[int], None]) -> Gate:
         """Arriving jobs go to `gate` (an admission layer), not the scheduler's queue; a
         replica deleted after it arrived goes to `withdraw`. The layer admits through the

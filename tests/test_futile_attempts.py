@@ -44,14 +44,20 @@ from tests.test_unbind_many import assert_same, snapshot
 
 @pytest.fixture
 def taken(monkeypatch):
-    """The futile attempts taken whole in this test: [(job, members bound and released)]."""
+    """The futile attempts taken whole in this test, alone or in runs: [(job, members bound and
+    released)]."""
     seen: list[tuple[int, int]] = []
-    release = Coscheduling.release_at_once
+    release, releases_alike = Coscheduling.release_at_once, Coscheduling.releases_alike
 
     def counted(self, j, plan, frags=None):
         seen.append((j, len(plan)))
         return release(self, j, plan, frags)
+
+    def counted_alike(self, jobs, trips, pods, pending):
+        seen.extend((j, len(nodes)) for j, (nodes, _) in zip(jobs.tolist(), trips, strict=True))
+        return releases_alike(self, jobs, trips, pods, pending)
     monkeypatch.setattr(Coscheduling, "release_at_once", counted)
+    monkeypatch.setattr(Coscheduling, "releases_alike", counted_alike)
     return seen
 
 
@@ -97,7 +103,7 @@ def whole(sim, loop) -> dict:
     return out
 
 
-def random_replay(seed_nodes, gangs, racks, at_once):
+def random_replay(seed_nodes, gangs, racks, at_once, runs_at_once=True, plans_kept=True):
     n_nodes, gpus = seed_nodes
     cl = sc.cluster([sc.node_type("h", gpus=gpus)],
                     [sc.pool("p", "h", min_size=n_nodes, max_size=n_nodes + 2, nodes_per_rack=racks)])
@@ -107,6 +113,8 @@ def random_replay(seed_nodes, gangs, racks, at_once):
     loop = sc.separate("coscheduling", policy=WeightedSum([LeastAllocated(), BalancedAllocation()]))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(framework, "FUTILE_ATTEMPTS_AT_ONCE", at_once)
+        patch.setattr(framework, "FUTILE_RUNS_AT_ONCE", runs_at_once)
+        patch.setattr(framework, "FUTILE_PLANS_KEPT", plans_kept)
         _, sim = sc.run(sc.trace(pods), cl, loop, horizon_s=4000.0)
     return whole(sim, loop)
 
@@ -279,7 +287,10 @@ def test_a_round_trip_replayed_ends_as_one_measured_again(nodes, gangs, racks):
 
 def test_the_pinned_trace_ends_alike_with_round_trips_replayed(monkeypatch):
     """On the default (DRA) cluster: the whole simulation after 2.5 h of the pinned trace through
-    the separate loop, trips replayed or measured again on a trial."""
+    the separate loop, trips replayed or measured again on a trial (each attempt on its own
+    turn: the runs taken in one step are compared with that below)."""
+    monkeypatch.setattr(framework, "FUTILE_RUNS_AT_ONCE", False)
+
     def run(measuring: bool) -> tuple[dict, list[bool]]:
         trips: list[bool] = []
         with pytest.MonkeyPatch.context() as patch:
@@ -325,3 +336,164 @@ def test_a_shape_that_fit_nowhere_waits_for_a_node_that_changed(monkeypatch):
     # the 8-GPU pod binds at 100 s; the 4-GPU pods are not swept at 20 or 100 s, but at 150 s,
     # when the 8-GPU pod ends, and both bind there
     assert sweeps == [(0.0, 0), (0.0, 1), (0.0, 2), (10.0, 3), (100.0, 2), (150.0, 3), (150.0, 4)]
+
+
+# ---- futile attempts one after another in a cycle: taken in one step --------------------------
+@pytest.fixture
+def runs(monkeypatch):
+    """The lengths of the runs of futile attempts taken in one step in this test."""
+    seen: list[int] = []
+    releases_alike = Coscheduling.releases_alike
+
+    def counted(self, jobs, trips, pods, pending):
+        seen.append(len(jobs))
+        return releases_alike(self, jobs, trips, pods, pending)
+    monkeypatch.setattr(Coscheduling, "releases_alike", counted)
+    return seen
+
+
+def test_a_round_trip_after_another_moves_the_counters_as_each_alone():
+    """Hand count: from 0 changes, trips [0, 1] then [1] bind and release 0, 1, 0, 1 then 1, 1:
+    six changes, node 0 last changed by the 3rd, node 1 by the 6th; the capacity version moves
+    by one per release (2 after the first trip, 3 after the second); the grown nodes are the
+    binds' nodes, in order."""
+    cl = sc.cluster([sc.node_type("h8")], [sc.pool("h", "h8", min_size=2, max_size=2)], autoscaling=False)
+    st = Simulation(compile_workload(sc.trace([{}]), cl), cl, seed=0, horizon_s=1.0).state
+    st.take_grown()
+    mutations, version = st.mutations, st.version
+    versions = st.round_trips([[0, 1], [1]])
+    assert versions.tolist() == [version + 2, version + 3] and st.version == version + 3
+    assert st.mutations == mutations + 6
+    assert st.changed_at[[0, 1]].tolist() == [mutations + 3, mutations + 6]
+    assert st.grown == [0, 1, 1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(trips=st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=4), min_size=1, max_size=6),
+       frag=st.floats(0.0, 1.0))
+def test_round_trips_in_one_step_are_round_trips_in_turn(trips, frag):
+    """Any trips over four nodes: the state's counters, change stamps and grown nodes, and the
+    ledger's noted nodes and running fragmentation sum, as `round_trip` of each in turn leaves
+    them (the F_n of each transition made up: a fraction of `frag`); the version after each
+    trip as it was then."""
+    cl = sc.cluster([sc.node_type("h8")], [sc.pool("h", "h8", min_size=4, max_size=4)], autoscaling=False)
+    one, each = (Simulation(compile_workload(sc.trace([{}]), cl), cl, seed=0, horizon_s=1.0) for _ in range(2))
+    trips = [(nodes, [frag / (k + 1) for k in range(2 * len(nodes))]) for nodes in trips]
+    versions = one.state.round_trips([nodes for nodes, _ in trips])
+    one.ledger.round_trips(trips)
+    after = []
+    for nodes, frags in trips:
+        each.state.round_trip(nodes)
+        each.ledger.round_trip(nodes, frags)
+        after.append(each.state.version)
+    assert versions.tolist() == after
+    for a, b in ((one.state, each.state), (one.ledger, each.ledger)):
+        assert_same({k: v for k, v in vars(a).items() if k not in ("cluster", "state", "target")},
+                    {k: v for k, v in vars(b).items() if k not in ("cluster", "state", "target")})
+
+
+@settings(max_examples=40, deadline=None)
+@given(nodes=st.tuples(st.integers(1, 4), st.sampled_from([4, 8])), gangs=gangs, racks=st.integers(1, 2))
+def test_runs_taken_in_one_step_end_bit_for_bit_as_each_on_its_turn(nodes, gangs, racks):
+    """As `test_small_random_clusters_end_bit_for_bit_alike`: futile attempts that follow each
+    other in a cycle taken in one step, or each on its own turn through the cycle."""
+    gangs = [(s, m, min(g, nodes[1]), t, d, loc) for s, m, g, t, d, loc in gangs]
+    assert_same(random_replay(nodes, gangs, racks, True, runs_at_once=False), random_replay(nodes, gangs, racks, True))
+
+
+@pytest.mark.parametrize("loop", ["separate", "separate_2026", "separate_karpenter", "separate_provreq"])
+def test_every_output_table_is_the_same_with_runs_taken_in_one_step(loop, runs, monkeypatch):
+    """The pinned trace: every output table, and the events, with futile attempts that follow
+    each other taken in one step or each on its own turn."""
+    monkeypatch.setattr(framework, "FUTILE_RUNS_AT_ONCE", False)
+    each_alone, events = replay(loop, True, monkeypatch)
+    assert not runs
+    monkeypatch.setattr(framework, "FUTILE_RUNS_AT_ONCE", True)
+    in_runs, events_in_runs = replay(loop, True, monkeypatch)
+    assert sum(n > 1 for n in runs) > 10  # runs of several gangs, often
+    assert events_in_runs == events
+    for name, frame in each_alone.items():
+        assert in_runs[name].equals(frame, null_equal=True), f"{loop}: {name} differs"
+
+
+def test_the_pinned_trace_ends_alike_with_runs_taken_in_one_step(runs, monkeypatch):
+    """The whole simulation (every array, counter and float sum) after 2.5 h of the pinned trace
+    through the separate loop, runs taken in one step or each attempt on its own turn."""
+    def run(at_once: bool) -> dict:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(framework, "FUTILE_RUNS_AT_ONCE", at_once)
+            sim, lp = build(compose("config", ["loop=separate", f"trace.path={TRACE}", f"horizon_s={HORIZON_S}"]))
+            sim.run(lp)
+        return whole(sim, lp)
+    each_alone = run(False)
+    assert not runs
+    in_runs = run(True)
+    assert sum(n > 1 for n in runs) > 10
+    assert_same(each_alone, in_runs)
+
+
+# ---- a gang class's plan kept while the nodes it depends on are as they were ------------------
+@settings(max_examples=40, deadline=None)
+@given(nodes=st.tuples(st.integers(1, 4), st.sampled_from([4, 8])), gangs=gangs, racks=st.integers(1, 2))
+def test_plans_kept_across_changes_end_bit_for_bit_as_plans_forgotten(nodes, gangs, racks):
+    """As `test_small_random_clusters_end_bit_for_bit_alike`: a class's plan kept while none of
+    the nodes it depends on changed but by futile round trips, or forgotten at any change."""
+    gangs = [(s, m, min(g, nodes[1]), t, d, loc) for s, m, g, t, d, loc in gangs]
+    assert_same(random_replay(nodes, gangs, racks, True, plans_kept=False), random_replay(nodes, gangs, racks, True))
+
+
+@pytest.mark.parametrize("loop", ["separate", "separate_2026", "separate_karpenter", "separate_provreq"])
+def test_every_output_table_is_the_same_with_plans_kept(loop, taken, monkeypatch):
+    """The pinned trace: every output table, and the events, with plans kept across changes of
+    other nodes or forgotten at any change: the same futile attempts, fewer of them tried member
+    by member (a run's are taken in one step, the others alone: `release_at_once`)."""
+    alone: list[int] = []
+    release = Coscheduling.release_at_once
+
+    def counted(self, j, plan, frags=None):
+        alone.append(j)
+        return release(self, j, plan, frags)
+    monkeypatch.setattr(Coscheduling, "release_at_once", counted)
+    monkeypatch.setattr(framework, "FUTILE_PLANS_KEPT", False)
+    forgotten, events = replay(loop, True, monkeypatch)
+    taken_forgotten, alone_forgotten = len(taken), len(alone)
+    monkeypatch.setattr(framework, "FUTILE_PLANS_KEPT", True)
+    kept, events_kept = replay(loop, True, monkeypatch)
+    assert len(taken) == 2 * taken_forgotten  # the same futile attempts
+    assert len(alone) - alone_forgotten < alone_forgotten  # fewer first attempts of a class
+    assert events_kept == events
+    for name, frame in forgotten.items():
+        assert kept[name].equals(frame, null_equal=True), f"{loop}: {name} differs"
+
+
+def test_the_pinned_trace_ends_alike_with_plans_kept(monkeypatch):
+    """The whole simulation after 2.5 h of the pinned trace through the separate loop, plans kept
+    across changes of other nodes or forgotten at any change."""
+    def run(kept: bool) -> dict:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(framework, "FUTILE_PLANS_KEPT", kept)
+            sim, lp = build(compose("config", ["loop=separate", f"trace.path={TRACE}", f"horizon_s={HORIZON_S}"]))
+            sim.run(lp)
+        return whole(sim, lp)
+    assert_same(run(False), run(True))
+
+
+class StatelessUserScore(LeastAllocated):
+    """A user's stateless Score plugin that does not say it scores the candidates alone."""
+
+    scores_candidates_alone = False
+
+
+@pytest.mark.parametrize("kw, kept", [
+    ({}, True), ({"policy": WeightedSum([LeastAllocated(), BalancedAllocation()])}, True),
+    ({"policy": StatelessUserScore()}, False),
+    ({"policy": WeightedSum([LeastAllocated(), StatelessUserScore()])}, False)],
+    ids=["least_allocated", "sum_of_built_ins", "user_score", "sum_with_user_score"])
+def test_plans_are_kept_only_where_every_score_plugin_scores_the_candidates_alone(kw, kept):
+    sched = profile(**kw)
+    assert isinstance(sched.futile_gang, Coscheduling) and sched.plans_kept is kept
+
+
+def test_the_switch_forgets_plans_at_any_change(monkeypatch):
+    monkeypatch.setattr(framework, "FUTILE_PLANS_KEPT", False)
+    assert not profile().plans_kept

@@ -40,6 +40,8 @@ claims (one rack / one block) restrict all members to one group of nodes.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -66,6 +68,31 @@ GANG = -2  # the group of a failure key for a whole gang
 #: (`Scheduler.futile_gang`). Not a behaviour switch: the outputs are the same either way, bit
 #: for bit; off, every attempt runs member by member (the reference the tests compare with).
 FUTILE_ATTEMPTS_AT_ONCE = True
+#: Futile attempts that follow each other in a cycle, each of a gang class whose plan is current,
+#: are taken in one step (`Scheduler._futile_run`). Not a behaviour switch either: off, each is
+#: taken on its own turn through the cycle (`Scheduler._futile_as_before`, the reference).
+FUTILE_RUNS_AT_ONCE = True
+#: A gang class's futile plan outlives a change of the nodes while none of the nodes it depends
+#: on changed (`Scheduler._current_plan`). Not a behaviour switch either: off, a plan is
+#: forgotten at the first change of any node, the reference the tests compare with.
+FUTILE_PLANS_KEPT = True
+
+
+@dataclass(slots=True)
+class FutilePlan:
+    """What a futile attempt of a gang class does (its members' nodes and devices, and the F_n
+    after each bind and release), and what it depends on: the nodes its first member's Filter
+    passed (`feasible`: the attempt scored them all, so the walk played no part), their contents,
+    the ready nodes and taints. `content` and `stamp` say when it was last known to hold
+    (`Scheduler.content`, `ClusterState.mutations`)."""
+
+    content: int
+    stamp: int
+    usable_key: tuple[int, int]
+    feasible: np.ndarray
+    nodes: list[int]
+    devices: list[np.ndarray]
+    frags: list[float]
 
 
 #: upstream's minFeasibleNodesToFind and minFeasibleNodesPercentageToFind (schedule_one.go)
@@ -192,10 +219,18 @@ class Scheduler:
         self.next_start = 0  # nextStartNodeIndex: where the next search for feasible nodes begins
         self.order_key = -1  # layout version of `node_order`
         self.futile_gang = self._futile_gang()
-        #: (pod shape, gang locality) -> (`content` then, the members' nodes, their devices, the
-        #: fragmentation after each bind and release): what a futile attempt of that class does
-        #: while the nodes' contents stay as they were
-        self.futile_plans: dict[tuple[int, int], tuple[int, list[int], list[np.ndarray], list[float]]] = {}
+        #: a gang class's futile plan outlives changes of nodes it does not depend on
+        #: (`_current_plan`): FUTILE_PLANS_KEPT, and every Score plugin scores the candidates by
+        #: their own contents
+        self.plans_kept = FUTILE_PLANS_KEPT and all(getattr(p, "scores_candidates_alone", False)
+                                                    for p in self.points()["Score"])
+        #: (pod shape, gang locality) -> what a futile attempt of that class does while the nodes
+        #: it depends on stay as they were
+        self.futile_plans: dict[tuple[int, int], FutilePlan] = {}
+        #: per node, `ClusterState.changed_at` just after the last futile round trip on it, and an
+        #: upper bound of its last other change's (`_note_trips`, `_really_changed_since`)
+        self.trip_end = np.full(sim.state.n_slots, -1, np.int64)
+        self.changed_before_trips = np.zeros(sim.state.n_slots, np.int64)
         self.content = 0  # names the nodes' contents: moves when they change (`_content`)
         self.content_key: tuple[int, int, int] | None = None  # `_state_key` when `content` was last confirmed
         #: pod shape -> (`ClusterState.mutations`, the usable nodes' key) when a pod of it last
@@ -289,7 +324,15 @@ class Scheduler:
         # jobs with pods still pending after this cycle whose reason may have changed
         waiting = jobs[~retry].tolist() if relabel else []
         groups = self.pod_groups
-        for j in self._in_turn(jobs[retry]):
+        order = self._in_turn(jobs[retry])
+        i = 0
+        while i < len(order):
+            if self.futile_plans and FUTILE_RUNS_AT_ONCE and (run := self._futile_run(order, i, failed)):
+                waiting += order[i:i + run]
+                i += run
+                continue
+            j = order[i]
+            i += 1
             if self._failed_key(j, self.job_shape(j)) in failed:  # its only shape found no node
                 self.tried_at[j] = st.version
                 waiting.append(j)
@@ -595,8 +638,8 @@ class Scheduler:
             if where is None:
                 return False
             group = where
-        if self.futile_gang is not None and self._futile_as_before(j, failed):
-            return False
+        if self.futile_gang is not None and not FUTILE_RUNS_AT_ONCE and self._futile_as_before(j, failed):
+            return False  # (at once: `_futile_run` took it, if it was such an attempt)
         all_placed = True
         for i, p in enumerate(sim.unbound_pods(j).tolist()):
             shape = int(w.shape[p])
@@ -664,16 +707,20 @@ class Scheduler:
         if group >= 0 and self._failed_key(j, int(w.shape[pods[0]]), group) in failed:
             return False  # the members after the first would not be tried
         content = self._content()
-        plan = self._bind_in_turn(pods, n, nodes)
+        plan, frags = self._bind_in_turn(pods, n, nodes)
         assert len(plan) == room, "fits_on counts exactly the members that bind"
-        frags = gang.release_at_once(j, plan)  # what failed in this cycle still fails (`_futile_as_before`)
+        touched = np.unique([n for _, n, _ in plan])
+        before = st.changed_at[touched]
+        gang.release_at_once(j, plan, frags)  # what failed in this cycle still fails (`_futile_as_before`)
+        self._note_trips(touched, before)
         self.content_key = self._state_key()  # the release left the nodes as it found them
         self.ready_order()
         if int(mask.sum()) <= num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, len(self.node_order)):
             # every feasible node was scored: no walk moved the start index, so the attempt
             # depends on the nodes' contents alone
-            self.futile_plans[self._gang_class(j)] = (
-                content, [n for _, n, _ in plan], [gpu_idx for _, _, gpu_idx in plan], frags)
+            self.futile_plans[self._gang_class(j)] = FutilePlan(
+                content, st.mutations, (st.layout_version, self.bookings), mask.copy(), [n for _, n, _ in plan],
+                [gpu_idx for _, _, gpu_idx in plan], frags)
         return True
 
     def _gang_class(self, j: int) -> tuple[int, int]:
@@ -692,8 +739,54 @@ class Scheduler:
         if key != self.content_key:
             self.content += 1
             self.content_key = key
-            self.futile_plans.clear()  # of contents gone
+            if not self.plans_kept:
+                self.futile_plans.clear()  # of contents gone
         return self.content
+
+    def _current_plan(self, j: int, key: tuple[int, int]) -> FutilePlan | None:
+        """The futile plan of job j's class (`key`) if it holds on the nodes as they are now, else
+        None (and the plan is forgotten). It holds on the contents it was last confirmed on; and
+        after other changes, while the ready nodes and taints are the same, none of the nodes its
+        first member's Filter passed changed but by futile round trips, which leave them as they
+        were (`_really_changed_since`), and none of the other nodes that changed passes the Filter
+        now: the same nodes pass it, holding the same contents, so the first member's Score and
+        pick, every member after it and every F_n are as they were (the Filter and Score plugins
+        are `stateless`, and the Score plugins score the candidates by their own contents:
+        `plans_kept`)."""
+        plan = self.futile_plans.get(key)
+        if plan is None:
+            return None
+        content = self._content()
+        if plan.content == content:
+            return plan
+        st = self.sim.state
+        if self.plans_kept and plan.usable_key == (st.layout_version, self.bookings) == self.usable_key:
+            changed = self._really_changed_since(plan.stamp)
+            if not plan.feasible[changed].any() and not (
+                    len(changed) and self.filter(st, self.sim.w, int(self.job_first_pod[j]), self.free_ready,
+                                                 at=changed).any()):
+                plan.content, plan.stamp = content, st.mutations
+                return plan
+        self.futile_plans.pop(key, None)  # (gone already if not kept)
+        return None
+
+    def _note_trips(self, nodes: np.ndarray, before: np.ndarray) -> None:
+        """Futile round trips just left these nodes (distinct) as they found them, their
+        `changed_at` having been `before`: a node changed otherwise since the end of the last
+        trip on it if its stamp moved since then."""
+        if not self.plans_kept:
+            return
+        moved = before != self.trip_end[nodes]
+        self.changed_before_trips[nodes[moved]] = before[moved]
+        self.trip_end[nodes] = self.sim.state.changed_at[nodes]
+
+    def _really_changed_since(self, stamp: int) -> np.ndarray:
+        """The nodes changed after `ClusterState.mutations` was `stamp` other than by futile round
+        trips (a superset): changed since, and either changed after their last trip or
+        changed before it, but after `stamp` (`_note_trips`)."""
+        changed_at = self.sim.state.changed_at
+        changed = np.flatnonzero(changed_at > stamp)
+        return changed[(changed_at[changed] != self.trip_end[changed]) | (self.changed_before_trips[changed] > stamp)]
 
     def _futile_as_before(self, j: int, failed: dict[tuple, int]) -> bool:
         """Gang j's attempt as the futile attempt of its class recorded on the same contents of
@@ -710,19 +803,90 @@ class Scheduler:
         if not self.job_uniform[j] or sim.job_placed[j] != 0 or not sim.binds_unheard:
             return False
         key = self._gang_class(j)
-        known = self.futile_plans.get(key)
-        if known is None or known[0] != self._content():
+        known = self._current_plan(j, key)
+        if known is None:
             return False
-        _, nodes, devices, frags = known
+        nodes = known.nodes
         pods = sim.unbound_pods(j)
         if len(nodes) >= len(pods) or not gang.releases_after(j, len(nodes)):
             return False
         groups = self.groups_of(j)
         if groups is not None and self._failed_key(j, key[0], int(groups[nodes[0]])) in failed:
             return False
-        gang.release_at_once(j, list(zip(pods[:len(nodes)].tolist(), nodes, devices, strict=True)), frags)
+        touched = np.unique(nodes)
+        before = sim.state.changed_at[touched]
+        gang.release_at_once(j, list(zip(pods[:len(nodes)].tolist(), nodes, known.devices, strict=True)),
+                             known.frags)
+        self._note_trips(touched, before)
         self.content_key = self._state_key()
         return True
+
+    def _futile_run(self, order: list[int], i: int, failed: dict[tuple, int]) -> int:
+        """How many jobs from order[i] on were taken as futile attempts of gang classes whose
+        plan is current, in one step (0: none; order[i] then goes its own way through the cycle).
+
+        Such an attempt leaves the nodes as it found them and what failed in the cycle as it
+        was (`_futile_as_before`), so each of the jobs that follow sees what the first saw, but
+        the counters the releases move: each is tested as its own turn would test it (its
+        class's plan on the same contents, the failures of the cycle that would skip it or its
+        rack or block, `futile_gang.futile_after`: PreFilter lets it through and PostFilter
+        releases it), and the run ends at the first job that fails a test. A job of a class
+        whose plan is current needs no `_fails_as_before` (its first pod fits the plan's node),
+        nor a Filter, Score or pick: the plan says where its members bind, and the simulation
+        moves every counter as their binds and releases would, job after job
+        (`Simulation.round_trips`)."""
+        sim, w = self.sim, self.sim.w
+        j = order[i]
+        if not self.job_uniform[j] or sim.job_placed[j] != 0:
+            return 0
+        if not sim.binds_unheard or self._current_plan(j, self._gang_class(j)) is None:
+            return 0
+        content = self.content
+        jobs = np.array(order[i:], np.int64)
+        uniform = self.job_uniform[jobs]
+        jobs = jobs[:len(jobs) if uniform.all() else int(np.argmin(uniform))]
+        trips: list[tuple[list[int], list[float]]] = []
+        by_class: dict[tuple[int, int], tuple[list[int], list[float]] | None] = {}
+        for j, shape, loc in zip(jobs.tolist(), w.shape[self.job_first_pod[jobs]].tolist(),
+                                 w.job_locality[jobs].tolist(), strict=True):
+            key = (shape, loc)
+            if key not in by_class:
+                by_class[key] = self._current_trip(j, key, content, failed)
+            trip = by_class[key]
+            if trip is None:
+                break
+            trips.append(trip)
+        jobs = jobs[:len(trips)]
+        bound = np.fromiter((len(nodes) for nodes, _ in trips), np.int64, len(trips))
+        pods, pending = sim.pending_of(jobs)
+        futile = self.futile_gang.futile_after(jobs, bound) & (bound < pending)
+        run = len(jobs) if futile.all() else int(np.argmin(futile))
+        if run == 0:
+            return 0
+        pending = pending[:run]
+        touched = np.unique(np.fromiter(chain.from_iterable(nodes for nodes, _ in trips[:run]), np.int64))
+        before = sim.state.changed_at[touched]
+        versions = self.futile_gang.releases_alike(jobs[:run], trips[:run], pods[:int(pending.sum())], pending)
+        self._note_trips(touched, before)
+        self.tried_at[jobs[:run]] = versions  # each backed off as its own release left the capacity
+        self.content_key = self._state_key()
+        return run
+
+    def _current_trip(self, j: int, key: tuple[int, int], content: int,
+                      failed: dict[tuple, int]) -> tuple[list[int], list[float]] | None:
+        """The nodes and F_n of the futile attempt of job j's class (`key`) if its plan is of
+        these contents and the cycle's failures would not skip job j (its shape, or its rack or
+        block), else None."""
+        if self._failed_key(j, key[0]) in failed:
+            return None
+        known = self._current_plan(j, key)
+        if known is None or known.content != content:
+            return None
+        nodes, frags = known.nodes, known.frags
+        groups = self.groups_of(j)
+        if groups is not None and self._failed_key(j, key[0], int(groups[nodes[0]])) in failed:
+            return None
+        return nodes, frags
 
     def _fails_as_before(self, j: int) -> bool:
         """Would job j's attempt find no node for its first pod and so change nothing? Known
@@ -746,13 +910,19 @@ class Scheduler:
         self.shape_failed[shape] = (st.mutations, known[1])
         return True
 
-    def _bind_in_turn(self, pods: np.ndarray, n: int, nodes: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
+    def _bind_in_turn(self, pods: np.ndarray, n: int, nodes: np.ndarray
+                      ) -> tuple[list[tuple[int, int, np.ndarray]], list[float]]:
         """On a trial of the state: pods[0] on node n, then each next member where `choose`
-        puts it among `nodes`, until one fits nowhere. Returns the plan [(pod, node, devices)]."""
-        st, w = self.sim.state, self.sim.w
+        puts it among `nodes`, until one fits nowhere; then the members bound released again,
+        in the same order. Returns the plan [(pod, node, devices)] and the F_n of each bind's
+        and release's node after it (what `bind_then_release` would measure on a trial of its
+        own: the same binds and releases, in the same order)."""
+        sim = self.sim
+        st, w = sim.state, sim.w
         usable = self.free_ready
         mask = np.zeros(st.n_slots, bool)
         plan: list[tuple[int, int, np.ndarray]] = []
+        frags: list[float] = []
         st.fork()
         try:
             for p in pods.tolist():
@@ -763,10 +933,14 @@ class Scheduler:
                         break
                 gpu_idx = self.pick_devices(st, w, p, n)
                 st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+                frags.append(sim.fragmentation(n))
                 plan.append((p, n, gpu_idx))
+            for p, n, gpu_idx in plan:
+                st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+                frags.append(sim.fragmentation(n))
         finally:
             st.revert()
-        return plan
+        return plan, frags
 
     def _released(self, j: int) -> bool:
         """The gang PostFilters, after a member of job j fit nowhere: whether one of them

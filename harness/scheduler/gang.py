@@ -119,6 +119,31 @@ class Coscheduling(Plugin):
         return bool(sim.job_placed[j] == 0 and math.isnan(sim.job_started[j]) and bound > 0
                     and self.rejects(bound, int(sim.w.job_min_member[j])))
 
+    def futile_after(self, jobs: np.ndarray, bound: np.ndarray) -> np.ndarray:
+        """Of these gangs, none of whose pods has a node, which would be let through by
+        `pre_filter` and then released by PostFilter after an attempt that binds `bound` (each)
+        and finds no node for the next: `pre_filter` and `releases_after` of each in a few array
+        steps."""
+        sim, min_member = self.sim, self.sim.w.job_min_member[jobs]
+        admitted = (sim.now >= self.denied_until[jobs]) & (sim.job_arrived[jobs] >= min_member)
+        unstarted = (sim.job_placed[jobs] == 0) & np.isnan(sim.job_started[jobs]) & (bound > 0)
+        rejected = (bound < min_member) & ((min_member - bound) * 100 > self.reject_percentage * min_member)
+        return admitted & unstarted & rejected
+
+    def releases_alike(self, jobs: np.ndarray, trips: list[tuple[list[int], list[float]]], pods: np.ndarray,
+                       pending: np.ndarray) -> np.ndarray:
+        """`release_at_once` of these gangs in turn (`futile_after` each), each on the nodes and
+        with the F_n of a trip measured before on the nodes' contents as they are (`pods`,
+        `pending`: the gangs' pending pods, `pending_of`): one step of the simulation for all
+        (`round_trips`). Returns the capacity version after each gang's releases, which the
+        scheduler backs it off at."""
+        for j in jobs[self.timer[jobs] >= 0].tolist():
+            self._stop_wait(j)
+        versions = self.sim.round_trips(jobs, trips, pods, pending)
+        if self.backoff_s > 0:
+            self.denied_until[jobs] = self.sim.now + self.backoff_s
+        return versions
+
     def release_at_once(self, j: int, plan: list[tuple[int, int, np.ndarray]],
                         frags: list[float] | None = None) -> list[float]:
         """A futile attempt (`releases_after`) as its net effect: the members of `plan` (pod,
