@@ -21,6 +21,7 @@ from harness import grid, report, results
 from harness.cli import main as cli_main
 from harness.config import compose
 from harness.errors import LoopbenchError
+from harness.generated import is_generated
 from harness.summary import BY_COLUMN
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -396,8 +397,8 @@ def test_committed_results_equal_a_fresh_regeneration(name):
 
 @pytest.fixture(scope="module")
 def derived_traces(tmp_path_factory) -> Path:
-    """Where the experiments' imported traces go, once per test process: CI leaves no derived
-    trace in the checkout."""
+    """Where the experiments' imported and drawn traces go, once per test process: CI leaves no
+    derived trace in the checkout."""
     return tmp_path_factory.mktemp("derived")
 
 
@@ -418,10 +419,11 @@ def test_committed_rows_are_current(name, loop, tmp_path, derived_traces):
         pytest.skip(f"{SHARED} is absent (public traces, read in place)")
     cfg = compose("config", [f"experiment={name}", f"loop={loop}", "seed=0"])
     committed_trace = str(cfg.trace.path)
-    if cfg.get("import_args"):
-        derived = derived_traces / f"{name}.parquet"
+    if cfg.get("import_args") or is_generated(cfg):  # imported or drawn into the test's folder
+        derived = derived_traces / name / Path(committed_trace).name
+        derived.parent.mkdir(exist_ok=True)
         cfg = compose("config", [f"experiment={name}", f"loop={loop}", "seed=0", f"trace.path={derived}"])
-        if not derived.exists():  # imported once for the loops of one experiment
+        if cfg.get("import_args") and not derived.exists():  # imported once for the loops of one experiment
             results.prepare(results.BY_NAME[name], cfg)
     Replay().run(cfg, tmp_path / "runs" / loop, progress=False)
     (fresh,) = csv.DictReader(report.runs_csv([tmp_path / "runs"]).splitlines())
