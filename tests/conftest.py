@@ -1,7 +1,7 @@
 """Hypothesis explores new examples on developers' machines; CI (CI=true) replays a fixed
 set, so a red CI run always points at a change, never at a lucky draw. Kernels cached from
 other kernel sources are dropped before any test calls one (harness/kernel_cache.py), and
-Hydra compositions are remembered (tests/compose_memo.py), before any test module imports them."""
+Hydra compositions and YAML loads are remembered (tests/compose_memo.py), before any test module imports them."""
 
 from __future__ import annotations
 
