@@ -416,18 +416,22 @@ def test_every_output_table_is_the_same_with_runs_taken_in_one_step(loop, runs, 
         assert in_runs[name].equals(frame, null_equal=True), f"{loop}: {name} differs"
 
 
+def pinned_whole(switch: str, on: bool) -> dict:
+    """`whole` after 2.5 h of the pinned trace through the separate loop, with the framework's
+    `switch` (a FUTILE_... flag) on or off."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(framework, switch, on)
+        sim, lp = build(compose("config", ["loop=separate", f"trace.path={TRACE}", f"horizon_s={HORIZON_S}"]))
+        sim.run(lp)
+    return whole(sim, lp)
+
+
 def test_the_pinned_trace_ends_alike_with_runs_taken_in_one_step(runs, monkeypatch):
     """The whole simulation (every array, counter and float sum) after 2.5 h of the pinned trace
     through the separate loop, runs taken in one step or each attempt on its own turn."""
-    def run(at_once: bool) -> dict:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(framework, "FUTILE_RUNS_AT_ONCE", at_once)
-            sim, lp = build(compose("config", ["loop=separate", f"trace.path={TRACE}", f"horizon_s={HORIZON_S}"]))
-            sim.run(lp)
-        return whole(sim, lp)
-    each_alone = run(False)
+    each_alone = pinned_whole("FUTILE_RUNS_AT_ONCE", False)
     assert not runs
-    in_runs = run(True)
+    in_runs = pinned_whole("FUTILE_RUNS_AT_ONCE", True)
     assert sum(n > 1 for n in runs) > 10
     assert_same(each_alone, in_runs)
 
@@ -469,13 +473,7 @@ def test_every_output_table_is_the_same_with_plans_kept(loop, taken, monkeypatch
 def test_the_pinned_trace_ends_alike_with_plans_kept(monkeypatch):
     """The whole simulation after 2.5 h of the pinned trace through the separate loop, plans kept
     across changes of other nodes or forgotten at any change."""
-    def run(kept: bool) -> dict:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(framework, "FUTILE_PLANS_KEPT", kept)
-            sim, lp = build(compose("config", ["loop=separate", f"trace.path={TRACE}", f"horizon_s={HORIZON_S}"]))
-            sim.run(lp)
-        return whole(sim, lp)
-    assert_same(run(False), run(True))
+    assert_same(pinned_whole("FUTILE_PLANS_KEPT", False), pinned_whole("FUTILE_PLANS_KEPT", True))
 
 
 class StatelessUserScore(LeastAllocated):
