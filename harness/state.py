@@ -330,7 +330,8 @@ class ClusterState:
             t = int(self.dra_type[n])
             assert self.dra is not None, "devices are claimed only in a DRA cluster"
             commit(self.device_arrays, gpu_idx, t, n, sign)
-            self.dra.follow(self.dra_stamp, n, (gpu_idx.change, sign))
+            self.dra.follow(self.dra_stamp, n, (gpu_idx.change, sign), self.device_arrays, self.dra_type,
+                            self.device_taints)
             gpu_idx = gpu_idx.view(np.ndarray)
         answer = take(n, sign, cpu, mem, gpu_idx, milli, self.cpu_free, self.mem_free, self.gpu_free, self.gpu_used,
                       self.pods_on, self.gpu_cap, self.slot_table, self.stacked_tables, self.free_whole,

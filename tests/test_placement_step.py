@@ -201,3 +201,25 @@ def test_the_terms_scoring_zero_are_those_the_pod_requests_nothing_of(policy, po
     for p in range(w.n_pods):
         fresh = [isinstance(t, BalancedAllocation) and not t.requests_any(w, p) for t in sched.step.terms]
         assert sched.step.silent_terms(w, p).tolist() == fresh
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), cl=st.sampled_from([CLUSTER, DRA_CLUSTER]))
+def test_arguments_made_once_per_shape_follow_the_state(data, cl):
+    """One step places pod after pod, each bound where it went before the next is placed (the
+    state's arrays change in place), then on another state and workload: the arguments it made
+    once per pod shape (`PlacementStep.pod_arguments`) choose as the Python path does each time."""
+    sched = Scheduler(policy=data.draw(policies())())
+    for _ in range(2):  # a second state and workload: the arguments are made anew
+        state = data.draw(states(cl))
+        pods = data.draw(st.lists(pod_dicts(), min_size=1, max_size=4))
+        w = workload(cl, pods)
+        n = state.n_slots
+        sched.sim = Sim(state, w, np.arange(n))  # type: ignore[assignment]
+        sched.order_key = -1
+        for p in data.draw(st.lists(st.integers(0, w.n_pods - 1), min_size=1, max_size=8)):
+            fused, python = both_paths(sched, p, state.ready, 0)
+            assert fused == python, (pods[p], fused, python)
+            node = fused[0]
+            if node >= 0:
+                state.bind(node, int(w.cpu[p]), int(w.mem[p]), pick_devices(state, w, p, node), int(w.milli[p]))

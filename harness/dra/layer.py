@@ -78,6 +78,7 @@ from harness.node_type import NodeType
 WHOLE = translate.WHOLE
 SECTION_KEYS = ("device_classes", "node_types", "templates", "claims", "taint_rules", "device_failures")
 MOST_FOLLOWED = 1 << 20  # changes remembered by `DeviceLayer.follow` before it starts over
+MOST_CONTENTS = 1 << 16  # contents remembered by `DeviceLayer.follow` (~1 KiB each) before it starts over
 MOST_ALLOCATED = 1 << 16  # devices remembered by `DeviceLayer.allocated` (~0.5 KiB each) before it starts over
 NO_MARKS = np.zeros((0, 0), np.int64)  # the compiled calls' taint marks where none are configured
 
@@ -174,6 +175,9 @@ class DeviceLayer:
         self._alike: AlikeCache | None = None  # what-if binds of every claim set (`take_alike`), made on first use
         self.next_stamp = len(self.devices)  # the next stamp to give; below: an empty node of device type t is stamp t
         self._after: dict[tuple, int] = {}  # (stamp, change) -> the stamp of the state it leads to
+        #: a node's content (`_content`: device type, rows, taint marks) -> the stamp `follow` named it by
+        self._stamp_of: dict[tuple, int] = {}
+        self._empties: dict[int, tuple] = {}  # device type -> `_content` of its fresh node
         self._allocated: dict[tuple[int, int], ClaimedGpus] = {}  # (claim set, stamp) -> `allocation` there
         #: taints during the run (None: none configured)
         self.taints = None
@@ -281,19 +285,45 @@ class DeviceLayer:
         stamp[nodes] = np.arange(self.next_stamp, self.next_stamp + k) if np.ndim(nodes) else self.next_stamp
         self.next_stamp += k
 
-    def follow(self, stamp: np.ndarray, n: int, change: Hashable) -> None:
-        """Node n went through `change`, a full description of what was done to its allocation
+    def follow(self, stamp: np.ndarray, n: int, change: Hashable, arrays: Arrays, slot_type: np.ndarray,
+               marks: np.ndarray | None = None) -> None:
+        """Node n (its rows in `arrays`, its device type in `slot_type`, its taint marks in
+        `marks`) went through `change`, a full description of what was done to its allocation
         state (its result a function of the state before): a state reached from the same stamp
-        by the same change is the same content, so it gets the same stamp, and what was
-        answered for it before holds again."""
+        by the same change is the same content, so it gets the same stamp. A change not seen
+        from that stamp is named by the content it leads to: a content named before (by any
+        history: pods bound in another order, a pod bound then released, a node emptied, which
+        is its type's stamp) gets that stamp again, so what was answered for it holds again
+        (most of the scheduler's allocator searches were of contents already answered under
+        another stamp)."""
         if len(self._after) > MOST_FOLLOWED:
             self._after.clear()  # only reuse is lost: a state reached again gets a new stamp
         key = (int(stamp[n]), change)
         after = self._after.get(key)
         if after is None:
-            after = self._after[key] = self.next_stamp
-            self.next_stamp += 1
+            t = int(slot_type[n])
+            content = _content(arrays, n, t, marks)
+            after = self._stamp_of.get(content)
+            if after is None:
+                if len(self._stamp_of) >= MOST_CONTENTS:
+                    self._stamp_of.clear()  # only reuse is lost
+                if content == self._empty_content(t):
+                    after = t  # a fresh node of type t, untainted: as `reset` names it
+                else:
+                    after = self.next_stamp
+                    self.next_stamp += 1
+                self._stamp_of[content] = after
+            self._after[key] = after
         stamp[n] = after
+
+    def _empty_content(self, t: int) -> tuple:
+        """`_content` of a fresh node of device type t without taints (stamp t, `reset`)."""
+        empty = self._empties.get(t)
+        if empty is None:
+            arrays = self.arrays(1)
+            self.reset(*arrays, np.zeros(1, np.int64), 0, t)
+            empty = self._empties[t] = _content(arrays, 0, t, None)
+        return empty
 
     def allocated(self, arrays: Arrays, stamp: np.ndarray, t: int, claims: tuple[Claim, ...], n: int,
                   marks: np.ndarray | None = None) -> ClaimedGpus:
@@ -349,6 +379,14 @@ class DeviceLayer:
             stamp[n] = t
         else:
             self.restamp(stamp, n)
+
+
+def _content(arrays: Arrays, n: int, t: int, marks: np.ndarray | None) -> tuple:
+    """What names node n's allocation state exactly: its device type, its rows of the three
+    arrays and the device taints in force on it (none where none are configured or set)."""
+    taken, cap, counters = arrays
+    taints = b"" if marks is None or not marks[n].any() else marks[n].tobytes()
+    return t, taken[n].tobytes(), cap[n].tobytes(), counters[n].tobytes(), taints
 
 
 def _slices(specs: object, where: str, prefix: str) -> tuple[ResourceSlice, ...]:

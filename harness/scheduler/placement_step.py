@@ -59,6 +59,9 @@ class PlacementStep:
             self.resources[i, :len(t.resource_ids)] = t.resource_ids
             self.resource_weights[i, :len(t.resource_weights)] = t.resource_weights
         self.all_slots = np.zeros(0, np.int64)
+        #: (state, workload, placements registered) the arguments by pod shape were made for
+        self.made_for: tuple = (None, None, 0)
+        self.by_shape: dict[int, tuple] = {}  # pod shape -> `pod_arguments`
         #: `silent_terms` by whether a pod asks CPU, memory, GPUs
         self.silent: dict[tuple[bool, bool, bool], np.ndarray] = {}
 
@@ -101,25 +104,42 @@ class PlacementStep:
             if len(self.all_slots) != state.n_slots:
                 self.all_slots = np.arange(state.n_slots, dtype=np.int64)
             order, first, k = self.all_slots, 0, state.n_slots
+        step, arguments = self.pod_arguments(state, w, pod)
+        node, checked = step(order, first, k, node_rank, usable, *arguments)
+        return node, (start + checked) % len(order) if walk else start
+
+    def pod_arguments(self, state, w, pod: int) -> tuple:
+        """The compiled step for pod and what it takes beyond the walk: its rule or claims, the
+        state's arrays and the scoring. Made once per pod shape (a shape fixes the requests, the
+        claims and the placement) while the state, the workload and the placements registered
+        are the same (the arrays are the state's own, changed in place): a placement then costs
+        the compiled call, not a dozen lookups before it."""
+        if state is not self.made_for[0] or w is not self.made_for[1] or len(state.allowed) != self.made_for[2]:
+            self.made_for, self.by_shape = (state, w, len(state.allowed)), {}
+        shape = int(w.shape[pod])
+        made = self.by_shape.get(shape)
+        if made is None:
+            made = self.by_shape[shape] = self._arguments(state, w, pod)
+        return made
+
+    def _arguments(self, state, w, pod: int) -> tuple:
+        """`pod_arguments`, made."""
         gpus = int(w.gpus[pod])
         cpu, mem, gpu, gpu_milli = int(w.cpu[pod]), int(w.mem[pod]), gpus > 0, gpus * int(w.milli[pod])
-        silent = self.silent_terms(w, pod)
         scoring = (self.strategies, self.term_weights, self.resources, self.resource_weights, self.n_resources,
-                   self.weighted, silent, state.cpu_cap, state.mem_cap, state.gpu_cap, state.gpu_used, gpu, gpu_milli)
+                   self.weighted, self.silent_terms(w, pod), state.cpu_cap, state.mem_cap, state.gpu_cap,
+                   state.gpu_used, gpu, gpu_milli)
         claims = claims_of(w, pod)
         if claims is None:
             _, _, static, column, need = pod_rule(state, w, pod)
-            node, checked = step_by_rule(order, first, k, node_rank, usable, state.cpu_free, state.mem_free, cpu, mem,
-                                         static, column, need, *scoring)
-        else:
-            tc, cache, static, marks = claims_rule(state, w, pod, claims)
-            taken, cap_left, counter_left = state.device_arrays
-            node, checked = step_by_claims(
-                order, first, k, node_rank, usable, static, state.cpu_free, state.mem_free, cpu, mem, state.dra_type,
-                state.dra_stamp, taken, cap_left, counter_left, cache.fit_key, cache.fit, tc.never, tc.opt_start,
-                tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap, tc.capacity, tc.consumes, tc.multi,
-                tc.con_value, tc.con_req, tc.req_claim, tc.rest_min, marks, tc.tolerated, MAX_RESULTS, *scoring)
-        return node, (start + checked) % len(order) if walk else start
+            return step_by_rule, (state.cpu_free, state.mem_free, cpu, mem, static, column, need, *scoring)
+        tc, cache, static, marks = claims_rule(state, w, pod, claims)
+        taken, cap_left, counter_left = state.device_arrays
+        return step_by_claims, (
+            static, state.cpu_free, state.mem_free, cpu, mem, state.dra_type, state.dra_stamp, taken, cap_left,
+            counter_left, cache.fit_key, cache.fit, tc.never, tc.opt_start, tc.opt_end, tc.match, tc.members,
+            tc.before, tc.need, tc.take_cap, tc.capacity, tc.consumes, tc.multi, tc.con_value, tc.con_req,
+            tc.req_claim, tc.rest_min, marks, tc.tolerated, MAX_RESULTS, *scoring)
 
 
 @njit(cache=True, inline="always")
