@@ -445,7 +445,7 @@ class ClusterAutoscaler:
             idx, usable = groups[0][1], fits[0] & free
             placed = first_fit_count(sim.state, self.view, int(pods[0]), usable, len(idx)) if usable.any() else 0
             left[idx[placed:]] = True
-            return [units[i] for i in np.flatnonzero(left)]
+            return [units[i] for i in np.flatnonzero(left).tolist()]
         if len(fits) == len(groups):  # the snapshot holds the nodes some group may use
             slots = np.flatnonzero(np.logical_or.reduce(list(fits.values())))
         else:  # a unit packed alone may use any node
@@ -465,7 +465,7 @@ class ClusterAutoscaler:
                 left[idx[0]] = snap.fit(self.view, units[idx[0]]) is None
                 continue
             left[idx[placed:]] = True
-        return [units[i] for i in np.flatnonzero(left)]
+        return [units[i] for i in np.flatnonzero(left).tolist()]
 
     def _estimate(self, p: int, units: list[np.ndarray],
                   groups: list | None = None) -> tuple[int, int, float, float, float, float]:
