@@ -62,19 +62,19 @@ def replay(pods: list[dict], dra: bool, provisioning_request: bool, everywhere: 
     return out
 
 
-pods = st.lists(st.tuples(st.integers(1, 3), st.sampled_from([1, 2, 3, 4, 6, 8]), st.sampled_from([1000, 6000]),
-                          st.integers(0, 1800), st.integers(60, 3000)),
+jobs = st.lists(st.tuples(st.lists(st.sampled_from([1, 2, 3, 4, 6, 8]), min_size=1, max_size=3),
+                          st.sampled_from([1000, 6000]), st.integers(0, 1800), st.integers(60, 3000)),
                 min_size=1, max_size=10)
 
 
 @settings(max_examples=30, deadline=None)
-@given(jobs=pods, dra=st.booleans(), provisioning_request=st.booleans())
+@given(jobs=jobs, dra=st.booleans(), provisioning_request=st.booleans())
 def test_the_packing_on_the_nodes_a_class_fits_ends_bit_for_bit_alike(jobs, dra, provisioning_request):
-    """Jobs of 1-3 pods (gangs: all or nothing under Coscheduling, pod by pod to the autoscaler)
-    of 1-8 GPUs and 1 or 6 cores, arriving over 30 min on an 8-GPU node (16 cores) and a 4-GPU
-    one, each pool growing to 3; with claims (DRA) or device columns, with ProvisioningRequests
-    (bookings: pods packed alone) or without: the whole simulation as when the packing walks
-    every node."""
+    """Jobs of 1-3 pods of 1-8 GPUs each (gangs, of one class or more: all or nothing under
+    Coscheduling, pod by pod to the autoscaler, whole as a ProvisioningRequest) and 1 or 6 cores,
+    arriving over 30 min on an 8-GPU node (16 cores) and a 4-GPU one, each pool growing to 3;
+    with claims (DRA) or device columns, with ProvisioningRequests (bookings: pods packed alone)
+    or without: the whole simulation as when the packing walks every node."""
     rows = [{"job_id": f"j{i}", "gpu_count": g, "cpu_milli": c, "submit_s": float(t), "duration_s": float(d),
-             "min_member": size} for i, (size, g, c, t, d) in enumerate(jobs) for _ in range(size)]
+             "min_member": len(gpus)} for i, (gpus, c, t, d) in enumerate(jobs) for g in gpus]
     assert_same(replay(rows, dra, provisioning_request, True), replay(rows, dra, provisioning_request, False))
