@@ -8,6 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.ledger import set_in_turn
 from harness.sim import Simulation
 from harness.workload import compile_workload
 from tests import scenarios as sc
@@ -51,3 +52,19 @@ def test_round_trips_in_one_pass_end_on_the_bits_of_each_in_turn(trips, start, d
     assert one.changed == each.changed
     assert np.array_equal(one.frag, each.frag)
     assert repr(one.frag_ready) == repr(each.frag_ready)
+
+
+@settings(max_examples=60, deadline=None)
+@given(start=st.lists(st.floats(0.0, 1.0), min_size=4, max_size=4),
+       steps=st.lists(st.tuples(st.integers(0, 3), st.floats(0.0, 1.0)), max_size=12))
+def test_the_compiled_pass_is_its_python(start, steps):
+    """`set_in_turn` compiled and as plain Python (what NUMBA_DISABLE_JIT=1 runs; the replays of
+    tests/test_jit.py take no futile attempt whole, so it is checked here): the same F_n and the
+    same sum, bit for bit."""
+    nodes = np.array([n for n, _ in steps], np.int64)
+    values = np.array([f for _, f in steps], np.float64)
+    compiled, plain = np.array(start), np.array(start)
+    total = float(sum(start))
+    sums = set_in_turn(compiled, total, nodes, values), set_in_turn.py_func(plain, total, nodes, values)
+    assert repr(float(sums[0])) == repr(float(sums[1]))
+    assert np.array_equal(compiled, plain)
