@@ -11,7 +11,10 @@ moved since the metrics last looked, so they recount those nodes only (harness/m
 
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
+from numba import njit
 
 from harness.fragmentation import TargetWorkload, node_fragmentation
 from harness.state import ClusterState
@@ -118,10 +121,13 @@ class Ledger:
             frag[n] = f
 
     def round_trips(self, trips: list[tuple[list[int], list[float]]]) -> None:
-        """`round_trip` of each (nodes, F_n) in turn: the running sum goes through every
-        transition in the same order."""
-        for nodes, frags in trips:
-            self.round_trip(nodes, frags)
+        """`round_trip` of each (nodes, F_n) in turn, in one compiled pass (`set_in_turn`): the
+        running sum goes through every transition in the same order, so it ends on the same bits."""
+        nodes = list(chain.from_iterable(nodes + nodes for nodes, _ in trips))
+        self.changed += nodes
+        frags = np.fromiter(chain.from_iterable(frags for _, frags in trips), np.float64, len(nodes))
+        # a numpy float, as the transitions' own arithmetic leaves it
+        self.frag_ready = np.float64(set_in_turn(self.frag, float(self.frag_ready), np.array(nodes, np.int64), frags))
 
     def measure(self, n: int) -> float:
         """Node n's F_n as its contents are now (0 unless ready)."""
@@ -137,3 +143,13 @@ class Ledger:
             f = self._frag_memo[key] = node_fragmentation(
                 st.gpu_free[n:n + 1], st.gpu_cap[n:n + 1], st.cpu_free[n:n + 1], st.model_bit[n:n + 1], self.target)[0]
         return f
+
+
+@njit(cache=True)
+def set_in_turn(frag: np.ndarray, total: float, nodes: np.ndarray, values: np.ndarray) -> float:
+    """frag[nodes[i]] = values[i] for each i in turn, `total` (the running sum of `frag`) moved
+    by each change as it comes: the sum's float rounding is the Python loop's, step by step."""
+    for i in range(len(nodes)):
+        total += values[i] - frag[nodes[i]]
+        frag[nodes[i]] = values[i]
+    return total

@@ -70,6 +70,7 @@ import numpy as np
 
 from harness.autoscalers import plan_price
 from harness.autoscalers.backoff import NodeGroupBackoff
+from harness.autoscalers.class_fits import ClassFits
 from harness.autoscalers.expanders import (
     Chain,
     Expander,
@@ -214,6 +215,7 @@ class ClusterAutoscaler:
         seen = self.scheduler_sees or self.scheduler_prefers
         self.view = sim.w if seen else view_of(sim.w, self.topology_aware, self.sharing_aware, self.dra_aware)
         self.view_class = equivalence_classes(self.view)
+        self.class_fits = ClassFits(sim.state, self.view)
         n_pools = len(sim.cluster.pools)
         self.backoff = NodeGroupBackoff(n_pools, self.backoff_s, self.max_backoff_s, self.backoff_reset_s)
         self.in_flight = np.zeros(sim.state.n_slots, bool)  # nodes it asked for, not yet seen up
@@ -420,7 +422,10 @@ class ClusterAutoscaler:
         """Units that fit neither ready nor in-flight capacity (in the autoscaler's view),
         packed first-fit on a what-if snapshot of the nodes that exist, by equivalence group
         (see `_groups`). A single pod of a job with booked nodes (ProvisioningRequest) may use
-        those too, so it is packed alone."""
+        those too, so it is packed alone. A group is packed on the nodes where a pod of its
+        class fits now (`ClassFits`: the others would take none), and without a unit packed
+        alone the snapshot copies those nodes alone: the same placements, at the cost of the
+        few nodes each class may use."""
         if not units:
             return []
         sim = self.sim
@@ -430,27 +435,37 @@ class ClusterAutoscaler:
         alone = np.isin(sim.w.job[first], booked_jobs) if len(booked_jobs) else None
         groups = self._groups(units, first, alone)
         left = np.zeros(len(units), bool)
+        pods = first[[int(idx[0]) for _, idx in groups]]
+        # a group's pods may go only where a pod of its class fits now (`ClassFits`)
+        fits = {i: self.class_fits.nodes(c, p) for i, (c, p, (is_group, _)) in
+                enumerate(zip(classes(self.view_class, self.view, pods).tolist(), pods.tolist(), groups, strict=True))
+                if is_group}
+        free = booked_for == -1
         if len(groups) == 1 and groups[0][0]:  # one group: counted on the real state, no snapshot
-            idx = groups[0][1]
-            usable = (sim.state.status != ABSENT) & (booked_for == -1)
-            placed = first_fit_count(sim.state, self.view, int(first[idx[0]]), usable, len(idx))
+            idx, usable = groups[0][1], fits[0] & free
+            placed = first_fit_count(sim.state, self.view, int(pods[0]), usable, len(idx)) if usable.any() else 0
             left[idx[placed:]] = True
-            return [units[i] for i in np.flatnonzero(left)]
-        present = np.flatnonzero(sim.state.status != ABSENT)
-        booked = booked_for[present]
-        snap = Snapshot(sim.state, present, usable=np.ones(len(present), bool), booked=booked)
-        free = booked == -1
+            return [units[i] for i in np.flatnonzero(left).tolist()]
+        if len(fits) == len(groups):  # the snapshot holds the nodes some group may use
+            slots = np.flatnonzero(np.logical_or.reduce(list(fits.values())))
+        else:  # a unit packed alone may use any node
+            slots = np.flatnonzero(sim.state.status != ABSENT)
+        snap = Snapshot(sim.state, slots, usable=np.ones(len(slots), bool), booked=booked_for[slots])
         for i, (is_group, idx) in enumerate(groups):
-            pod = int(first[idx[0]])
-            if is_group and i == len(groups) - 1:  # the last packing: nothing reads the snapshot after
-                placed = first_fit_count(snap.state, self.view, pod, free, len(idx))
+            pod = int(pods[i])
+            if is_group:
+                usable = free[slots] & fits[i][slots]
+            if is_group and not usable.any():
+                placed = 0
+            elif is_group and i == len(groups) - 1:  # the last packing: nothing reads the snapshot after
+                placed = first_fit_count(snap.state, self.view, pod, usable, len(idx))
             elif is_group:
-                placed = len(snap.fit_alike(self.view, pod, len(idx), usable=free))
+                placed = len(snap.fit_alike(self.view, pod, len(idx), usable=usable))
             else:
                 left[idx[0]] = snap.fit(self.view, units[idx[0]]) is None
                 continue
             left[idx[placed:]] = True
-        return [units[i] for i in np.flatnonzero(left)]
+        return [units[i] for i in np.flatnonzero(left).tolist()]
 
     def _estimate(self, p: int, units: list[np.ndarray],
                   groups: list | None = None) -> tuple[int, int, float, float, float, float]:

@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from harness.quiet import Clock
-from harness.status import ABSENT
 from harness.whatif import Snapshot, classes
 
 if TYPE_CHECKING:
+    from harness.autoscalers.class_fits import ClassFits
     from harness.view import SimulationView
     from harness.workload import Workload
 
@@ -58,12 +58,13 @@ class RequestSource(Protocol):
 
 class ScaleUp(Protocol):
     """What the requests ask of the Cluster Autoscaler that processes them
-    (harness/autoscalers/cluster_autoscaler.py): its simulation and view of a pod, the pending
-    gangs, and a scale-up for a whole request."""
+    (harness/autoscalers/cluster_autoscaler.py): its simulation and view of a pod, where each
+    class of pods fits, the pending gangs, and a scale-up for a whole request."""
 
     sim: SimulationView
     view: Workload
     view_class: np.ndarray
+    class_fits: ClassFits
 
     def pending_gangs(self) -> list[np.ndarray]: ...
     def scale_up_whole(self, now: float, unit: np.ndarray, atomic: bool) -> np.ndarray | None: ...
@@ -178,18 +179,23 @@ class ProvisioningRequests:
     def _fit_existing(self, j: int, unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(the nodes, the pods left): the gang's pods packed first fit, class by class, on the
         nodes that exist or are on their way (in the autoscaler's view, other bookings taken),
-        as upstream filters out the request's pods that are schedulable before scaling up."""
-        ca, st = self.ca, self.ca.sim.state
-        present = np.flatnonzero(st.status != ABSENT)
-        booked = self.booked_for[present]
-        snap = Snapshot(st, present, usable=(booked == -1) | (booked == j))
+        as upstream filters out the request's pods that are schedulable before scaling up; each
+        class on the nodes where one of its pods fits now (`ClassFits`), the only ones that
+        could take one."""
+        ca = self.ca
         cls = classes(ca.view_class, ca.view, unit)
         _, first = np.unique(cls, return_index=True)
+        order = cls[np.sort(first)].tolist()
+        # a class's pods go only where one of them fits now (`ClassFits`): the snapshot holds those nodes
+        fits = [ca.class_fits.nodes(c, int(unit[cls == c][0])) for c in order]
+        slots = np.flatnonzero(np.logical_or.reduce(fits))
+        booked = self.booked_for[slots]
+        snap = Snapshot(ca.sim.state, slots, usable=(booked == -1) | (booked == j))
         used, left = [], []
-        for c in cls[np.sort(first)].tolist():
-            pods = unit[cls == c]
-            local = snap.fit_alike(ca.view, int(pods[0]), len(pods))
-            used.append(present[local])
+        for c, where in zip(order, fits, strict=True):
+            pods, usable = unit[cls == c], snap.usable & where[slots]
+            local = snap.fit_alike(ca.view, int(pods[0]), len(pods), usable=usable) if usable.any() else slots[:0]
+            used.append(slots[local])
             left.append(pods[len(local):])
         return np.unique(np.concatenate(used)), np.concatenate(left)
 
