@@ -141,22 +141,13 @@ def groups_that_fit(state: ClusterState, w: Workload, pods: np.ndarray, mask: np
     """Racks or blocks (values of `groups`, in increasing order) that may hold the gang: for a
     gang of one pod shape, those whose nodes can together take the gang's size (`fits_on`,
     exact); otherwise those where its first pod fits. Prunes groups before a trial placement."""
+    nodes = np.flatnonzero(feasible(state, w, int(pods[0]), mask))
     if (w.shape[pods] != w.shape[pods[0]]).any():
-        nodes = np.flatnonzero(feasible(state, w, int(pods[0]), mask))
         return np.flatnonzero(np.bincount(groups[nodes]))  # group ids are small non-negative ints
-    return np.flatnonzero(room_by_group(state, w, int(pods[0]), len(pods), mask, groups) >= len(pods))
-
-
-def room_by_group(state: ClusterState, w: Workload, pod: int, most: int, mask: np.ndarray, groups: np.ndarray,
-                  n_groups: int = 0) -> np.ndarray:
-    """How many pods shaped like `pod`, up to `most` per node, each group's `mask` nodes can take
-    one after another (`fits_on`), indexed by group id (at least `n_groups` of them; floats of
-    whole numbers). At least `most` where a gang of `most` such pods fits, exactly: binds of
-    pods alike only take room, so a gang placed pod by pod fills what `fits_on` counts."""
-    nodes = np.flatnonzero(feasible(state, w, pod, mask))
     if len(nodes) == 0:
-        return np.zeros(n_groups)
-    return np.bincount(groups[nodes], weights=np.minimum(fits_on(state, w, pod, nodes), most), minlength=n_groups)
+        return nodes
+    total = np.bincount(groups[nodes], weights=np.minimum(fits_on(state, w, int(pods[0]), nodes), len(pods)))
+    return np.flatnonzero(total >= len(pods))
 
 
 def fits_count(state: ClusterState, w: Workload, pod: int, mask: np.ndarray) -> np.ndarray:

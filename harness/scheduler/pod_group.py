@@ -45,10 +45,11 @@ draws a random number (TRIALS_FORETOLD).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from harness.filters import groups_that_fit, room_by_group
+from harness.filters import feasible, fits_on, groups_that_fit
 from harness.scheduler.gang import quorum_exists
 from harness.scheduler.plugin import Plugin, Profile
 from harness.settings import check, duration, flag, integer
@@ -64,6 +65,21 @@ MAX_SCORE = 100
 #: a behaviour switch: the outputs are the same either way, bit for bit; off, every placement's
 #: trial runs (the reference the tests compare with).
 TRIALS_FORETOLD = True
+#: pod shapes whose room per node a plugin remembers (`GangScheduling.room`), the one counted
+#: longest ago forgotten first: a bound on memory (a node slot each), not a behaviour switch
+ROOM_SHAPES_KEPT = 64
+
+
+@dataclass(slots=True)
+class KnownRoom:
+    """How many pods of one shape each node slot can take one after another (`fits_on`; 0 where
+    the Filter or `usable` says no), counted when `ClusterState.mutations` was `stamp` over the
+    usable nodes `usable` (the scheduler's array, of `usable_key`)."""
+
+    usable: np.ndarray
+    usable_key: tuple[int, int] | None
+    stamp: int
+    fits: np.ndarray
 
 
 def percentage_of_placements(percentage: int, n_nodes: int) -> int:
@@ -125,6 +141,7 @@ class GangScheduling(Plugin):
         #: the usable nodes and topology key the domain table was counted for (`_domains`)
         self.domains_of: tuple[np.ndarray, np.ndarray, tuple[int, int] | None] | None = None
         self.domain_nodes = np.zeros(0, np.int64)
+        self.known_room: dict[int, KnownRoom] = {}  # by pod shape, the one counted longest ago first
 
     # ---- PreEnqueue and the queue ----------------------------------------------------------
     def is_gang(self, j: int) -> bool:
@@ -282,7 +299,7 @@ class GangScheduling(Plugin):
                                               int(domain_nodes[domains].sum()))
         order = domains[self.rng.permutation(len(domains))] if len(domains) > 1 else domains
         if alike:  # an exact test first: where too few fit, the trial fails anyway
-            room = room_by_group(st, w, int(pods[0]), len(pods), usable, groups, len(domain_nodes))
+            room = self.room(int(pods[0]), usable, groups)
             order = order[room[order] >= need]
             if len(order[:to_find]) > 1 and self._trials_foretold(order[:to_find], domain_nodes):
                 return self._foretold_placement(order[:to_find], room, pods, usable, groups, need, scheduled)
@@ -304,6 +321,37 @@ class GangScheduling(Plugin):
         placed = [np.fromiter((p for p, _, _ in plan), np.int64, len(plan)) for _, plan in found]
         return found[self._pick(self._score_placements([d for d, _ in found], placed, groups, usable, scheduled))][1]
 
+    def room(self, pod: int, usable: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        """How many pods shaped like `pod` each domain of `groups` can take one after another: the
+        sum of `fits_on` over its `usable` nodes the Filter passes, indexed by domain id. Exact
+        for a group of that shape: binds of pods alike only take room, so a trial placing P of
+        them pod by pod places min(P, this). Each node's count is remembered per shape and
+        counted again only where the node changed since (`ClusterState.changed_at`: the Filter
+        and `fits_on` read the node and the pod alone), or everywhere once the usable nodes
+        changed."""
+        st, w = self.sim.state, self.sim.w
+        shape, key = int(w.shape[pod]), self.scheduler.usable_key
+        known = self.known_room.pop(shape, None)
+        if known is None or known.usable is not usable or known.usable_key != key or st.in_trial:
+            fits = np.zeros(st.n_slots, np.int64)
+            nodes = np.flatnonzero(feasible(st, w, pod, usable))
+            if len(nodes):
+                fits[nodes] = fits_on(st, w, pod, nodes)
+            known = KnownRoom(usable, key, st.mutations, fits)
+        elif known.stamp != st.mutations:
+            changed = np.flatnonzero(st.changed_at > known.stamp)
+            if len(changed):
+                nodes = changed[feasible(st, w, pod, usable, at=changed)]
+                known.fits[changed] = 0
+                if len(nodes):
+                    known.fits[nodes] = fits_on(st, w, pod, nodes)
+            known.stamp = st.mutations
+        if not st.in_trial:  # what a trial reads may be undone, its stamps reused
+            self.known_room[shape] = known
+            if len(self.known_room) > ROOM_SHAPES_KEPT:
+                del self.known_room[next(iter(self.known_room))]
+        return np.bincount(groups, weights=known.fits)
+
     def _domains(self, usable: np.ndarray, groups: np.ndarray) -> np.ndarray:
         """How many `usable` nodes each domain of `groups` (a rack or block id) holds: counted
         again only when the scheduler's usable nodes (a new array, when the ready nodes or taints
@@ -316,7 +364,7 @@ class GangScheduling(Plugin):
 
     def _trials_foretold(self, found: np.ndarray, domain_nodes: np.ndarray) -> bool:
         """Whether the trials of a group of one shape in these domains (each one where it fits)
-        need not run to be known: each would place the pods `room_by_group` counts, and leave
+        need not run to be known: each would place the pods `room` counts, and leave
         nothing behind (`trials_leave_no_trace`) but its plan, as every walk of it checks all the
         nodes it could find (no domain holds more usable nodes than a walk looks for) and so
         leaves nextStartNodeIndex where it was. Only the chosen one's plan is needed."""

@@ -1,8 +1,10 @@
-"""kube-scheduler's pod-group cycle (harness/scheduler/pod_group.py) scoring a topology-constrained
-group of one shape from what its trials would place, running only the chosen placement's trial
-(`TRIALS_FORETOLD`), leaves a replay as running every trial does, bit for bit: on small random
-clusters every array, counter and float sum of the simulation, its cluster state, ledger and
-accounting, the scheduler's and the gang plugin's arrays and its random stream."""
+"""Exact shortcuts of kube-scheduler's pod-group cycle (harness/scheduler/pod_group.py). Scoring a
+topology-constrained group of one shape from what its trials would place, running only the
+chosen placement's trial (`TRIALS_FORETOLD`), leaves a replay as running every trial does, bit
+for bit: on small random clusters every array, counter and float sum of the simulation, its
+cluster state, ledger and accounting, the scheduler's and the gang plugin's arrays and its
+random stream. What the plugin remembers between cycles (usable nodes per domain, each node's
+room per pod shape) equals a count made afresh at every use."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import harness.scheduler.pod_group as pod_group
+from harness.filters import feasible, fits_on
 from harness.scheduler import Scheduler
 from harness.scheduler.pod_group import GangScheduling
 from harness.scores import FGD, BalancedAllocation, LeastAllocated, WeightedSum
@@ -131,3 +134,31 @@ def test_the_domain_table_is_a_fresh_count_of_the_usable_nodes(n_racks, per_rack
         random_replay(n_racks, per_rack, 8, gangs, [], True)
     for kept, fresh in answers:
         np.testing.assert_array_equal(kept, fresh, strict=True)
+
+
+@settings(max_examples=15, deadline=None)
+@given(n_racks=st.integers(1, 5), per_rack=st.integers(1, 3), gangs=gangs, lone=lone)
+def test_the_room_remembered_is_a_fresh_count(n_racks, per_rack, gangs, lone):
+    """Every answer of `room` (each node's count remembered per shape, counted again where the
+    node changed) equals a count made afresh over the usable nodes the Filter passes, as pods
+    come and go and nodes come up and go."""
+    answers = []
+    counted = GangScheduling.room
+
+    def checked(self, pod, usable, groups):
+        out = counted(self, pod, usable, groups)
+        st, w = self.sim.state, self.sim.w
+        nodes = np.flatnonzero(feasible(st, w, pod, usable))
+        fresh = np.bincount(groups[nodes], weights=fits_on(st, w, pod, nodes) if len(nodes) else None,
+                            minlength=len(out))
+        answers.append((out.copy(), fresh))
+        return out
+
+    gangs = [(s, m, min(g, 8), t, d, loc) for s, m, g, t, d, loc in gangs]
+    lone = [(min(g, 8), t, d) for g, t, d in lone]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(GangScheduling, "room", checked)
+        patch.setattr(pod_group, "ROOM_SHAPES_KEPT", 2)  # shapes forgotten and counted again too
+        random_replay(n_racks, per_rack, 8, gangs, lone, True)
+    for kept, fresh in answers:
+        np.testing.assert_array_equal(kept, fresh)
