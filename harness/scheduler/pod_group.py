@@ -74,12 +74,14 @@ ROOM_SHAPES_KEPT = 64
 class KnownRoom:
     """How many pods of one shape each node slot can take one after another (`fits_on`; 0 where
     the Filter or `usable` says no), counted when `ClusterState.mutations` was `stamp` over the
-    usable nodes `usable` (the scheduler's array, of `usable_key`)."""
+    usable nodes `usable` (the scheduler's array, of `usable_key`), and their sums by domain,
+    for each topology key asked (`sums`: the key's array of domain ids, the sums)."""
 
     usable: np.ndarray
     usable_key: tuple[int, int] | None
     stamp: int
     fits: np.ndarray
+    sums: list[tuple[np.ndarray, np.ndarray]]
 
 
 def percentage_of_placements(percentage: int, n_nodes: int) -> int:
@@ -327,8 +329,9 @@ class GangScheduling(Plugin):
         for a group of that shape: binds of pods alike only take room, so a trial placing P of
         them pod by pod places min(P, this). Each node's count is remembered per shape and
         counted again only where the node changed since (`ClusterState.changed_at`: the Filter
-        and `fits_on` read the node and the pod alone), or everywhere once the usable nodes
-        changed."""
+        and `fits_on` read the node and the pod alone), their sums by domain moved by the
+        difference, or everywhere once the usable nodes changed. (The caller reads the array,
+        never writes it.)"""
         st, w = self.sim.state, self.sim.w
         shape, key = int(w.shape[pod]), self.scheduler.usable_key
         known = self.known_room.pop(shape, None)
@@ -337,20 +340,30 @@ class GangScheduling(Plugin):
             nodes = np.flatnonzero(feasible(st, w, pod, usable))
             if len(nodes):
                 fits[nodes] = fits_on(st, w, pod, nodes)
-            known = KnownRoom(usable, key, st.mutations, fits)
+            known = KnownRoom(usable, key, st.mutations, fits, [])
         elif known.stamp != st.mutations:
             changed = np.flatnonzero(st.changed_at > known.stamp)
             if len(changed):
+                was = known.fits[changed]
                 nodes = changed[feasible(st, w, pod, usable, at=changed)]
                 known.fits[changed] = 0
                 if len(nodes):
                     known.fits[nodes] = fits_on(st, w, pod, nodes)
+                delta = known.fits[changed] - was
+                for ids, sums in known.sums:  # whole numbers: the sums are exact in any order
+                    np.add.at(sums, ids[changed], delta)
             known.stamp = st.mutations
         if not st.in_trial:  # what a trial reads may be undone, its stamps reused
             self.known_room[shape] = known
             if len(self.known_room) > ROOM_SHAPES_KEPT:
                 del self.known_room[next(iter(self.known_room))]
-        return np.bincount(groups, weights=known.fits)
+        for ids, sums in known.sums:
+            if ids is groups:
+                return sums
+        sums = np.zeros(int(groups.max()) + 1, np.int64)
+        np.add.at(sums, groups, known.fits)
+        known.sums.append((groups, sums))
+        return sums
 
     def _domains(self, usable: np.ndarray, groups: np.ndarray) -> np.ndarray:
         """How many `usable` nodes each domain of `groups` (a rack or block id) holds: counted
