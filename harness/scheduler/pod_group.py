@@ -360,8 +360,7 @@ class GangScheduling(Plugin):
         for ids, sums in known.sums:
             if ids is groups:
                 return sums
-        sums = np.zeros(int(groups.max()) + 1, np.int64)
-        np.add.at(sums, groups, known.fits)
+        sums = np.bincount(groups, weights=known.fits).astype(np.int64)  # whole numbers far below 2**53: exact
         known.sums.append((groups, sums))
         return sums
 
