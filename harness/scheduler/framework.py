@@ -516,6 +516,11 @@ class Scheduler:
         self.next_start = (self.next_start + checked) % n_all
         return cand
 
+    def nodes_to_find(self) -> int:
+        """How many feasible nodes a walk looks for now: one over a mask of no more nodes than
+        this checks them all and leaves nextStartNodeIndex where it was (`walk_feasible`)."""
+        return num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, len(self.ready_order()))
+
     def ready_order(self) -> np.ndarray:
         """The ready nodes in the seeded node order (the order filters walk them in), ties by
         slot: every slot in that order (sorted once per node order) kept where ready."""

@@ -66,6 +66,8 @@ class Profile(Protocol):
     cycle_state: CycleState
     #: the profile's Filter plugins as one mask: filter(state, w, pod, usable, at=None)
     filter: Callable[..., np.ndarray]
+    #: names the usable nodes (`usable`): moves when the ready nodes or taints change
+    usable_key: tuple[int, int] | None
 
     def evict(self, pods: np.ndarray) -> None:
         """Preempt these pods (gangs whole), through the simulation."""
@@ -75,6 +77,12 @@ class Profile(Protocol):
         ...
     def ready_order(self) -> np.ndarray:
         """The ready nodes in the seeded node order (the order filters walk them in)."""
+        ...
+    def nodes_to_find(self) -> int:
+        """How many feasible nodes a walk looks for now (a walk over fewer leaves nextStartNodeIndex)."""
+        ...
+    def points(self) -> dict[str, tuple]:
+        """Each extension point's plugins, in the profile's order."""
         ...
     def groups_of(self, j: int) -> np.ndarray | None:
         """The rack or block of each slot, for a job whose gang must keep to one (None: anywhere)."""

@@ -35,15 +35,21 @@ group popped from the backoff queue is retried only once capacity changed (the f
 rule for every job); without SchedulerPopFromBackoffQ it is retried when its back-off ends,
 changed or not, each failure counted, as upstream. Within a cycle, where a group of one shape
 found no place for `need` pods, as many or more of that shape and locality are not tried.
+A topology-constrained group of one shape places in each domain exactly as many pods as
+`fits_on` counts there (binds of pods alike only take room), so its placements are scored from
+those counts and only the chosen one's trial runs, where no trial would move nextStartNodeIndex
+(no domain holds more usable nodes than a walk looks for) and no plugin remembers a trial or
+draws a random number (TRIALS_FORETOLD).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from harness.filters import groups_that_fit
+from harness.filters import feasible, fits_on, groups_that_fit
 from harness.scheduler.gang import quorum_exists
 from harness.scheduler.plugin import Plugin, Profile
 from harness.settings import check, duration, flag, integer
@@ -54,6 +60,28 @@ BACKOFF_WINDOW_S = 1.0
 #: NodeResourcesFit's default scoring resources and weights, for a placement's MostAllocated score
 PLACEMENT_RESOURCE_WEIGHTS = {"cpu": 1, "memory": 1}
 MAX_SCORE = 100
+#: A topology-constrained group of one pod shape is scored from what its trials would place,
+#: counted (`GangScheduling._trials_foretold`), and only the chosen placement's trial runs. Not
+#: a behaviour switch: the outputs are the same either way, bit for bit; off, every placement's
+#: trial runs (the reference the tests compare with).
+TRIALS_FORETOLD = True
+#: pod shapes whose room per node a plugin remembers (`GangScheduling.room`), the one counted
+#: longest ago forgotten first: a bound on memory (a node slot each), not a behaviour switch
+ROOM_SHAPES_KEPT = 64
+
+
+@dataclass(slots=True)
+class KnownRoom:
+    """How many pods of one shape each node slot can take one after another (`fits_on`; 0 where
+    the Filter or `usable` says no), counted when `ClusterState.mutations` was `stamp` over the
+    usable nodes `usable` (the scheduler's array, of `usable_key`), and their sums by domain,
+    for each topology key asked (`sums`: the key's array of domain ids, the sums)."""
+
+    usable: np.ndarray
+    usable_key: tuple[int, int] | None
+    stamp: int
+    fits: np.ndarray
+    sums: list[tuple[np.ndarray, np.ndarray]]
 
 
 def percentage_of_placements(percentage: int, n_nodes: int) -> int:
@@ -108,6 +136,14 @@ class GangScheduling(Plugin):
         self.rejections = np.zeros(n_jobs, np.int64)  # the group's UnschedulableCount
         self.backoff_until = np.full(n_jobs, -np.inf)
         self.rng = np.random.default_rng([self.sim.seed, 4])  # placements' order and score ties
+        at = scheduler.points()
+        #: a trial placement leaves nothing behind but its plan and where the next walk starts: no
+        #: Filter, Score or Reserve plugin remembers it or draws a random number
+        self.trials_leave_no_trace = all(p.stateless for p in at["Filter"] + at["Score"] + at["Reserve"])
+        #: the usable nodes and topology key the domain table was counted for (`_domains`)
+        self.domains_of: tuple[np.ndarray, np.ndarray, tuple[int, int] | None] | None = None
+        self.domain_nodes = np.zeros(0, np.int64)
+        self.known_room: dict[int, KnownRoom] = {}  # by pod shape, the one counted longest ago first
 
     # ---- PreEnqueue and the queue ----------------------------------------------------------
     def is_gang(self, j: int) -> bool:
@@ -132,15 +168,17 @@ class GangScheduling(Plugin):
         w = sim.w
         pods = sim.unbound_pods(j)
         shapes = w.shape[pods]
-        _, first, inverse = np.unique(shapes, return_index=True, return_inverse=True)
-        pods = pods[np.argsort(first[inverse], kind="stable")]  # sub-groups by signature, first seen first
+        alike = bool((shapes == shapes[0]).all())
+        if not alike:  # sub-groups by signature, first seen first
+            _, first, inverse = np.unique(shapes, return_index=True, return_inverse=True)
+            pods = pods[np.argsort(first[inverse], kind="stable")]
         scheduled = int(sim.job_placed[j])
         need = max(int(w.job_min_member[j]) - scheduled, 1)  # and at least one pod of this cycle
         # within a cycle capacity only shrinks: where `need` pods of one shape found no place,
         # as many or more of that shape (and locality) will not either
         failed = sched.cycle_state.failed
         memo = ("pod_group", int(shapes[0]), int(w.job_locality[j]), int(w.job_priority[j]) if sched.preempts else 0)
-        uniform = scheduled == 0 and bool((shapes == shapes[0]).all())  # no bound members to keep to
+        uniform = scheduled == 0 and alike  # no bound members to keep to
         if uniform and failed.get(memo, len(pods) + 1) <= need:
             self.reject(j, len(pods))
             return False
@@ -161,7 +199,7 @@ class GangScheduling(Plugin):
                 if sched.preempts:
                     return self._preempt_for(j, pods, usable, need)
             else:
-                plan = self._best_placement(j, pods, usable, groups, need, scheduled)
+                plan = self._best_placement(j, pods, usable, groups, need, scheduled, alike)
         if plan is None:
             if uniform and not sched.cycle_state.preempted:
                 failed[memo] = min(failed.get(memo, need), need)
@@ -246,24 +284,31 @@ class GangScheduling(Plugin):
             op(int(sim.pod_node[q]), int(w.cpu[q]), int(w.mem[q]), gpus, int(w.milli[q]))
 
     def _best_placement(self, j: int, pods: np.ndarray, usable: np.ndarray, groups: np.ndarray, need: int,
-                        scheduled: int) -> list | None:
+                        scheduled: int, alike: bool) -> list | None:
         """KEP-5732: evaluate the group in each domain of its topology key, in a random order,
-        until enough placements succeeded; the best of them by score."""
+        until enough placements succeeded; the best of them by score. (`alike`: the pods are of
+        one shape.)"""
         sim, sched = self.sim, self.scheduler
         st, w = sim.state, sim.w
         anchor = sim.job_anchor[j]
-        nodes = np.flatnonzero(usable)
-        domain_of = groups[nodes]
-        domains = np.unique(domain_of)
+        domain_nodes = self._domains(usable, groups)
+        domains = np.flatnonzero(domain_nodes)
         if anchor >= 0:  # members already placed: only the placement holding them
             domains = domains[domains == groups[anchor]]
         if len(domains) == 0:
             return None
         to_find = feasible_placements_to_find(self.percentage_of_placements_to_score, len(domains),
-                                              int(np.isin(domain_of, domains).sum()))
+                                              int(domain_nodes[domains].sum()))
         order = domains[self.rng.permutation(len(domains))] if len(domains) > 1 else domains
-        if need == len(pods) or (w.shape[pods] == w.shape[pods[0]]).all():  # an exact test first:
-            order = order[np.isin(order, groups_that_fit(st, w, pods[:need], usable, groups))]  # fails anyway
+        if alike:  # an exact test first: where too few fit, the trial fails anyway
+            room = self.room(int(pods[0]), usable, groups)
+            order = order[room[order] >= need]
+            if len(order[:to_find]) > 1 and self._trials_foretold(order[:to_find], domain_nodes):
+                return self._foretold_placement(order[:to_find], room, pods, usable, groups, need, scheduled)
+        elif need == len(pods):
+            fits = np.zeros(len(domain_nodes), bool)
+            fits[groups_that_fit(st, w, pods, usable, groups)] = True
+            order = order[fits[order]]
         found: list[tuple[int, list]] = []
         for d in order.tolist():
             plan = sched.try_place(pods, usable & (groups == d), need=need)
@@ -275,22 +320,96 @@ class GangScheduling(Plugin):
             return None
         if len(found) == 1:
             return found[0][1]
-        score = self._score_placements(found, groups, usable, scheduled)
-        best = np.flatnonzero(score == score.max())
-        pick = int(best[0]) if len(best) == 1 else int(best[self.rng.integers(len(best))])
-        return found[pick][1]
+        placed = [np.fromiter((p for p, _, _ in plan), np.int64, len(plan)) for _, plan in found]
+        return found[self._pick(self._score_placements([d for d, _ in found], placed, groups, usable, scheduled))][1]
 
-    def _score_placements(self, found: list[tuple[int, list]], groups: np.ndarray, usable: np.ndarray,
-                          scheduled: int) -> np.ndarray:
-        """PodGroupPodsCount (normalised to MAX_SCORE) plus NodeResourcesFit MostAllocated of
-        each placement: (allocated + requested) / allocatable over its nodes, CPU and memory."""
+    def room(self, pod: int, usable: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        """How many pods shaped like `pod` each domain of `groups` can take one after another: the
+        sum of `fits_on` over its `usable` nodes the Filter passes, indexed by domain id. Exact
+        for a group of that shape: binds of pods alike only take room, so a trial placing P of
+        them pod by pod places min(P, this). Each node's count is remembered per shape and
+        counted again only where the node changed since (`ClusterState.changed_at`: the Filter
+        and `fits_on` read the node and the pod alone), their sums by domain moved by the
+        difference, or everywhere once the usable nodes changed. (The caller reads the array,
+        never writes it.)"""
         st, w = self.sim.state, self.sim.w
-        counts = np.array([scheduled + len(plan) for _, plan in found], float)
+        shape, key = int(w.shape[pod]), self.scheduler.usable_key
+        known = self.known_room.pop(shape, None)
+        if known is None or known.usable is not usable or known.usable_key != key or st.in_trial:
+            fits = np.zeros(st.n_slots, np.int64)
+            nodes = np.flatnonzero(feasible(st, w, pod, usable))
+            if len(nodes):
+                fits[nodes] = fits_on(st, w, pod, nodes)
+            known = KnownRoom(usable, key, st.mutations, fits, [])
+        elif known.stamp != st.mutations:
+            changed = np.flatnonzero(st.changed_at > known.stamp)
+            if len(changed):
+                was = known.fits[changed]
+                nodes = changed[feasible(st, w, pod, usable, at=changed)]
+                known.fits[changed] = 0
+                if len(nodes):
+                    known.fits[nodes] = fits_on(st, w, pod, nodes)
+                delta = known.fits[changed] - was
+                for ids, sums in known.sums:  # whole numbers: the sums are exact in any order
+                    np.add.at(sums, ids[changed], delta)
+            known.stamp = st.mutations
+        if not st.in_trial:  # what a trial reads may be undone, its stamps reused
+            self.known_room[shape] = known
+            if len(self.known_room) > ROOM_SHAPES_KEPT:
+                del self.known_room[next(iter(self.known_room))]
+        for ids, sums in known.sums:
+            if ids is groups:
+                return sums
+        sums = np.bincount(groups, weights=known.fits).astype(np.int64)  # whole numbers far below 2**53: exact
+        known.sums.append((groups, sums))
+        return sums
+
+    def _domains(self, usable: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        """How many `usable` nodes each domain of `groups` (a rack or block id) holds: counted
+        again only when the scheduler's usable nodes (a new array, when the ready nodes or taints
+        change) or the topology key change."""
+        key = self.domains_of
+        if key is None or key[0] is not usable or key[1] is not groups or key[2] != self.scheduler.usable_key:
+            self.domain_nodes = np.bincount(groups[usable])
+            self.domains_of = (usable, groups, self.scheduler.usable_key)
+        return self.domain_nodes
+
+    def _trials_foretold(self, found: np.ndarray, domain_nodes: np.ndarray) -> bool:
+        """Whether the trials of a group of one shape in these domains (each one where it fits)
+        need not run to be known: each would place the pods `room` counts, and leave
+        nothing behind (`trials_leave_no_trace`) but its plan, as every walk of it checks all the
+        nodes it could find (no domain holds more usable nodes than a walk looks for) and so
+        leaves nextStartNodeIndex where it was. Only the chosen one's plan is needed."""
+        return (TRIALS_FORETOLD and self.trials_leave_no_trace
+                and bool((domain_nodes[found] <= self.scheduler.nodes_to_find()).all()))
+
+    def _foretold_placement(self, found: np.ndarray, room: np.ndarray, pods: np.ndarray, usable: np.ndarray,
+                            groups: np.ndarray, need: int, scheduled: int) -> list:
+        """The best of these placements (`_trials_foretold`), scored by the pods each would place
+        (the first `room` of them, as a trial places pods alike in turn until one fits nowhere),
+        and the chosen one's plan, from its trial."""
+        placed = [pods[:int(n)] for n in np.minimum(room[found], len(pods)).tolist()]
+        pick = self._pick(self._score_placements(found.tolist(), placed, groups, usable, scheduled))
+        plan = self.scheduler.try_place(pods, usable & (groups == found[pick]), need=need)
+        assert plan is not None and len(plan) == len(placed[pick]), "fits_on counts exactly the pods a trial places"
+        return plan
+
+    def _pick(self, score: np.ndarray) -> int:
+        """The placement with the best score, ties at random."""
+        best = np.flatnonzero(score == score.max())
+        return int(best[0]) if len(best) == 1 else int(best[self.rng.integers(len(best))])
+
+    def _score_placements(self, domains: list[int], placed: list[np.ndarray], groups: np.ndarray,
+                          usable: np.ndarray, scheduled: int) -> np.ndarray:
+        """PodGroupPodsCount (normalised to MAX_SCORE) plus NodeResourcesFit MostAllocated of
+        each placement (the pods `placed` in domain `domains[i]`): (allocated + requested) /
+        allocatable over its nodes, CPU and memory."""
+        st, w = self.sim.state, self.sim.w
+        counts = np.array([scheduled + len(pods) for pods in placed], float)
         score = counts * MAX_SCORE / counts.max()
         weights = PLACEMENT_RESOURCE_WEIGHTS
-        for i, (d, plan) in enumerate(found):
+        for i, (d, pods) in enumerate(zip(domains, placed, strict=True)):
             nodes = np.flatnonzero(usable & (groups == d))
-            pods = np.fromiter((p for p, _, _ in plan), np.int64, len(plan))
             cpu = (st.cpu_cap[nodes] - st.cpu_free[nodes]).sum() + w.cpu[pods].sum()
             mem = (st.mem_cap[nodes] - st.mem_free[nodes]).sum() + w.mem[pods].sum()
             fractions = {"cpu": cpu / st.cpu_cap[nodes].sum(), "memory": mem / st.mem_cap[nodes].sum()}
