@@ -31,6 +31,7 @@ class WhatIf:
 
     def __init__(self, snap: Snapshot, view: Workload, tiers: list[np.ndarray], spare: np.ndarray):
         self.snap, self.st, self.w, self.tiers = snap, snap.state, view, tiers
+        self.tier_slots = [np.flatnonzero(tier) for tier in tiers]  # what a first fit walks, found once
         self.spare = spare.copy()
         self.claim_of = np.full(self.st.n_slots, -1, np.int64)
         self.n_claims = 0
@@ -51,7 +52,7 @@ class WhatIf:
             return out
         done = 0
         for i in range(self.first_tier.get(shape, 0), len(self.tiers)):
-            went = self.snap.fit_alike(w, p, k - done, usable=self.tiers[i])
+            went = self.snap.fit_alike(w, p, k - done, usable=self.tiers[i], slots=self.tier_slots[i])
             out[done:done + len(went)] = went
             done += len(went)
             if done == k:
