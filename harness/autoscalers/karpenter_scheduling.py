@@ -60,7 +60,10 @@ class WhatIf:
             self.first_tier[shape] = i + 1
         while done < k:
             shadows = self.claim_of >= 0
-            fit = feasible(st, w, p, shadows) if shadows.any() else shadows
+            held = np.flatnonzero(shadows)
+            fit = np.zeros(st.n_slots, bool)
+            if len(held):  # the filter asked of the claims' shadows alone, not walked over every slot
+                fit[held] = feasible(st, w, p, shadows, at=held)
             if not fit.any():  # no claim holds it: open one, if allowed and some type fits
                 if self.n_claims >= max_claims or not self._open_claim(p):
                     return out
@@ -108,7 +111,7 @@ class WhatIf:
             st.add_node(n, ready=True)
         mask = np.zeros(st.n_slots, bool)
         mask[new] = True
-        fit = feasible(st, self.w, p, mask)[new]
+        fit = feasible(st, self.w, p, mask, at=new)
         for n in new[~fit].tolist():
             st.remove_node(n)
         if not fit.any():
