@@ -230,14 +230,15 @@ def bind_alike(state: ClusterState, w: Workload, pod: int, nodes: np.ndarray, co
     state.bind_claims_alike(nodes, counts, int(w.cpu[pod]), int(w.mem[pod]), claims)
 
 
-def first_fit_bind(state: ClusterState, w: Workload, pod: int, mask: np.ndarray,
-                   k: int) -> tuple[np.ndarray, np.ndarray]:
+def first_fit_bind(state: ClusterState, w: Workload, pod: int, mask: np.ndarray, k: int,
+                   slots: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """`first_fit` then `bind_alike` on the nodes it picks: the nodes and how many each took. A
-    pod with claims outside a trial takes one compiled call for both (`ClusterState.fit_claims_alike`)."""
+    pod with claims outside a trial takes one compiled call for both (`ClusterState.fit_claims_alike`,
+    which walks `slots`, the mask's slots ascending, where the caller keeps them)."""
     claims = claims_of(w, pod)
     if claims is not None and not state.in_trial:
         return state.fit_claims_alike(mask, _claims_static(state, w, pod), int(w.cpu[pod]), int(w.mem[pod]), claims,
-                                      MOST_ALIKE, k)
+                                      MOST_ALIKE, k, slots)
     nodes, got = first_fit(state, w, pod, mask, k)
     if len(nodes):
         bind_alike(state, w, pod, nodes, got)

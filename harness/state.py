@@ -363,26 +363,27 @@ class ClusterState:
         self._bind_rows(nodes, counts, cpu, mem, taken)
 
     def fit_claims_alike(self, usable: np.ndarray, static: np.ndarray, cpu: int, mem: int, claims: tuple, most: int,
-                         k: int) -> tuple[np.ndarray, np.ndarray]:
+                         k: int, slots: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """`filters.first_fit` (k pods with these claims, first fit over the usable nodes that
         pass `static`, at most `most` a node) then `bind_claims_alike` on the nodes it picks, in
         one compiled call: a what-if's every packing step, so the Python between the two and
-        two of three dispatches go. Outside a trial only (nothing saved for an undo). Returns
-        the nodes and how many each took."""
+        two of three dispatches go. The walk visits only the usable slots (`slots`, ascending,
+        where the caller keeps them; else found here). Outside a trial only (nothing saved for
+        an undo). Returns the nodes and how many each took."""
         assert self.dra is not None and self._undo is None, "a DRA cluster, outside a trial"
         layer = self.dra
         tc, fits, claim_set, cache = layer.alike(claims, self.gpu_free.shape[1])
         marks = NO_MARKS if self.device_taints is None else self.device_taints
         nodes, got, layer.next_stamp, on_ready, ok = fit_bind_claims(
-            usable, static, cpu, mem, most, k, claim_set, layer.next_stamp, self.dra_type, self.slot_type,
-            self.dra_stamp,
-            self.dra_taken, self.dra_cap, self.dra_counters, fits.count_key, fits.count, fits.full, cache.key,
-            cache.after, cache.taken, cache.cap_left, cache.counter_left, cache.milli, tc.never, tc.opt_start,
-            tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap, tc.capacity, tc.consumes, tc.multi,
-            tc.con_value, tc.con_req, tc.req_claim, tc.rest_min, tc.gpu_index, tc.gpu_milli, marks, tc.tolerated,
-            MAX_RESULTS, self.status, READY, self.cpu_free, self.mem_free, self.gpu_free, self.gpu_used, self.pods_on,
-            self.gpu_cap, self.slot_table, self.stacked_tables, self.gpu_nvl, self.gpu_numa, self.gpu_both,
-            self.free_whole, self.max_share, self.nvl_whole, self.numa_whole, self.both_whole)
+            np.flatnonzero(usable) if slots is None else slots, usable, static, cpu, mem, most, k, claim_set,
+            layer.next_stamp, self.dra_type, self.slot_type, self.dra_stamp, self.dra_taken, self.dra_cap,
+            self.dra_counters, fits.count_key, fits.count, fits.full, cache.key, cache.after, cache.taken,
+            cache.cap_left, cache.counter_left, cache.milli, tc.never, tc.opt_start, tc.opt_end, tc.match, tc.members,
+            tc.before, tc.need, tc.take_cap, tc.capacity, tc.consumes, tc.multi, tc.con_value, tc.con_req,
+            tc.req_claim, tc.rest_min, tc.gpu_index, tc.gpu_milli, marks, tc.tolerated, MAX_RESULTS, self.status,
+            READY, self.cpu_free, self.mem_free, self.gpu_free, self.gpu_used, self.pods_on, self.gpu_cap,
+            self.slot_table, self.stacked_tables, self.gpu_nvl, self.gpu_numa, self.gpu_both, self.free_whole,
+            self.max_share, self.nvl_whole, self.numa_whole, self.both_whole)
         assert ok, "as many pods as counted fit, none over-allocated"
         self.alloc_ready_milli += int(on_ready)
         self.mutations += len(nodes)
@@ -622,8 +623,8 @@ def bind_alike(nodes, counts, cpu, mem, taken, status, ready, cpu_free, mem_free
 
 
 @njit(cache=True)
-def fit_bind_claims(usable, static, cpu, mem, most, k, claim_set, next_stamp, dra_type, slot_type, stamp, taken,
-                    cap_left, counter_left, count_key, count, full, key, after, row_taken, row_cap, row_counters,
+def fit_bind_claims(slots, usable, static, cpu, mem, most, k, claim_set, next_stamp, dra_type, slot_type, stamp,
+                    taken, cap_left, counter_left, count_key, count, full, key, after, row_taken, row_cap, row_counters,
                     row_milli, never, opt_start, opt_end, match, members, before, need, take_cap, capacity, consumes,
                     multi, con_value, con_req, req_claim, rest_min, gpu_index, gpu_milli, marks, tolerated, limit,
                     status, ready, cpu_free, mem_free, gpu_free, gpu_used, pods_on, gpu_cap, slot_table, tables, nvl,
@@ -632,7 +633,7 @@ def fit_bind_claims(usable, static, cpu, mem, most, k, claim_set, next_stamp, dr
     binds on the devices (`take_alike_kernel`), then on the GPU matrix and summaries (`bind_alike`).
     Returns the nodes, their counts, the next stamp, the GPU milli taken on `ready` nodes and
     whether all went as counted."""
-    nodes, got = first_fit_kernel(usable, static, cpu_free, mem_free, cpu, mem, most, k, dra_type, stamp, taken,
+    nodes, got = first_fit_kernel(slots, usable, static, cpu_free, mem_free, cpu, mem, most, k, dra_type, stamp, taken,
                                   cap_left, counter_left, count_key, count, full, never, opt_start, opt_end, match,
                                   members, before, need, take_cap, capacity, consumes, multi, con_value, con_req,
                                   req_claim, rest_min, gpu_index, gpu_milli, marks, tolerated, limit)

@@ -152,15 +152,17 @@ class Snapshot:
             st.keep()
         return plan
 
-    def fit_alike(self, w: Workload, pod: int, k: int, usable: np.ndarray | None = None) -> np.ndarray:
+    def fit_alike(self, w: Workload, pod: int, k: int, usable: np.ndarray | None = None,
+                  slots: np.ndarray | None = None) -> np.ndarray:
         """`fit` for k pods shaped like `pod`, counting rather than all or nothing, in bulk: first
         fit over the usable nodes (or the `usable` given), then, if some are left, the next
         openable slots, as many as the rest need (empty nodes of one pool: each takes the same
         count; none if not even one pod fits an empty one). The same placements as k rounds of
-        `fit`. Returns the local node of each pod placed (the first ones)."""
+        `fit`. Returns the local node of each pod placed (the first ones). `slots`: the slots
+        `usable` holds, ascending, where the caller keeps them (a walk then visits only those)."""
         st = self.state
         mask = self.usable if usable is None else usable
-        nodes, got = first_fit_nodes(st, w, pod, mask, k)
+        nodes, got = first_fit_nodes(st, w, pod, mask, k, slots)
         placed = int(got.sum())
         if placed == k or not self.openable:
             return np.repeat(nodes, got)
@@ -185,10 +187,11 @@ class Snapshot:
         self.openable[:0] = back
 
 
-def first_fit_nodes(scratch: ClusterState, w: Workload, pod: int, mask: np.ndarray,
-                    k: int) -> tuple[np.ndarray, np.ndarray]:
+def first_fit_nodes(scratch: ClusterState, w: Workload, pod: int, mask: np.ndarray, k: int,
+                    slots: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Bind up to k pods shaped like `pod` first-fit over the `mask` nodes in slot order, in
     one step: the lowest-index node takes all it exactly can, then the next, and each takes the
     devices that binding them one by one would. The same placements as k rounds of (feasible,
-    first node, pick_devices, bind). Returns the nodes used and how many each took."""
-    return first_fit_bind(scratch, w, pod, mask, k)
+    first node, pick_devices, bind). Returns the nodes used and how many each took. `slots`:
+    the mask's slots, ascending, where the caller keeps them."""
+    return first_fit_bind(scratch, w, pod, mask, k, slots)

@@ -260,3 +260,40 @@ def test_first_fit_and_bind_in_one_call_is_first_fit_then_bind(nodes, steps):
         if name != "dra_stamp":  # stamps name contents, whichever numbers they got
             assert np.array_equal(getattr(fused, name), getattr(stepped, name)), name
     assert (fused.alloc_ready_milli, fused.mutations) == (stepped.alloc_ready_milli, stepped.mutations)
+
+
+@settings(deadline=None, max_examples=30)
+@given(nodes=st.sets(st.integers(0, CLUSTER.n_slots - 1), min_size=1, max_size=12), data=st.data(),
+       steps=st.lists(st.tuples(st.integers(0, len(POD_SHAPES) - 1), st.integers(1, 40)), min_size=1, max_size=5))
+def test_a_first_fit_over_the_usable_slots_is_pod_by_pod_first_fit(nodes, data, steps):
+    """`filters.first_fit_bind` in one compiled call, walking the mask's slots (given, as a
+    what-if keeps a tier's, or found from the mask), on masks that hold some of the nodes (a
+    tier: the ready ones, the booting ones): the nodes and counts of first fit by the filter's
+    verdict and each node's count (`feasible`, `fits_on`: other kernels) and, bound so, the same
+    state after."""
+    from harness.filters import bind_alike, feasible, first_fit_bind, fits_on
+    from harness.state import ClusterState
+    from harness.workload import compile_workload
+    from tests import scenarios as sc
+
+    w = compile_workload(sc.trace(POD_SHAPES), CLUSTER)
+    given_slots, found, counted = ClusterState(CLUSTER), ClusterState(CLUSTER), ClusterState(CLUSTER)
+    for state in (given_slots, found, counted):
+        for n in sorted(nodes):
+            state.add_node(n, ready=True)
+    for pod, k in steps:
+        mask = np.zeros(CLUSTER.n_slots, bool)
+        mask[sorted(data.draw(st.sets(st.sampled_from(sorted(nodes)))))] = True
+        a = first_fit_bind(given_slots, w, pod, mask, k, np.flatnonzero(mask))
+        b = first_fit_bind(found, w, pod, mask, k)
+        fit = np.flatnonzero(feasible(counted, w, pod, mask))
+        each = fits_on(counted, w, pod, fit)
+        got = np.minimum(each, np.maximum(k - (np.cumsum(each) - each), 0))  # first fit: each node what is left
+        used = got > 0
+        bind_alike(counted, w, pod, fit[used], got[used])
+        for x in (a, b):
+            assert np.array_equal(x[0], fit[used]) and np.array_equal(x[1], got[used])
+    for name in ClusterState._DYNAMIC:
+        if name != "dra_stamp":  # stamps name contents, whichever numbers they got
+            for state in (given_slots, found):
+                assert np.array_equal(getattr(state, name), getattr(counted, name)), name

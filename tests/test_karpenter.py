@@ -92,6 +92,32 @@ def test_committed_offerings_preferred_while_free():
     assert row["cost_usd"] == approx(2 * 6.0 * 2 + 8.0 * (3955 - 1) / H)
 
 
+
+class SupplyChecked(KarpenterAutoscaler):
+    """Checks at every scan that `Offerings.supply`'s free committed slots are the provider's
+    answer, asked pool by pool (`free_committed`)."""
+
+    def scan(self, now):
+        cloud = self.sim.cloud
+        asked = [cloud.free_committed(p) for p in range(len(self.sim.cluster.pools))]
+        assert self.offerings.supply()[1].tolist() == asked
+        self.scans = getattr(self, "scans", 0) + 1
+        super().scan(now)
+
+
+def test_free_committed_slots_counted_at_once_are_the_providers_pool_by_pool():
+    """Two committed pools (one of them filled, then emptied by consolidation) and an on-demand
+    one: at every scan the free committed slots per pool, counted in one step, are what the
+    provider answers pool by pool."""
+    cl = sc.cluster([sc.node_type("gpu8"), sc.node_type("gpu4", gpus=4)], [
+        sc.pool("reserved", "gpu8", committed=2, price_on_demand=10.0, price_committed=6.0),
+        sc.pool("ondemand", "gpu8", price_on_demand=8.0),
+        sc.pool("small", "gpu4", committed=1, price_on_demand=3.0, price_committed=2.0)])
+    table = sc.trace([{"gpu_count": 8} for _ in range(3)] + [{"gpu_count": 4}, {"gpu_count": 2}])
+    ka = SupplyChecked()
+    sc.run(table, cl, SeparateLoops(Scheduler(LeastAllocated()), ka, name="separate_karpenter"), horizon_s=2 * H)
+    assert ka.scans > 10
+
 # ---- consolidation: two under-used nodes replaced by one cheaper node ---------------------------
 def consolidation_setup():
     cl = sc.cluster([sc.node_type("gpu8"), sc.node_type("gpu4", gpus=4)],

@@ -65,10 +65,12 @@ class Offerings:
 
     def supply(self) -> tuple[np.ndarray, np.ndarray]:
         """Per offering, the nodes it may still be asked for (0 while cached unavailable) and
-        its free committed slots."""
-        cloud, n = self.sim.cloud, len(self.pool_type)
+        its free committed slots (the provider's `free_committed` of every pool, counted in one
+        step rather than asked pool by pool)."""
+        st = self.sim.state
+        free = (st.status == ABSENT) & st.slot_committed
         return (np.where(self.offered(self.sim.now), self.room(), 0),
-                np.array([cloud.free_committed(p) for p in range(n)], np.int64))
+                np.bincount(st.slot_pool[free], minlength=len(self.pool_type)).astype(np.int64))
 
     def cheapest(self, types: np.ndarray, allowed: np.ndarray, remaining: np.ndarray, committed: np.ndarray,
                  below: float = np.inf) -> int:

@@ -31,6 +31,7 @@ class WhatIf:
 
     def __init__(self, snap: Snapshot, view: Workload, tiers: list[np.ndarray], spare: np.ndarray):
         self.snap, self.st, self.w, self.tiers = snap, snap.state, view, tiers
+        self.tier_slots = [np.flatnonzero(tier) for tier in tiers]  # what a first fit walks, found once
         self.spare = spare.copy()
         self.claim_of = np.full(self.st.n_slots, -1, np.int64)
         self.n_claims = 0
@@ -51,7 +52,7 @@ class WhatIf:
             return out
         done = 0
         for i in range(self.first_tier.get(shape, 0), len(self.tiers)):
-            went = self.snap.fit_alike(w, p, k - done, usable=self.tiers[i])
+            went = self.snap.fit_alike(w, p, k - done, usable=self.tiers[i], slots=self.tier_slots[i])
             out[done:done + len(went)] = went
             done += len(went)
             if done == k:
@@ -59,7 +60,10 @@ class WhatIf:
             self.first_tier[shape] = i + 1
         while done < k:
             shadows = self.claim_of >= 0
-            fit = feasible(st, w, p, shadows) if shadows.any() else shadows
+            held = np.flatnonzero(shadows)
+            fit = np.zeros(st.n_slots, bool)
+            if len(held):  # the filter asked of the claims' shadows alone, not walked over every slot
+                fit[held] = feasible(st, w, p, shadows, at=held)
             if not fit.any():  # no claim holds it: open one, if allowed and some type fits
                 if self.n_claims >= max_claims or not self._open_claim(p):
                     return out
@@ -107,7 +111,7 @@ class WhatIf:
             st.add_node(n, ready=True)
         mask = np.zeros(st.n_slots, bool)
         mask[new] = True
-        fit = feasible(st, self.w, p, mask)[new]
+        fit = feasible(st, self.w, p, mask, at=new)
         for n in new[~fit].tolist():
             st.remove_node(n)
         if not fit.any():

@@ -489,11 +489,11 @@ def first_fit_typed(tc: TypedClaims, cache: FitCache, state: DeviceState, stamp:
     """Where k pods with the claims go first fit over the nodes `feasible_typed` passes, in
     slot order: each node takes all it can (`count_typed`, bounded by its CPU and memory and
     `most`) until k are placed. Returns the nodes that take some and how many each takes."""
-    return first_fit_kernel(usable, static, cpu_free, mem_free, cpu, mem, most, k, slot_type, stamp, state.taken,
-                            state.cap_left, state.counter_left, cache.count_key, cache.count, cache.full, tc.never,
-                            tc.opt_start, tc.opt_end, tc.match, tc.members, tc.before, tc.need, tc.take_cap,
-                            tc.capacity, tc.consumes, tc.multi, tc.con_value, tc.con_req, tc.req_claim, tc.rest_min,
-                            tc.gpu_index, tc.gpu_milli, marks, tc.tolerated, MAX_RESULTS)
+    return first_fit_kernel(np.flatnonzero(usable), usable, static, cpu_free, mem_free, cpu, mem, most, k, slot_type,
+                            stamp, state.taken, state.cap_left, state.counter_left, cache.count_key, cache.count,
+                            cache.full, tc.never, tc.opt_start, tc.opt_end, tc.match, tc.members, tc.before, tc.need,
+                            tc.take_cap, tc.capacity, tc.consumes, tc.multi, tc.con_value, tc.con_req, tc.req_claim,
+                            tc.rest_min, tc.gpu_index, tc.gpu_milli, marks, tc.tolerated, MAX_RESULTS)
 
 
 def allocate_typed(tc: TypedClaims, state: DeviceState, t: int, n: int,
@@ -759,15 +759,18 @@ def passes(n, usable, static, cpu_free, mem_free, cpu, mem):
 
 
 @njit(cache=True)
-def first_fit_kernel(usable, static, cpu_free, mem_free, cpu, mem, most, k, slot_type, stamp, taken, cap_left,
-                     counter_left, count_key, count, full, never, opt_start, opt_end, match, members, before, need,
-                     take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min, gpu_index, gpu_milli,
-                     marks, tolerated, limit):
-    """`first_fit_typed` on the arrays themselves, for compiled callers (`state.fit_bind_claims`)."""
-    nodes, got = np.empty(len(usable), np.int64), np.empty(len(usable), np.int64)
+def first_fit_kernel(slots, usable, static, cpu_free, mem_free, cpu, mem, most, k, slot_type, stamp, taken,
+                     cap_left, counter_left, count_key, count, full, never, opt_start, opt_end, match, members, before,
+                     need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min, gpu_index,
+                     gpu_milli, marks, tolerated, limit):
+    """`first_fit_typed` on the arrays themselves, for compiled callers (`state.fit_bind_claims`).
+    It walks `slots` (ascending, every slot `usable` holds among them): the usable slots are
+    a few of all in a what-if, and a walk over every slot cost more than the counts it looks up."""
+    nodes, got = np.empty(len(slots), np.int64), np.empty(len(slots), np.int64)
     one, bound = np.zeros(1, np.int64), np.zeros(1, np.int64)
     m, left = 0, k
-    for n in range(len(usable)):
+    for i in range(len(slots)):
+        n = slots[i]
         if left == 0:
             break
         if not passes(n, usable, static, cpu_free, mem_free, cpu, mem):
