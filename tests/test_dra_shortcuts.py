@@ -297,3 +297,36 @@ def test_a_first_fit_over_the_usable_slots_is_pod_by_pod_first_fit(nodes, data, 
         if name != "dra_stamp":  # stamps name contents, whichever numbers they got
             for state in (given_slots, found):
                 assert np.array_equal(getattr(state, name), getattr(counted, name)), name
+
+
+@settings(deadline=None, max_examples=60)
+@given(types=st.lists(st.integers(0, len(LAYER.devices) - 1), min_size=1, max_size=3),
+       steps=st.lists(st.tuples(st.integers(0, 2), st.integers(0, len(CLAIMS) - 1), st.booleans()), max_size=14))
+def test_a_bind_or_release_on_a_node_is_the_plain_commit_on_its_own_row(types, steps):
+    """`layer.commit` (one compiled call on every node's arrays, picking node n's rows and its
+    type's claim arrays) leaves each node as the plain allocator's `allocate` then `commit` on a
+    state of that node alone would, binds and releases (the last pod bound first) interleaved."""
+    from harness.dra.layer import allocation, commit
+    arrays = LAYER.arrays(len(types))
+    for n, t in enumerate(types):
+        LAYER.reset(*arrays, np.zeros(len(types), np.int64), n, t)
+    plain = [fresh(t) for t in types]
+    held: list[tuple] = []  # (node, its pod's ClaimedGpus, the plain allocator's allocation, claims)
+    for node, c, release in steps:
+        n = node % len(types)
+        if release and held:
+            n, gpus, a, claims = held.pop()
+            commit(arrays, gpus, types[n], n, -1)
+            al.commit(LAYER.compiled(claims, types[n])[0], LAYER.devices[types[n]], plain[n], 0, a, sign=-1)
+        else:
+            claims, t = CLAIMS[c], types[n]
+            ok, found = al.allocate(LAYER.compiled(claims, t)[0], LAYER.devices[t], plain[n], np.zeros(1, np.int64))
+            if not ok[0]:
+                continue
+            gpus = allocation(LAYER, arrays, t, claims, n)
+            commit(arrays, gpus, t, n, 1)
+            al.commit(LAYER.compiled(claims, t)[0], LAYER.devices[t], plain[n], 0, found[0])
+            held.append((n, gpus, found[0], claims))
+        for m, alone in enumerate(plain):
+            assert all(np.array_equal(whole[m], row[0]) for whole, row in zip(
+                arrays, (alone.taken, alone.cap_left, alone.counter_left), strict=True))

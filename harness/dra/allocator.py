@@ -506,13 +506,6 @@ def allocate_typed(tc: TypedClaims, state: DeviceState, t: int, n: int,
                            MAX_RESULTS)
 
 
-def commit_typed(tc: TypedClaims, state: DeviceState, t: int, n: int, pairs: np.ndarray, sign: int = 1) -> None:
-    """Take (sign 1) or give back (-1) an allocation, as (option, device) pairs, on node n of
-    type t."""
-    _commit_at(pairs, sign, n, t, state.taken, state.cap_left, state.counter_left, tc.capacity, tc.take_cap,
-               tc.consumes, tc.multi)
-
-
 def count_typed(tc: TypedClaims, cache: FitCache, state: DeviceState, stamp: np.ndarray, slot_type: np.ndarray,
                 rows: np.ndarray, bound: np.ndarray, marks: np.ndarray = NO_MARKS) -> np.ndarray:
     """How many pods with the claims each node row takes one after another, at most bound[i]
@@ -990,19 +983,23 @@ def commit(cc: CompiledClaims, devices: NodeDevices, state: DeviceState, row: in
 
 
 @njit(cache=True)
-def _commit_at(pairs, sign, n, t, taken, cap_left, counter_left, capacity, take_cap, consumes, multi):
-    """`_commit` on node n's rows, of type t: the rows picked in the compiled call."""
+def commit_at(pairs, sign, n, t, taken, cap_left, counter_left, capacity, take_cap, consumes, multi):
+    """Take (sign 1) or give back (-1) an allocation, as (option, device) pairs, on node n of
+    type t: the state's arrays (`DeviceState`'s, every node) and the claims' (`TypedClaims`',
+    every type) as they are, the rows picked in the compiled call (a bind's one compiled call)."""
     _commit(pairs, sign, taken[n], cap_left[n], capacity[t], counter_left[n], take_cap[t], consumes[t], multi[t])
 
 
 @njit(cache=True)
 def _commit(pairs, sign, taken, cap_left, cap_full, counter_left, take_cap, consumes, multi):
-    """`_take` for each (option, device) of an allocation, on one node's state rows."""
+    """`_take` for each (option, device) of an allocation, on one node's state rows (no
+    constraints to track: the placeholders are empty)."""
+    values = np.zeros((0, len(taken)), np.int64)
     none = np.zeros((0, take_cap.shape[0]), np.bool_)
     counts = np.zeros(0, np.int64)
     for i in range(len(pairs)):
         _take(pairs[i, 1], pairs[i, 0], sign, taken, cap_left, cap_full, counter_left, take_cap, consumes, multi,
-              np.zeros((0, len(taken)), np.int64), none, counts, counts)
+              values, none, counts, counts)
 
 
 def result(cc: CompiledClaims, devices: NodeDevices, a: Allocation) -> list[dict]:
