@@ -54,7 +54,7 @@ def foretold(monkeypatch):
     return seen
 
 
-def random_replay(n_racks, per_rack, gpus, gangs, lone, at_once, policy=None):
+def random_replay(n_racks, per_rack, gpus, gangs, lone, at_once, policy=None, memo_first=True):
     cl = sc.cluster([sc.node_type("h", gpus=gpus)],
                     [sc.pool("p", "h", min_size=n_racks * per_rack, max_size=n_racks * per_rack + 4,
                              nodes_per_rack=per_rack)])
@@ -66,6 +66,7 @@ def random_replay(n_racks, per_rack, gpus, gangs, lone, at_once, policy=None):
     loop = sc.separate("workload", policy=policy or WeightedSum([LeastAllocated(), BalancedAllocation()]))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pod_group, "TRIALS_FORETOLD", at_once)
+        patch.setattr(pod_group, "MEMO_BEFORE_PODS", memo_first)
         _, sim = sc.run(sc.trace(pods), cl, loop, horizon_s=3000.0)
     return whole(sim, loop)
 
@@ -86,6 +87,37 @@ def test_small_random_clusters_end_bit_for_bit_alike(n_racks, per_rack, gpus, ga
     lone = [(min(g, gpus), t, d) for g, t, d in lone]
     assert_same(random_replay(n_racks, per_rack, gpus, gangs, lone, False),
                 random_replay(n_racks, per_rack, gpus, gangs, lone, True))
+
+
+@settings(max_examples=40, deadline=None)
+@given(n_racks=st.integers(1, 3), per_rack=st.integers(1, 2), gpus=st.sampled_from([4, 8]), gangs=gangs, lone=lone)
+def test_the_memo_read_before_the_pods_are_listed_ends_alike(n_racks, per_rack, gpus, gangs, lone):
+    """`MEMO_BEFORE_PODS` on and off, on small random clusters crowded by gangs (1-6 nodes):
+    the same replay bit for bit, the groups' rejections and back-offs included."""
+    gangs = [(s, m, min(g, gpus), t, d, loc) for s, m, g, t, d, loc in gangs]
+    lone = [(min(g, gpus), t, d) for g, t, d in lone]
+    assert_same(random_replay(n_racks, per_rack, gpus, gangs, lone, True, memo_first=False),
+                random_replay(n_racks, per_rack, gpus, gangs, lone, True))
+
+
+def test_the_memo_rejects_before_the_pods_are_listed(monkeypatch):
+    """One 8-GPU node; four gangs of 3 x 4 GPUs (quorum 3) arrive together, none can fit. The
+    first is tried and fails, so in that cycle the three others, of its shape and locality,
+    are rejected by the memo without listing their pods (3 per cycle they are tried in
+    together), and the replay is the reference's."""
+    taken = []
+    known = GangScheduling._failed_before
+
+    def counted(self, j):
+        rejected = known(self, j)
+        taken.append(rejected)
+        return rejected
+
+    monkeypatch.setattr(GangScheduling, "_failed_before", counted)
+    gangs = [(3, 3, 4, 0, 600, "none")] * 4
+    one = random_replay(1, 1, 8, gangs, [], True)
+    assert taken[:4] == [False, True, True, True]
+    assert_same(random_replay(1, 1, 8, gangs, [], True, memo_first=False), one)
 
 
 def test_the_shortcut_is_taken_and_ties_drawn_alike(foretold):

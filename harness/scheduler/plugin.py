@@ -84,6 +84,9 @@ class Profile(Protocol):
     def points(self) -> dict[str, tuple]:
         """Each extension point's plugins, in the profile's order."""
         ...
+    def job_shape(self, j: int) -> int:
+        """The shape of all of job j's pods now, -1 if they differ."""
+        ...
     def groups_of(self, j: int) -> np.ndarray | None:
         """The rack or block of each slot, for a job whose gang must keep to one (None: anywhere)."""
         ...

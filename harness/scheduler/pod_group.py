@@ -53,7 +53,7 @@ from harness.filters import feasible, fits_on, groups_that_fit
 from harness.scheduler.gang import quorum_exists
 from harness.scheduler.plugin import Plugin, Profile
 from harness.settings import check, duration, flag, integer
-from harness.status import BOUND, RUNNING
+from harness.status import BOUND, PENDING, RUNNING
 
 #: the backoff queue's ordering window: expirations are aligned down to it (upstream 1 s)
 BACKOFF_WINDOW_S = 1.0
@@ -65,6 +65,12 @@ MAX_SCORE = 100
 #: a behaviour switch: the outputs are the same either way, bit for bit; off, every placement's
 #: trial runs (the reference the tests compare with).
 TRIALS_FORETOLD = True
+#: A group of one pod shape with no member bound is rejected by the cycle's failure memo before
+#: its pending pods are listed: the memo's key and bound need only the job's shape, locality,
+#: priority and minCount (`GangScheduling._failed_before`). Not a behaviour switch: the outputs
+#: are the same either way, bit for bit; off, the memo is read after the pods are listed (the
+#: reference the tests compare with).
+MEMO_BEFORE_PODS = True
 #: pod shapes whose room per node a plugin remembers (`GangScheduling.room`), the one counted
 #: longest ago forgotten first: a bound on memory (a node slot each), not a behaviour switch
 ROOM_SHAPES_KEPT = 64
@@ -166,6 +172,8 @@ class GangScheduling(Plugin):
         reject the whole group (nothing bound) and back it off. Whether it was scheduled."""
         sim, sched = self.sim, self.scheduler
         w = sim.w
+        if MEMO_BEFORE_PODS and self._failed_before(j):
+            return False
         pods = sim.unbound_pods(j)
         shapes = w.shape[pods]
         alike = bool((shapes == shapes[0]).all())
@@ -209,6 +217,23 @@ class GangScheduling(Plugin):
         for p, n, gpu_idx in plan:
             sched.bind(p, n, gpu_idx)
             sched.reserve(st, w, p, n)
+        return True
+
+    def _failed_before(self, j: int) -> bool:
+        """`schedule_group`'s memo test for a gang of one shape (`job_shape`: its pending pods
+        are alike, of the job's shape) with no member bound, without listing its pods: rejected
+        (True) if as many or fewer of its shape and locality found no place in this cycle.
+        False: not known, the cycle goes on as ever (nothing was changed)."""
+        sim, sched = self.sim, self.scheduler
+        w = sim.w
+        shape = sched.job_shape(j)
+        if shape < 0 or sim.job_placed[j] != 0:
+            return False
+        memo = ("pod_group", shape, int(w.job_locality[j]), int(w.job_priority[j]) if sched.preempts else 0)
+        known = sched.cycle_state.failed.get(memo)
+        if known is None or known > max(int(w.job_min_member[j]), 1):
+            return False
+        self.reject(j, int(np.count_nonzero(sim.pod_status[w.job_pods[j]] == PENDING)))
         return True
 
     def _preempt_for(self, j: int, pods: np.ndarray, usable: np.ndarray, need: int) -> bool:
