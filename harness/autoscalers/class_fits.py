@@ -33,6 +33,7 @@ class ClassFits:
         them, in the autoscaler's view) fits now, as a mask of slots (the memo's own: read it,
         do not write it)."""
         st = self.state
+        assert not st.in_trial, "a trial's changes are undone and its change counts reused: read between trials"
         known = self.known.get(cls)
         if known is None:
             fits = feasible(st, self.view, pod, st.status != ABSENT)
