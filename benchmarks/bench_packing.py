@@ -39,7 +39,7 @@ def one_run(r: OpenbPacking, policy: str) -> tuple[float, dict]:
 class TimePacking:
     params = POLICIES
     param_names = ["policy"]
-    timeout = 120
+    timeout = 600  # a fresh checkout compiles the kernels first (tens of seconds, more on a busy machine)
 
     def setup(self, policy):
         self.r = runner()
@@ -51,7 +51,7 @@ class TimePacking:
 class TrackPacking:
     params = POLICIES
     param_names = ["policy"]
-    timeout = 120
+    timeout = 600  # a fresh checkout compiles the kernels first (tens of seconds, more on a busy machine)
 
     def setup(self, policy):
         _, self.metrics = one_run(runner(), policy)
