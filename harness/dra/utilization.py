@@ -36,6 +36,7 @@ class PoolTable:
     set_pool: np.ndarray  # (T, S) pool of each set a device draws on (-1: padding or none draws on it)
     counter_cap: np.ndarray  # (T, K)
     published: np.ndarray  # (T,) the type publishes ResourceSlices
+    n_pools: int  # the most pools a type has
 
     @classmethod
     def of(cls, types: Sequence[NodeDevices]) -> PoolTable:
@@ -69,11 +70,7 @@ class PoolTable:
             for i in sorted(set(counter_set[t, drawn].tolist())):
                 set_pool[t, i] = own.index(sets[i][0])
         return cls(tuple(names), dev_pool, atomic, multi, capacity, counter_set, set_pool, counter_cap,
-                   np.array([len(d.slices) > 0 for d in types], bool))
-
-    @property
-    def n_pools(self) -> int:
-        return max([len(p) for p in self.names] + [0])
+                   np.array([len(d.slices) > 0 for d in types], bool), max([len(p) for p in names] + [0]))
 
     def pools(self, types: np.ndarray, taken: np.ndarray, cap_left: np.ndarray,
               counter_left: np.ndarray) -> np.ndarray:
