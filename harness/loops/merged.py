@@ -149,7 +149,8 @@ class MergedLoop:
 
     def step(self, sim: SimulationView, now: float) -> None:
         self.placer.cycle(now)  # 1. whole jobs onto ready capacity
-        if not sim.cluster.autoscaling or now < self.next_wakeup(now):
+        # a scan before the cadence's next is never due (`next_wakeup` is that or later)
+        if not sim.cluster.autoscaling or now < self.cadence.due(now) or now < self.next_wakeup(now):
             return
         self.cadence.ran(now)
         before = sim.state.mutations
@@ -245,6 +246,8 @@ class MergedLoop:
         when they are created. The recommendation is the autoscaler's own, from demand up to
         now; a node bought this way idles through the scale-down delay if demand falls."""
         w = self.sim.w
+        if w.services is None:  # no replicas to recommend
+            return
         missing = self._missing_replicas()
         service = w.job_service[w.job[missing]]
         for s in np.unique(service).tolist():
