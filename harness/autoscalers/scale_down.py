@@ -114,6 +114,8 @@ class ScaleDown:
         st = self.sim.state
         types = st.dra_type[nodes]  # the devices each node publishes (a ready node: its type's own)
         dra = self.pools.published[types]
+        if dra.all():  # DRA nodes only, the usual case
+            return self.pools.most_used(nodes, types, *st.device_arrays)
         if not dra.any():
             return self._resource_utilization(nodes)
         util = np.empty(len(nodes))
