@@ -294,7 +294,7 @@ class MergedLoop:
         (new nodes, pool, their slots, [(pod, node, gpus)]), or None if no pool can hold them."""
         sim = self.sim
         best = None  # (cost, new nodes, pool, slots, plan)
-        have = np.r_[self._room_on_ready(pods), np.flatnonzero(sim.state.status == BOOTING)]
+        have = np.concatenate((self._room_on_ready(pods), np.flatnonzero(sim.state.status == BOOTING)))
         weighed = []  # (pool, new nodes, cost) of each feasible plan, for the decision trace
         for pool, slots in self._options(j, pods, len(have) > 0):
             found = self._pack(pods, pool, slots, j, have)
