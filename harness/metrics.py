@@ -106,7 +106,6 @@ class Accounting:
         # every integral in one vector (`TOTALS`, pending seconds, idle per class): a step adds
         # rate x dt / per to it at once; `per` divides the cost only (USD per hour)
         self._acc = np.zeros(CLASS_AT + len(self.class_weights))
-        self._rate = np.zeros_like(self._acc)
         self._per = np.ones_like(self._acc)
         self._per[TOTALS.index("cost")] = 3600.0
         self.committed_cost_rate = sum(p.committed * p.committed_price for p in cluster.pools)
@@ -263,8 +262,9 @@ class Accounting:
         if t <= self.last:
             return
         r = self.rates()
-        self._sample_until(min(t, self.sim.horizon), r, inclusive=False)
-        self._integrate(r, t - self.last)
+        if self.next_sample < t:
+            self._sample_until(min(t, self.sim.horizon), r, inclusive=False)
+        add_event(self._acc, self._per, self.reason_count, self.idle_by_class(), t - self.last, *r)
         for ext in self.extensions:
             ext.advance(self.last, t - self.last)
         self.last = t
@@ -280,24 +280,13 @@ class Accounting:
             ext.advance(self.last, np.diff(times, prepend=self.last))
         self.last = float(times[-1])
 
-    def _integrate(self, r: tuple, dt) -> None:
+    def _integrate(self, r: tuple, dt: np.ndarray) -> None:
         """Add the integrals of rates r, of the pending pods and of the idle milli per class over
-        dt: one step (a float), or consecutive steps (an array of durations, added in turn), in
-        one vector step. Each total gets rate x dt (the cost rate x dt / 3600, the fragmentation
-        sums only while there is free or ready GPU milli), so its sum is the same, bit for bit,
-        as adding the totals one by one."""
-        billed, used, booting, unallocated, gang_wait, committed, buffer, ready_cap, frag, cost_rate = r
-        idle_ready = ready_cap - (used + gang_wait + buffer)  # the free GPU milli F is measured on
-        rate = self._rate
-        rate[:PENDING_AT] = (billed, used, booting, unallocated, gang_wait, committed, buffer,
-                             frag / idle_ready if idle_ready > 0 else 0.0, 1.0 if idle_ready > 0 else 0.0,
-                             frag / ready_cap if ready_cap > 0 else 0.0, 1.0 if ready_cap > 0 else 0.0, cost_rate)
-        rate[PENDING_AT:CLASS_AT] = self.reason_count
-        rate[CLASS_AT:] = self.idle_by_class()
-        if isinstance(dt, np.ndarray):
-            self._acc = add_rows_in_turn(self._acc, np.multiply.outer(rate, dt) / self._per[:, None])
-        else:
-            add_step(self._acc, rate, dt, self._per)
+        consecutive steps (an array of durations, added in turn), in one vector step. Each total
+        gets rate x dt (the cost rate x dt / 3600, the fragmentation sums only while there is
+        free or ready GPU milli), so its sum is the same, bit for bit, as stepping (`add_event`)."""
+        rate = np.r_[step_rates(*r), self.reason_count, self.idle_by_class()]
+        self._acc = add_rows_in_turn(self._acc, np.multiply.outer(rate, dt) / self._per[:, None])
 
     def finish(self) -> None:
         """Integrate up to the horizon and take the samples due at it (the final state)."""
@@ -341,12 +330,31 @@ class Accounting:
 
 
 @njit(cache=True)
-def add_step(total: np.ndarray, rate: np.ndarray, dt: float, per: np.ndarray) -> None:
-    """total += rate x dt / per, in place, each element by the same three operations numpy's
-    vector steps make (so the same bits), in one compiled call: an event's integration took
-    three numpy calls and two temporaries for a few dozen numbers."""
-    for i in range(len(total)):
-        total[i] += rate[i] * dt / per[i]
+def step_rates(billed, used, booting, unallocated, gang_wait, committed, buffer, ready_cap, frag, cost_rate):
+    """The rates of `TOTALS`, in order, from the state's rates (`Accounting.rates`): the
+    fragmentation's sums run only while there is free (ratio) or ready (amount) GPU milli."""
+    idle_ready = ready_cap - (used + gang_wait + buffer)  # the free GPU milli F is measured on
+    return (float(billed), float(used), float(booting), float(unallocated), float(gang_wait), float(committed),
+            float(buffer), frag / idle_ready if idle_ready > 0 else 0.0, 1.0 if idle_ready > 0 else 0.0,
+            frag / ready_cap if ready_cap > 0 else 0.0, 1.0 if ready_cap > 0 else 0.0, float(cost_rate))
+
+
+@njit(cache=True)
+def add_event(total, per, reason_count, class_idle, dt, billed, used, booting, unallocated, gang_wait, committed,
+              buffer, ready_cap, frag, cost_rate):
+    """One step of dt at the state's rates (`Accounting.rates`, then the pending pods per reason
+    and the idle milli per class): total += rate x dt / per, in place, each element by the same
+    three operations numpy's vector steps make (so the same bits), in one compiled call: the
+    rate vector was filled from Python (a tuple and two arrays) and added in another call."""
+    head = step_rates(billed, used, booting, unallocated, gang_wait, committed, buffer, ready_cap, frag, cost_rate)
+    for i in range(len(head)):
+        total[i] += head[i] * dt / per[i]
+    at = len(head)
+    for k in range(len(reason_count)):
+        total[at + k] += float(reason_count[k]) * dt / per[at + k]
+    at += len(reason_count)
+    for c in range(len(class_idle)):
+        total[at + c] += float(class_idle[c]) * dt / per[at + c]
 
 
 def add_rows_in_turn(total: np.ndarray, steps: np.ndarray) -> np.ndarray:

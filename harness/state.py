@@ -16,8 +16,8 @@ import numpy as np
 from numba import njit
 
 from harness.cluster import Cluster
-from harness.dra.allocator import MAX_RESULTS, NO_MARKS, first_fit_kernel, take_alike_kernel
-from harness.dra.layer import ClaimedGpus, commit
+from harness.dra.allocator import MAX_RESULTS, NO_MARKS, commit_at, first_fit_kernel, take_alike_kernel
+from harness.dra.layer import ClaimedGpus
 from harness.node_devices import NO_TABLE, OVER_ALLOCATED, pick, summarize, take
 from harness.status import ABSENT, BOOTING, READY
 
@@ -326,16 +326,19 @@ class ClusterState:
             self._save(n)
         self.mutations += 1
         self.changed_at[n] = self.mutations
-        if isinstance(gpu_idx, ClaimedGpus):  # a DRA pod: its every device, then its GPUs' mirror
-            t = int(self.dra_type[n])
+        if isinstance(gpu_idx, ClaimedGpus):  # a DRA pod: its every device and its GPUs' mirror, one call
             assert self.dra is not None, "devices are claimed only in a DRA cluster"
-            commit(self.device_arrays, gpu_idx, t, n, sign)
-            self.dra.follow(self.dra_stamp, n, (gpu_idx.change, sign), self.device_arrays, self.dra_type,
-                            self.device_taints)
-            gpu_idx = gpu_idx.view(np.ndarray)
-        answer = take(n, sign, cpu, mem, gpu_idx, milli, self.cpu_free, self.mem_free, self.gpu_free, self.gpu_used,
-                      self.pods_on, self.gpu_cap, self.slot_table, self.stacked_tables, self.free_whole,
-                      self.max_share, self.nvl_whole, self.numa_whole, self.both_whole)
+            t, tc, arrays = int(self.dra_type[n]), gpu_idx.typed, self.device_arrays
+            claimed, gpu_idx = gpu_idx, gpu_idx.view(np.ndarray)
+            answer = take_claimed(claimed.pairs, sign, n, t, *arrays, tc.capacity, tc.take_cap, tc.consumes, tc.multi,
+                                  cpu, mem, gpu_idx, milli, self.cpu_free, self.mem_free, self.gpu_free,
+                                  self.gpu_used, self.pods_on, self.gpu_cap, self.slot_table, self.stacked_tables,
+                                  self.free_whole, self.max_share, self.nvl_whole, self.numa_whole, self.both_whole)
+            self.dra.follow(self.dra_stamp, n, (claimed.change, sign), arrays, self.dra_type, self.device_taints)
+        else:
+            answer = take(n, sign, cpu, mem, gpu_idx, milli, self.cpu_free, self.mem_free, self.gpu_free,
+                          self.gpu_used, self.pods_on, self.gpu_cap, self.slot_table, self.stacked_tables,
+                          self.free_whole, self.max_share, self.nvl_whole, self.numa_whole, self.both_whole)
         assert answer != OVER_ALLOCATED, "over-allocated"
         if answer == NO_TABLE:
             self._summarize_untabled(n)
@@ -587,6 +590,19 @@ def _domain_tables(gpus: int, nvl: np.ndarray, numa: np.ndarray, both: np.ndarra
         onehot = dom[:, None] == np.unique(dom)[None, :]
         out.append((bits @ onehot).max(axis=1))
     return [tuple(int(v) for v in row) for row in np.stack(out, axis=1)]
+
+
+@njit(cache=True)
+def take_claimed(pairs, sign, n, t, taken, cap_left, counter_left, capacity, take_cap, consumes, multi, cpu, mem,
+                 gpu_idx, milli, cpu_free, mem_free, gpu_free, gpu_used, pods_on, gpu_cap, slot_table, tables,
+                 free_whole, max_share, nvl_whole, numa_whole, both_whole):
+    """A DRA pod comes onto node n of device type t (sign 1) or leaves it (-1): its allocation's
+    (option, device) pairs on the device arrays (`commit_at`), then its GPUs on the GPU matrix
+    and the node's summaries (`take`, whose answer this is), in one compiled call where a bind
+    or a release made two and a Python call between them."""
+    commit_at(pairs, sign, n, t, taken, cap_left, counter_left, capacity, take_cap, consumes, multi)
+    return take(n, sign, cpu, mem, gpu_idx, milli, cpu_free, mem_free, gpu_free, gpu_used, pods_on, gpu_cap, slot_table,
+                tables, free_whole, max_share, nvl_whole, numa_whole, both_whole)
 
 
 @njit(cache=True)

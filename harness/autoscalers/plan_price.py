@@ -45,7 +45,7 @@ class Demand:
         steps, more than the sum. Integer sums: the same figure in any order."""
         sim = self.sim
         w = sim.w
-        lo, hi = np.searchsorted(self.submits, [now - self.window_s, now], side="right")
+        lo, hi = self.submits.searchsorted(now - self.window_s, "right"), self.submits.searchsorted(now, "right")
         return seen_milli(sim.queue.jobs(), self.by_submit[lo:hi], w.job_bounds, w.pods_by_job, sim.pod_status,
                           w.submit, now, self.templates.fits(w), sim.state.pool_allowed, w.placement,
                           self.pod_milli)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from harness.dra.utilization import PoolTable
 from harness.quiet import Clock, leading
@@ -102,6 +103,7 @@ class ScaleDown:
         self.gpu_request = np.where(whole, w.gpus.astype(np.int64) * 1000, 0) if shares else None
         layer = sim.state.dra
         self.pools = PoolTable.of(layer.devices) if layer is not None and self.dra_utilization else None
+        self.min_size = np.array([p.min_size for p in sim.cluster.pools], np.int64)
 
     def utilization(self, nodes: np.ndarray) -> np.ndarray:
         """As upstream `utilization.Calculate`: with DRA, a node publishing ResourceSlices is as
@@ -112,6 +114,8 @@ class ScaleDown:
         st = self.sim.state
         types = st.dra_type[nodes]  # the devices each node publishes (a ready node: its type's own)
         dra = self.pools.published[types]
+        if dra.all():  # DRA nodes only, the usual case
+            return self.pools.most_used(nodes, types, *st.device_arrays)
         if not dra.any():
             return self._resource_utilization(nodes)
         util = np.empty(len(nodes))
@@ -151,12 +155,11 @@ class ScaleDown:
         if not sim.cluster.autoscaling:
             return
         self.ran_at = now
-        changed = protect != self.protected
-        moved = st.mutations != self.seen_mutations or changed.any()
+        # a node's utilisation changes only with the node: re-judge the nodes changed since
+        idx = changed_nodes(protect, self.protected, st.changed_at, self.seen_mutations)
+        moved = len(idx) > 0 or st.mutations != self.seen_mutations
         if moved:
-            # a node's utilisation changes only with the node: re-judge the nodes changed since
-            idx = np.flatnonzero(changed | (st.changed_at > self.seen_mutations))
-            self.seen_mutations, self.protected = st.mutations, protect
+            self.seen_mutations = st.mutations
             ready = idx[st.status[idx] == READY]  # only a ready node is a candidate: the others are not read
             self.is_low[idx] = False
             self.is_low[ready] = (self.utilization(ready) < self.threshold) & ~protect[ready]
@@ -180,26 +183,16 @@ class ScaleDown:
         (those unneeded so far + twice the parallelism) are found per pass."""
         st = self.sim.state
         self.planned_at = now
-        cand = self.low[self.recheck_at[self.low] <= now]
-        empty = st.pods_on[cand] == 0
-        before = ~np.isnan(self.unneeded_since[cand])
-        cand = cand[np.lexsort((~before, ~empty))]
+        cand = candidates(self.low, self.recheck_at, now, st.pods_on, self.unneeded_since)
         limit = len(self.unneeded) + 2 * self.max_parallelism
         if self.simulate_every_scan:
             found, tried = self._simulate(cand, booked_for, limit)
         else:  # presumed removable but for a gang member; simulated before a drain (`_delete`)
-            found = self.sim.gang_pods_on[cand] == 0
-            tried = int(np.searchsorted(np.cumsum(found), limit)) + 1 if found.sum() > limit else len(cand)
-            found = found[:tried]
+            found, tried = presumed_removable(cand, self.sim.gang_pods_on, limit)
         self.cut_short = tried < len(cand)
-        self._kept(cand[:tried][~found], "its pods fit nowhere else" if self.simulate_every_scan else
-                   "it runs a gang's pod")
-        self.recheck_at[cand[:tried][~found]] = now + self.recheck_s
-        unneeded = cand[:tried][found]
-        since = self.unneeded_since[unneeded]
-        self.unneeded_since[self.unneeded] = np.nan  # the only nodes with a time (not every slot)
-        self.unneeded_since[unneeded] = np.where(np.isnan(since), now, since)  # a node unneeded before keeps its time
-        self.unneeded = unneeded
+        self.unneeded, kept = settle(cand[:tried], found, now, self.recheck_s, self.recheck_at, self.unneeded_since,
+                                     self.unneeded)
+        self._kept(kept, "its pods fit nowhere else" if self.simulate_every_scan else "it runs a gang's pod")
 
     def _simulate(self, cand: np.ndarray, booked_for: np.ndarray | None, limit: int) -> tuple[np.ndarray, int]:
         """`removable`, or the last plan's outcome when it provably comes out the same: the same
@@ -304,20 +297,18 @@ class ScaleDown:
         ripe = self.unneeded[now - self.unneeded_since[self.unneeded] >= self.unneeded_time_s]
         if len(ripe) == 0:
             return
-        present = np.bincount(st.slot_pool[st.status != ABSENT], minlength=len(sim.cluster.pools))
-        spare = present - np.array([p.min_size for p in sim.cluster.pools])  # nodes each pool may lose
+        spare = spare_per_pool(st.status, st.slot_pool, self.min_size)  # nodes each pool may lose
         empty = ripe[st.pods_on[ripe] == 0]
-        gone = _by_group(_within(empty, st.slot_pool[empty], spare), st.slot_pool)[:self.max_parallelism]
-        spare -= np.bincount(st.slot_pool[gone], minlength=len(spare))
+        gone = within_by_group(empty, st.slot_pool, spare, self.max_parallelism)  # off their pools' spare
         busy = ripe[st.pods_on[ripe] > 0]
-        drained = _by_group(_within(busy, st.slot_pool[busy], spare), st.slot_pool)
+        drained = within_by_group(busy, st.slot_pool, spare, len(busy))
         n_drain = max(0, min(self.max_drain, self.max_parallelism - len(gone)))
         if not self.simulate_every_scan and n_drain and len(drained):
             drained = self._still_removable(now, gone, drained, n_drain, booked_for)
         drained = drained[:n_drain]
         for n in drained.tolist():
             sim.unbind_many(sim.pods_on(n), deleted=True)  # evicted: each restarts wherever the scheduler puts it
-        removed = np.r_[gone, drained]
+        removed = np.concatenate((gone, drained))
         if len(removed) == 0:  # every ripe node is within its pool's min_size, or not removable now
             return
         for i, n in enumerate(removed.tolist()):
@@ -395,19 +386,109 @@ def _without(nodes: np.ndarray, gone: np.ndarray) -> np.ndarray:
     return nodes[(nodes[:, None] != gone[None, :]).all(axis=1)]
 
 
-def _within(nodes: np.ndarray, pool: np.ndarray, spare: np.ndarray) -> np.ndarray:
-    """The nodes, in order, that their pools may lose: the first spare[pool] of each pool."""
-    by_pool = np.argsort(pool, kind="stable")
-    rank = np.empty(len(nodes), np.int64)
-    rank[by_pool] = np.arange(len(nodes)) - np.searchsorted(pool[by_pool], pool[by_pool])
-    return nodes[rank < spare[pool]]
+# ---- compiled steps: a pass plans and deletes among a few nodes of thousands, where a numpy
+# call per step cost more than the step (NUMBA_DISABLE_JIT=1 runs them as plain Python)
+
+@njit(cache=True)
+def changed_nodes(protect, protected, changed_at, seen):
+    """The nodes whose protection changed or that changed since `seen` (a `mutations` count),
+    ascending; `protected` becomes `protect`, in place."""
+    out = np.empty(len(protect), np.int64)
+    k = 0
+    for n in range(len(protect)):
+        if protect[n] != protected[n] or changed_at[n] > seen:
+            out[k] = n
+            k += 1
+            protected[n] = protect[n]
+    return out[:k]
 
 
-def _by_group(nodes: np.ndarray, slot_pool: np.ndarray) -> np.ndarray:
-    """The nodes grouped by pool, pools in the order they first appear (upstream budgets
-    crop bucket by bucket), the order kept within a pool."""
-    if len(nodes) < 2:
-        return nodes
-    pool = slot_pool[nodes]
-    _, first, inverse = np.unique(pool, return_index=True, return_inverse=True)
-    return nodes[np.argsort(first[inverse.ravel()], kind="stable")]
+@njit(cache=True)
+def candidates(low, recheck_at, now, pods_on, unneeded_since):
+    """The low nodes not waiting a recheck, empty ones first, then those unneeded before, then
+    by slot (upstream's candidate sorting; `low` ascending)."""
+    out = np.empty(len(low), np.int64)
+    k = 0
+    for empty in (True, False):
+        for before in (True, False):
+            for n in low:
+                if recheck_at[n] <= now and (pods_on[n] == 0) == empty and (not np.isnan(unneeded_since[n])) == before:
+                    out[k] = n
+                    k += 1
+    return out[:k]
+
+
+@njit(cache=True)
+def presumed_removable(cand, gang_pods_on, limit):
+    """Which candidates are presumed removable (none of their pods a gang member), up to the
+    one that makes `limit` of them when more would be: (found, tried), found over the tried."""
+    found = np.empty(len(cand), np.bool_)
+    total = 0
+    for i in range(len(cand)):
+        found[i] = gang_pods_on[cand[i]] == 0
+        total += found[i]
+    tried = len(cand)
+    if total > limit:
+        seen = 0
+        for i in range(len(cand)):
+            seen += found[i]
+            if seen >= limit:
+                tried = i + 1
+                break
+    return found[:tried], tried
+
+
+@njit(cache=True)
+def settle(tried, found, now, recheck_s, recheck_at, unneeded_since, unneeded):
+    """The plan's outcome over the candidates `tried`: those not `found` removable wait a
+    recheck; the found ones are the unneeded nodes now, each keeping the time it was first
+    found unneeded (the previous `unneeded` lose theirs: only unneeded nodes have a time).
+    Returns (the unneeded nodes, those kept)."""
+    new, kept = tried[found], tried[~found]
+    for n in kept:
+        recheck_at[n] = now + recheck_s
+    since = unneeded_since[new]
+    for n in unneeded:
+        unneeded_since[n] = np.nan
+    for i in range(len(new)):
+        unneeded_since[new[i]] = now if np.isnan(since[i]) else since[i]
+    return new, kept
+
+
+@njit(cache=True)
+def spare_per_pool(status, slot_pool, min_size):
+    """Per pool, the nodes present beyond its min_size: how many it may lose."""
+    spare = -min_size.copy()
+    for n in range(len(status)):
+        if status[n] != ABSENT:
+            spare[slot_pool[n]] += 1
+    return spare
+
+
+@njit(cache=True)
+def within_by_group(nodes, slot_pool, spare, most):
+    """The nodes, in order, that their pools may lose (the first spare[pool] of each pool),
+    grouped by pool, pools in the order they first appear (upstream budgets crop bucket by
+    bucket), the order kept within a pool; the first `most` of them, taken off `spare`."""
+    taken = np.zeros(len(spare), np.int64)
+    kept = np.empty(len(nodes), np.int64)
+    k = 0
+    for n in nodes:
+        p = slot_pool[n]
+        if taken[p] < spare[p]:
+            taken[p] += 1
+            kept[k] = n
+            k += 1
+    out = np.empty(min(k, most), np.int64)
+    m = 0
+    for i in range(k):
+        p = slot_pool[kept[i]]
+        if taken[p] < 0:  # its pool's group is out already
+            continue
+        for j in range(i, k):
+            if slot_pool[kept[j]] == p and m < len(out):
+                out[m] = kept[j]
+                m += 1
+                spare[p] -= 1
+        taken[p] = -1
+    return out

@@ -36,6 +36,7 @@ class PoolTable:
     set_pool: np.ndarray  # (T, S) pool of each set a device draws on (-1: padding or none draws on it)
     counter_cap: np.ndarray  # (T, K)
     published: np.ndarray  # (T,) the type publishes ResourceSlices
+    n_pools: int  # the most pools a type has
 
     @classmethod
     def of(cls, types: Sequence[NodeDevices]) -> PoolTable:
@@ -69,11 +70,7 @@ class PoolTable:
             for i in sorted(set(counter_set[t, drawn].tolist())):
                 set_pool[t, i] = own.index(sets[i][0])
         return cls(tuple(names), dev_pool, atomic, multi, capacity, counter_set, set_pool, counter_cap,
-                   np.array([len(d.slices) > 0 for d in types], bool))
-
-    @property
-    def n_pools(self) -> int:
-        return max([len(p) for p in self.names] + [0])
+                   np.array([len(d.slices) > 0 for d in types], bool), max([len(p) for p in names] + [0]))
 
     def pools(self, types: np.ndarray, taken: np.ndarray, cap_left: np.ndarray,
               counter_left: np.ndarray) -> np.ndarray:
@@ -86,8 +83,10 @@ class PoolTable:
         """Per node, its most used pool's utilisation (0 without pools): `highest`'s figure for
         the `rows` of these allocation arrays, read where they are (a scale-down pass judges a
         few nodes of thousands: no copy of their rows)."""
-        util = self._pools(rows, types, taken, cap_left, counter_left)
-        return util.max(axis=1) if util.shape[1] else np.zeros(len(rows))
+        d, k = self.dev_pool.shape[1], self.counter_set.shape[1]
+        return _most_used(np.asarray(rows, np.int64), np.asarray(types, np.int64), taken[:, :d],
+                          cap_left[:, :d, :self.capacity.shape[2]], counter_left[:, :k], self.dev_pool, self.atomic,
+                          self.multi, self.capacity, self.counter_set, self.set_pool, self.counter_cap, self.n_pools)
 
     def _pools(self, rows: np.ndarray, types: np.ndarray, taken: np.ndarray, cap_left: np.ndarray,
                counter_left: np.ndarray) -> np.ndarray:
@@ -155,6 +154,20 @@ def _pools(rows, types, taken, cap_left, counter_left, dev_pool, atomic, multi, 
                 out[i, p] = part_sum[p] / n_sets[p] if n_sets[p] else 0.0
             else:  # both: weighed by atomic devices and counter sets
                 out[i, p] = (used_atomic[p] + part_sum[p]) / (n_atomic[p] + n_sets[p])
+    return out
+
+
+@njit(cache=True)
+def _most_used(rows, types, taken, cap_left, counter_left, dev_pool, atomic, multi, capacity, counter_set, set_pool,
+               counter_cap, n_pools):
+    """`PoolTable.most_used`: per node, the highest of its pools' utilisations (`_pools`), 0
+    without pools, in the same compiled call."""
+    util = _pools(rows, types, taken, cap_left, counter_left, dev_pool, atomic, multi, capacity, counter_set,
+                  set_pool, counter_cap, n_pools)
+    out = np.zeros(len(rows))
+    for i in range(len(rows)):
+        for p in range(n_pools):
+            out[i] = util[i, p] if p == 0 else max(out[i], util[i, p])
     return out
 
 

@@ -149,7 +149,8 @@ class MergedLoop:
 
     def step(self, sim: SimulationView, now: float) -> None:
         self.placer.cycle(now)  # 1. whole jobs onto ready capacity
-        if not sim.cluster.autoscaling or now < self.next_wakeup(now):
+        # a scan before the cadence's next is never due (`next_wakeup` is that or later)
+        if not sim.cluster.autoscaling or now < self.cadence.due(now) or now < self.next_wakeup(now):
             return
         self.cadence.ran(now)
         before = sim.state.mutations
@@ -245,6 +246,8 @@ class MergedLoop:
         when they are created. The recommendation is the autoscaler's own, from demand up to
         now; a node bought this way idles through the scale-down delay if demand falls."""
         w = self.sim.w
+        if w.services is None:  # no replicas to recommend
+            return
         missing = self._missing_replicas()
         service = w.job_service[w.job[missing]]
         for s in np.unique(service).tolist():
@@ -291,7 +294,7 @@ class MergedLoop:
         (new nodes, pool, their slots, [(pod, node, gpus)]), or None if no pool can hold them."""
         sim = self.sim
         best = None  # (cost, new nodes, pool, slots, plan)
-        have = np.r_[self._room_on_ready(pods), np.flatnonzero(sim.state.status == BOOTING)]
+        have = np.concatenate((self._room_on_ready(pods), np.flatnonzero(sim.state.status == BOOTING)))
         weighed = []  # (pool, new nodes, cost) of each feasible plan, for the decision trace
         for pool, slots in self._options(j, pods, len(have) > 0):
             found = self._pack(pods, pool, slots, j, have)

@@ -32,3 +32,17 @@ def walk_feasible(order: np.ndarray, start: int, mask: np.ndarray, k: int) -> tu
     else:  # no more than k feasible: every node was checked
         checked = n_all
     return np.sort(found[:count]), checked
+
+
+@njit(cache=True)
+def ready_in_order(by_rank: np.ndarray, status: np.ndarray, ready: int) -> np.ndarray:
+    """The slots of `by_rank` (every slot, in the seeded node order) whose `status` is `ready`,
+    in that order: the order a walk visits the ready nodes in, one pass over the slots where
+    numpy compared, gathered and selected over all of them in three."""
+    out = np.empty(len(by_rank), np.int64)
+    k = 0
+    for n in by_rank:
+        if status[n] == ready:
+            out[k] = n
+            k += 1
+    return out[:k]
