@@ -53,9 +53,9 @@ def taken(monkeypatch):
         seen.append((j, len(plan)))
         return release(self, j, plan, frags)
 
-    def counted_alike(self, jobs, trips, pods, pending):
+    def counted_alike(self, jobs, trips, pods):
         seen.extend((j, len(nodes)) for j, (nodes, _) in zip(jobs.tolist(), trips, strict=True))
-        return releases_alike(self, jobs, trips, pods, pending)
+        return releases_alike(self, jobs, trips, pods)
     monkeypatch.setattr(Coscheduling, "release_at_once", counted)
     monkeypatch.setattr(Coscheduling, "releases_alike", counted_alike)
     return seen
@@ -345,9 +345,9 @@ def runs(monkeypatch):
     seen: list[int] = []
     releases_alike = Coscheduling.releases_alike
 
-    def counted(self, jobs, trips, pods, pending):
+    def counted(self, jobs, trips, pods):
         seen.append(len(jobs))
-        return releases_alike(self, jobs, trips, pods, pending)
+        return releases_alike(self, jobs, trips, pods)
     monkeypatch.setattr(Coscheduling, "releases_alike", counted)
     return seen
 
@@ -495,3 +495,24 @@ def test_plans_are_kept_only_where_every_score_plugin_scores_the_candidates_alon
 def test_the_switch_forgets_plans_at_any_change(monkeypatch):
     monkeypatch.setattr(framework, "FUTILE_PLANS_KEPT", False)
     assert not profile().plans_kept
+
+
+@settings(max_examples=100, deadline=None)
+@given(sizes=st.lists(st.integers(1, 5), min_size=1, max_size=6), data=st.data())
+def test_first_pending_pods_are_the_pending_pods_listed_job_by_job(sizes, data):
+    """Jobs of 1-5 pods, each pod pending or not at random, and a number of first pods asked of
+    each job: the count of pending pods per job and the first ones asked, job after job, as a
+    list of the jobs' pods filtered to the pending ones gives them (what a run of futile
+    attempts binds and releases)."""
+    cl = sc.cluster([sc.node_type("h8")], [sc.pool("h", "h8", min_size=1, max_size=1)], autoscaling=False)
+    pods = [{"job_id": f"j{j}", "min_member": size} for j, size in enumerate(sizes) for _ in range(size)]
+    sim = Simulation(compile_workload(sc.trace(pods), cl), cl, seed=0, horizon_s=1.0)
+    w = sim.w
+    sim.pod_status[:] = np.where(data.draw(st.lists(st.booleans(), min_size=w.n_pods, max_size=w.n_pods)),
+                                 PENDING, 0)
+    jobs = np.array(data.draw(st.lists(st.integers(0, w.n_jobs - 1), min_size=1, max_size=6)), np.int64)
+    heads = np.array(data.draw(st.lists(st.integers(0, 6), min_size=len(jobs), max_size=len(jobs))), np.int64)
+    pending, first = sim.first_pending(jobs, heads)
+    listed = [w.job_pods[j][sim.pod_status[w.job_pods[j]] == PENDING] for j in jobs.tolist()]
+    assert pending.tolist() == [len(p) for p in listed]
+    assert first.tolist() == [int(p) for ps, k in zip(listed, heads.tolist(), strict=True) for p in ps[:k]]

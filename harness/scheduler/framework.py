@@ -863,15 +863,14 @@ class Scheduler:
             trips.append(trip)
         jobs = jobs[:len(trips)]
         bound = np.fromiter((len(nodes) for nodes, _ in trips), np.int64, len(trips))
-        pods, pending = sim.pending_of(jobs)
+        pending, heads = sim.first_pending(jobs, bound)
         futile = self.futile_gang.futile_after(jobs, bound) & (bound < pending)
         run = len(jobs) if futile.all() else int(np.argmin(futile))
         if run == 0:
             return 0
-        pending = pending[:run]
         touched = np.unique(np.fromiter(chain.from_iterable(nodes for nodes, _ in trips[:run]), np.int64))
         before = sim.state.changed_at[touched]
-        versions = self.futile_gang.releases_alike(jobs[:run], trips[:run], pods[:int(pending.sum())], pending)
+        versions = self.futile_gang.releases_alike(jobs[:run], trips[:run], heads[:int(bound[:run].sum())])
         self._note_trips(touched, before)
         self.tried_at[jobs[:run]] = versions  # each backed off as its own release left the capacity
         self.content_key = self._state_key()
@@ -921,7 +920,9 @@ class Scheduler:
         puts it among `nodes`, until one fits nowhere; then the members bound released again,
         in the same order. Returns the plan [(pod, node, devices)] and the F_n of each bind's
         and release's node after it (what `bind_then_release` would measure on a trial of its
-        own: the same binds and releases, in the same order)."""
+        own: the same binds and releases, in the same order). Members bound on distinct nodes
+        are not released on the trial: each release leaves its node's rows as they were before
+        the trial (integer sums), so its F_n is measured after the trial is undone."""
         sim = self.sim
         st, w = sim.state, sim.w
         usable = self.free_ready
@@ -940,11 +941,15 @@ class Scheduler:
                 st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
                 frags.append(sim.fragmentation(n))
                 plan.append((p, n, gpu_idx))
-            for p, n, gpu_idx in plan:
-                st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
-                frags.append(sim.fragmentation(n))
+            distinct = len({n for _, n, _ in plan}) == len(plan)
+            if not distinct:
+                for p, n, gpu_idx in plan:
+                    st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+                    frags.append(sim.fragmentation(n))
         finally:
             st.revert()
+        if distinct:
+            frags += [sim.fragmentation(n) for _, n, _ in plan]
         return plan, frags
 
     def _released(self, j: int) -> bool:

@@ -130,16 +130,16 @@ class Coscheduling(Plugin):
         rejected = (bound < min_member) & ((min_member - bound) * 100 > self.reject_percentage * min_member)
         return admitted & unstarted & rejected
 
-    def releases_alike(self, jobs: np.ndarray, trips: list[tuple[list[int], list[float]]], pods: np.ndarray,
-                       pending: np.ndarray) -> np.ndarray:
+    def releases_alike(self, jobs: np.ndarray, trips: list[tuple[list[int], list[float]]], pods: np.ndarray
+                       ) -> np.ndarray:
         """`release_at_once` of these gangs in turn (`futile_after` each), each on the nodes and
-        with the F_n of a trip measured before on the nodes' contents as they are (`pods`,
-        `pending`: the gangs' pending pods, `pending_of`): one step of the simulation for all
+        with the F_n of a trip measured before on the nodes' contents as they are (`pods`: the
+        members bound, gang after gang, `first_pending`): one step of the simulation for all
         (`round_trips`). Returns the capacity version after each gang's releases, which the
         scheduler backs it off at."""
         for j in jobs[self.timer[jobs] >= 0].tolist():
             self._stop_wait(j)
-        versions = self.sim.round_trips(jobs, trips, pods, pending)
+        versions = self.sim.round_trips(jobs, trips, pods)
         if self.backoff_s > 0:
             self.denied_until[jobs] = self.sim.now + self.backoff_s
         return versions
