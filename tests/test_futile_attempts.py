@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import polars as pl
@@ -516,3 +517,24 @@ def test_first_pending_pods_are_the_pending_pods_listed_job_by_job(sizes, data):
     listed = [w.job_pods[j][sim.pod_status[w.job_pods[j]] == PENDING] for j in jobs.tolist()]
     assert pending.tolist() == [len(p) for p in listed]
     assert first.tolist() == [int(p) for ps, k in zip(listed, heads.tolist(), strict=True) for p in ps[:k]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), n=st.integers(1, 8), pct=st.integers(0, 100), backoff=st.sampled_from([0.0, 30.0]))
+def test_futile_after_is_pre_filter_then_releases_after_of_each(data, n, pct, backoff):
+    """Random gangs (min_member 1-8, pods arrived, placed, started or not, denied until before or
+    after now when there is a backoff) and members bound 0-8: the vector test of a run says of
+    each gang what its own turn says, `pre_filter` letting it through and `releases_after`."""
+
+    def ints(lo, hi):
+        return np.array(data.draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n)), np.int64)
+    min_member = ints(1, 8)
+    sim = SimpleNamespace(now=100.0, w=SimpleNamespace(job_min_member=min_member), job_arrived=ints(0, 8),
+                          job_placed=ints(0, 1), job_started=np.where(ints(0, 3) == 0, 5.0, np.nan))
+    gang = Coscheduling(reject_percentage=pct, backoff_s=backoff)
+    gang.sim = sim
+    gang.denied_until = np.where(ints(0, 1) == 1, 130.0, -np.inf) if backoff else np.full(n, -np.inf)
+    bound = ints(0, 8)
+    expected = [gang.pre_filter(j, np.zeros(0, bool), -1) is not None and gang.releases_after(j, int(bound[j]))
+                for j in range(n)]
+    assert gang.futile_after(np.arange(n), bound).tolist() == expected
