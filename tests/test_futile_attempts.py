@@ -538,3 +538,30 @@ def test_futile_after_is_pre_filter_then_releases_after_of_each(data, n, pct, ba
     expected = [gang.pre_filter(j, np.zeros(0, bool), -1) is not None and gang.releases_after(j, int(bound[j]))
                 for j in range(n)]
     assert gang.futile_after(np.arange(n), bound).tolist() == expected
+
+
+def test_a_futile_attempt_on_distinct_nodes_measures_each_release_as_a_trial_does(monkeypatch):
+    """Three ready 8-GPU nodes: a 4-GPU pod runs on one, a 2-GPU pod on another. A gang of
+    4 x 4 GPUs (quorum 4) finds room for one member on each of those two (4 and 6 GPUs free;
+    the empty node is filled by a lone 8-GPU pod first), so its attempt binds 2 members on
+    distinct nodes of different contents and is released at once. The F_n its trial hands on
+    (the releases' measured once the trial is undone) are those a trial binding then
+    releasing them in turn measures (`bind_then_release` without them, the reference)."""
+    cl = sc.cluster([sc.node_type("h8")], [sc.pool("h", "h8", min_size=3, max_size=3)], autoscaling=False)
+    pods = [{"job_id": "four", "gpu_count": 4}, {"job_id": "two", "gpu_count": 2},
+            {"job_id": "eight", "gpu_count": 8}] + [{"job_id": "gang", "gpu_count": 4, "min_member": 4,
+                                                      "submit_s": 1.0}] * 4
+    handed: list[tuple[list[float], list[float]]] = []
+    bind_then_release = Simulation.bind_then_release
+
+    def measured(self, plan, frags=None):
+        again = bind_then_release(self, plan)
+        handed.append((frags, again))
+        return again
+    monkeypatch.setattr(Simulation, "bind_then_release", measured)
+    sim = Simulation(compile_workload(sc.trace(pods), cl), cl, seed=0, horizon_s=1.0)
+    sim.run(sc.separate("coscheduling"))
+    assert len(handed) == 1
+    frags, reference = handed[0]
+    assert len(frags) == 4 and frags[0] != frags[1], "two members on nodes of different contents"
+    assert frags == reference
