@@ -183,25 +183,21 @@ class Accounting:
 
     def set_reasons(self, pods: np.ndarray, reasons: np.ndarray | int) -> None:
         """set_reason for many distinct pods at once (one reason for all, or one each)."""
-        n = len(PendingReason)
+        each = reasons if isinstance(reasons, np.ndarray) and reasons.ndim else None
         if self.pause is not None:
             keep = ~self.pause[pods]
             pods = pods[keep]
-            if isinstance(reasons, np.ndarray) and reasons.ndim:
-                reasons = reasons[keep]
-        old = self.reason[pods]
-        if (old >= 0).any():
-            self.reason_count -= np.bincount(old[old >= 0], minlength=n)
+            if each is not None:
+                each = each[keep]
         if self.sim.hooks.event:
-            new = np.broadcast_to(reasons, pods.shape)
+            old, new = self.reason[pods], np.broadcast_to(reasons if each is None else each, pods.shape)
             for p, r in zip(pods[(new != old) & (new >= 0)].tolist(), new[(new != old) & (new >= 0)].tolist(),
                             strict=True):
                 self.sim.hooks.emit(Event.REASON, p, int(self.sim.w.job[p]), detail=REASON_NAMES[r])
-        self.reason[pods] = reasons
-        if isinstance(reasons, np.ndarray) and reasons.ndim:
-            self.reason_count += np.bincount(reasons[reasons >= 0], minlength=n)
-        elif reasons >= 0:
-            self.reason_count[reasons] += len(pods)
+        if each is not None:
+            set_each(self.reason, self.reason_count, pods, each)
+        else:
+            set_all(self.reason, self.reason_count, pods, int(reasons))
 
     def rates(self) -> tuple[float, ...]:
         """Instantaneous rates of the current state: GPU milli billed, used, booting,
@@ -355,6 +351,32 @@ def add_event(total, per, reason_count, class_idle, dt, billed, used, booting, u
     at += len(reason_count)
     for c in range(len(class_idle)):
         total[at + c] += float(class_idle[c]) * dt / per[at + c]
+
+
+@njit(cache=True)
+def set_each(reason: np.ndarray, count: np.ndarray, pods: np.ndarray, reasons: np.ndarray) -> None:
+    """reason[pods[i]] = reasons[i] for distinct pods, `count` (pods per reason, -1 counted
+    nowhere) following: integers, so the counts numpy's bincounts gave, in one compiled call (a
+    futile gang attempt's pods are a handful, where a dozen numpy calls cost the most)."""
+    for i in range(len(pods)):
+        p = pods[i]
+        if reason[p] >= 0:
+            count[reason[p]] -= 1
+        reason[p] = reasons[i]
+        if reasons[i] >= 0:
+            count[reasons[i]] += 1
+
+
+@njit(cache=True)
+def set_all(reason: np.ndarray, count: np.ndarray, pods: np.ndarray, new: int) -> None:
+    """`set_each` with one reason for every pod."""
+    for i in range(len(pods)):
+        p = pods[i]
+        if reason[p] >= 0:
+            count[reason[p]] -= 1
+        reason[p] = new
+        if new >= 0:
+            count[new] += 1
 
 
 def add_rows_in_turn(total: np.ndarray, steps: np.ndarray) -> np.ndarray:

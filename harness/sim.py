@@ -40,6 +40,7 @@ from harness.job_backoff import JobBackoff
 from harness.job_queue import JobQueue
 from harness.ledger import Ledger
 from harness.metrics import Accounting
+from harness.pending_pods import first_pending
 from harness.sealed import Sealed
 from harness.services.engine import ReplicaSets
 from harness.settings import check
@@ -380,33 +381,28 @@ class Simulation(Engine):
         """Node n's F_n as its contents are now, on a trial too (`Ledger.measure`)."""
         return self.ledger.measure(n)
 
-    def pending_of(self, jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The pending pods of these jobs, job after job (each job's in `job_pods` order), and
-        how many each job has."""
-        pods = self.w.pods_of(jobs)
-        pending = self.pod_status[pods] == PENDING
-        sizes = self.w.job_bounds[jobs + 1] - self.w.job_bounds[jobs]
-        return pods[pending], np.add.reduceat(pending, np.cumsum(sizes) - sizes, dtype=np.int64)
+    def first_pending(self, jobs: np.ndarray, heads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """How many pods of each of these jobs are pending, and the first heads[k] pending pods of
+        jobs[k], job after job (each job's in `job_pods` order; fewer where fewer are pending)."""
+        return first_pending(self.w.pods_by_job, self.w.job_bounds, self.pod_status, PENDING, jobs, heads)
 
-    def round_trips(self, jobs: np.ndarray, trips: list[tuple[list[int], list[float]]], pods: np.ndarray,
-                    pending: np.ndarray) -> np.ndarray:
+    def round_trips(self, jobs: np.ndarray, trips: list[tuple[list[int], list[float]]], pods: np.ndarray
+                    ) -> np.ndarray:
         """`bind_then_release` of each job in turn, each given the nodes and F_n of a trip
         measured before on the nodes' contents as they are (its first len(nodes) pending pods
         bound there in turn and released again, `frags` passed back): the nodes', ledger's and
         pods' counters move as those calls move them, in a few array steps for all, the
-        pods' epochs and reasons in one. `pods`, `pending`: the jobs' pending pods as `pending_of`
-        gives them. Returns the capacity version after each job's releases
+        pods' epochs and reasons in one. `pods`: those first pending pods, job after job
+        (`first_pending`). Returns the capacity version after each job's releases
         (`ClusterState.round_trips`)."""
-        w = self.w
         bound = np.fromiter((len(nodes) for nodes, _ in trips), np.int64, len(trips))
-        assert self.binds_unheard and (self.job_placed[jobs] == 0).all() and (bound < pending).all(), \
-            "jobs of no bound pod, each left short of its pending pods, and nothing listening"
-        first = np.arange(len(pods)) - np.repeat(np.cumsum(pending) - pending, pending) < np.repeat(bound, pending)
+        assert self.binds_unheard and (self.job_placed[jobs] == 0).all() and len(pods) == bound.sum(), \
+            "jobs of no bound pod, a pod per bind, and nothing listening"
         versions = self.state.round_trips([nodes for nodes, _ in trips])
         self.ledger.round_trips(trips)
-        pods = pods[first]
         self.pod_epoch[pods] += 1
-        self.acct.set_reasons(pods, self.pending_reasons(w.job[pods]))
+        reasons = self.pending_reasons(jobs)
+        self.acct.set_reasons(pods, np.repeat(reasons, bound) if isinstance(reasons, np.ndarray) else reasons)
         return versions
 
     def evict(self, pods: np.ndarray, taint: str = "", *, suspended: bool = False) -> None:

@@ -192,14 +192,15 @@ class SimulationView(Protocol):
     def fragmentation(self, n: int) -> float:
         """Node n's fragmentation F_n as its contents are now, on a trial too."""
         ...
-    def pending_of(self, jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The pending pods of these jobs, job after job, and how many each job has."""
+    def first_pending(self, jobs: np.ndarray, heads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """How many pods of each job are pending, and the first heads[k] pending pods of jobs[k],
+        job after job."""
         ...
-    def round_trips(self, jobs: np.ndarray, trips: list[tuple[list[int], list[float]]], pods: np.ndarray,
-                    pending: np.ndarray) -> np.ndarray:
+    def round_trips(self, jobs: np.ndarray, trips: list[tuple[list[int], list[float]]], pods: np.ndarray
+                    ) -> np.ndarray:
         """`bind_then_release` of each job in turn on the nodes and with the F_n of a trip measured
-        before on the same contents (`pods`, `pending`: as `pending_of` gives them); returns the
-        capacity version after each job's releases."""
+        before on the same contents (`pods`: the pods bound, job after job, as `first_pending`
+        gives them); returns the capacity version after each job's releases."""
         ...
     def gate_arrivals(self, gate: Callable[[int], None], withdraw: Callable[[int], None]) -> Gate:
         """Arriving jobs go to `gate` (an admission layer), not the scheduler's queue; a

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.autoscalers.cluster_autoscaler import Units
 from harness.autoscalers.karpenter_scheduling import WhatIf
 from harness.cluster import Cluster
 from harness.filters import feasible, fits_count
@@ -184,7 +185,12 @@ def pending(draw):
         members = sim.w.job_pods[j]
         units += [members] if sim.w.job_min_member[j] > 1 else [members[i:i + 1] for i in range(len(members))]
     order = draw(st.permutations(range(len(units))))
-    return sim, ca, [units[i] for i in order]
+    return sim, ca, units_of([units[i] for i in order])
+
+
+def units_of(units: list[np.ndarray]) -> Units:
+    """The autoscaler's units holding these pods' arrays, in order."""
+    return Units(np.concatenate(units), np.r_[0, np.cumsum([len(u) for u in units])])
 
 
 def pack_one_by_one(scratch, w, unit, usable, openable=None) -> bool:
@@ -254,9 +260,7 @@ def test_unplaced_by_group_equals_pod_by_pod(setup):
     _, ca, units = setup
     expected, _ = unplaced_one_by_one(ca, units)
     got = ca._unplaced(units)
-    index = {id(u): i for i, u in enumerate(units)}
-    assert sorted(index[id(u)] for u in got) == expected
-    assert [index[id(u)] for u in got] == sorted(index[id(u)] for u in got), "queue order kept"
+    assert [u.tolist() for u in got] == [units[i].tolist() for i in expected], "the same units, in queue order"
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -279,7 +283,7 @@ def test_groups_follow_first_appearance_and_gangs_keep_their_place():
     a, b = {"gpu_count": 1}, {"gpu_count": 2}
     sim, ca = attached(cl, [a, {**b, "job_id": "g", "min_member": 2}, {**b, "job_id": "g", "min_member": 2}, b, a])
     w = sim.w
-    units = [np.array([0]), np.array([1, 2]), np.array([3]), np.array([4])]
+    units = units_of([np.array([0]), np.array([1, 2]), np.array([3]), np.array([4])])
     first = np.array([u[0] for u in units])
     got = [(g, list(idx)) for g, idx in ca._groups(units, first)]
     assert got == [(True, [0, 3]), (False, [1]), (True, [2])]
@@ -378,3 +382,18 @@ def test_karpenter_what_if_by_runs_equals_pod_by_pod(setup, data):
     assert (ref.claim_of == bulk.claim_of).all() and ref.n_claims == bulk.n_claims
     assert (ref.spare == bulk.spare).all() and ref.hopeless == bulk.hopeless
     check_devices(bulk.st)
+
+
+@settings(max_examples=100, deadline=None)
+@given(sizes=st.lists(st.integers(1, 4), max_size=8), more=st.lists(st.integers(1, 3), max_size=3), data=st.data())
+def test_units_kept_and_joined_are_the_lists_of_their_pods(sizes, more, data):
+    """Units of 1-4 pods (pods numbered in order), some kept: the kept units' pods in order,
+    each unit whole; units joined: the first ones' then the others'."""
+    units = [np.arange(sum(sizes[:i]), sum(sizes[:i + 1])) for i in range(len(sizes))]
+    keep = np.array(data.draw(st.lists(st.booleans(), min_size=len(units), max_size=len(units))), bool)
+    kept = units_of(units).select(keep) if units else Units.single(np.zeros(0, np.int64))
+    assert [u.tolist() for u in kept] == [u.tolist() for u, k in zip(units, keep, strict=True) if k]
+    assert kept.first.tolist() == [u[0] for u, k in zip(units, keep, strict=True) if k]
+    others = [100 + np.arange(k) for k in more]
+    joined = kept + (units_of(others) if others else Units.single(np.zeros(0, np.int64)))
+    assert [u.tolist() for u in joined] == [u.tolist() for u in kept] + [u.tolist() for u in others]

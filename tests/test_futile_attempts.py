@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import polars as pl
@@ -53,9 +54,9 @@ def taken(monkeypatch):
         seen.append((j, len(plan)))
         return release(self, j, plan, frags)
 
-    def counted_alike(self, jobs, trips, pods, pending):
+    def counted_alike(self, jobs, trips, pods):
         seen.extend((j, len(nodes)) for j, (nodes, _) in zip(jobs.tolist(), trips, strict=True))
-        return releases_alike(self, jobs, trips, pods, pending)
+        return releases_alike(self, jobs, trips, pods)
     monkeypatch.setattr(Coscheduling, "release_at_once", counted)
     monkeypatch.setattr(Coscheduling, "releases_alike", counted_alike)
     return seen
@@ -345,9 +346,9 @@ def runs(monkeypatch):
     seen: list[int] = []
     releases_alike = Coscheduling.releases_alike
 
-    def counted(self, jobs, trips, pods, pending):
+    def counted(self, jobs, trips, pods):
         seen.append(len(jobs))
-        return releases_alike(self, jobs, trips, pods, pending)
+        return releases_alike(self, jobs, trips, pods)
     monkeypatch.setattr(Coscheduling, "releases_alike", counted)
     return seen
 
@@ -495,3 +496,72 @@ def test_plans_are_kept_only_where_every_score_plugin_scores_the_candidates_alon
 def test_the_switch_forgets_plans_at_any_change(monkeypatch):
     monkeypatch.setattr(framework, "FUTILE_PLANS_KEPT", False)
     assert not profile().plans_kept
+
+
+@settings(max_examples=100, deadline=None)
+@given(sizes=st.lists(st.integers(1, 5), min_size=1, max_size=6), data=st.data())
+def test_first_pending_pods_are_the_pending_pods_listed_job_by_job(sizes, data):
+    """Jobs of 1-5 pods, each pod pending or not at random, and a number of first pods asked of
+    each job: the count of pending pods per job and the first ones asked, job after job, as a
+    list of the jobs' pods filtered to the pending ones gives them (what a run of futile
+    attempts binds and releases)."""
+    cl = sc.cluster([sc.node_type("h8")], [sc.pool("h", "h8", min_size=1, max_size=1)], autoscaling=False)
+    pods = [{"job_id": f"j{j}", "min_member": size} for j, size in enumerate(sizes) for _ in range(size)]
+    sim = Simulation(compile_workload(sc.trace(pods), cl), cl, seed=0, horizon_s=1.0)
+    w = sim.w
+    sim.pod_status[:] = np.where(data.draw(st.lists(st.booleans(), min_size=w.n_pods, max_size=w.n_pods)),
+                                 PENDING, 0)
+    jobs = np.array(data.draw(st.lists(st.integers(0, w.n_jobs - 1), min_size=1, max_size=6)), np.int64)
+    heads = np.array(data.draw(st.lists(st.integers(0, 6), min_size=len(jobs), max_size=len(jobs))), np.int64)
+    pending, first = sim.first_pending(jobs, heads)
+    listed = [w.job_pods[j][sim.pod_status[w.job_pods[j]] == PENDING] for j in jobs.tolist()]
+    assert pending.tolist() == [len(p) for p in listed]
+    assert first.tolist() == [int(p) for ps, k in zip(listed, heads.tolist(), strict=True) for p in ps[:k]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), n=st.integers(1, 8), pct=st.integers(0, 100), backoff=st.sampled_from([0.0, 30.0]))
+def test_futile_after_is_pre_filter_then_releases_after_of_each(data, n, pct, backoff):
+    """Random gangs (min_member 1-8, pods arrived, placed, started or not, denied until before or
+    after now when there is a backoff) and members bound 0-8: the vector test of a run says of
+    each gang what its own turn says, `pre_filter` letting it through and `releases_after`."""
+
+    def ints(lo, hi):
+        return np.array(data.draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n)), np.int64)
+    min_member = ints(1, 8)
+    sim = SimpleNamespace(now=100.0, w=SimpleNamespace(job_min_member=min_member), job_arrived=ints(0, 8),
+                          job_placed=ints(0, 1), job_started=np.where(ints(0, 3) == 0, 5.0, np.nan))
+    gang = Coscheduling(reject_percentage=pct, backoff_s=backoff)
+    gang.sim = sim
+    gang.denied_until = np.where(ints(0, 1) == 1, 130.0, -np.inf) if backoff else np.full(n, -np.inf)
+    bound = ints(0, 8)
+    expected = [gang.pre_filter(j, np.zeros(0, bool), -1) is not None and gang.releases_after(j, int(bound[j]))
+                for j in range(n)]
+    assert gang.futile_after(np.arange(n), bound).tolist() == expected
+
+
+def test_a_futile_attempt_on_distinct_nodes_measures_each_release_as_a_trial_does(monkeypatch):
+    """Three ready 8-GPU nodes: a 4-GPU pod runs on one, a 2-GPU pod on another. A gang of
+    4 x 4 GPUs (quorum 4) finds room for one member on each of those two (4 and 6 GPUs free;
+    the empty node is filled by a lone 8-GPU pod first), so its attempt binds 2 members on
+    distinct nodes of different contents and is released at once. The F_n its trial hands on
+    (the releases' measured once the trial is undone) are those a trial binding then
+    releasing them in turn measures (`bind_then_release` without them, the reference)."""
+    cl = sc.cluster([sc.node_type("h8")], [sc.pool("h", "h8", min_size=3, max_size=3)], autoscaling=False)
+    pods = [{"job_id": "four", "gpu_count": 4}, {"job_id": "two", "gpu_count": 2},
+            {"job_id": "eight", "gpu_count": 8}] + [{"job_id": "gang", "gpu_count": 4, "min_member": 4,
+                                                      "submit_s": 1.0}] * 4
+    handed: list[tuple[list[float], list[float]]] = []
+    bind_then_release = Simulation.bind_then_release
+
+    def measured(self, plan, frags=None):
+        again = bind_then_release(self, plan)
+        handed.append((frags, again))
+        return again
+    monkeypatch.setattr(Simulation, "bind_then_release", measured)
+    sim = Simulation(compile_workload(sc.trace(pods), cl), cl, seed=0, horizon_s=1.0)
+    sim.run(sc.separate("coscheduling"))
+    assert len(handed) == 1
+    frags, reference = handed[0]
+    assert len(frags) == 4 and frags[0] != frags[1], "two members on nodes of different contents"
+    assert frags == reference

@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, str]] = [
              r"|services(\.(trace|workload|transforms))?)"),
     ("cluster state and scoring", r"harness\.(dra\.utilization|node_devices|state|cloud|packer|filters|scores|fragmentation"
                                   r"|idle_rates|whatif)"),
-    ("simulation", r"harness\.(sim|decisions|engine|fleet|job_queue|job_backoff|ledger|metrics|view|quiet|eviction|taint_eviction|dra\.writeback|admission|services\.(metrics|replicaset|engine))"),
+    ("simulation", r"harness\.(sim|decisions|engine|fleet|job_queue|job_backoff|pending_pods|ledger|metrics|view|quiet|eviction|taint_eviction|dra\.writeback|admission|services\.(metrics|replicaset|engine))"),
     ("scheduler", r"harness\.scheduler(\..*)?"),
     ("autoscalers", r"harness\.(autoscalers(\..*)?|services\.buffers)"),
     ("loops", r"harness\.(loops(\..*)?|kueue(\..*)?|services\.(loop|replicas))"),

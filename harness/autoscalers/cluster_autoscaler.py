@@ -63,7 +63,8 @@ booking 10 min).
 from __future__ import annotations
 
 import math
-from itertools import pairwise
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -114,6 +115,60 @@ if TYPE_CHECKING:  # the buffers' module reads the loops
 #: DefaultMaxClusterMemory): 5000 nodes x 64 cores, x 20 GiB per core
 MAX_CLUSTER_CORES = 5000 * 64
 MAX_CLUSTER_MEMORY_GIB = 5000 * 64 * 20
+
+
+@dataclass(frozen=True)
+class Units:
+    """Pending pods grouped as the autoscaler reasons about them, in queue order: unit i is
+    pods[bounds[i]:bounds[i + 1]], a whole gang or a single pod. Two arrays, not a list of
+    arrays: a scan of thousands of pending pods made, and read, one small array per pod."""
+
+    pods: np.ndarray
+    bounds: np.ndarray
+
+    @staticmethod
+    def single(pods: np.ndarray) -> Units:
+        """Each pod a unit of its own."""
+        return Units(pods, np.arange(len(pods) + 1))
+
+    @staticmethod
+    def of(unit: np.ndarray) -> Units:
+        """One unit of these pods."""
+        return Units(unit, np.array([0, len(unit)]))
+
+    def __len__(self) -> int:
+        return len(self.bounds) - 1
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.pods[self.bounds[i]:self.bounds[i + 1]]
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        return (self.pods[a:b] for a, b in zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist(), strict=True))
+
+    def __add__(self, more: Units) -> Units:
+        """These units, then `more`."""
+        if not len(more):
+            return self
+        return Units(np.concatenate((self.pods, more.pods)),
+                     np.concatenate((self.bounds, more.bounds[1:] + len(self.pods))))
+
+    @property
+    def first(self) -> np.ndarray:
+        """Each unit's first pod."""
+        return self.pods[self.bounds[:-1]]
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.bounds)
+
+    def select(self, keep: np.ndarray) -> Units:
+        """The units where `keep` (a mask over units) holds, in order."""
+        if len(self.pods) == len(self):  # single pods
+            return Units.single(self.pods[keep])
+        sizes, starts = self.sizes[keep], self.bounds[:-1][keep]
+        ends = np.cumsum(sizes)
+        pods = self.pods[np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(starts - (ends - sizes), sizes)]
+        return Units(pods, np.concatenate(([0], ends)))
 
 
 class ClusterAutoscaler:
@@ -291,13 +346,13 @@ class ClusterAutoscaler:
         assert rs is not None, "a CapacityBuffer sizes itself on a trace's services"
         return tuple(self.buffer.pods(rs.replicas, self.gpus_per_replica).tolist())
 
-    def _buffer_units(self) -> list[np.ndarray]:
+    def _buffer_units(self) -> Units:
         """The CapacityBuffer's fake pods, service after service, as pending units (appended
         behind the real ones, as its pod list processor appends them)."""
         if self.buffer is None:
-            return []
+            return Units.single(np.zeros(0, np.int64))
         count = np.asarray(self._buffer_key(), np.int64)
-        return list(np.repeat(self.buffer_pod, count)[:, None])
+        return Units.single(np.repeat(self.buffer_pod, count))
 
     def _buffer_nodes(self) -> np.ndarray:
         """The nodes the fake pods would occupy, first fit over the nodes that exist: kept from
@@ -377,7 +432,7 @@ class ClusterAutoscaler:
             return self.provreq_idle_key == key
         return True
 
-    def _pending_units(self, gangs: bool | None) -> list[np.ndarray]:
+    def _pending_units(self, gangs: bool | None) -> Units:
         """Pending pods in queue order, grouped as the autoscaler reasons about them:
         whole gangs if gang-aware, else pod by pod. gangs=True/False selects gang jobs only
         or non-gang jobs only (for the ProvisioningRequest split), None takes all."""
@@ -386,24 +441,23 @@ class ClusterAutoscaler:
         if gangs is not None:
             jobs = jobs[(w.job_min_member[jobs] > 1) == gangs]
         if len(jobs) == 0:
-            return []
+            return Units.single(np.zeros(0, np.int64))
         pods = w.pods_of(jobs)
         pods = pods[(sim.pod_status[pods] == PENDING) & ~w.never_fits[pods]]
         job = w.job[pods]
         whole = (w.job_min_member[job] > 1) & bool(self.gang_aware or gangs)  # the gang is one unit
         if not whole.any():
-            return list(pods[:, None])
-        bounds = np.r_[np.flatnonzero(~whole | np.r_[True, job[1:] != job[:-1]]), len(pods)].tolist()
-        return [pods[a:b] for a, b in pairwise(bounds)]
+            return Units.single(pods)
+        return Units(pods, np.r_[np.flatnonzero(~whole | np.r_[True, job[1:] != job[:-1]]), len(pods)])
 
-    def _groups(self, units: list[np.ndarray], first: np.ndarray,
+    def _groups(self, units: Units, first: np.ndarray,
                 alone: np.ndarray | None = None) -> list[tuple[bool, np.ndarray]]:
         """The order in which the autoscaler packs the units, as (is a group, unit indices).
         As Cluster Autoscaler's pod equivalence groups: the single-pod units of one class (in
         its view) form one group, packed at once where the class first appears in the queue,
         its pods in queue order; multi-pod units (gangs), and the single pods marked `alone`,
         stay units, each at its own place in the queue."""
-        single = np.fromiter(map(len, units), np.int64, len(units)) == 1
+        single = units.sizes == 1
         if alone is not None:
             single &= ~alone
         at = np.flatnonzero(single)
@@ -418,7 +472,7 @@ class ClusterAutoscaler:
         items.sort(key=lambda item: item[0])
         return [(is_group, idx) for _, is_group, idx in items]
 
-    def _unplaced(self, units: list[np.ndarray]) -> list[np.ndarray]:
+    def _unplaced(self, units: Units) -> Units:
         """Units that fit neither ready nor in-flight capacity (in the autoscaler's view),
         packed first-fit on a what-if snapshot of the nodes that exist, by equivalence group
         (see `_groups`). A single pod of a job with booked nodes (ProvisioningRequest) may use
@@ -426,11 +480,11 @@ class ClusterAutoscaler:
         class fits now (`ClassFits`: the others would take none), and without a unit packed
         alone the snapshot copies those nodes alone: the same placements, at the cost of the
         few nodes each class may use."""
-        if not units:
-            return []
+        if not len(units):
+            return units
         sim = self.sim
         booked_for = self.provreq.booked_for  # the autoscaler's own bookings
-        first = np.array([u[0] for u in units], np.int64)
+        first = units.first
         booked_jobs = booked_for[booked_for >= 0]
         alone = np.isin(sim.w.job[first], booked_jobs) if len(booked_jobs) else None
         groups = self._groups(units, first, alone)
@@ -445,7 +499,7 @@ class ClusterAutoscaler:
             idx, usable = groups[0][1], fits[0] & free
             placed = first_fit_count(sim.state, self.view, int(pods[0]), usable, len(idx)) if usable.any() else 0
             left[idx[placed:]] = True
-            return [units[i] for i in np.flatnonzero(left).tolist()]
+            return units.select(left)
         if len(fits) == len(groups):  # the snapshot holds the nodes some group may use
             slots = np.flatnonzero(np.logical_or.reduce(list(fits.values())))
         else:  # a unit packed alone may use any node
@@ -465,9 +519,9 @@ class ClusterAutoscaler:
                 left[idx[0]] = snap.fit(self.view, units[idx[0]]) is None
                 continue
             left[idx[placed:]] = True
-        return [units[i] for i in np.flatnonzero(left).tolist()]
+        return units.select(left)
 
-    def _estimate(self, p: int, units: list[np.ndarray],
+    def _estimate(self, p: int, units: Units,
                   groups: list | None = None) -> tuple[int, int, float, float, float, float]:
         """(new nodes, pods helped, least-waste score, pods helped's price, their share of the
         new nodes and the nodes' GPU milli as plan_price.taken) if pool p alone took the units: upstream's
@@ -479,12 +533,12 @@ class ClusterAutoscaler:
         sim = self.sim
         preferred = self._preferred_slots(p, units[0]) if len(units) == 1 else None
         slots = sim.cloud.free_slots(p) if preferred is None else preferred
-        slots = slots[:sum(len(u) for u in units)]
+        slots = slots[:len(units.pods)]
         if len(slots) == 0:
             return 0, 0, np.inf, 0.0, 0.0, 0.0
         snap = Snapshot(sim.state, slots, openable=range(len(slots)), devices=self.templates.slot_devices())
         helped, paid = 0, 0.0
-        first = np.array([u[0] for u in units], np.int64)
+        first = units.first
         for is_group, idx in self._ordered(p, groups or self._groups(units, first), first):
             if is_group:
                 if self.fits_pool[p, first[idx[0]]]:
@@ -569,15 +623,14 @@ class ClusterAutoscaler:
             return  # nothing changed since a scan that found nothing to add
         requests_are_gangs = self.provisioning_request and self.provreq.source is None  # else admitted pods are pods
         units = self._pending_units(gangs=False if requests_are_gangs or self.scheduler_prefers else None)
-        units += self._buffer_units()
-        units = self._unplaced(units)
-        if not units:
+        units = self._unplaced(units + self._buffer_units())
+        if not len(units):
             self.idle_key = key
             return
         headroom = self._headroom()
         options = []
         if headroom[0] > 0:
-            groups = self._groups(units, np.array([u[0] for u in units], np.int64))
+            groups = self._groups(units, units.first)
             for p in self._candidate_pools(now):
                 if self._within_limits(p, 1, headroom) == 0:
                     continue  # one more node of it would exceed a cluster-wide limit
@@ -589,7 +642,7 @@ class ClusterAutoscaler:
             return
         p, count = self._expand(options)
         count = self._within_limits(p, count, headroom)
-        self._ask(now, p, count, np.concatenate(units))
+        self._ask(now, p, count, units.pods)
 
     def _ask(self, now: float, p: int, count: int, pods: np.ndarray, atomic: bool = False,
              placement: Placement | None = None) -> np.ndarray:
@@ -605,7 +658,7 @@ class ClusterAutoscaler:
         return granted
 
     # ---- gangs as units: what drives a whole-gang request (ProvisioningRequests, the scheduler) ----
-    def pending_gangs(self) -> list[np.ndarray]:
+    def pending_gangs(self) -> Units:
         """The pending pods of each pending gang, in queue order, a gang per unit."""
         return self._pending_units(gangs=True)
 
@@ -624,7 +677,7 @@ class ClusterAutoscaler:
         """An option per pool (not backed off) that could take every pod of the unit at once."""
         options = []
         for p in self._candidate_pools(now):
-            estimate = self._estimate(p, [unit])
+            estimate = self._estimate(p, Units.of(unit))
             if estimate[0] and estimate[1] == len(unit):
                 options.append(self._option(p, *estimate))
         return options

@@ -24,6 +24,7 @@ nothing of it and may place any pod there.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -66,7 +67,7 @@ class ScaleUp(Protocol):
     view_class: np.ndarray
     class_fits: ClassFits
 
-    def pending_gangs(self) -> list[np.ndarray]: ...
+    def pending_gangs(self) -> Iterable[np.ndarray]: ...
     def scale_up_whole(self, now: float, unit: np.ndarray, atomic: bool) -> np.ndarray | None: ...
 
 
@@ -148,12 +149,13 @@ class ProvisioningRequests:
             self._provision(now, j, unit)
             return
 
-    def _requests(self) -> list[tuple[int, np.ndarray]]:
-        """(job, its pending pods) of each request, in order."""
+    def _requests(self) -> Iterable[tuple[int, np.ndarray]]:
+        """(job, its pending pods) of each request, in order (the pending gangs' as they are
+        read: one request is processed)."""
         if self.source is not None:
             return self.source.requests()
-        ca = self.ca
-        return [(int(ca.sim.w.job[unit[0]]), unit) for unit in ca.pending_gangs()]
+        job = self.ca.sim.w.job
+        return ((int(job[unit[0]]), unit) for unit in self.ca.pending_gangs())
 
     def _provision(self, now: float, j: int, unit: np.ndarray) -> None:
         nodes, rest = self._fit_existing(j, unit)

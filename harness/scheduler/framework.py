@@ -41,7 +41,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -93,6 +92,7 @@ class FutilePlan:
     nodes: list[int]
     devices: list[np.ndarray]
     frags: list[float]
+    touched: np.ndarray  # the distinct nodes, ascending
 
 
 #: upstream's minFeasibleNodesToFind and minFeasibleNodesPercentageToFind (schedule_one.go)
@@ -725,7 +725,7 @@ class Scheduler:
             # depends on the nodes' contents alone
             self.futile_plans[self._gang_class(j)] = FutilePlan(
                 content, st.mutations, (st.layout_version, self.bookings), mask.copy(), [n for _, n, _ in plan],
-                [gpu_idx for _, _, gpu_idx in plan], frags)
+                [gpu_idx for _, _, gpu_idx in plan], frags, touched)
         return True
 
     def _gang_class(self, j: int) -> tuple[int, int]:
@@ -850,48 +850,47 @@ class Scheduler:
         jobs = np.array(order[i:], np.int64)
         uniform = self.job_uniform[jobs]
         jobs = jobs[:len(jobs) if uniform.all() else int(np.argmin(uniform))]
-        trips: list[tuple[list[int], list[float]]] = []
-        by_class: dict[tuple[int, int], tuple[list[int], list[float]] | None] = {}
+        plans: list[FutilePlan] = []
+        by_class: dict[tuple[int, int], FutilePlan | None] = {}
         for j, shape, loc in zip(jobs.tolist(), w.shape[self.job_first_pod[jobs]].tolist(),
                                  w.job_locality[jobs].tolist(), strict=True):
             key = (shape, loc)
             if key not in by_class:
                 by_class[key] = self._current_trip(j, key, content, failed)
-            trip = by_class[key]
-            if trip is None:
+            plan = by_class[key]
+            if plan is None:
                 break
-            trips.append(trip)
-        jobs = jobs[:len(trips)]
-        bound = np.fromiter((len(nodes) for nodes, _ in trips), np.int64, len(trips))
-        pods, pending = sim.pending_of(jobs)
+            plans.append(plan)
+        jobs = jobs[:len(plans)]
+        bound = np.fromiter((len(plan.nodes) for plan in plans), np.int64, len(plans))
+        pending, heads = sim.first_pending(jobs, bound)
         futile = self.futile_gang.futile_after(jobs, bound) & (bound < pending)
         run = len(jobs) if futile.all() else int(np.argmin(futile))
         if run == 0:
             return 0
-        pending = pending[:run]
-        touched = np.unique(np.fromiter(chain.from_iterable(nodes for nodes, _ in trips[:run]), np.int64))
+        distinct = list({id(plan): plan for plan in plans[:run]}.values())  # the plans of the run's classes
+        touched = distinct[0].touched if len(distinct) == 1 else np.unique(np.concatenate([p.touched
+                                                                                           for p in distinct]))
         before = sim.state.changed_at[touched]
-        versions = self.futile_gang.releases_alike(jobs[:run], trips[:run], pods[:int(pending.sum())], pending)
+        versions = self.futile_gang.releases_alike(jobs[:run], [(plan.nodes, plan.frags) for plan in plans[:run]],
+                                                   heads[:int(bound[:run].sum())])
         self._note_trips(touched, before)
         self.tried_at[jobs[:run]] = versions  # each backed off as its own release left the capacity
         self.content_key = self._state_key()
         return run
 
-    def _current_trip(self, j: int, key: tuple[int, int], content: int,
-                      failed: dict[tuple, int]) -> tuple[list[int], list[float]] | None:
-        """The nodes and F_n of the futile attempt of job j's class (`key`) if its plan is of
-        these contents and the cycle's failures would not skip job j (its shape, or its rack or
-        block), else None."""
+    def _current_trip(self, j: int, key: tuple[int, int], content: int, failed: dict[tuple, int]) -> FutilePlan | None:
+        """The futile plan of job j's class (`key`) if it is of these contents and the cycle's
+        failures would not skip job j (its shape, or its rack or block), else None."""
         if self._failed_key(j, key[0]) in failed:
             return None
         known = self._current_plan(j, key)
         if known is None or known.content != content:
             return None
-        nodes, frags = known.nodes, known.frags
         groups = self.groups_of(j)
-        if groups is not None and self._failed_key(j, key[0], int(groups[nodes[0]])) in failed:
+        if groups is not None and self._failed_key(j, key[0], int(groups[known.nodes[0]])) in failed:
             return None
-        return nodes, frags
+        return known
 
     def _fails_as_before(self, j: int) -> bool:
         """Would job j's attempt find no node for its first pod and so change nothing? Known
@@ -921,7 +920,9 @@ class Scheduler:
         puts it among `nodes`, until one fits nowhere; then the members bound released again,
         in the same order. Returns the plan [(pod, node, devices)] and the F_n of each bind's
         and release's node after it (what `bind_then_release` would measure on a trial of its
-        own: the same binds and releases, in the same order)."""
+        own: the same binds and releases, in the same order). Members bound on distinct nodes
+        are not released on the trial: each release leaves its node's rows as they were before
+        the trial (integer sums), so its F_n is measured after the trial is undone."""
         sim = self.sim
         st, w = sim.state, sim.w
         usable = self.free_ready
@@ -940,11 +941,15 @@ class Scheduler:
                 st.bind(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
                 frags.append(sim.fragmentation(n))
                 plan.append((p, n, gpu_idx))
-            for p, n, gpu_idx in plan:
-                st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
-                frags.append(sim.fragmentation(n))
+            distinct = len({n for _, n, _ in plan}) == len(plan)
+            if not distinct:
+                for p, n, gpu_idx in plan:
+                    st.release(n, int(w.cpu[p]), int(w.mem[p]), gpu_idx, int(w.milli[p]))
+                    frags.append(sim.fragmentation(n))
         finally:
             st.revert()
+        if distinct:
+            frags += [sim.fragmentation(n) for _, n, _ in plan]
         return plan, frags
 
     def _released(self, j: int) -> bool:

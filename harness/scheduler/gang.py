@@ -125,21 +125,23 @@ class Coscheduling(Plugin):
         and finds no node for the next: `pre_filter` and `releases_after` of each in a few array
         steps."""
         sim, min_member = self.sim, self.sim.w.job_min_member[jobs]
-        admitted = (sim.now >= self.denied_until[jobs]) & (sim.job_arrived[jobs] >= min_member)
-        unstarted = (sim.job_placed[jobs] == 0) & np.isnan(sim.job_started[jobs]) & (bound > 0)
-        rejected = (bound < min_member) & ((min_member - bound) * 100 > self.reject_percentage * min_member)
-        return admitted & unstarted & rejected
+        # rejected (`rejects`): bound < min_member follows, the percentage being >= 0
+        futile = ((sim.job_arrived[jobs] >= min_member) & (sim.job_placed[jobs] == 0) & np.isnan(sim.job_started[jobs])
+                  & (bound > 0) & ((min_member - bound) * 100 > self.reject_percentage * min_member))
+        if self.backoff_s > 0:  # else no gang is ever denied (`denied_until` stays -inf)
+            futile &= sim.now >= self.denied_until[jobs]
+        return futile
 
-    def releases_alike(self, jobs: np.ndarray, trips: list[tuple[list[int], list[float]]], pods: np.ndarray,
-                       pending: np.ndarray) -> np.ndarray:
+    def releases_alike(self, jobs: np.ndarray, trips: list[tuple[list[int], list[float]]], pods: np.ndarray
+                       ) -> np.ndarray:
         """`release_at_once` of these gangs in turn (`futile_after` each), each on the nodes and
-        with the F_n of a trip measured before on the nodes' contents as they are (`pods`,
-        `pending`: the gangs' pending pods, `pending_of`): one step of the simulation for all
+        with the F_n of a trip measured before on the nodes' contents as they are (`pods`: the
+        members bound, gang after gang, `first_pending`): one step of the simulation for all
         (`round_trips`). Returns the capacity version after each gang's releases, which the
         scheduler backs it off at."""
         for j in jobs[self.timer[jobs] >= 0].tolist():
             self._stop_wait(j)
-        versions = self.sim.round_trips(jobs, trips, pods, pending)
+        versions = self.sim.round_trips(jobs, trips, pods)
         if self.backoff_s > 0:
             self.denied_until[jobs] = self.sim.now + self.backoff_s
         return versions
