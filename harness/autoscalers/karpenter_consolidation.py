@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from harness.autoscalers.disruption_cost import disruption_costs
 from harness.autoscalers.karpenter_offerings import Offerings
 from harness.autoscalers.karpenter_scheduling import WhatIf, queue_order
 from harness.autoscalers.node_templates import NodeTemplates
@@ -205,9 +206,7 @@ class Consolidation:
         st = self.sim.state
         if self.unit_costs:
             return st.pods_on[nodes].astype(np.float64)
-        on = np.flatnonzero(self.sim.pod_node >= 0)
-        cost = np.bincount(self.sim.pod_node[on], weights=self.eviction_cost[on], minlength=st.n_slots)
-        return cost[nodes]
+        return disruption_costs(self.sim.pod_node, self.eviction_cost, nodes, st.n_slots)
 
     def _option(self, cands: np.ndarray, pending: np.ndarray) -> tuple[bool, int]:
         """Can the candidates' pods go to the other nodes plus at most one new node cheaper than
