@@ -330,3 +330,14 @@ def test_a_bind_or_release_on_a_node_is_the_plain_commit_on_its_own_row(types, s
         for m, alone in enumerate(plain):
             assert all(np.array_equal(whole[m], row[0]) for whole, row in zip(
                 arrays, (alone.taken, alone.cap_left, alone.counter_left), strict=True))
+
+
+@settings(deadline=None, max_examples=300)
+@given(c=st.integers(0, 5000), cpu_free=st.integers(0, 10**6), mem_free=st.integers(0, 10**7),
+       cpu=st.integers(0, 64000), mem=st.integers(0, 10**6), most=st.integers(1, 4096))
+def test_a_cached_count_bounded_without_dividing_is_the_least_bound(c, cpu_free, mem_free, cpu, mem, most):
+    """The first fit's walk bounds a node's cached count by CPU, memory and `most` dividing only
+    where a bound is below it (`allocator._within`): min(count, cpu_free // cpu, mem_free // mem,
+    most), a zero request bounding nothing."""
+    expected = min(c, cpu_free // cpu if cpu else most, mem_free // mem if mem else most, most)
+    assert al._within(c, cpu_free, mem_free, cpu, mem, most) == expected

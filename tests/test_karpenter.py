@@ -437,3 +437,43 @@ def test_consolidation_what_if_answers_as_placing_every_pod(table, sharing, budg
                      sc.pool("cpu", "cpu", price_on_demand=1.0)])
     ka = OptionCheckedKarpenter(sharing_aware=sharing, budget_nodes=budget)
     sc.run(table, cl, SeparateLoops(Scheduler(LeastAllocated()), ka), horizon_s=2 * H)
+
+
+def test_consolidation_what_if_on_a_dra_cluster_answers_as_placing_every_pod(monkeypatch):
+    """On the pinned DRA trace (pods' claims, node-group templates, gangs), every consolidation
+    what-if answers as `option_placing_every_pod`, which takes the candidates' pods off their
+    nodes on a fresh copy first: `_option` leaves them there, as no tier holds those nodes."""
+    from harness.config import compose
+    from harness.replay import build
+    from tests.test_pinned_outputs import TRACE
+
+    option, answers = Consolidation._option, {True: 0, False: 0}
+
+    def checked(self, cands, pending):
+        got = option(self, cands, pending)
+        assert got == option_placing_every_pod(self, cands, pending)
+        answers[got[0]] += 1
+        return got
+
+    monkeypatch.setattr(Consolidation, "_option", checked)
+    sim, lp = build(compose("config", ["loop=separate_karpenter", f"trace.path={TRACE}", "horizon_s=5400"]))
+    assert sim.state.dra is not None
+    sim.run(lp)
+    assert answers[True] > 0 and answers[False] > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(pods=st.lists(st.tuples(st.integers(-1, 5), st.floats(-10.0, 10.0)), max_size=80),
+       asked=st.lists(st.integers(0, 5), unique=True))
+def test_disruption_costs_are_the_weighted_bincounts_floats(pods, asked):
+    """The compiled per-node sum of eviction costs (`disruption_costs`) is, bit for bit, the
+    weighted bincount it replaces: pods on nodes 0-5 or none (-1), any costs in [-10, 10] (so
+    sums round, and the order they are added in shows)."""
+    from harness.autoscalers.disruption_cost import disruption_costs
+
+    pod_node = np.array([n for n, _ in pods], np.int32)
+    cost = np.array([c for _, c in pods], np.float64)
+    nodes = np.array(asked, np.int64)
+    on = np.flatnonzero(pod_node >= 0)
+    expected = np.bincount(pod_node[on], weights=cost[on], minlength=6)[nodes]
+    assert disruption_costs(pod_node, cost, nodes, 6).tobytes() == expected.tobytes()

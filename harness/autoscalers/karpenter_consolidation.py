@@ -32,10 +32,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from harness.autoscalers.disruption_cost import disruption_costs
 from harness.autoscalers.karpenter_offerings import Offerings
 from harness.autoscalers.karpenter_scheduling import WhatIf, queue_order
 from harness.autoscalers.node_templates import NodeTemplates
@@ -204,29 +206,23 @@ class Consolidation:
         st = self.sim.state
         if self.unit_costs:
             return st.pods_on[nodes].astype(np.float64)
-        on = np.flatnonzero(self.sim.pod_node >= 0)
-        cost = np.bincount(self.sim.pod_node[on], weights=self.eviction_cost[on], minlength=st.n_slots)
-        return cost[nodes]
+        return disruption_costs(self.sim.pod_node, self.eviction_cost, nodes, st.n_slots)
 
     def _option(self, cands: np.ndarray, pending: np.ndarray) -> tuple[bool, int]:
         """Can the candidates' pods go to the other nodes plus at most one new node cheaper than
         them? As Karpenter, pending pods are packed with them (largest first) and take their
         share; a candidate's pod may not count on a node still booting. Returns (possible,
         replacement pool or -1)."""
-        sim, st, w = self.sim, self.sim.state, self.sim.w
+        sim, st = self.sim, self.sim.state
         snap = Snapshot(st, devices=self.templates.slot_devices(), scratch=self.scratch)
-        moved = []
-        # Per pod, inherently: these are the pods that would move, each released from its own
-        # devices; their order (each node's in turn) breaks ties in the what-if's stable sort.
-        for n in cands:
-            for p in sim.node_pods[n]:
-                snap.state.release(int(n), int(w.cpu[p]), int(w.mem[p]), sim.pod_gpus[p], int(w.milli[p]))
-                moved.append(p)
+        # The candidates' pods move; their nodes are in no tier of the what-if (nor spare), so no
+        # step of it reads those nodes' rows, and the pods are not taken off them in the copy.
+        moved = np.fromiter(chain.from_iterable(sim.node_pods[n] for n in cands.tolist()), np.int64)
         keep = self.scheduler.booked_for == -1
         keep[cands] = False
         sim_ = WhatIf(snap, self.view, [keep & (st.status == READY), keep & (st.status == BOOTING)],
                       self.offerings.spare())
-        pods = np.r_[pending, np.array(moved, np.int64)]
+        pods = np.r_[pending, moved]
         order = queue_order(self.view, pods)
         mine = order >= len(pending)
         booting = st.status == BOOTING

@@ -451,12 +451,13 @@ class FitCache:
 
     fit_key: np.ndarray  # (FIT_BUCKETS,) 1 + the stamp whose feasibility the bucket holds (0: none)
     fit: np.ndarray  # (FIT_BUCKETS,)
-    count_key: np.ndarray  # (S,) the stamp whose count the bucket holds (-1: none)
+    count_key: np.ndarray  # (S,) the stamp whose count the bucket holds (-1: none); S a power of two
     count: np.ndarray  # (S,) pods the node took one after another
     full: np.ndarray  # (S,) the count stopped at its bound: more may fit
 
     @classmethod
     def empty(cls, size: int = 4096) -> FitCache:
+        assert size > 0 and size & (size - 1) == 0, "a power of two: a stamp's count bucket is its low bits"
         return cls(np.zeros(FIT_BUCKETS, np.int64), np.zeros(FIT_BUCKETS, bool), np.full(size, -1, np.int64),
                    np.zeros(size, np.int64), np.zeros(size, bool))
 
@@ -588,7 +589,7 @@ def take_alike_kernel(slots, counts, claim_set, next_stamp, slot_type, stamp, ta
         s = stamp[n]
         b = ((s * 0x9E3779B1) ^ (claim_set * 0x85EBCA77) ^ (c * 0xC2B2AE3D)) & mask
         if key[b, 0] == s and key[b, 1] == claim_set and key[b, 2] == c:
-            taken[n], cap_left[n], counter_left[n], milli[i] = row_taken[b], row_cap[b], row_counters[b], row_milli[b]
+            _copy_rows(b, n, i, row_taken, row_cap, row_counters, row_milli, taken, cap_left, counter_left, milli)
         else:
             mark = marks[n:n + 1] if marks.shape[0] else marks
             got = _take_typed(slot_type[n:n + 1], taken[n:n + 1], cap_left[n:n + 1], counter_left[n:n + 1],
@@ -602,6 +603,21 @@ def take_alike_kernel(slots, counts, claim_set, next_stamp, slot_type, stamp, ta
             row_taken[b], row_cap[b], row_counters[b], row_milli[b] = taken[n], cap_left[n], counter_left[n], milli[i]
         stamp[n] = after[b]
     return True, next_stamp
+
+
+@njit(cache=True, inline="always")
+def _copy_rows(b, n, i, row_taken, row_cap, row_counters, row_milli, taken, cap_left, counter_left, milli):
+    """A cached bind's rows (bucket b) onto node n's rows and the pods' GPU milli (row i), element
+    by element: an assignment of one array's row to another's compiles to a broadcast copy that
+    cost more than these few elements, at every bind a what-if takes from the cache."""
+    for d in range(taken.shape[1]):
+        taken[n, d] = row_taken[b, d]
+        for q in range(cap_left.shape[2]):
+            cap_left[n, d, q] = row_cap[b, d, q]
+    for j in range(counter_left.shape[1]):
+        counter_left[n, j] = row_counters[b, j]
+    for g in range(milli.shape[1]):
+        milli[i, g] = row_milli[b, g]
 
 
 @njit(cache=True, inline="always")
@@ -761,28 +777,46 @@ def first_fit_kernel(slots, usable, static, cpu_free, mem_free, cpu, mem, most, 
     a few of all in a what-if, and a walk over every slot cost more than the counts it looks up."""
     nodes, got = np.empty(len(slots), np.int64), np.empty(len(slots), np.int64)
     one, bound = np.zeros(1, np.int64), np.zeros(1, np.int64)
-    m, left = 0, k
+    m, left, low = 0, k, len(count_key) - 1
     for i in range(len(slots)):
         n = slots[i]
         if left == 0:
             break
         if not passes(n, usable, static, cpu_free, mem_free, cpu, mem):
             continue
-        one[0] = n
-        bound[0] = min(cpu_free[n] // cpu if cpu else most, mem_free[n] // mem if mem else most, most)
-        b = stamp[n] % len(count_key)
-        if count_key[b] == stamp[n] and (not full[b] or count[b] >= bound[0]):
-            c = min(count[b], bound[0])
+        b = stamp[n] & low
+        if count_key[b] == stamp[n] and not full[b]:
+            c = _within(count[b], cpu_free[n], mem_free[n], cpu, mem, most)
         else:
-            c = _count_typed(one, slot_type, stamp, taken, cap_left, counter_left, bound, count_key, count, full,
-                             never, opt_start, opt_end, match, members, before, need, take_cap, capacity, consumes,
-                             multi, con_value, con_req, req_claim, rest_min, gpu_index, gpu_milli, marks, tolerated,
-                             limit)[0]
+            one[0] = n
+            bound[0] = min(cpu_free[n] // cpu if cpu else most, mem_free[n] // mem if mem else most, most)
+            if count_key[b] == stamp[n] and count[b] >= bound[0]:
+                c = bound[0]
+            else:
+                c = _count_typed(one, slot_type, stamp, taken, cap_left, counter_left, bound, count_key, count, full,
+                                 never, opt_start, opt_end, match, members, before, need, take_cap, capacity,
+                                 consumes, multi, con_value, con_req, req_claim, rest_min, gpu_index, gpu_milli, marks,
+                                 tolerated, limit)[0]
         if c > 0:
             nodes[m], got[m] = n, min(c, left)
             left -= got[m]
             m += 1
     return nodes[:m].copy(), got[:m].copy()
+
+
+@njit(cache=True, inline="always")
+def _within(c, cpu_free, mem_free, cpu, mem, most):
+    """min(c, cpu_free // cpu, mem_free // mem, most) (a zero request bounds nothing), dividing
+    only where a bound is below c: c * cpu > cpu_free exactly when c > cpu_free // cpu. A walk
+    reads a cached count at nearly every node it passes, mostly 0, and two divisions per node
+    were most of its time."""
+    if c > most:
+        c = most
+    if cpu and c * cpu > cpu_free:
+        c = cpu_free // cpu
+    if mem and c * mem > mem_free:
+        c = mem_free // mem
+    return c
 
 
 @njit(cache=True)
@@ -838,7 +872,7 @@ def _count_typed(rows, slot_type, stamp, taken, cap_left, counter_left, bound, c
     no_gpus = np.zeros((1, 0), np.int64)
     for i in range(len(rows)):
         n = rows[i]
-        b = stamp[n] % len(count_key)
+        b = stamp[n] & (len(count_key) - 1)
         if count_key[b] == stamp[n] and (not full[b] or count[b] >= bound[i]):
             got[i] = min(count[b], bound[i])
             continue
