@@ -331,6 +331,11 @@ class Scheduler:
                 waiting += order[i:i + run]
                 i += run
                 continue
+            if groups is not None and (run := groups.rejected_run(order, i)):  # the memo rejects them alike
+                self.tried_at[order[i:i + run]] = st.version
+                waiting += order[i:i + run]
+                i += run
+                continue
             j = order[i]
             i += 1
             if self._failed_key(j, self.job_shape(j)) in failed:  # its only shape found no node
