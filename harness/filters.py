@@ -5,6 +5,8 @@ Reads only per-node summary arrays, never the node x GPU matrix (see `harness.st
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 from numba import njit
 
@@ -54,7 +56,7 @@ def _claims_feasible(state: ClusterState, w: Workload, pod: int, claims: tuple, 
     """`feasible` for a pod with claims: CPU, memory, taints and placement as for any pod, then
     the structured allocator on the nodes that pass (DynamicResources' Filter)."""
     if at is not None and np.ndim(at) == 0:
-        return _claims_feasible_at(state, w, pod, claims, usable, int(at))
+        return cast(np.ndarray, _claims_feasible_at(state, w, pod, claims, usable, int(at)))  # one bool, as `ok[0]`
     base = (state.status == READY) if usable is None else usable
     slots = np.arange(state.n_slots) if at is None else np.atleast_1d(np.asarray(at, np.int64))
     ok = dra_layer.feasible(_devices(state), state.device_arrays, state.dra_stamp, state.dra_type, claims, slots, base,
