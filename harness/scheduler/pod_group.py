@@ -34,7 +34,8 @@ Exact shortcuts: a retry over an unchanged cluster fails as the attempt before i
 group popped from the backoff queue is retried only once capacity changed (the framework's
 rule for every job); without SchedulerPopFromBackoffQ it is retried when its back-off ends,
 changed or not, each failure counted, as upstream. Within a cycle, where a group of one shape
-found no place for `need` pods, as many or more of that shape and locality are not tried.
+found no place for `need` pods, as many or more of that shape and locality are not tried (those
+that follow one another in the queue rejected in one step, MEMO_RUNS_AT_ONCE).
 A topology-constrained group of one shape places in each domain exactly as many pods as
 `fits_on` counts there (binds of pods alike only take room), so its placements are scored from
 those counts and only the chosen one's trial runs, where no trial would move nextStartNodeIndex
