@@ -70,6 +70,7 @@ def random_replay(n_racks, per_rack, gpus, gangs, lone, at_once, policy=None, me
         patch.setattr(pod_group, "TRIALS_FORETOLD", at_once)
         patch.setattr(pod_group, "MEMO_BEFORE_PODS", memo_first)
         patch.setattr(pod_group, "MEMO_RUNS_AT_ONCE", memo_runs)
+        patch.setattr(pod_group, "REJECTED_AT_ONCE", at_once)
         _, sim = sc.run(sc.trace(pods), cl, loop, horizon_s=3000.0)
     return whole(sim, loop)
 
@@ -145,7 +146,7 @@ def test_the_memo_rejects_a_run_of_gangs_in_one_step(monkeypatch):
     assert_same(random_replay(1, 1, 8, gangs, [], True, memo_runs=False), one)
 
 
-def crowded_replay(n_nodes, gangs, lone, pop_first, memo_runs):
+def crowded_replay(n_nodes, gangs, lone, pop_first, memo_runs, at_once=pod_group.REJECTED_AT_ONCE):
     """Gangs (size = quorum, GPUs per pod, submit, duration, locality) queued on a few 8-GPU
     nodes, one per rack, that no autoscaler grows, while lone pods come and go: most cycles
     retry gangs of a class that failed in them."""
@@ -159,6 +160,7 @@ def crowded_replay(n_nodes, gangs, lone, pop_first, memo_runs):
     loop.scheduler.plugins["gang"].pop_from_backoff_queue = pop_first
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pod_group, "MEMO_RUNS_AT_ONCE", memo_runs)
+        patch.setattr(pod_group, "REJECTED_AT_ONCE", at_once)
         _, sim = sc.run(sc.trace(pods), cl, loop, horizon_s=3000.0)
     return whole(sim, loop)
 
@@ -168,14 +170,15 @@ def crowded_replay(n_nodes, gangs, lone, pop_first, memo_runs):
        gangs=st.lists(st.tuples(st.integers(2, 3), st.sampled_from([4, 8]), st.integers(0, 300), st.integers(300, 1800),
                                 st.sampled_from(["none", "none", "rack"])), min_size=4, max_size=12),
        lone=st.lists(st.tuples(st.integers(1, 4), st.integers(0, 2400), st.integers(20, 300)), min_size=5, max_size=20),
-       pop_first=st.booleans())
-def test_the_memo_runs_end_alike(n_nodes, gangs, lone, pop_first):
+       pop_first=st.booleans(), at_once=st.sampled_from([1, 2, 8]))
+def test_the_memo_runs_end_alike(n_nodes, gangs, lone, pop_first, at_once):
     """`MEMO_RUNS_AT_ONCE` on and off, with SchedulerPopFromBackoffQ on or off (off: each
-    rejection schedules its back-off's end), on 1-3 nodes crowded by 4-12 gangs of two shapes
+    rejection schedules its back-off's end), runs rejected in vector steps from 1, 2 or 8 groups
+    on (`REJECTED_AT_ONCE`), on 1-3 nodes crowded by 4-12 gangs of two shapes
     (rejected again and again, in runs, their back-offs reaching the cap): the same replay bit
     for bit, the groups' rejections, back-offs and pending events included."""
     assert_same(crowded_replay(n_nodes, gangs, lone, pop_first, memo_runs=False),
-                crowded_replay(n_nodes, gangs, lone, pop_first, memo_runs=True))
+                crowded_replay(n_nodes, gangs, lone, pop_first, memo_runs=True, at_once=at_once))
 
 
 @settings(max_examples=200, deadline=None)

@@ -77,6 +77,9 @@ MEMO_BEFORE_PODS = True
 #: way, bit for bit; off, each is rejected on its own turn through the cycle (the reference the
 #: tests compare with).
 MEMO_RUNS_AT_ONCE = True
+#: a run of at least this many groups is rejected in vector steps (`GangScheduling._reject_all`),
+#: a shorter one group by group (a vector step's fixed cost is a few groups' rejections)
+REJECTED_AT_ONCE = 8
 #: pod shapes whose room per node a plugin remembers (`GangScheduling.room`), the one counted
 #: longest ago forgotten first: a bound on memory (a node slot each), not a behaviour switch
 ROOM_SHAPES_KEPT = 64
@@ -168,9 +171,6 @@ class GangScheduling(Plugin):
         self.domains_of: tuple[np.ndarray, np.ndarray, tuple[int, int] | None] | None = None
         self.domain_nodes = np.zeros(0, np.int64)
         self.known_room: dict[int, KnownRoom] = {}  # by pod shape, the one counted longest ago first
-        #: the cycle order `run_jobs`, `run_class` and `run_bound` were made for (`rejected_run`)
-        self.run_order: list[int] | None = None
-        self.run_jobs = self.run_class = self.run_bound = np.zeros(0, np.int64)
 
     # ---- PreEnqueue and the queue ----------------------------------------------------------
     def is_gang(self, j: int) -> bool:
@@ -281,22 +281,24 @@ class GangScheduling(Plugin):
         known = self._known_failure(j)
         if known is None:
             return 0
-        if self.run_order is not order:  # the cycle's order, each job's class and memo bound
-            self.run_order, jobs = order, np.array(order, np.int64)
-            w = self.sim.w
-            min_member = w.job_min_member[jobs]
-            gang = (min_member > 1) & sched.job_uniform[jobs] & (self.sim.job_placed[jobs] == 0)
-            self.run_jobs = jobs
-            self.run_class = np.where(gang, w.shape[sched.job_first_pod[jobs]].astype(np.int64) * 4
-                                      + w.job_locality[jobs], -1)
-            self.run_bound = np.where(gang, min_member, -1)
-        same = (self.run_class[i + 1:] == self.run_class[i]) & (self.run_bound[i + 1:] >= known)
-        run = 1 + (len(same) if same.all() else int(np.argmin(same)))
-        if run == 1:
-            self._failed_before(j)
+        sim, w = self.sim, self.sim.w
+        uniform, first, placed = sched.job_uniform, sched.job_first_pod, sim.job_placed
+        shapes, locality, min_member = w.shape, w.job_locality, w.job_min_member
+        shape, loc = shapes[first[j]], locality[j]
+        end = i + 1
+        while end < len(order):  # the gangs of j's class after it, one shape, none bound, as many to place
+            k = order[end]
+            if not (uniform[k] and locality[k] == loc and shapes[first[k]] == shape and min_member[k] >= known
+                    and min_member[k] > 1 and placed[k] == 0):
+                break
+            end += 1
+        if end - i >= REJECTED_AT_ONCE:
+            self._reject_all(np.array(order[i:end], np.int64))
         else:
-            self._reject_all(self.run_jobs[i:i + run])
-        return run
+            status, pods_of = sim.pod_status, w.job_pods
+            for k in order[i:end]:
+                self.reject(k, int(np.count_nonzero(status[pods_of[k]] == PENDING)))
+        return end - i
 
     def _reject_all(self, jobs: np.ndarray) -> None:
         """`reject` of each of these distinct jobs (no member bound), in turn, in vector steps."""
