@@ -5,12 +5,14 @@ Reads only per-node summary arrays, never the node x GPU matrix (see `harness.st
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 from numba import njit
 
 from harness import packer
 from harness.dra import layer as dra_layer
-from harness.dra.allocator import FitCache, TypedClaims
+from harness.dra.allocator import FitCache, TypedClaims, cached_answer
 from harness.state import WHOLE, ClusterState
 from harness.status import READY
 from harness.workload import Workload
@@ -53,12 +55,34 @@ def _claims_feasible(state: ClusterState, w: Workload, pod: int, claims: tuple, 
                      at: np.ndarray | None) -> np.ndarray:
     """`feasible` for a pod with claims: CPU, memory, taints and placement as for any pod, then
     the structured allocator on the nodes that pass (DynamicResources' Filter)."""
+    if at is not None and np.ndim(at) == 0:
+        return cast(np.ndarray, _claims_feasible_at(state, w, pod, claims, usable, int(at)))  # one bool, as `ok[0]`
     base = (state.status == READY) if usable is None else usable
     slots = np.arange(state.n_slots) if at is None else np.atleast_1d(np.asarray(at, np.int64))
     ok = dra_layer.feasible(_devices(state), state.device_arrays, state.dra_stamp, state.dra_type, claims, slots, base,
                             _claims_static(state, w, pod), state.cpu_free, state.mem_free, int(w.cpu[pod]),
                             int(w.mem[pod]), state.device_taints)
     return ok if at is None or np.ndim(at) else ok[0]
+
+
+def _claims_feasible_at(state: ClusterState, w: Workload, pod: int, claims: tuple, usable: np.ndarray | None,
+                        n: int) -> bool:
+    """`_claims_feasible` on one slot, as the compiled pass checks it (`allocator.passes`, then
+    the claims' stamp cache), in Python: the compiled search runs only where the cache does not
+    know the node's allocation state, since a compiled call of ~30 arguments costs several
+    times these few reads."""
+    usable_n = state.status[n] == READY if usable is None else usable[n]
+    if not (usable_n & _claims_static(state, w, pod)[n] & (state.cpu_free[n] >= int(w.cpu[pod]))
+            & (state.mem_free[n] >= int(w.mem[pod]))):
+        return False
+    devices = _devices(state)
+    known = cached_answer(*devices.typed(claims), state.dra_stamp, state.dra_type, n)
+    if known >= 0:
+        return known == 1
+    return bool(dra_layer.feasible(devices, state.device_arrays, state.dra_stamp, state.dra_type, claims,
+                                   np.array([n], np.int64), usable if usable is not None else state.status == READY,
+                                   _claims_static(state, w, pod), state.cpu_free, state.mem_free, int(w.cpu[pod]),
+                                   int(w.mem[pod]), state.device_taints)[0])
 
 
 def claims_rule(state: ClusterState, w: Workload, pod: int,

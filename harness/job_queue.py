@@ -10,7 +10,7 @@ pods join, so a loop can tell that nothing new has arrived since it last looked.
 
 from __future__ import annotations
 
-from bisect import insort
+from bisect import bisect_right
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
@@ -36,6 +36,7 @@ class JobQueue:
         with one whose replica slots get their submission times as they are created)."""
         self.workload = workload
         self.entries: list[tuple[tuple, int]] = []  # (the QueueSort plugin's key, job), sorted
+        self.order: list[int] = []  # the jobs of `entries`, in their order
         self.sort: QueueOrder | None = None  # the scheduler's QueueSort plugin (`order_by`)
         #: the scheduler's PreEnqueue plugins as one check (`enqueue_if`): may job j enter?
         self.pre_enqueue: Callable[[int], bool] | None = None
@@ -74,7 +75,9 @@ class JobQueue:
             if self.pre_enqueue is not None and not self.pre_enqueue(j):
                 return False
             entry = self._entry[j] = (self.sort.key(self.workload(), j), j)
-            insort(self.entries, entry)
+            at = bisect_right(self.entries, entry)
+            self.entries.insert(at, entry)
+            self.order.insert(at, j)
             self._jobs = None
             self.holds[j] = True
             self.version += 1
@@ -89,13 +92,14 @@ class JobQueue:
         """Job j leaves the queue, or stops waiting to enter it (an admission layer took it back)."""
         self.deferred[j] = False
         if self.holds[j]:
-            self.entries.remove(self._entry.pop(j))
+            at = self.entries.index(self._entry.pop(j))
+            del self.entries[at], self.order[at]
             self._jobs = None
             self.holds[j] = False
 
     def jobs(self) -> np.ndarray:
         """The queued jobs in queue order, as an array (read-only: shared until the queue changes)."""
         if self._jobs is None:
-            self._jobs = np.fromiter((j for _, j in self.entries), np.int64, len(self.entries))
+            self._jobs = np.array(self.order, np.int64)
             self._jobs.flags.writeable = False
         return self._jobs

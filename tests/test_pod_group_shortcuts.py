@@ -54,7 +54,8 @@ def foretold(monkeypatch):
     return seen
 
 
-def random_replay(n_racks, per_rack, gpus, gangs, lone, at_once, policy=None, memo_first=True):
+def random_replay(n_racks, per_rack, gpus, gangs, lone, at_once, policy=None, memo_first=True, memo_runs=True,
+                  pop_first=True):
     cl = sc.cluster([sc.node_type("h", gpus=gpus)],
                     [sc.pool("p", "h", min_size=n_racks * per_rack, max_size=n_racks * per_rack + 4,
                              nodes_per_rack=per_rack)])
@@ -64,9 +65,12 @@ def random_replay(n_racks, per_rack, gpus, gangs, lone, at_once, policy=None, me
     pods += [{"job_id": f"l{i}", "gpu_count": g, "submit_s": float(t), "duration_s": float(d)}
              for i, (g, t, d) in enumerate(lone)]
     loop = sc.separate("workload", policy=policy or WeightedSum([LeastAllocated(), BalancedAllocation()]))
+    loop.scheduler.plugins["gang"].pop_from_backoff_queue = pop_first
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pod_group, "TRIALS_FORETOLD", at_once)
         patch.setattr(pod_group, "MEMO_BEFORE_PODS", memo_first)
+        patch.setattr(pod_group, "MEMO_RUNS_AT_ONCE", memo_runs)
+        patch.setattr(pod_group, "REJECTED_AT_ONCE", at_once)
         _, sim = sc.run(sc.trace(pods), cl, loop, horizon_s=3000.0)
     return whole(sim, loop)
 
@@ -115,9 +119,77 @@ def test_the_memo_rejects_before_the_pods_are_listed(monkeypatch):
 
     monkeypatch.setattr(GangScheduling, "_failed_before", counted)
     gangs = [(3, 3, 4, 0, 600, "none")] * 4
-    one = random_replay(1, 1, 8, gangs, [], True)
+    one = random_replay(1, 1, 8, gangs, [], True, memo_runs=False)
     assert taken[:4] == [False, True, True, True]
-    assert_same(random_replay(1, 1, 8, gangs, [], True, memo_first=False), one)
+    assert_same(random_replay(1, 1, 8, gangs, [], True, memo_first=False, memo_runs=False), one)
+
+
+def test_the_memo_rejects_a_run_of_gangs_in_one_step(monkeypatch):
+    """As above, with a gang of another shape (3 x 2 GPUs) fourth in the queue and a gang of
+    quorum 2 sixth: the first gang fails, so `rejected_run` rejects the two after it at once,
+    the 2-GPU gang goes its own way (it fits), and the next two 4-GPU gangs are rejected at
+    once again but for the one of quorum 2 (the memo says 3 found no place: 2 may). The replay
+    is the reference's, each rejected on its own turn."""
+    runs = []
+    rejected_run = GangScheduling.rejected_run
+
+    def counted(self, order, i):
+        run = rejected_run(self, order, i)
+        runs.append((i, run))
+        return run
+
+    monkeypatch.setattr(GangScheduling, "rejected_run", counted)
+    gangs = [(3, 3, 4, 0, 600, "none")] * 3 + [(3, 3, 2, 0, 600, "none")] + [(3, 3, 4, 0, 600, "none")] * 2 \
+        + [(3, 2, 4, 0, 600, "none")]
+    one = random_replay(1, 1, 8, gangs, [], True)
+    assert runs[:5] == [(0, 0), (1, 2), (3, 0), (4, 2), (6, 0)]
+    assert_same(random_replay(1, 1, 8, gangs, [], True, memo_runs=False), one)
+
+
+def crowded_replay(n_nodes, gangs, lone, pop_first, memo_runs, at_once=pod_group.REJECTED_AT_ONCE):
+    """Gangs (size = quorum, GPUs per pod, submit, duration, locality) queued on a few 8-GPU
+    nodes, one per rack, that no autoscaler grows, while lone pods come and go: most cycles
+    retry gangs of a class that failed in them."""
+    cl = sc.cluster([sc.node_type("h", gpus=8)],
+                    [sc.pool("p", "h", min_size=n_nodes, max_size=n_nodes, nodes_per_rack=1)])
+    pods = [{"job_id": f"g{i}", "gpu_count": g, "min_member": size, "submit_s": float(t), "duration_s": float(d),
+             "gang_locality": loc} for i, (size, g, t, d, loc) in enumerate(gangs) for _ in range(size)]
+    pods += [{"job_id": f"l{i}", "gpu_count": g, "submit_s": float(t), "duration_s": float(d)}
+             for i, (g, t, d) in enumerate(lone)]
+    loop = sc.separate("workload", policy=WeightedSum([LeastAllocated(), BalancedAllocation()]))
+    loop.scheduler.plugins["gang"].pop_from_backoff_queue = pop_first
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pod_group, "MEMO_RUNS_AT_ONCE", memo_runs)
+        patch.setattr(pod_group, "REJECTED_AT_ONCE", at_once)
+        _, sim = sc.run(sc.trace(pods), cl, loop, horizon_s=3000.0)
+    return whole(sim, loop)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n_nodes=st.integers(1, 3),
+       gangs=st.lists(st.tuples(st.integers(2, 3), st.sampled_from([4, 8]), st.integers(0, 300), st.integers(300, 1800),
+                                st.sampled_from(["none", "none", "rack"])), min_size=4, max_size=12),
+       lone=st.lists(st.tuples(st.integers(1, 4), st.integers(0, 2400), st.integers(20, 300)), min_size=5, max_size=20),
+       pop_first=st.booleans(), at_once=st.sampled_from([1, 2, 8]))
+def test_the_memo_runs_end_alike(n_nodes, gangs, lone, pop_first, at_once):
+    """`MEMO_RUNS_AT_ONCE` on and off, with SchedulerPopFromBackoffQ on or off (off: each
+    rejection schedules its back-off's end), runs rejected in vector steps from 1, 2 or 8 groups
+    on (`REJECTED_AT_ONCE`), on 1-3 nodes crowded by 4-12 gangs of two shapes
+    (rejected again and again, in runs, their back-offs reaching the cap): the same replay bit
+    for bit, the groups' rejections, back-offs and pending events included."""
+    assert_same(crowded_replay(n_nodes, gangs, lone, pop_first, memo_runs=False),
+                crowded_replay(n_nodes, gangs, lone, pop_first, memo_runs=True, at_once=at_once))
+
+
+@settings(max_examples=200, deadline=None)
+@given(attempts=st.lists(st.integers(1, 80), min_size=1, max_size=20), data=st.data(),
+       initial_s=st.sampled_from([0.0, 0.25, 1.0, 3.0]), max_s=st.sampled_from([0.0, 1.0, 10.0, 600.0]))
+def test_the_back_offs_of_many_groups_are_each_groups(attempts, data, initial_s, max_s):
+    """`group_backoffs_s` gives each group the float `group_backoff_s` gives it."""
+    pods = data.draw(st.lists(st.integers(0, 5000), min_size=len(attempts), max_size=len(attempts)))
+    many = pod_group.group_backoffs_s(np.array(attempts, np.int64), np.array(pods, np.int64), initial_s, max_s)
+    one = [pod_group.group_backoff_s(a, p, initial_s, max_s) for a, p in zip(attempts, pods, strict=True)]
+    np.testing.assert_array_equal(many, np.array(one), strict=True)
 
 
 def test_the_shortcut_is_taken_and_ties_drawn_alike(foretold):

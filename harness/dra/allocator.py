@@ -695,6 +695,15 @@ def cached_fit(n, slot_type, stamp, fit_key, fit, never):
     return -1
 
 
+def cached_answer(tc: TypedClaims, cache: FitCache, stamp: np.ndarray, slot_type: np.ndarray, n: int) -> int:
+    """`cached_fit` of one node, run as Python: for a caller asking of one node, to whom a
+    compiled call costs more than the look-up."""
+    return _CACHED_FIT(n, slot_type, stamp, cache.fit_key, cache.fit, tc.never)
+
+
+_CACHED_FIT = getattr(cached_fit, "py_func", cached_fit)  # (NUMBA_DISABLE_JIT=1: the function itself)
+
+
 @njit(cache=True)
 def search_node(n, slot_type, stamp, fit_key, fit, taken, cap_left, counter_left, opt_start, opt_end, match, members,
                 before, need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min, marks,

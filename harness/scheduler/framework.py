@@ -331,6 +331,11 @@ class Scheduler:
                 waiting += order[i:i + run]
                 i += run
                 continue
+            if groups is not None and (run := groups.rejected_run(order, i)):  # the memo rejects them alike
+                self.tried_at[order[i:i + run]] = st.version
+                waiting += order[i:i + run]
+                i += run
+                continue
             j = order[i]
             i += 1
             if self._failed_key(j, self.job_shape(j)) in failed:  # its only shape found no node
@@ -432,13 +437,19 @@ class Scheduler:
             self._say_why(pods)
         if self.job_uniform[js].all():  # the common case: each job's pods are alike
             first = self.job_first_pod[js]
-            keys = self._reason_key(first).tolist()
-            reasons = [self._reason(k, p) for k, p in zip(keys, first.tolist(), strict=True)]
-            if reasons.count(reasons[0]) == len(reasons):
-                sim.acct.set_reasons(pods, reasons[0])
+            keys = self._reason_key(first)
+            if (keys == keys[0]).all():
+                sim.acct.set_reasons(pods, self._reason(int(keys[0]), int(first[0])))
+                return
+            # each key's reason from its first job's pod, as `_reason` keeps the first it is asked
+            keys, at, inverse = np.unique(keys, return_index=True, return_inverse=True)
+            codes = zip(keys.tolist(), first[at].tolist(), strict=True)
+            reasons = np.fromiter((self._reason(key, p) for key, p in codes), np.int8, len(keys))[inverse]
+            if (reasons == reasons[0]).all():
+                sim.acct.set_reasons(pods, int(reasons[0]))
             else:  # a job's pending pods follow each other in `pods`
                 pending = self.job_size[js] - sim.job_placed[js]
-                sim.acct.set_reasons(pods, np.repeat(np.array(reasons, np.int8), pending))
+                sim.acct.set_reasons(pods, np.repeat(reasons, pending))
             return
         keys, first, inverse = np.unique(self._reason_key(pods), return_index=True, return_inverse=True)
         codes = zip(keys.tolist(), pods[first].tolist(), strict=True)

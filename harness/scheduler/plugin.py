@@ -68,6 +68,9 @@ class Profile(Protocol):
     filter: Callable[..., np.ndarray]
     #: names the usable nodes (`usable`): moves when the ready nodes or taints change
     usable_key: tuple[int, int] | None
+    #: per job: its pods are all of one shape (`job_shape`), and its first pod
+    job_uniform: np.ndarray
+    job_first_pod: np.ndarray
 
     def evict(self, pods: np.ndarray) -> None:
         """Preempt these pods (gangs whole), through the simulation."""

@@ -34,7 +34,8 @@ Exact shortcuts: a retry over an unchanged cluster fails as the attempt before i
 group popped from the backoff queue is retried only once capacity changed (the framework's
 rule for every job); without SchedulerPopFromBackoffQ it is retried when its back-off ends,
 changed or not, each failure counted, as upstream. Within a cycle, where a group of one shape
-found no place for `need` pods, as many or more of that shape and locality are not tried.
+found no place for `need` pods, as many or more of that shape and locality are not tried (those
+that follow one another in the queue rejected in one step, MEMO_RUNS_AT_ONCE).
 A topology-constrained group of one shape places in each domain exactly as many pods as
 `fits_on` counts there (binds of pods alike only take room), so its placements are scored from
 those counts and only the chosen one's trial runs, where no trial would move nextStartNodeIndex
@@ -71,6 +72,14 @@ TRIALS_FORETOLD = True
 #: are the same either way, bit for bit; off, the memo is read after the pods are listed (the
 #: reference the tests compare with).
 MEMO_BEFORE_PODS = True
+#: Gangs the cycle's failure memo rejects one after another in the queue are rejected in one
+#: step (`GangScheduling.rejected_run`). Not a behaviour switch: the outputs are the same either
+#: way, bit for bit; off, each is rejected on its own turn through the cycle (the reference the
+#: tests compare with).
+MEMO_RUNS_AT_ONCE = True
+#: a run of at least this many groups is rejected in vector steps (`GangScheduling._reject_all`),
+#: a shorter one group by group (a vector step's fixed cost is a few groups' rejections)
+REJECTED_AT_ONCE = 8
 #: pod shapes whose room per node a plugin remembers (`GangScheduling.room`), the one counted
 #: longest ago forgotten first: a bound on memory (a node slot each), not a behaviour switch
 ROOM_SHAPES_KEPT = 64
@@ -111,6 +120,18 @@ def group_backoff_s(attempts: int, pods: int, initial_s: float, max_s: float) ->
     if shift >= 63 or initial_s * 2.0 ** shift > cap:  # upstream: initial > max >> shift
         return cap
     return initial_s * 2.0 ** shift
+
+
+def group_backoffs_s(attempts: np.ndarray, pods: np.ndarray, initial_s: float, max_s: float) -> np.ndarray:
+    """`group_backoff_s` of many groups at once (each after at least one rejection): the same
+    floats, as each step is the same IEEE operation (a power of two is exact, a square root
+    correctly rounded)."""
+    if max_s <= 0:
+        return np.zeros(len(attempts))
+    cap = np.where(pods > 1, max_s * np.sqrt(pods), max_s)
+    shift = attempts - 1
+    grown = initial_s * 2.0 ** np.minimum(shift, 62)
+    return np.where((shift >= 63) | (grown > cap), cap, grown)
 
 
 class GangScheduling(Plugin):
@@ -224,17 +245,75 @@ class GangScheduling(Plugin):
         are alike, of the job's shape) with no member bound, without listing its pods: rejected
         (True) if as many or fewer of its shape and locality found no place in this cycle.
         False: not known, the cycle goes on as ever (nothing was changed)."""
+        if self._known_failure(j) is None:
+            return False
+        sim = self.sim
+        self.reject(j, int(np.count_nonzero(sim.pod_status[sim.w.job_pods[j]] == PENDING)))
+        return True
+
+    def _known_failure(self, j: int) -> int | None:
+        """The fewest pods of gang j's class (shape, locality and, with preemption, priority)
+        that found no place in this cycle, if j (of one shape, no member bound) needs as many
+        or more, else None."""
         sim, sched = self.sim, self.scheduler
         w = sim.w
         shape = sched.job_shape(j)
         if shape < 0 or sim.job_placed[j] != 0:
-            return False
+            return None
         memo = ("pod_group", shape, int(w.job_locality[j]), int(w.job_priority[j]) if sched.preempts else 0)
         known = sched.cycle_state.failed.get(memo)
         if known is None or known > max(int(w.job_min_member[j]), 1):
-            return False
-        self.reject(j, int(np.count_nonzero(sim.pod_status[w.job_pods[j]] == PENDING)))
-        return True
+            return None
+        return known
+
+    def rejected_run(self, order: list[int], i: int) -> int:
+        """How many jobs from order[i] on the cycle's failure memo rejects one after another
+        (`_failed_before`), each rejected here as its own turn would reject it (0: order[i] goes
+        its own way through the cycle; the caller marks the others tried). A rejection moves
+        only the job's own count and back-off, which no other job's test reads, so the gangs of
+        order[i]'s class that follow it needing as many pods are tested together: their shape,
+        locality and minCount, and no member bound (a job's members are bound only on its own
+        turn). Not with preemption (a PostFilter that evicts; the memo then holds per priority)."""
+        sched = self.scheduler
+        if not MEMO_RUNS_AT_ONCE or not sched.cycle_state.failed or sched.preempts:
+            return 0
+        j = order[i]
+        known = self._known_failure(j)
+        if known is None:
+            return 0
+        sim, w = self.sim, self.sim.w
+        uniform, first, placed = sched.job_uniform, sched.job_first_pod, sim.job_placed
+        shapes, locality, min_member = w.shape, w.job_locality, w.job_min_member
+        shape, loc = shapes[first[j]], locality[j]
+        end = i + 1
+        while end < len(order):  # the gangs of j's class after it, one shape, none bound, as many to place
+            k = order[end]
+            if not (uniform[k] and locality[k] == loc and shapes[first[k]] == shape and min_member[k] >= known
+                    and min_member[k] > 1 and placed[k] == 0):
+                break
+            end += 1
+        if end - i >= REJECTED_AT_ONCE:
+            self._reject_all(np.array(order[i:end], np.int64))
+        else:
+            status, pods_of = sim.pod_status, w.job_pods
+            for k in order[i:end]:
+                self.reject(k, int(np.count_nonzero(status[pods_of[k]] == PENDING)))
+        return end - i
+
+    def _reject_all(self, jobs: np.ndarray) -> None:
+        """`reject` of each of these distinct jobs (no member bound), in turn, in vector steps."""
+        sim = self.sim
+        pending = sim.pending_of(jobs)[1]
+        self.rejections[jobs] += 1
+        rejections = self.rejections[jobs]
+        wait = group_backoffs_s(rejections, pending, self.initial_backoff_s, self.max_backoff_s)
+        now = sim.now
+        until = np.where(wait > 0, np.floor((now + wait) / BACKOFF_WINDOW_S) * BACKOFF_WINDOW_S, now)
+        self.backoff_until[jobs] = until
+        if not self.pop_from_backoff_queue:
+            for j, at, count in zip(jobs.tolist(), until.tolist(), rejections.tolist(), strict=True):
+                if at > now:
+                    sim.at(at, self._backoff_ended, j, count)
 
     def _preempt_for(self, j: int, pods: np.ndarray, usable: np.ndarray, need: int) -> bool:
         """KEP-5710's PodGroupPostFilter, the cluster as one domain: remove every unit of lower
