@@ -303,7 +303,7 @@ class GangScheduling(Plugin):
     def _reject_all(self, jobs: np.ndarray) -> None:
         """`reject` of each of these distinct jobs (no member bound), in turn, in vector steps."""
         sim = self.sim
-        pending = sim.pending_of(jobs)[1]
+        pending = sim.first_pending(jobs, np.zeros_like(jobs))[0]  # the counts only
         self.rejections[jobs] += 1
         rejections = self.rejections[jobs]
         wait = group_backoffs_s(rejections, pending, self.initial_backoff_s, self.max_backoff_s)
