@@ -18,4 +18,4 @@ def test_the_ready_nodes_in_rank_order_are_numpy_s(status, rng):
     status = np.array(status, np.int8)
     by_rank = np.array(rng.sample(range(len(status)), len(status)), np.int64)
     want = by_rank[(status == READY)[by_rank]]
-    assert ready_in_order(by_rank, status, READY).tolist() == want.tolist()
+    assert ready_in_order(by_rank, status == READY).tolist() == want.tolist()

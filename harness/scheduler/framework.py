@@ -55,7 +55,7 @@ from harness.scheduler.queue_sort import PrioritySort, QueueSort
 from harness.scheduler.sampling import ready_in_order, walk_feasible
 from harness.scores import ScorePlugin
 from harness.settings import check, component, integer
-from harness.status import BOOTING, PENDING, READY, Event
+from harness.status import BOOTING, PENDING, Event
 from harness.workload import LOCALITY_CODE
 
 if TYPE_CHECKING:  # the loops' package is above the scheduler: for annotations only
@@ -540,7 +540,7 @@ class Scheduler:
             rank = self.sim.node_rank
             if self.by_rank_of is not rank:
                 self.by_rank, self.by_rank_of = np.argsort(rank, kind="stable"), rank
-            self.node_order = ready_in_order(self.by_rank, st.status, READY)
+            self.node_order = ready_in_order(self.by_rank, st.ready)
             self.order_key = st.layout_version
             self.next_start %= max(len(self.node_order), 1)
         return self.node_order

@@ -35,14 +35,14 @@ def walk_feasible(order: np.ndarray, start: int, mask: np.ndarray, k: int) -> tu
 
 
 @njit(cache=True)
-def ready_in_order(by_rank: np.ndarray, status: np.ndarray, ready: int) -> np.ndarray:
-    """The slots of `by_rank` (every slot, in the seeded node order) whose `status` is `ready`,
-    in that order: the order a walk visits the ready nodes in, one pass over the slots where
-    numpy compared, gathered and selected over all of them in three."""
+def ready_in_order(by_rank: np.ndarray, ready: np.ndarray) -> np.ndarray:
+    """The slots of `by_rank` (every slot, in the seeded node order) that are `ready`, in that
+    order: the order a walk visits the ready nodes in, one pass over the slots where numpy
+    gathered and selected over all of them in two."""
     out = np.empty(len(by_rank), np.int64)
     k = 0
     for n in by_rank:
-        if status[n] == ready:
+        if ready[n]:
             out[k] = n
             k += 1
     return out[:k]
