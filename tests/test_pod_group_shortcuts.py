@@ -55,7 +55,7 @@ def foretold(monkeypatch):
 
 
 def random_replay(n_racks, per_rack, gpus, gangs, lone, at_once, policy=None, memo_first=True, memo_runs=True,
-                  pop_first=True):
+                  pop_first=True, rejected_at_once=pod_group.REJECTED_AT_ONCE):
     cl = sc.cluster([sc.node_type("h", gpus=gpus)],
                     [sc.pool("p", "h", min_size=n_racks * per_rack, max_size=n_racks * per_rack + 4,
                              nodes_per_rack=per_rack)])
@@ -70,7 +70,7 @@ def random_replay(n_racks, per_rack, gpus, gangs, lone, at_once, policy=None, me
         patch.setattr(pod_group, "TRIALS_FORETOLD", at_once)
         patch.setattr(pod_group, "MEMO_BEFORE_PODS", memo_first)
         patch.setattr(pod_group, "MEMO_RUNS_AT_ONCE", memo_runs)
-        patch.setattr(pod_group, "REJECTED_AT_ONCE", at_once)
+        patch.setattr(pod_group, "REJECTED_AT_ONCE", rejected_at_once)
         _, sim = sc.run(sc.trace(pods), cl, loop, horizon_s=3000.0)
     return whole(sim, loop)
 
@@ -141,7 +141,7 @@ def test_the_memo_rejects_a_run_of_gangs_in_one_step(monkeypatch):
     monkeypatch.setattr(GangScheduling, "rejected_run", counted)
     gangs = [(3, 3, 4, 0, 600, "none")] * 3 + [(3, 3, 2, 0, 600, "none")] + [(3, 3, 4, 0, 600, "none")] * 2 \
         + [(3, 2, 4, 0, 600, "none")]
-    one = random_replay(1, 1, 8, gangs, [], True)
+    one = random_replay(1, 1, 8, gangs, [], True, rejected_at_once=1)  # runs of 2 in vector steps
     assert runs[:5] == [(0, 0), (1, 2), (3, 0), (4, 2), (6, 0)]
     assert_same(random_replay(1, 1, 8, gangs, [], True, memo_runs=False), one)
 
