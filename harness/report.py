@@ -1050,10 +1050,20 @@ def runs_csv(paths: list[str | Path]) -> str:
 
 
 def _labelled_runs(paths: list[str | Path]) -> tuple[list[Path], pl.DataFrame, list[Variant]]:
-    """The finished runs below `paths`, their metrics rows, each labelled with its variant, and the variants."""
+    """The finished runs below `paths`, their metrics rows, each labelled with its variant, and the variants.
+
+    Runs of different loops have different columns (a gang's, a queue's, a GPU model's), and the
+    folders a sweep lays its runs out in depend on how many processes ran it: so the columns are
+    put in the order they first appear in the runs taken by variant, then seed, which is the same
+    for the same runs however they were found."""
     runs = find_runs(paths)
-    metrics, variants = label_runs(runs, pl.concat([_read_metrics(r) for r in runs], how="diagonal_relaxed"))
-    return runs, metrics, variants
+    frames = [_read_metrics(r) for r in runs]
+    metrics, variants = label_runs(runs, pl.concat(frames, how="diagonal_relaxed"))
+    rank = {v.label: i for i, v in enumerate(variants)}
+    labels, seeds = metrics["variant"].to_list(), metrics["seed"].to_list()
+    turn = sorted(range(len(runs)), key=lambda i: (rank[labels[i]], seeds[i]))
+    columns = list(dict.fromkeys(c for i in turn for c in frames[i].columns))
+    return runs, metrics.select(*columns, *(c for c in metrics.columns if c not in columns)), variants
 
 
 def _intro(metrics: pl.DataFrame, variants: list[Variant], runs: list[Path]) -> list[str]:

@@ -108,6 +108,27 @@ def test_aggregates_seeds_and_ablation_by_hand(runs, tmp_path):
     assert "wall_s" not in runs_csv.columns  # not a result: it changes from run to run
 
 
+def test_runs_csv_is_the_same_however_a_sweep_laid_out_its_runs(tmp_path):
+    """Loops whose rows have different columns, swept by one process or dealt over two shards:
+    the same runs.csv, columns in the order they first appear by variant, then seed."""
+    extra = {"merged": {"planner_plans": 3}, "separate": {"pods_not_admitted": 1, "jobs_not_admitted": 2}}
+
+    def sweep(root: Path, shards: int) -> Path:
+        cells = [(name, seed) for name in ("merged", "separate") for seed in (0, 1)]
+        for i, (name, seed) in enumerate(cells):  # shard-i/N takes every N-th cell, as results' sweeps do
+            d = make_run(root / f"shard-{i % shards}" / str(i), loop_cfg(name), seed, 1.0 + i, 10.0, 100.0)
+            row = pl.read_parquet(d / "metrics.parquet").with_columns(
+                **{k: pl.lit(v + seed) for k, v in extra[name].items()})
+            row.write_parquet(d / "metrics.parquet")
+        return root
+
+    one, two = report.runs_csv([sweep(tmp_path / "one", 1)]), report.runs_csv([sweep(tmp_path / "two", 2)])
+    assert one == two
+    header = one.splitlines()[0].split(",")
+    # separate before merged (variant order); its own columns where its rows put them, merged's after
+    assert header[0] == "variant" and header[-3:] == ["pods_not_admitted", "jobs_not_admitted", "planner_plans"]
+
+
 def test_no_plot_label_is_rotated(runs, tmp_path, monkeypatch):
     figures = []
     monkeypatch.setattr(report, "_png", lambda fig: figures.append(fig) or b"\x89PNG")
