@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from harness.autoscalers.cluster_autoscaler import ClusterAutoscaler
 from harness.autoscalers.expanders import Chain, Price
+from harness.autoscalers.karpenter import KarpenterAutoscaler
 from harness.autoscalers.scale_down import ScaleDown
 from harness.cluster import Cluster
 from harness.loops.merged import MergedLoop
@@ -52,6 +53,11 @@ def separate(gang_mode: str = "coscheduling", policy=None, pre_filter=None, **au
     autoscaler.setdefault("scale_down", ScaleDown())
     return SeparateLoops(Scheduler(policy or LeastAllocated(), gang=GANG[gang_mode](), pre_filter=pre_filter),
                          ClusterAutoscaler(**autoscaler))
+
+
+def karpenter(**settings) -> SeparateLoops:
+    """The separate loops with the Karpenter-like autoscaler (its defaults but `settings`)."""
+    return SeparateLoops(Scheduler(LeastAllocated(), gang=Coscheduling()), KarpenterAutoscaler(**settings))
 
 
 def merged(policy=None, **settings) -> MergedLoop:

@@ -11,8 +11,11 @@ packer (harness.packer) runs, over those nodes and new ones, several pods to a n
 difference under NUMBA_DISABLE_JIT in `_fits` or in `first_feasible` fails it). "dra" is the
 separate loops' replay on the same nodes as a DRA cluster, so the typed allocator's kernels
 (harness.dra.allocator: every claim as devices, first fit per node, the stamp cache) run too.
-Its LeastAllocated profile takes the compiled placement step (harness/scheduler/placement_step.py:
-`step_by_rule` in the other replays, `step_by_claims` in "dra").
+"karpenter" is the burst of "packer" on that DRA cluster under the Karpenter-like autoscaler, so its
+what-ifs' kernels (provisioning's and consolidation's first fits with claims, the disruption costs)
+run as it launches nodes and consolidates them. Its LeastAllocated profile takes the compiled
+placement step (harness/scheduler/placement_step.py: `step_by_rule` in the replays without claims,
+`step_by_claims` in "dra" and "karpenter").
 """
 
 from __future__ import annotations
@@ -33,10 +36,10 @@ import sys
 from harness.metrics import jobs_frame, nodes_frame
 from tests import scenarios as sc
 from harness.cluster import Cluster
-packer = sys.argv[1] == "packer"  # a burst of gangs (two 4-GPU pods and one other): pods pend, the autoscaler packs
+packer = sys.argv[1] in ("packer", "karpenter")  # a burst of gangs (two 4-GPU pods and one other): pods pend, the autoscaler packs
 types = [sc.node_type("h8", nvlink_domains=2, numa_domains=4)]
 pools = [sc.pool("h", "h8", min_size=150, max_size=400 if packer else 170, boot_s=60.0)]
-cl = (Cluster(node_types=types, pools=pools, name="golden", dra={}) if sys.argv[1] == "dra"
+cl = (Cluster(node_types=types, pools=pools, name="golden", dra={}) if sys.argv[1] in ("dra", "karpenter")
       else sc.cluster(types, pools))
 shapes = [{"gpu_count": 1}, {"gpu_count": 8}, {"gpu_milli": 500}, {"gpu_count": 2, "cpu_milli": 8000},
           {"gpu_count": 2, "gpus_same_nvlink": True, "gpus_same_numa": True}, {"gpu_count": 3, "gpus_same_nvlink": True}]
@@ -44,7 +47,7 @@ gap, four = (2.0 if packer else 60.0), {"gpu_count": 4}
 table = sc.trace([{**(four if packer and i % 3 else shapes[j % 6]), "job_id": f"j{j}", "submit_s": gap * j,
                    "duration_s": 600.0 + 37.0 * (j % 11), "min_member": 3 if packer or j % 5 == 0 else 1}
                   for i in range(399 if packer else 400) for j in [i // 3]])  # jobs of three pods, every fifth a gang
-loop = sc.merged() if sys.argv[1] == "merged" else sc.separate(provisioning_request=packer)
+loop = {"merged": sc.merged, "karpenter": sc.karpenter}.get(sys.argv[1], lambda: sc.separate(provisioning_request=packer))()
 row, sim = sc.run(table, cl, loop, horizon_s=6 * 3600.0)
 out = sys.argv[2]
 for name, frame in (("jobs", jobs_frame(sim)), ("nodes", nodes_frame(sim)), ("timeline", sim.acct.timeline.frame())):
@@ -60,7 +63,7 @@ def replay(loop: str, out: Path, jit: bool) -> dict[str, pl.DataFrame]:
     return {t: pl.read_parquet(out / f"{t}.parquet") for t in ("metrics", "jobs", "nodes", "timeline")}
 
 
-@pytest.mark.parametrize("loop", ["separate", "merged", "packer", "dra"])
+@pytest.mark.parametrize("loop", ["separate", "merged", "packer", "dra", "karpenter"])
 def test_jit_and_plain_python_give_the_same_outputs(loop, tmp_path):
     compiled, plain = replay(loop, tmp_path / "jit", True), replay(loop, tmp_path / "python", False)
     assert compiled["metrics"]["pods_done"][0] > 100  # the replay did place pods
