@@ -933,18 +933,23 @@ class Scheduler:
         and release's node after it (what `bind_then_release` would measure on a trial of its
         own: the same binds and releases, in the same order). Members bound on distinct nodes
         are not released on the trial: each release leaves its node's rows as they were before
-        the trial (integer sums), so its F_n is measured after the trial is undone."""
+        the trial (integer sums), so its F_n is measured after the trial is undone.
+
+        The first member's Filter passed every one of `nodes`, and the members are of its shape
+        and the Filter plugins stateless (`_may_be_futile`): after a bind only the node bound
+        may have turned a member away, so only it is filtered again."""
         sim = self.sim
         st, w = sim.state, sim.w
         usable = self.free_ready
         mask = np.zeros(st.n_slots, bool)
+        mask[nodes] = True
         plan: list[tuple[int, int, np.ndarray]] = []
         frags: list[float] = []
         st.fork()
         try:
             for p in pods.tolist():
                 if plan:
-                    mask[nodes] = self.filter(st, w, p, usable, at=nodes)
+                    mask[n] = self.filter(st, w, p, usable, at=n)
                     n = self.choose(p, mask)
                     if n < 0:
                         break
