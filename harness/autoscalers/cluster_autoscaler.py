@@ -662,6 +662,18 @@ class ClusterAutoscaler:
         """The pending pods of each pending gang, in queue order, a gang per unit."""
         return self._pending_units(gangs=True)
 
+    def queued_gangs(self) -> np.ndarray:
+        """The queued gangs, in queue order."""
+        jobs = self.sim.queue.jobs()
+        return jobs[self.sim.w.job_min_member[jobs] > 1]
+
+    def pending_of(self, j: int) -> np.ndarray:
+        """Job j's pending pods it could ever place, in `job_pods` order: its unit among
+        `pending_gangs`' (none: it has no unit)."""
+        sim = self.sim
+        pods = sim.w.job_pods[j]
+        return pods[(sim.pod_status[pods] == PENDING) & ~sim.w.never_fits[pods]]
+
     def scale_up_whole(self, now: float, unit: np.ndarray, atomic: bool) -> np.ndarray | None:
         """Ask for every pod of the unit at once: the pool the expander picks among those (not
         backed off) that could take them all, for the nodes its estimate needs (in the rack
