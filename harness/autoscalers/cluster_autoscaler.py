@@ -270,7 +270,7 @@ class ClusterAutoscaler:
         seen = self.scheduler_sees or self.scheduler_prefers
         self.view = sim.w if seen else view_of(sim.w, self.topology_aware, self.sharing_aware, self.dra_aware)
         self.view_class = equivalence_classes(self.view)
-        self.class_fits = ClassFits(sim.state, self.view)
+        self.class_fits = ClassFits(sim.state, self.view, scheduler.really_changed_since)
         n_pools = len(sim.cluster.pools)
         self.backoff = NodeGroupBackoff(n_pools, self.backoff_s, self.max_backoff_s, self.backoff_reset_s)
         self.in_flight = np.zeros(sim.state.n_slots, bool)  # nodes it asked for, not yet seen up
