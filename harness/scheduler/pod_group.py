@@ -92,11 +92,10 @@ ROOM_SHAPES_KEPT = 64
 class KnownRoom:
     """How many pods of one shape each node slot can take one after another (`fits_on`; 0 where
     the Filter or `usable` says no), counted when `ClusterState.mutations` was `stamp` over the
-    usable nodes `usable` (the scheduler's array, of `usable_key`), and their sums by domain,
-    for each topology key asked (`sums`: the key's array of domain ids, the sums)."""
+    usable nodes `usable` (the scheduler's array), and their sums by domain, for each topology
+    key asked (`sums`: the key's array of domain ids, the sums)."""
 
     usable: np.ndarray
-    usable_key: tuple[int, int] | None
     stamp: int
     fits: np.ndarray
     sums: list[tuple[np.ndarray, np.ndarray]]
@@ -451,21 +450,24 @@ class GangScheduling(Plugin):
         sum of `fits_on` over its `usable` nodes the Filter passes, indexed by domain id. Exact
         for a group of that shape: binds of pods alike only take room, so a trial placing P of
         them pod by pod places min(P, this). Each node's count is remembered per shape and
-        counted again only where the node changed since (`ClusterState.changed_at`: the Filter
-        and `fits_on` read the node and the pod alone), their sums by domain moved by the
-        difference, or everywhere once the usable nodes changed. (The caller reads the array,
-        never writes it.)"""
+        counted again only where the node changed since (`ClusterState.changed_at`, which every
+        change of a node's contents or layout moves: the Filter and `fits_on` read the node and
+        the pod alone) or became usable or unusable, their sums by domain moved by the
+        difference. (The caller reads the array, never writes it.)"""
         st, w = self.sim.state, self.sim.w
-        shape, key = int(w.shape[pod]), self.scheduler.usable_key
+        shape = int(w.shape[pod])
         known = self.known_room.pop(shape, None)
-        if known is None or known.usable is not usable or known.usable_key != key or st.in_trial:
+        if known is None or st.in_trial:
             fits = np.zeros(st.n_slots, np.int64)
             nodes = np.flatnonzero(feasible(st, w, pod, usable))
             if len(nodes):
                 fits[nodes] = fits_on(st, w, pod, nodes)
-            known = KnownRoom(usable, key, st.mutations, fits, [])
-        elif known.stamp != st.mutations:
-            changed = np.flatnonzero(st.changed_at > known.stamp)
+            known = KnownRoom(usable, st.mutations, fits, [])
+        elif known.stamp != st.mutations or known.usable is not usable:
+            moved = st.changed_at > known.stamp
+            if known.usable is not usable:
+                moved |= known.usable != usable
+            changed = np.flatnonzero(moved)
             if len(changed):
                 was = known.fits[changed]
                 nodes = changed[feasible(st, w, pod, usable, at=changed)]
@@ -475,7 +477,7 @@ class GangScheduling(Plugin):
                 delta = known.fits[changed] - was
                 for ids, sums in known.sums:  # whole numbers: the sums are exact in any order
                     np.add.at(sums, ids[changed], delta)
-            known.stamp = st.mutations
+            known.stamp, known.usable = st.mutations, usable
         if not st.in_trial:  # what a trial reads may be undone, its stamps reused
             self.known_room[shape] = known
             if len(self.known_room) > ROOM_SHAPES_KEPT:
