@@ -404,10 +404,10 @@ class Scheduler:
             pods = np.r_[self.job_first_pod[stale[uniform]], more[pending]]
             owner = np.r_[np.flatnonzero(uniform), more_owner[pending]]
         # one filter of the grown nodes per pod shape (pods alike share the verdict)
-        shape_row: dict[int, int] = {}
-        row = np.fromiter((shape_row.setdefault(s, len(shape_row)) for s in w.shape[pods].tolist()),
-                          np.int64, len(pods))
-        reps = pods[np.unique(row, return_index=True)[1]] if len(shape_row) > 1 else pods[:1]
+        _, first, inverse = np.unique(w.shape[pods], return_index=True, return_inverse=True)
+        seen = np.argsort(first)  # the shapes in the order they first appear, filtered in that order
+        row = np.argsort(seen)[inverse]
+        reps = pods[first[seen]]
         at = int(nodes[0]) if len(nodes) == 1 else nodes  # one node: the filter on scalars is quicker
         fits = np.array([self.filter(st, w, p, self.free_ready, at=at) for p in reps.tolist()],
                         bool).reshape(len(reps), len(nodes))[row]  # pod x node
