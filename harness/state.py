@@ -370,9 +370,9 @@ class ClusterState:
         """`filters.first_fit` (k pods with these claims, first fit over the usable nodes that
         pass `static`, at most `most` a node) then `bind_claims_alike` on the nodes it picks, in
         one compiled call: a what-if's every packing step, so the Python between the two and
-        two of three dispatches go. The walk visits only the usable slots (`slots`, ascending,
-        where the caller keeps them; else found here). Outside a trial only (nothing saved for
-        an undo). Returns the nodes and how many each took."""
+        two of three dispatches go. The walk visits only the usable slots, in the order of
+        `slots` where the caller keeps them (else found here, ascending). Outside a trial only
+        (nothing saved for an undo). Returns the nodes and how many each took."""
         assert self.dra is not None and self._undo is None, "a DRA cluster, outside a trial"
         layer = self.dra
         tc, fits, claim_set, cache = layer.alike(claims, self.gpu_free.shape[1])
