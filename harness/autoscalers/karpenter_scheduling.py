@@ -7,6 +7,7 @@ room, else a node claim that still holds it, else a new claim.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import reduce
 from itertools import pairwise
 
 import numpy as np
@@ -117,7 +118,7 @@ class WhatIf:
         if start == len(self.tiers) - 1:
             return self.tiers[start], self.tier_slots[start]
         if start not in self.walks:
-            self.walks[start] = (np.logical_or.reduce(self.tiers[start:]), np.concatenate(self.tier_slots[start:]))
+            self.walks[start] = (reduce(np.logical_or, self.tiers[start:]), np.concatenate(self.tier_slots[start:]))
         return self.walks[start]
 
     def _open_claim(self, p: int) -> bool:
