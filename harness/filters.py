@@ -258,7 +258,8 @@ def first_fit_bind(state: ClusterState, w: Workload, pod: int, mask: np.ndarray,
                    slots: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """`first_fit` then `bind_alike` on the nodes it picks: the nodes and how many each took. A
     pod with claims outside a trial takes one compiled call for both (`ClusterState.fit_claims_alike`,
-    which walks `slots`, the mask's slots ascending, where the caller keeps them)."""
+    which walks `slots`, the mask's slots where the caller keeps them, in the order given: a
+    first fit over tiers of nodes, each in slot order, in one walk)."""
     claims = claims_of(w, pod)
     if claims is not None and not state.in_trial:
         return state.fit_claims_alike(mask, _claims_static(state, w, pod), int(w.cpu[pod]), int(w.mem[pod]), claims,

@@ -10,7 +10,7 @@ pods join, so a loop can tell that nothing new has arrived since it last looked.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
@@ -92,7 +92,10 @@ class JobQueue:
         """Job j leaves the queue, or stops waiting to enter it (an admission layer took it back)."""
         self.deferred[j] = False
         if self.holds[j]:
-            at = self.entries.index(self._entry.pop(j))
+            entry = self._entry.pop(j)
+            at = bisect_left(self.entries, entry)  # entries are distinct (each holds its job) and sorted
+            if at == len(self.entries) or self.entries[at] is not entry:  # a key that does not order (NaN)
+                at = self.entries.index(entry)
             del self.entries[at], self.order[at]
             self._jobs = None
             self.holds[j] = False

@@ -51,6 +51,7 @@ from harness.status import (
 )
 
 MILLI_HOUR = 1000.0 * 3600.0
+NO_NODES = np.zeros(0, np.int64)  # an event's touched nodes when its transitions touched none
 
 #: the integrals `Accounting.totals` names, in the order of the accounting's vector of totals
 TOTALS = ("billed", "used", "booting", "unallocated", "gang_wait", "committed", "buffer",
@@ -260,7 +261,13 @@ class Accounting:
         r = self.rates()
         if self.next_sample < t:
             self._sample_until(min(t, self.sim.horizon), r, inclusive=False)
-        add_event(self._acc, self._per, self.reason_count, self.idle_by_class(), t - self.last, *r)
+        st, ledger = self.sim.state, self.ledger
+        changed = ledger.take_changed()
+        assert not (changed and st.in_trial), "the accounting reads the state between trials"
+        recount_then_add(np.array(changed, np.int64) if changed else NO_NODES, st.status, self.phantom,
+                         st.slot_committed, self.slot_milli, st.gpu_used, ledger.held, ledger.buffer_on,
+                         self.slot_class, self._counted, self._class_idle, self._acc, self._per, self.reason_count,
+                         t - self.last, *r)
         for ext in self.extensions:
             ext.advance(self.last, t - self.last)
         self.last = t
@@ -351,6 +358,19 @@ def add_event(total, per, reason_count, class_idle, dt, billed, used, booting, u
     at += len(reason_count)
     for c in range(len(class_idle)):
         total[at + c] += float(class_idle[c]) * dt / per[at + c]
+
+
+@njit(cache=True)
+def recount_then_add(changed, status, phantom, committed, milli_cap, gpu_used, held, buffer_on, slot_class, counted,
+                     class_idle, total, per, reason_count, dt, billed, used, booting, unallocated, gang_wait,
+                     committed_milli, buffer, ready_cap, frag, cost_rate):
+    """An event's step (`Accounting.advance`): the idle milli per class recounted on the nodes
+    its transitions touched (`idle_rates.recount`), then `add_event`, in one compiled call where
+    they were two (a call's cost is mostly its arguments' passing, paid after every event)."""
+    recount(changed, status, phantom, committed, milli_cap, gpu_used, held, buffer_on, slot_class, counted,
+            class_idle)
+    add_event(total, per, reason_count, class_idle, dt, billed, used, booting, unallocated, gang_wait,
+              committed_milli, buffer, ready_cap, frag, cost_rate)
 
 
 @njit(cache=True)

@@ -370,9 +370,9 @@ class ClusterState:
         """`filters.first_fit` (k pods with these claims, first fit over the usable nodes that
         pass `static`, at most `most` a node) then `bind_claims_alike` on the nodes it picks, in
         one compiled call: a what-if's every packing step, so the Python between the two and
-        two of three dispatches go. The walk visits only the usable slots (`slots`, ascending,
-        where the caller keeps them; else found here). Outside a trial only (nothing saved for
-        an undo). Returns the nodes and how many each took."""
+        two of three dispatches go. The walk visits only the usable slots, in the order of
+        `slots` where the caller keeps them (else found here, ascending). Outside a trial only
+        (nothing saved for an undo). Returns the nodes and how many each took."""
         assert self.dra is not None and self._undo is None, "a DRA cluster, outside a trial"
         layer = self.dra
         tc, fits, claim_set, cache = layer.alike(claims, self.gpu_free.shape[1])
@@ -564,13 +564,16 @@ class ClusterState:
         `changed_at` past `since` (a reverted trial puts back rows and counts both), so a row
         neither moved is still equal. The device types, which a what-if's `retype` changes
         without counting, are copied whole. O(slots) compares and O(rows changed) copies,
-        where `copy` copies every row (the device arrays are most of the state)."""
+        where `copy` copies every row (the device arrays are most of the state). The rows are
+        found and written by compiled loops, one call per array: numpy's fancy indexing cost
+        several calls per array, most of a what-if's setup."""
         assert self._undo is None and twin._undo is None, "outside a trial"
-        rows = np.flatnonzero((self.changed_at > since) | (twin.changed_at > since))
-        dynamic = set(self._DYNAMIC)
-        twin.__dict__.update({k: v for k, v in self.__dict__.items() if k not in dynamic})
+        rows = changed_since(self.changed_at, twin.changed_at, since)
+        own = {name: twin.__dict__[name] for name in self._DYNAMIC}
+        twin.__dict__.update(self.__dict__)
+        twin.__dict__.update(own)
         for name in self._DYNAMIC:
-            getattr(twin, name)[rows] = getattr(self, name)[rows]
+            write_rows(rows, getattr(self, name), own[name])
         if self.dra is not None:
             twin.dra_type[:] = self.dra_type
         twin.paid_per_pool = self.paid_per_pool.copy()
@@ -675,6 +678,31 @@ def _most_in_one_domain(row, ids):
                     same += 1
             most = max(most, same)
     return most
+
+
+@njit(cache=True)
+def changed_since(changed_at, twin_changed_at, since):
+    """The rows whose change stamp moved past `since` on the state or on its scratch copy (one
+    `|`, not `or`: numba's short-circuit made the pass several times slower)."""
+    rows = np.empty(len(changed_at), np.int64)
+    m = 0
+    for n in range(len(changed_at)):
+        if (changed_at[n] > since) | (twin_changed_at[n] > since):
+            rows[m] = n
+            m += 1
+    return rows[:m]
+
+
+@njit(cache=True)
+def write_rows(rows, src, dst):
+    """dst[rows] = src[rows], element by element over the rows seen as flat: any per-slot array
+    (one slot a row, of any further shape), C-contiguous as the state keeps them."""
+    width = src.size // src.shape[0] if src.shape[0] else 0
+    s, d = src.reshape((src.shape[0], width)), dst.reshape((dst.shape[0], width))
+    for i in range(len(rows)):
+        n = rows[i]
+        for j in range(width):
+            d[n, j] = s[n, j]
 
 
 @njit(cache=True)

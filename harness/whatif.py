@@ -159,7 +159,9 @@ class Snapshot:
         openable slots, as many as the rest need (empty nodes of one pool: each takes the same
         count; none if not even one pod fits an empty one). The same placements as k rounds of
         `fit`. Returns the local node of each pod placed (the first ones). `slots`: the slots
-        `usable` holds, ascending, where the caller keeps them (a walk then visits only those)."""
+        `usable` holds, where the caller keeps them (a walk then visits only those), in the
+        order the first fit tries them: ascending, or any order for pods with claims (their walk
+        follows it; the others' walk slot order)."""
         st = self.state
         mask = self.usable if usable is None else usable
         nodes, got = first_fit_nodes(st, w, pod, mask, k, slots)
@@ -193,5 +195,6 @@ def first_fit_nodes(scratch: ClusterState, w: Workload, pod: int, mask: np.ndarr
     one step: the lowest-index node takes all it exactly can, then the next, and each takes the
     devices that binding them one by one would. The same placements as k rounds of (feasible,
     first node, pick_devices, bind). Returns the nodes used and how many each took. `slots`:
-    the mask's slots, ascending, where the caller keeps them."""
+    the mask's slots where the caller keeps them, ascending (pods with claims: in the order to
+    try them, `filters.first_fit_bind`)."""
     return first_fit_bind(scratch, w, pod, mask, k, slots)

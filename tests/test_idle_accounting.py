@@ -41,15 +41,14 @@ def full_recount(acct: Accounting) -> np.ndarray:
 ], ids=["coscheduling", "karpenter", "silent", "placeholders"])
 def test_idle_by_class_is_a_full_recount_at_every_step(overrides, monkeypatch):
     steps = []
-    counted = Accounting.idle_by_class
+    advance = Accounting.advance
 
-    def checked(acct: Accounting) -> np.ndarray:
-        idle = counted(acct)
-        assert idle.tolist() == full_recount(acct).tolist(), f"at {acct.sim.now} s"
+    def checked(acct: Accounting, t: float) -> None:  # an event's step recounts the nodes it touched
+        advance(acct, t)
+        assert acct.idle_by_class().tolist() == full_recount(acct).tolist(), f"at {acct.sim.now} s"
         steps.append(acct.sim.now)
-        return idle
 
-    monkeypatch.setattr(Accounting, "idle_by_class", checked)
+    monkeypatch.setattr(Accounting, "advance", checked)
     sim, loop = build(compose("config", overrides))
     sim.run(loop)
     assert len(steps) > 100

@@ -55,7 +55,8 @@ def foretold(monkeypatch):
 
 
 def random_replay(n_racks, per_rack, gpus, gangs, lone, at_once, policy=None, memo_first=True, memo_runs=True,
-                  pop_first=True, rejected_at_once=pod_group.REJECTED_AT_ONCE):
+                  pop_first=True, rejected_at_once=pod_group.REJECTED_AT_ONCE,
+                  scanned_at_once=pod_group.MEMO_SCANNED_AT_ONCE):
     cl = sc.cluster([sc.node_type("h", gpus=gpus)],
                     [sc.pool("p", "h", min_size=n_racks * per_rack, max_size=n_racks * per_rack + 4,
                              nodes_per_rack=per_rack)])
@@ -71,6 +72,7 @@ def random_replay(n_racks, per_rack, gpus, gangs, lone, at_once, policy=None, me
         patch.setattr(pod_group, "MEMO_BEFORE_PODS", memo_first)
         patch.setattr(pod_group, "MEMO_RUNS_AT_ONCE", memo_runs)
         patch.setattr(pod_group, "REJECTED_AT_ONCE", rejected_at_once)
+        patch.setattr(pod_group, "MEMO_SCANNED_AT_ONCE", scanned_at_once)
         _, sim = sc.run(sc.trace(pods), cl, loop, horizon_s=3000.0)
     return whole(sim, loop)
 
@@ -146,7 +148,30 @@ def test_the_memo_rejects_a_run_of_gangs_in_one_step(monkeypatch):
     assert_same(random_replay(1, 1, 8, gangs, [], True, memo_runs=False), one)
 
 
-def crowded_replay(n_nodes, gangs, lone, pop_first, memo_runs, at_once=pod_group.REJECTED_AT_ONCE):
+@pytest.mark.parametrize("scanned_at_once", [1, pod_group.MEMO_SCANNED_AT_ONCE])
+def test_a_run_of_rejections_spans_classes(monkeypatch, scanned_at_once):
+    """One 8-GPU node; gangs of 3 x 4 GPUs and of 3 x 8 GPUs (quorum 3) take turns in the queue,
+    none can fit. The first of each class goes its own way and fails; the memo then holds both,
+    so the three after them, of either class, are rejected in one run (as many steps as
+    classes before), found job by job or in vector steps (`MEMO_SCANNED_AT_ONCE`). The replay
+    is the reference's, each rejected on its own turn."""
+    runs = []
+    rejected_run = GangScheduling.rejected_run
+
+    def counted(self, order, i):
+        run = rejected_run(self, order, i)
+        runs.append((i, run))
+        return run
+
+    monkeypatch.setattr(GangScheduling, "rejected_run", counted)
+    gangs = [(3, 3, 4, 0, 600, "none"), (3, 3, 8, 0, 600, "none")] * 2 + [(3, 3, 4, 0, 600, "none")]
+    one = random_replay(1, 1, 8, gangs, [], True, scanned_at_once=scanned_at_once)
+    assert runs[:3] == [(0, 0), (1, 0), (2, 3)]
+    assert_same(random_replay(1, 1, 8, gangs, [], True, memo_runs=False), one)
+
+
+def crowded_replay(n_nodes, gangs, lone, pop_first, memo_runs, at_once=pod_group.REJECTED_AT_ONCE,
+                   scanned_at_once=pod_group.MEMO_SCANNED_AT_ONCE):
     """Gangs (size = quorum, GPUs per pod, submit, duration, locality) queued on a few 8-GPU
     nodes, one per rack, that no autoscaler grows, while lone pods come and go: most cycles
     retry gangs of a class that failed in them."""
@@ -161,6 +186,7 @@ def crowded_replay(n_nodes, gangs, lone, pop_first, memo_runs, at_once=pod_group
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pod_group, "MEMO_RUNS_AT_ONCE", memo_runs)
         patch.setattr(pod_group, "REJECTED_AT_ONCE", at_once)
+        patch.setattr(pod_group, "MEMO_SCANNED_AT_ONCE", scanned_at_once)
         _, sim = sc.run(sc.trace(pods), cl, loop, horizon_s=3000.0)
     return whole(sim, loop)
 
@@ -170,15 +196,17 @@ def crowded_replay(n_nodes, gangs, lone, pop_first, memo_runs, at_once=pod_group
        gangs=st.lists(st.tuples(st.integers(2, 3), st.sampled_from([4, 8]), st.integers(0, 300), st.integers(300, 1800),
                                 st.sampled_from(["none", "none", "rack"])), min_size=4, max_size=12),
        lone=st.lists(st.tuples(st.integers(1, 4), st.integers(0, 2400), st.integers(20, 300)), min_size=5, max_size=20),
-       pop_first=st.booleans(), at_once=st.sampled_from([1, 2, 8]))
-def test_the_memo_runs_end_alike(n_nodes, gangs, lone, pop_first, at_once):
+       pop_first=st.booleans(), at_once=st.sampled_from([1, 2, 8]), scanned_at_once=st.sampled_from([1, 4, 32]))
+def test_the_memo_runs_end_alike(n_nodes, gangs, lone, pop_first, at_once, scanned_at_once):
     """`MEMO_RUNS_AT_ONCE` on and off, with SchedulerPopFromBackoffQ on or off (off: each
     rejection schedules its back-off's end), runs rejected in vector steps from 1, 2 or 8 groups
-    on (`REJECTED_AT_ONCE`), on 1-3 nodes crowded by 4-12 gangs of two shapes
+    on (`REJECTED_AT_ONCE`), found in vector steps from 1, 4 or 32 jobs left in the order on
+    (`MEMO_SCANNED_AT_ONCE`), on 1-3 nodes crowded by 4-12 gangs of two shapes
     (rejected again and again, in runs, their back-offs reaching the cap): the same replay bit
     for bit, the groups' rejections, back-offs and pending events included."""
     assert_same(crowded_replay(n_nodes, gangs, lone, pop_first, memo_runs=False),
-                crowded_replay(n_nodes, gangs, lone, pop_first, memo_runs=True, at_once=at_once))
+                crowded_replay(n_nodes, gangs, lone, pop_first, memo_runs=True, at_once=at_once,
+                               scanned_at_once=scanned_at_once))
 
 
 @settings(max_examples=200, deadline=None)

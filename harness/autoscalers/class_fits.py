@@ -6,12 +6,15 @@ A what-if only binds, and a bind only takes room, so a node one pod of a class d
 on the real state takes none of the class in the what-if either: the packing may skip it
 without changing a placement. The nodes a class fits are found once, then filtered again
 only where a node changed since (`ClusterState.changed_at`, which every change of a node's
-rows moves, its coming and going too), so a scan's packing walks the few nodes each class
-may use rather than every node (the compiled walk's cost is per node that passes its cheap
-checks).
+rows moves, its coming and going too; the scheduler's futile round trips, which leave a
+node as it was, aside: `Scheduler.really_changed_since`), so a scan's packing walks the few
+nodes each class may use rather than every node (the compiled walk's cost is per node that
+passes its cheap checks).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -22,8 +25,11 @@ from harness.workload import Workload
 
 
 class ClassFits:
-    def __init__(self, state: ClusterState, view: Workload):
+    def __init__(self, state: ClusterState, view: Workload, changed_since: Callable[[int], np.ndarray] | None = None):
+        """`changed_since(mutations)`: the nodes whose rows may differ from what they were when
+        `ClusterState.mutations` was that (a superset); by default those whose `changed_at` moved."""
         self.state, self.view = state, view
+        self.changed_since = changed_since or (lambda since: np.flatnonzero(state.changed_at > since))
         #: per class: (`ClusterState.mutations` when last brought up to date, the nodes one of its
         #: pods fits, as a mask of slots)
         self.known: dict[int, tuple[int, np.ndarray]] = {}
@@ -40,7 +46,7 @@ class ClassFits:
         else:
             since, fits = known
             if since != st.mutations:
-                changed = np.flatnonzero(st.changed_at > since)
+                changed = self.changed_since(since)
                 if len(changed):
                     fits[changed] = feasible(st, self.view, pod, st.status != ABSENT, at=changed)
         self.known[cls] = (st.mutations, fits)

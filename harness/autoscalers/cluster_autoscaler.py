@@ -270,7 +270,7 @@ class ClusterAutoscaler:
         seen = self.scheduler_sees or self.scheduler_prefers
         self.view = sim.w if seen else view_of(sim.w, self.topology_aware, self.sharing_aware, self.dra_aware)
         self.view_class = equivalence_classes(self.view)
-        self.class_fits = ClassFits(sim.state, self.view)
+        self.class_fits = ClassFits(sim.state, self.view, scheduler.really_changed_since)
         n_pools = len(sim.cluster.pools)
         self.backoff = NodeGroupBackoff(n_pools, self.backoff_s, self.max_backoff_s, self.backoff_reset_s)
         self.in_flight = np.zeros(sim.state.n_slots, bool)  # nodes it asked for, not yet seen up
@@ -661,6 +661,18 @@ class ClusterAutoscaler:
     def pending_gangs(self) -> Units:
         """The pending pods of each pending gang, in queue order, a gang per unit."""
         return self._pending_units(gangs=True)
+
+    def queued_gangs(self) -> np.ndarray:
+        """The queued gangs, in queue order."""
+        jobs = self.sim.queue.jobs()
+        return jobs[self.sim.w.job_min_member[jobs] > 1]
+
+    def pending_of(self, j: int) -> np.ndarray:
+        """Job j's pending pods it could ever place, in `job_pods` order: its unit among
+        `pending_gangs`' (none: it has no unit)."""
+        sim = self.sim
+        pods = sim.w.job_pods[j]
+        return pods[(sim.pod_status[pods] == PENDING) & ~sim.w.never_fits[pods]]
 
     def scale_up_whole(self, now: float, unit: np.ndarray, atomic: bool) -> np.ndarray | None:
         """Ask for every pod of the unit at once: the pool the expander picks among those (not

@@ -7,11 +7,12 @@ room, else a node claim that still holds it, else a new claim.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import reduce
 from itertools import pairwise
 
 import numpy as np
 
-from harness.filters import bind_alike, feasible, fits_on
+from harness.filters import bind_alike, claims_of, feasible, fits_on
 from harness.whatif import Snapshot, classes
 from harness.workload import Workload
 
@@ -32,6 +33,7 @@ class WhatIf:
     def __init__(self, snap: Snapshot, view: Workload, tiers: list[np.ndarray], spare: np.ndarray):
         self.snap, self.st, self.w, self.tiers = snap, snap.state, view, tiers
         self.tier_slots = [np.flatnonzero(tier) for tier in tiers]  # what a first fit walks, found once
+        self.walks: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # first tier -> `tiers_from` it
         self.spare = spare.copy()
         self.claim_of = np.full(self.st.n_slots, -1, np.int64)
         self.n_claims = 0
@@ -43,14 +45,25 @@ class WhatIf:
         """Where each of these pods, identical in the view, goes when placed one after another:
         an existing node (>= 0), claim c (-2 - c), or -1 if it found no place. Each tier and
         each claim takes its share of the run in one vector step with exact per-node counts
-        (`Snapshot.fit_alike`, `fits_on`), as pod-by-pod placement would."""
+        (`Snapshot.fit_alike`, `fits_on`), as pod-by-pod placement would; pods with claims
+        take every tier left in one step, walking their slots tier after tier (one compiled
+        call where a tier each cost a call, most of whose time was entering it)."""
         st, w = self.st, self.w
         p, k = int(pods[0]), len(pods)
         shape = int(w.shape[p])
         out = np.full(k, -1, np.int64)
         if shape in self.hopeless:
             return out
-        done = 0
+        done, start = 0, self.first_tier.get(shape, 0)
+        if claims_of(w, p) is not None and start < len(self.tiers):
+            usable, slots = self.tiers_from(start)
+            went = self.snap.fit_alike(w, p, k, usable=usable, slots=slots)
+            done = len(went)
+            out[:done] = went
+            if done == k:  # the tiers before the one that placed the last pod failed the shape
+                self.first_tier[shape] = next(i for i in range(start, len(self.tiers)) if self.tiers[i][went[-1]])
+                return out
+            self.first_tier[shape] = len(self.tiers)
         for i in range(self.first_tier.get(shape, 0), len(self.tiers)):
             went = self.snap.fit_alike(w, p, k - done, usable=self.tiers[i], slots=self.tier_slots[i])
             out[done:done + len(went)] = went
@@ -98,6 +111,15 @@ class WhatIf:
         bounds = np.r_[0, np.flatnonzero(cls[1:] != cls[:-1]) + 1, len(pods)].tolist()
         for a, b in pairwise(bounds):
             yield a, self.place_run(pods[a:b], max_claims)
+
+    def tiers_from(self, start: int) -> tuple[np.ndarray, np.ndarray]:
+        """The nodes of tier `start` and those after it: their mask, and their slots in the
+        order a first fit tries them (each tier's in slot order, tier after tier)."""
+        if start == len(self.tiers) - 1:
+            return self.tiers[start], self.tier_slots[start]
+        if start not in self.walks:
+            self.walks[start] = (reduce(np.logical_or, self.tiers[start:]), np.concatenate(self.tier_slots[start:]))
+        return self.walks[start]
 
     def _open_claim(self, p: int) -> bool:
         """A new claim: one spare slot of each node type that can hold pod p, of the pools it

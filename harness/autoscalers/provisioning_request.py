@@ -24,7 +24,7 @@ nothing of it and may place any pod there.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -60,14 +60,15 @@ class RequestSource(Protocol):
 class ScaleUp(Protocol):
     """What the requests ask of the Cluster Autoscaler that processes them
     (harness/autoscalers/cluster_autoscaler.py): its simulation and view of a pod, where each
-    class of pods fits, the pending gangs, and a scale-up for a whole request."""
+    class of pods fits, the queued gangs and a gang's pending pods, and a scale-up for a whole request."""
 
     sim: SimulationView
     view: Workload
     view_class: np.ndarray
     class_fits: ClassFits
 
-    def pending_gangs(self) -> Iterable[np.ndarray]: ...
+    def queued_gangs(self) -> np.ndarray: ...
+    def pending_of(self, j: int) -> np.ndarray: ...
     def scale_up_whole(self, now: float, unit: np.ndarray, atomic: bool) -> np.ndarray | None: ...
 
 
@@ -138,24 +139,31 @@ class ProvisioningRequests:
 
     # ---- process: one request per scan ----------------------------------------------------
     def process(self, now: float) -> None:
-        for j, unit in self._requests():
-            if j in self.booked:
-                continue
+        for j, unit in self._due(now):
             if j in self.failed:
-                if not self.failed[j] + self.retry_s[j] < now:
-                    continue
                 self.retry_s[j] = min(2 * self.retry_s[j], MAX_RETRY_S)
             self.idle = False
             self._provision(now, j, unit)
             return
 
-    def _requests(self) -> Iterable[tuple[int, np.ndarray]]:
-        """(job, its pending pods) of each request, in order (the pending gangs' as they are
-        read: one request is processed)."""
+    def _due(self, now: float) -> Iterator[tuple[int, np.ndarray]]:
+        """(job, its pending pods) of each request neither booked nor waiting out its retry
+        backoff, in order. The pending gangs' pods are read one gang at a time, as it comes to
+        be processed (a gang with none pending that the autoscaler could place makes no
+        request): one request is processed per scan, and most gangs before it are booked or
+        backing off."""
         if self.source is not None:
-            return self.source.requests()
-        job = self.ca.sim.w.job
-        return ((int(job[unit[0]]), unit) for unit in self.ca.pending_gangs())
+            requests: Iterable[tuple[int, np.ndarray | None]] = self.source.requests()
+        else:
+            requests = ((j, None) for j in self.ca.queued_gangs().tolist())
+        for j, unit in requests:
+            if j in self.booked or (j in self.failed and not self.failed[j] + self.retry_s[j] < now):
+                continue
+            if unit is None:
+                unit = self.ca.pending_of(j)
+                if not len(unit):
+                    continue
+            yield j, unit
 
     def _provision(self, now: float, j: int, unit: np.ndarray) -> None:
         nodes, rest = self._fit_existing(j, unit)

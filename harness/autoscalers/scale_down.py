@@ -168,14 +168,18 @@ class ScaleDown:
             self.low = np.flatnonzero(self.is_low)
         rebooked = (booked_for is None or self.booked is None or not np.array_equal(booked_for, self.booked)) \
             and booked_for is not self.booked
-        recheck = self.recheck_at[self.low]
-        rechecked = ((recheck > self.planned_at) & (recheck <= now)).any()  # an unremovable node's wait ran out
-        if moved or rebooked or rechecked or self.cut_short:
+        if moved or rebooked or self.cut_short or self._rechecked(now):
             self.booked = None if booked_for is None else booked_for.copy()
             self._plan(now, booked_for)
         if now - sim.last_scale_up < self.delay_after_add_s or len(self.unneeded) == 0:
             return
         self._delete(now, booked_for)
+
+    def _rechecked(self, now: float) -> bool:
+        """An unremovable low node's wait ran out since the last plan (asked only when nothing
+        else calls for a plan)."""
+        recheck = self.recheck_at[self.low]
+        return bool(((recheck > self.planned_at) & (recheck <= now)).any())
 
     def _plan(self, now: float, booked_for: np.ndarray | None) -> None:
         """Find the unneeded nodes: candidates empty first, then those unneeded before, then by

@@ -782,8 +782,9 @@ def first_fit_kernel(slots, usable, static, cpu_free, mem_free, cpu, mem, most, 
                      need, take_cap, capacity, consumes, multi, con_value, con_req, req_claim, rest_min, gpu_index,
                      gpu_milli, marks, tolerated, limit):
     """`first_fit_typed` on the arrays themselves, for compiled callers (`state.fit_bind_claims`).
-    It walks `slots` (ascending, every slot `usable` holds among them): the usable slots are
-    a few of all in a what-if, and a walk over every slot cost more than the counts it looks up."""
+    It walks `slots` in the order given (distinct, every slot `usable` holds among them): the
+    usable slots are a few of all in a what-if, and a walk over every slot cost more than the
+    counts it looks up."""
     nodes, got = np.empty(len(slots), np.int64), np.empty(len(slots), np.int64)
     one, bound = np.zeros(1, np.int64), np.zeros(1, np.int64)
     m, left, low = 0, k, len(count_key) - 1

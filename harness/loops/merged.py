@@ -121,7 +121,8 @@ class MergedLoop:
         self.ceiling = np.full(len(sim.cluster.pools), np.inf)  # nodes a pool held when it last fell short
         self.templates = NodeTemplates(sim, from_nodes=True)  # what it knows of a pool's nodes: as CA
         self.demand = Demand(sim, self.demand_window_s, self.templates)
-        self.demand_milli = np.zeros(len(sim.cluster.pools))  # GPU milli of the demand seen, per pool (`_demand`)
+        self.scan_now = 0.0  # the instant of the last scan
+        self.demand_milli: np.ndarray | None = None  # GPU milli of the demand the scan sees, per pool (`_seen`)
 
     def next_wakeup(self, now: float) -> float:
         """The next scan on the grid 0, s, 2s, ...; none while idle (nothing queued, no node
@@ -161,7 +162,7 @@ class MergedLoop:
             self.planned_at[:] = -1
         self.allowed = allowed
         self.unplanned: list[int] = []  # nodes of short grants, kept while a plan may use them
-        self.demand_milli = self._demand(now)
+        self.scan_now, self.demand_milli = now, None
         for j in sim.queue.jobs().tolist():  # 2. in-flight and provisionable capacity
             if self.planned_at[j] != sim.state.layout_version and not self._provision_for(j):
                 self.planned_at[j] = sim.state.layout_version
@@ -177,6 +178,13 @@ class MergedLoop:
         self.cadence.rest((sim.state.mutations, sim.queue.version, self.scanned_missing)
                           if sim.state.mutations == before else None)
         self.placer.cycle(now)
+
+    def _seen(self) -> np.ndarray:
+        """`_demand` at this scan, found when a plan first needs it (most scans plan nothing) and
+        asked before the scan first changes the cluster: what the scan's start saw."""
+        if self.demand_milli is None:
+            self.demand_milli = self._demand(self.scan_now)
+        return self.demand_milli
 
     def _demand(self, now: float) -> np.ndarray:
         """GPU milli per pool of the demand it sees: the queued pods, those that arrived (or
@@ -225,6 +233,7 @@ class MergedLoop:
         if best is None:
             return False
         count, pool, opened, plan = best
+        seen = self._seen()  # before the plan changes the cluster
         if count:
             granted = self._buy(pool, opened, pods, self._placement(j, opened, plan))
             if len(granted) < count:  # short: the granted nodes are in flight for the new plans
@@ -235,7 +244,7 @@ class MergedLoop:
         for p, n, gpu_idx in plan:
             sim.bind(p, n, gpu_idx)
             self.placer.reserve(sim.state, sim.w, p, n)  # Reserve: e.g. GpuClustering tags planned pods
-        self.demand_milli -= self.demand.milli(pods)  # planned: no longer queued
+        self.demand_milli = seen - self.demand.milli(pods)  # planned: no longer queued
         return True
 
     def _warm_for_recommended(self) -> None:
@@ -249,6 +258,7 @@ class MergedLoop:
         if w.services is None:  # no replicas to recommend
             return
         missing = self._missing_replicas()
+        self._seen()  # before a plan changes the cluster
         service = w.job_service[w.job[missing]]
         for s in np.unique(service).tolist():
             pods = missing[service == s]
@@ -257,7 +267,7 @@ class MergedLoop:
             count, pool, opened, _ = best
             if count:
                 self._buy(pool, opened, pods)  # short: what was granted is capacity toward them still
-            self.demand_milli -= self.demand.milli(pods)
+            self.demand_milli = self._seen() - self.demand.milli(pods)
 
     def _missing_key(self) -> bytes:
         """The replicas recommended and not created yet, per service: a change wakes a scan."""
@@ -395,7 +405,7 @@ class MergedLoop:
         demand it sees for the pool (the job's own included); at most 1."""
         if pool is None or len(new) == 0:
             return 0.0
-        return plan_price.share(*plan_price.taken(st, new), self.demand_milli[pool])
+        return plan_price.share(*plan_price.taken(st, new), self._seen()[pool])
 
     def _cost(self, pool: int | None, opened: list[int], share: float) -> float:
         """Hourly price of the new nodes, times the share of them the plan pays for (`_share`);

@@ -228,7 +228,7 @@ class Scheduler:
         #: it depends on stay as they were
         self.futile_plans: dict[tuple[int, int], FutilePlan] = {}
         #: per node, `ClusterState.changed_at` just after the last futile round trip on it, and an
-        #: upper bound of its last other change's (`_note_trips`, `_really_changed_since`)
+        #: upper bound of its last other change's (`_note_trips`, `really_changed_since`)
         self.trip_end = np.full(sim.state.n_slots, -1, np.int64)
         self.changed_before_trips = np.zeros(sim.state.n_slots, np.int64)
         self.content = 0  # names the nodes' contents: moves when they change (`_content`)
@@ -404,10 +404,10 @@ class Scheduler:
             pods = np.r_[self.job_first_pod[stale[uniform]], more[pending]]
             owner = np.r_[np.flatnonzero(uniform), more_owner[pending]]
         # one filter of the grown nodes per pod shape (pods alike share the verdict)
-        shape_row: dict[int, int] = {}
-        row = np.fromiter((shape_row.setdefault(s, len(shape_row)) for s in w.shape[pods].tolist()),
-                          np.int64, len(pods))
-        reps = pods[np.unique(row, return_index=True)[1]] if len(shape_row) > 1 else pods[:1]
+        _, first, inverse = np.unique(w.shape[pods], return_index=True, return_inverse=True)
+        seen = np.argsort(first)  # the shapes in the order they first appear, filtered in that order
+        row = np.argsort(seen)[inverse]
+        reps = pods[first[seen]]
         at = int(nodes[0]) if len(nodes) == 1 else nodes  # one node: the filter on scalars is quicker
         fits = np.array([self.filter(st, w, p, self.free_ready, at=at) for p in reps.tolist()],
                         bool).reshape(len(reps), len(nodes))[row]  # pod x node
@@ -764,7 +764,7 @@ class Scheduler:
         None (and the plan is forgotten). It holds on the contents it was last confirmed on; and
         after other changes, while the ready nodes and taints are the same, none of the nodes its
         first member's Filter passed changed but by futile round trips, which leave them as they
-        were (`_really_changed_since`), and none of the other nodes that changed passes the Filter
+        were (`really_changed_since`), and none of the other nodes that changed passes the Filter
         now: the same nodes pass it, holding the same contents, so the first member's Score and
         pick, every member after it and every F_n are as they were (the Filter and Score plugins
         are `stateless`, and the Score plugins score the candidates by their own contents:
@@ -777,7 +777,7 @@ class Scheduler:
             return plan
         st = self.sim.state
         if self.plans_kept and plan.usable_key == (st.layout_version, self.bookings) == self.usable_key:
-            changed = self._really_changed_since(plan.stamp)
+            changed = self.really_changed_since(plan.stamp)
             if not plan.feasible[changed].any() and not (
                     len(changed) and self.filter(st, self.sim.w, int(self.job_first_pod[j]), self.free_ready,
                                                  at=changed).any()):
@@ -796,7 +796,7 @@ class Scheduler:
         self.changed_before_trips[nodes[moved]] = before[moved]
         self.trip_end[nodes] = self.sim.state.changed_at[nodes]
 
-    def _really_changed_since(self, stamp: int) -> np.ndarray:
+    def really_changed_since(self, stamp: int) -> np.ndarray:
         """The nodes changed after `ClusterState.mutations` was `stamp` other than by futile round
         trips (a superset): changed since, and either changed after their last trip or
         changed before it, but after `stamp` (`_note_trips`)."""
@@ -908,9 +908,10 @@ class Scheduler:
         without a Filter over every node when a pod of its shape fitted no usable node before
         (`shape_failed`), the usable nodes are the same, and none of the nodes changed since fits
         it (the Filter plugins are stateless, `futile_gang`: a node's verdict changes only with
-        the node). For a job of one shape with no pod on a node, under the futile-attempt gate
-        (no PostFilter that could make room): its pods all fit nowhere, no Permit wait starts,
-        nothing is released, and a walk that finds nothing leaves nextStartNodeIndex as it was."""
+        the node; futile round trips leave a node as it was, `really_changed_since`). For a job
+        of one shape with no pod on a node, under the futile-attempt gate (no PostFilter that
+        could make room): its pods all fit nowhere, no Permit wait starts, nothing is released,
+        and a walk that finds nothing leaves nextStartNodeIndex as it was."""
         sim = self.sim
         if self.futile_gang is None or not self.job_uniform[j] or sim.job_placed[j] != 0:
             return False
@@ -919,7 +920,7 @@ class Scheduler:
         st = sim.state
         if known is None or known[1] != (st.layout_version, self.bookings) or self.usable_key != known[1]:
             return False
-        changed = np.flatnonzero(st.changed_at > known[0])
+        changed = self.really_changed_since(known[0])
         if len(changed) and self.filter(st, sim.w, int(self.job_first_pod[j]), self.free_ready, at=changed).any():
             return False
         self.shape_failed[shape] = (st.mutations, known[1])
@@ -933,18 +934,23 @@ class Scheduler:
         and release's node after it (what `bind_then_release` would measure on a trial of its
         own: the same binds and releases, in the same order). Members bound on distinct nodes
         are not released on the trial: each release leaves its node's rows as they were before
-        the trial (integer sums), so its F_n is measured after the trial is undone."""
+        the trial (integer sums), so its F_n is measured after the trial is undone.
+
+        The first member's Filter passed every one of `nodes`, and the members are of its shape
+        and the Filter plugins stateless (`_may_be_futile`): after a bind only the node bound
+        may have turned a member away, so only it is filtered again."""
         sim = self.sim
         st, w = sim.state, sim.w
         usable = self.free_ready
         mask = np.zeros(st.n_slots, bool)
+        mask[nodes] = True
         plan: list[tuple[int, int, np.ndarray]] = []
         frags: list[float] = []
         st.fork()
         try:
             for p in pods.tolist():
                 if plan:
-                    mask[nodes] = self.filter(st, w, p, usable, at=nodes)
+                    mask[n] = self.filter(st, w, p, usable, at=n)
                     n = self.choose(p, mask)
                     if n < 0:
                         break

@@ -80,6 +80,9 @@ MEMO_RUNS_AT_ONCE = True
 #: a run of at least this many groups is rejected in vector steps (`GangScheduling._reject_all`),
 #: a shorter one group by group (a vector step's fixed cost is a few groups' rejections)
 REJECTED_AT_ONCE = 8
+#: the jobs left in a cycle's order from which `GangScheduling.rejected_run` finds the memo's
+#: rejections for all of them in vector steps (a few dozen tests' cost), before that job by job
+MEMO_SCANNED_AT_ONCE = 32
 #: pod shapes whose room per node a plugin remembers (`GangScheduling.room`), the one counted
 #: longest ago forgotten first: a bound on memory (a node slot each), not a behaviour switch
 ROOM_SHAPES_KEPT = 64
@@ -89,11 +92,10 @@ ROOM_SHAPES_KEPT = 64
 class KnownRoom:
     """How many pods of one shape each node slot can take one after another (`fits_on`; 0 where
     the Filter or `usable` says no), counted when `ClusterState.mutations` was `stamp` over the
-    usable nodes `usable` (the scheduler's array, of `usable_key`), and their sums by domain,
-    for each topology key asked (`sums`: the key's array of domain ids, the sums)."""
+    usable nodes `usable` (the scheduler's array), and their sums by domain, for each topology
+    key asked (`sums`: the key's array of domain ids, the sums)."""
 
     usable: np.ndarray
-    usable_key: tuple[int, int] | None
     stamp: int
     fits: np.ndarray
     sums: list[tuple[np.ndarray, np.ndarray]]
@@ -171,6 +173,9 @@ class GangScheduling(Plugin):
         self.domains_of: tuple[np.ndarray, np.ndarray, tuple[int, int] | None] | None = None
         self.domain_nodes = np.zeros(0, np.int64)
         self.known_room: dict[int, KnownRoom] = {}  # by pod shape, the one counted longest ago first
+        #: the cycle's order and memo that `run_ends` was found for (`rejected_run`)
+        self.run_ends_of: tuple[list[int], tuple] | None = None
+        self.run_ends = np.zeros(0, np.int64)
 
     # ---- PreEnqueue and the queue ----------------------------------------------------------
     def is_gang(self, j: int) -> bool:
@@ -270,35 +275,48 @@ class GangScheduling(Plugin):
         """How many jobs from order[i] on the cycle's failure memo rejects one after another
         (`_failed_before`), each rejected here as its own turn would reject it (0: order[i] goes
         its own way through the cycle; the caller marks the others tried). A rejection moves
-        only the job's own count and back-off, which no other job's test reads, so the gangs of
-        order[i]'s class that follow it needing as many pods are tested together: their shape,
+        only the job's own count and back-off, which no other job's test reads, and the memo
+        changes only on the turn of a job that goes its own way, so every job up to the next
+        such one is tested against the memo as it is now, whatever its class: its shape,
         locality and minCount, and no member bound (a job's members are bound only on its own
         turn). Not with preemption (a PostFilter that evicts; the memo then holds per priority)."""
         sched = self.scheduler
-        if not MEMO_RUNS_AT_ONCE or not sched.cycle_state.failed or sched.preempts:
+        failed = sched.cycle_state.failed
+        if not MEMO_RUNS_AT_ONCE or not failed or sched.preempts or self._known_failure(order[i]) is None:
             return 0
-        j = order[i]
-        known = self._known_failure(j)
-        if known is None:
-            return 0
-        sim, w = self.sim, self.sim.w
-        uniform, first, placed = sched.job_uniform, sched.job_first_pod, sim.job_placed
-        shapes, locality, min_member = w.shape, w.job_locality, w.job_min_member
-        shape, loc = shapes[first[j]], locality[j]
-        end = i + 1
-        while end < len(order):  # the gangs of j's class after it, one shape, none bound, as many to place
-            k = order[end]
-            if not (uniform[k] and locality[k] == loc and shapes[first[k]] == shape and min_member[k] >= known
-                    and min_member[k] > 1 and placed[k] == 0):
-                break
-            end += 1
+        if len(order) - i < MEMO_SCANNED_AT_ONCE:
+            end = i + 1
+            while end < len(order) and self._known_failure(order[end]) is not None:
+                end += 1
+        else:
+            memo = tuple((key, known) for key, known in failed.items() if key[0] == "pod_group")
+            if self.run_ends_of is None or self.run_ends_of[0] is not order or self.run_ends_of[1] != memo:
+                self.run_ends = self._memo_run_ends(order, memo)
+                self.run_ends_of = (order, memo)
+            end = int(self.run_ends[i])
         if end - i >= REJECTED_AT_ONCE:
             self._reject_all(np.array(order[i:end], np.int64))
         else:
-            status, pods_of = sim.pod_status, w.job_pods
+            status, pods_of = self.sim.pod_status, self.sim.w.job_pods
             for k in order[i:end]:
                 self.reject(k, int(np.count_nonzero(status[pods_of[k]] == PENDING)))
         return end - i
+
+    def _memo_run_ends(self, order: list[int], memo: tuple) -> np.ndarray:
+        """For each position of `order`, where the run of jobs the memo (the cycle's pod-group
+        failures: ((key, fewest pods that found no place), ...)) rejects from there ends: the
+        position itself where its job is not rejected. A job is rejected (`_known_failure`) when
+        it is of one shape with no member bound and a memo entry of its shape and locality found
+        no place for as many of its pods or fewer (every entry's bound is a gang's minCount, > 1)."""
+        sim, sched, w = self.sim, self.scheduler, self.sim.w
+        jobs = np.array(order, np.int64)
+        shape, locality, min_member = w.shape[sched.job_first_pod[jobs]], w.job_locality[jobs], w.job_min_member[jobs]
+        rejected = np.zeros(len(jobs), bool)
+        for (_, memo_shape, memo_locality, _), known in memo:
+            rejected |= (shape == memo_shape) & (locality == memo_locality) & (min_member >= known)
+        rejected &= sched.job_uniform[jobs] & (min_member > 1) & (sim.job_placed[jobs] == 0)
+        stop = np.where(rejected, len(jobs), np.arange(len(jobs)))
+        return np.minimum.accumulate(stop[::-1])[::-1]
 
     def _reject_all(self, jobs: np.ndarray) -> None:
         """`reject` of each of these distinct jobs (no member bound), in turn, in vector steps."""
@@ -432,21 +450,24 @@ class GangScheduling(Plugin):
         sum of `fits_on` over its `usable` nodes the Filter passes, indexed by domain id. Exact
         for a group of that shape: binds of pods alike only take room, so a trial placing P of
         them pod by pod places min(P, this). Each node's count is remembered per shape and
-        counted again only where the node changed since (`ClusterState.changed_at`: the Filter
-        and `fits_on` read the node and the pod alone), their sums by domain moved by the
-        difference, or everywhere once the usable nodes changed. (The caller reads the array,
-        never writes it.)"""
+        counted again only where the node changed since (`ClusterState.changed_at`, which every
+        change of a node's contents or layout moves: the Filter and `fits_on` read the node and
+        the pod alone) or became usable or unusable, their sums by domain moved by the
+        difference. (The caller reads the array, never writes it.)"""
         st, w = self.sim.state, self.sim.w
-        shape, key = int(w.shape[pod]), self.scheduler.usable_key
+        shape = int(w.shape[pod])
         known = self.known_room.pop(shape, None)
-        if known is None or known.usable is not usable or known.usable_key != key or st.in_trial:
+        if known is None or st.in_trial:
             fits = np.zeros(st.n_slots, np.int64)
             nodes = np.flatnonzero(feasible(st, w, pod, usable))
             if len(nodes):
                 fits[nodes] = fits_on(st, w, pod, nodes)
-            known = KnownRoom(usable, key, st.mutations, fits, [])
-        elif known.stamp != st.mutations:
-            changed = np.flatnonzero(st.changed_at > known.stamp)
+            known = KnownRoom(usable, st.mutations, fits, [])
+        elif known.stamp != st.mutations or known.usable is not usable:
+            moved = st.changed_at > known.stamp
+            if known.usable is not usable:
+                moved |= known.usable != usable
+            changed = np.flatnonzero(moved)
             if len(changed):
                 was = known.fits[changed]
                 nodes = changed[feasible(st, w, pod, usable, at=changed)]
@@ -456,7 +477,7 @@ class GangScheduling(Plugin):
                 delta = known.fits[changed] - was
                 for ids, sums in known.sums:  # whole numbers: the sums are exact in any order
                     np.add.at(sums, ids[changed], delta)
-            known.stamp = st.mutations
+            known.stamp, known.usable = st.mutations, usable
         if not st.in_trial:  # what a trial reads may be undone, its stamps reused
             self.known_room[shape] = known
             if len(self.known_room) > ROOM_SHAPES_KEPT:
