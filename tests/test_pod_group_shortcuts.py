@@ -126,13 +126,9 @@ def test_the_memo_rejects_before_the_pods_are_listed(monkeypatch):
     assert_same(random_replay(1, 1, 8, gangs, [], True, memo_first=False, memo_runs=False), one)
 
 
-def test_the_memo_rejects_a_run_of_gangs_in_one_step(monkeypatch):
-    """As above, with a gang of another shape (3 x 2 GPUs) fourth in the queue and a gang of
-    quorum 2 sixth: the first gang fails, so `rejected_run` rejects the two after it at once,
-    the 2-GPU gang goes its own way (it fits), and the next two 4-GPU gangs are rejected at
-    once again but for the one of quorum 2 (the memo says 3 found no place: 2 may). The replay
-    is the reference's, each rejected on its own turn."""
-    runs = []
+def counted_runs(monkeypatch) -> list[tuple[int, int]]:
+    """(position in the order, run length) of every `GangScheduling.rejected_run` call, as made."""
+    runs: list[tuple[int, int]] = []
     rejected_run = GangScheduling.rejected_run
 
     def counted(self, order, i):
@@ -141,6 +137,16 @@ def test_the_memo_rejects_a_run_of_gangs_in_one_step(monkeypatch):
         return run
 
     monkeypatch.setattr(GangScheduling, "rejected_run", counted)
+    return runs
+
+
+def test_the_memo_rejects_a_run_of_gangs_in_one_step(monkeypatch):
+    """As above, with a gang of another shape (3 x 2 GPUs) fourth in the queue and a gang of
+    quorum 2 sixth: the first gang fails, so `rejected_run` rejects the two after it at once,
+    the 2-GPU gang goes its own way (it fits), and the next two 4-GPU gangs are rejected at
+    once again but for the one of quorum 2 (the memo says 3 found no place: 2 may). The replay
+    is the reference's, each rejected on its own turn."""
+    runs = counted_runs(monkeypatch)
     gangs = [(3, 3, 4, 0, 600, "none")] * 3 + [(3, 3, 2, 0, 600, "none")] + [(3, 3, 4, 0, 600, "none")] * 2 \
         + [(3, 2, 4, 0, 600, "none")]
     one = random_replay(1, 1, 8, gangs, [], True, rejected_at_once=1)  # runs of 2 in vector steps
@@ -155,15 +161,7 @@ def test_a_run_of_rejections_spans_classes(monkeypatch, scanned_at_once):
     so the three after them, of either class, are rejected in one run (as many steps as
     classes before), found job by job or in vector steps (`MEMO_SCANNED_AT_ONCE`). The replay
     is the reference's, each rejected on its own turn."""
-    runs = []
-    rejected_run = GangScheduling.rejected_run
-
-    def counted(self, order, i):
-        run = rejected_run(self, order, i)
-        runs.append((i, run))
-        return run
-
-    monkeypatch.setattr(GangScheduling, "rejected_run", counted)
+    runs = counted_runs(monkeypatch)
     gangs = [(3, 3, 4, 0, 600, "none"), (3, 3, 8, 0, 600, "none")] * 2 + [(3, 3, 4, 0, 600, "none")]
     one = random_replay(1, 1, 8, gangs, [], True, scanned_at_once=scanned_at_once)
     assert runs[:3] == [(0, 0), (1, 0), (2, 3)]
