@@ -52,7 +52,7 @@ def test_no_progress_when_asked(tiny, tmp_path, capsys):
 
 
 SEPARATE, KARPENTER, MERGED = replay_progress.US_PER_POD
-BASIS = "calib.py 0.4-0.7); the ETA follows this run's own pace"
+BASIS = "calib.py 0.3-0.7); the ETA follows this run's own pace"
 
 
 def pods(n: int, horizon_s: float = 48 * 3600.0) -> SimpleNamespace:
@@ -63,8 +63,8 @@ def pods(n: int, horizon_s: float = 48 * 3600.0) -> SimpleNamespace:
 
 def test_a_long_replay_announces_its_span_and_an_estimate(tiny, tmp_path, capsys, monkeypatch):
     assert replay_progress.estimate(pods(1_000_000, 30 * 86400.0), "merged", MERGED) == (
-        "replay merged: 1,000,000 pods over 30.0 days of simulated time; estimated wall time 5 min to "
-        "27 min 30 s (300-1,650 us a pod: what merged loop (all capabilities, one decision) took on the bundled "
+        "replay merged: 1,000,000 pods over 30.0 days of simulated time; estimated wall time 3 min 20 s to "
+        "27 min 30 s (200-1,650 us a pod: what merged loop (all capabilities, one decision) took on the bundled "
         f"trace, openb and 100k pods at {BASIS}")
     monkeypatch.setattr(replay_progress, "LONG_S", 0.0)
     first = replay_err(tiny, tmp_path / "run", capsys).splitlines()[0]
@@ -75,7 +75,7 @@ def test_the_estimate_is_shown_when_it_exceeds_ten_seconds_and_only_then():
     """The bundled trace's 3,405 pods take 7-12 s under the separate loops: the line is shown;
     under the merged loop (3-6 s) it is not."""
     assert replay_progress.estimate(pods(3405), "separate", SEPARATE).startswith(
-        "replay separate: 3,405 pods over 2.0 days of simulated time; estimated wall time 2.6 s to 45.3 s")
+        "replay separate: 3,405 pods over 2.0 days of simulated time; estimated wall time 2.6 s to 11.9 s")
     assert replay_progress.estimate(pods(3405), "merged", MERGED) == ""
     assert replay_progress.estimate(pods(6100), "merged", MERGED) != ""  # 10.07 s at 1,650 us a pod
     assert replay_progress.estimate(pods(6000), "merged", MERGED) == ""  # 9.9 s
@@ -84,15 +84,15 @@ def test_the_estimate_is_shown_when_it_exceeds_ten_seconds_and_only_then():
 def test_the_estimate_uses_what_a_pod_costs_the_loops_family():
     cost = {family: replay_progress.estimate(pods(100_000), "x", family).split("; ")[1]
             for family in replay_progress.US_PER_POD}
-    on = "took on the bundled trace, openb and 100k pods at calib.py 0.4-0.7)"
-    assert cost == {SEPARATE: f"estimated wall time 1 min 17 s to 22 min 10 s (770-13,300 us a pod: what separate "
+    on = "took on the bundled trace, openb and 100k pods at calib.py 0.3-0.7)"
+    assert cost == {SEPARATE: f"estimated wall time 1 min 17 s to 5 min 50 s (770-3,500 us a pod: what separate "
                               f"loops {on}",
-                    KARPENTER: "estimated wall time 7 min 10 s to 30 min 50 s (4,300-18,500 us a pod: what separate loops "
+                    KARPENTER: "estimated wall time 2 min 30 s to 30 min 50 s (1,500-18,500 us a pod: what separate loops "
                                f"with KarpenterAutoscaler {on}",
-                    MERGED: "estimated wall time 30.0 s to 2 min 45 s (300-1,650 us a pod: what merged loop (all "
+                    MERGED: "estimated wall time 20.0 s to 2 min 45 s (200-1,650 us a pod: what merged loop (all "
                             f"capabilities, one decision) {on}"}
     other = replay_progress.estimate(pods(100_000), "x", "a loop of its own")
-    assert "30.0 s to 30 min 50 s (300-18,500 us a pod" in other
+    assert "20.0 s to 30 min 50 s (200-18,500 us a pod" in other
 
 
 class Clock:
@@ -247,11 +247,11 @@ def test_a_services_replica_slots_are_no_pods_of_the_trace():
 
 
 def test_a_first_run_adds_the_kernels_compiling():
-    """3,405 pods under merged: 1.0-5.6 s, under LONG_S; on a first run 25 s more, so said."""
+    """3,405 pods under merged: 0.7-5.6 s, under LONG_S; on a first run 25 s more, so said."""
     assert replay_progress.estimate(pods(3405), "merged", MERGED) == ""
     assert replay_progress.estimate(pods(3405), "merged", MERGED, first_run=True) == (
-        "replay merged: 3,405 pods over 2.0 days of simulated time; estimated wall time 26.0 s to 30.6 s (about "
-        "25.0 s compiling the kernels, a first run, then 300-1,650 us a pod: what merged loop (all capabilities, one "
+        "replay merged: 3,405 pods over 2.0 days of simulated time; estimated wall time 25.7 s to 30.6 s (about "
+        "25.0 s compiling the kernels, a first run, then 200-1,650 us a pod: what merged loop (all capabilities, one "
         f"decision) took on the bundled trace, openb and 100k pods at {BASIS}")
 
 
