@@ -442,8 +442,7 @@ class ClusterAutoscaler:
             jobs = jobs[(w.job_min_member[jobs] > 1) == gangs]
         if len(jobs) == 0:
             return Units.single(np.zeros(0, np.int64))
-        pods = w.pods_of(jobs)
-        pods = pods[(sim.pod_status[pods] == PENDING) & ~w.never_fits[pods]]
+        pods = self._placeable(w.pods_of(jobs))
         job = w.job[pods]
         whole = (w.job_min_member[job] > 1) & bool(self.gang_aware or gangs)  # the gang is one unit
         if not whole.any():
@@ -670,9 +669,11 @@ class ClusterAutoscaler:
     def pending_of(self, j: int) -> np.ndarray:
         """Job j's pending pods it could ever place, in `job_pods` order: its unit among
         `pending_gangs`' (none: it has no unit)."""
-        sim = self.sim
-        pods = sim.w.job_pods[j]
-        return pods[(sim.pod_status[pods] == PENDING) & ~sim.w.never_fits[pods]]
+        return self._placeable(self.sim.w.job_pods[j])
+
+    def _placeable(self, pods: np.ndarray) -> np.ndarray:
+        """The pods among `pods` pending that some node could ever hold, in their order."""
+        return pods[(self.sim.pod_status[pods] == PENDING) & ~self.sim.w.never_fits[pods]]
 
     def scale_up_whole(self, now: float, unit: np.ndarray, atomic: bool) -> np.ndarray | None:
         """Ask for every pod of the unit at once: the pool the expander picks among those (not
