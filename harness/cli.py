@@ -114,7 +114,7 @@ def _hydra_app(command: str, task, config_name: str, argv: list[str]) -> None:
         except LoopbenchError as exc:  # a clear one-line error, not Hydra's traceback
             print(f"loopbench {command}: error: {printable(_in_file(exc))}", file=sys.stderr)
             failures.append(exc)  # a sweep goes on with its other runs; a remote worker survives
-        except SystemError as exc:  # Ctrl-C while numba loads a cached kernel comes wrapped in one
+        except Exception as exc:  # numba wraps a Ctrl-C while it compiles or loads a kernel (SystemError...)
             if caused_by_interrupt(exc):
                 raise KeyboardInterrupt from exc
             raise
@@ -216,11 +216,48 @@ def _dispatch(command: str, rest: list[str]) -> int:
 DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
 
 
+#: how long after a Ctrl-C that a finaliser swallowed it is delivered again: the finaliser and
+#: the hook that saw it are done by then
+REDELIVERY_S = 0.05
+
+
+@contextmanager
+def _interrupts_kept():
+    """A Ctrl-C that lands in an object's finaliser (llvmlite frees compiled code in `__del__`,
+    so it happens while numba compiles) is one Python only reports as ignored: the command would
+    run on to its end. Such an interrupt is delivered again a moment later, to the code running
+    then, and not reported; one still due when the command ends is raised there."""
+    import _thread
+    import threading
+
+    previous = sys.unraisablehook
+    due: list[threading.Timer] = []
+
+    def hook(unraisable):
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            due.append(threading.Timer(REDELIVERY_S, _thread.interrupt_main))
+            due[-1].daemon = True
+            due[-1].start()
+        else:
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+        if any(timer.is_alive() for timer in due):
+            for timer in due:
+                timer.cancel()
+            raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command, rest = (argv[0], argv[1:]) if argv else ("--help", [])
     try:
-        code = _dispatch(command, rest)
+        with _interrupts_kept():
+            code = _dispatch(command, rest)
         sys.stdout.flush()  # a closed pipe is met here, not in Python's flush at exit
         return code
     except LoopbenchError as exc:
