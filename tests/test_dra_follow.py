@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.dra import allocator as al
-from harness.dra.layer import DeviceLayer, allocation, commit
-from tests.test_dra_shortcuts import CLAIMS, CLUSTER, stamped
+from harness.dra.layer import DeviceLayer, allocation
+from tests.test_dra_shortcuts import CLAIMS, CLUSTER, commit, stamped
 
 
 def replayed(layer: DeviceLayer, types: list[int], steps: list[tuple[int, int, int]], tainted: list[bool]):

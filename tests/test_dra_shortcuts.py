@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from harness.config import compose
 from harness.dra import allocator as al
 from harness.dra import translate as tr
-from harness.dra.layer import DeviceLayer
+from harness.dra.allocator import commit_at
+from harness.dra.layer import Arrays, ClaimedGpus, DeviceLayer
 
 CLUSTER = instantiate(compose("config", []).cluster, _convert_="all")
 LAYER = DeviceLayer(CLUSTER.node_types, CLUSTER.partition_profiles, {})
@@ -25,6 +26,13 @@ SHAPES = [  # (gpus, milli, profile_bit, model_mask, nvlink, numa, nic): claims 
     (1, 286, 2, 0, False, False, False), (8, 1000, 0, 0, True, False, False),
 ]
 CLAIMS = [(tr.claim_of(CLUSTER.models, CLUSTER.profiles, *s),) for s in SHAPES]
+
+
+def commit(arrays: Arrays, gpus: ClaimedGpus, t: int, n: int, sign: int) -> None:
+    """A pod's allocation taken (sign 1) on node n of type t, or given back (-1), on the device
+    arrays alone: what `ClusterState.bind` and `release` do to them in `take_claimed`."""
+    tc = gpus.typed
+    commit_at(gpus.pairs, sign, n, t, *arrays, tc.capacity, tc.take_cap, tc.consumes, tc.multi)
 
 
 def one_by_one(t: int, claims: tuple, state: al.DeviceState, bound: int,
@@ -303,10 +311,10 @@ def test_a_first_fit_over_the_usable_slots_is_pod_by_pod_first_fit(nodes, data, 
 @given(types=st.lists(st.integers(0, len(LAYER.devices) - 1), min_size=1, max_size=3),
        steps=st.lists(st.tuples(st.integers(0, 2), st.integers(0, len(CLAIMS) - 1), st.booleans()), max_size=14))
 def test_a_bind_or_release_on_a_node_is_the_plain_commit_on_its_own_row(types, steps):
-    """`layer.commit` (one compiled call on every node's arrays, picking node n's rows and its
+    """`commit` (one compiled call on every node's arrays, picking node n's rows and its
     type's claim arrays) leaves each node as the plain allocator's `allocate` then `commit` on a
     state of that node alone would, binds and releases (the last pod bound first) interleaved."""
-    from harness.dra.layer import allocation, commit
+    from harness.dra.layer import allocation
     arrays = LAYER.arrays(len(types))
     for n, t in enumerate(types):
         LAYER.reset(*arrays, np.zeros(len(types), np.int64), n, t)

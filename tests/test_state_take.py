@@ -1,6 +1,6 @@
 """A DRA pod's bind or release on the cluster state (`ClusterState.bind`/`release`: one compiled
 call, `state.take_claimed`, for its devices and its GPUs' mirror) leaves every dynamic array, the
-nodes' stamps included, as the two calls it replaced did (`layer.commit`, the stamp followed, then
+nodes' stamps included, as the two calls it replaced did (the devices committed, the stamp followed, then
 `node_devices.take`), over random binds and releases of today's claims on nodes of every type
 of the default cluster."""
 
@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.dra import allocator as al
-from harness.dra.layer import allocation, commit
+from harness.dra.layer import allocation
 from harness.node_devices import take
 from harness.state import ClusterState
 from harness.status import READY
-from tests.test_dra_shortcuts import CLAIMS, CLUSTER, SHAPES
+from tests.test_dra_shortcuts import CLAIMS, CLUSTER, SHAPES, commit
 
 
 def two_calls(s: ClusterState, n: int, sign: int, gpus, milli: int) -> None:

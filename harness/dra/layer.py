@@ -63,7 +63,6 @@ from harness.dra.allocator import (
     TypedClaims,
     allocate,
     allocate_typed,
-    commit_at,
     compile_claims,
     count_typed,
     feasible_typed,
@@ -456,13 +455,6 @@ def allocation(layer: DeviceLayer, arrays: Arrays, t: int, claims: tuple[Claim, 
     out = gpus.view(ClaimedGpus)
     out.typed, out.pairs, out.change = tc, pairs, (id(tc), pairs.tobytes())
     return out
-
-
-def commit(arrays: Arrays, gpus: ClaimedGpus, t: int, n: int, sign: int) -> None:
-    """A pod's allocation taken (sign 1) on node n of type t, or given back (-1): one compiled
-    call on the arrays as they are (at every bind and release, so nothing is built for it)."""
-    tc = gpus.typed
-    commit_at(gpus.pairs, sign, n, t, *arrays, tc.capacity, tc.take_cap, tc.consumes, tc.multi)
 
 
 def first_fit(layer: DeviceLayer, arrays: Arrays, stamp: np.ndarray, slot_type: np.ndarray, claims: tuple[Claim, ...],
