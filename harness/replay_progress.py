@@ -36,16 +36,18 @@ from harness.status import DONE, NOT_ARRIVED, REFUSED
 #: separate 6.9 s, separate_2026 6.3 s, merged 4.1 s, separate_2026_karpenter 150 s of CPU (its
 #: consolidation restarts the longest pods); at 100k pods (benchmarks/bench_scale.py, 2026-12-05,
 #: calib.py 0.34-0.36, docs/performance.md) separate 96-97 s, separate_provreq 120-125 s,
-#: separate_workload 53 s, separate_karpenter 150-153 s, merged 20-21 s.
+#: separate_workload 53 s, separate_karpenter 150-153 s, merged 20-21 s; at 1M pods (2026-12-06,
+#: calib.py 0.33) separate 1,129 s, separate_provreq 1,021 s, separate_workload 602 s, merged 217 s
+#: (separate_workload, kube-scheduler's own gang scheduling, sets the family's low end).
 US_PER_POD = {
-    "separate loops": (770, 3500),
+    "separate loops": (500, 3500),
     "separate loops with KarpenterAutoscaler": (1500, 18500),
     "merged loop (all capabilities, one decision)": (200, 1650),
 }
 #: A loop of another family: the widest range measured.
 US_PER_POD_OTHER = (min(lo for lo, _ in US_PER_POD.values()), max(hi for _, hi in US_PER_POD.values()))
 #: What the ranges were measured on, as the line says it.
-MEASURED_ON = "the bundled trace, openb and 100k pods at calib.py 0.3-0.7"
+MEASURED_ON = "the bundled trace, openb, 100k and 1M pods at calib.py 0.3-0.7"
 #: A first run compiles its kernels before and while it replays (numba, cached on disk after):
 #: the bundled trace under separate took 30.7 s with an empty cache against 5.3 s with it (calib.py 0.7).
 FIRST_RUN_S = 25.0

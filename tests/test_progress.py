@@ -65,7 +65,7 @@ def test_a_long_replay_announces_its_span_and_an_estimate(tiny, tmp_path, capsys
     assert replay_progress.estimate(pods(1_000_000, 30 * 86400.0), "merged", MERGED) == (
         "replay merged: 1,000,000 pods over 30.0 days of simulated time; estimated wall time 3 min 20 s to "
         "27 min 30 s (200-1,650 us a pod: what merged loop (all capabilities, one decision) took on the bundled "
-        f"trace, openb and 100k pods at {BASIS}")
+        f"trace, openb, 100k and 1M pods at {BASIS}")
     monkeypatch.setattr(replay_progress, "LONG_S", 0.0)
     first = replay_err(tiny, tmp_path / "run", capsys).splitlines()[0]
     assert first.startswith("replay merged: 40 pods over 4.0 h of simulated time; estimated wall time")
@@ -75,7 +75,7 @@ def test_the_estimate_is_shown_when_it_exceeds_ten_seconds_and_only_then():
     """The bundled trace's 3,405 pods take 7-12 s under the separate loops: the line is shown;
     under the merged loop (3-6 s) it is not."""
     assert replay_progress.estimate(pods(3405), "separate", SEPARATE).startswith(
-        "replay separate: 3,405 pods over 2.0 days of simulated time; estimated wall time 2.6 s to 11.9 s")
+        "replay separate: 3,405 pods over 2.0 days of simulated time; estimated wall time 1.7 s to 11.9 s")
     assert replay_progress.estimate(pods(3405), "merged", MERGED) == ""
     assert replay_progress.estimate(pods(6100), "merged", MERGED) != ""  # 10.07 s at 1,650 us a pod
     assert replay_progress.estimate(pods(6000), "merged", MERGED) == ""  # 9.9 s
@@ -84,8 +84,8 @@ def test_the_estimate_is_shown_when_it_exceeds_ten_seconds_and_only_then():
 def test_the_estimate_uses_what_a_pod_costs_the_loops_family():
     cost = {family: replay_progress.estimate(pods(100_000), "x", family).split("; ")[1]
             for family in replay_progress.US_PER_POD}
-    on = "took on the bundled trace, openb and 100k pods at calib.py 0.3-0.7)"
-    assert cost == {SEPARATE: f"estimated wall time 1 min 17 s to 5 min 50 s (770-3,500 us a pod: what separate "
+    on = "took on the bundled trace, openb, 100k and 1M pods at calib.py 0.3-0.7)"
+    assert cost == {SEPARATE: f"estimated wall time 50.0 s to 5 min 50 s (500-3,500 us a pod: what separate "
                               f"loops {on}",
                     KARPENTER: "estimated wall time 2 min 30 s to 30 min 50 s (1,500-18,500 us a pod: what separate loops "
                                f"with KarpenterAutoscaler {on}",
@@ -252,7 +252,7 @@ def test_a_first_run_adds_the_kernels_compiling():
     assert replay_progress.estimate(pods(3405), "merged", MERGED, first_run=True) == (
         "replay merged: 3,405 pods over 2.0 days of simulated time; estimated wall time 25.7 s to 30.6 s (about "
         "25.0 s compiling the kernels, a first run, then 200-1,650 us a pod: what merged loop (all capabilities, one "
-        f"decision) took on the bundled trace, openb and 100k pods at {BASIS}")
+        f"decision) took on the bundled trace, openb, 100k and 1M pods at {BASIS}")
 
 
 def test_an_empty_kernel_cache_is_told_from_a_filled_one(tmp_path, monkeypatch):
