@@ -37,7 +37,7 @@ from harness.status import DONE, NOT_ARRIVED, REFUSED
 #: consolidation restarts the longest pods); at 100k pods (benchmarks/bench_scale.py, 2026-12-05,
 #: calib.py 0.34-0.36, docs/performance.md) separate 96-97 s, separate_provreq 120-125 s,
 #: separate_workload 53 s, separate_karpenter 150-153 s, merged 20-21 s; at 1M pods (2026-12-06,
-#: calib.py 0.33) separate 1,129 s, separate_provreq 1,021 s, separate_workload 602 s, merged 217 s
+#: calib.py 0.32-0.34) separate 1,129 s, separate_provreq 1,021 s, separate_workload 602 s, merged 192 s
 #: (separate_workload, kube-scheduler's own gang scheduling, sets the family's low end).
 US_PER_POD = {
     "separate loops": (500, 3500),
