@@ -226,7 +226,8 @@ def _interrupts_kept():
     """A Ctrl-C that lands in an object's finaliser (llvmlite frees compiled code in `__del__`,
     so it happens while numba compiles) is one Python only reports as ignored: the command would
     run on to its end. Such an interrupt is delivered again a moment later, to the code running
-    then, and not reported; one still due when the command ends is raised there."""
+    then, and not reported; a command that ends without it all the same (still due, or lost
+    again where Python drops exceptions) is interrupted there."""
     import _thread
     import threading
 
@@ -246,10 +247,10 @@ def _interrupts_kept():
         yield
     finally:
         sys.unraisablehook = previous
-        if any(timer.is_alive() for timer in due):
-            for timer in due:
-                timer.cancel()
-            raise KeyboardInterrupt
+        for timer in due:
+            timer.cancel()
+    if due:  # the command ended, the interrupt not delivered
+        raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -261,6 +261,11 @@ def test_ctrl_c_that_lands_in_a_finaliser_still_stops_the_command(runs_on_s, mon
         return "ran on to its end"
 
     monkeypatch.setattr(replay, "replay_task", compiling)
-    assert cli.main(["replay", "horizon_s=10", f"hydra.run.dir={tmp_path / 'run'}"]) == 130
+    # Ctrl-C raises KeyboardInterrupt, as in the command's own process, whatever a test before left
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert cli.main(["replay", "horizon_s=10", f"hydra.run.dir={tmp_path / 'run'}"]) == 130
+    finally:
+        signal.signal(signal.SIGINT, before)
     err = capsys.readouterr().err
     assert err.splitlines()[-1] == "loopbench: interrupted" and "Exception ignored" not in err, err
