@@ -39,7 +39,7 @@ SPAN_PER_POD_S = 2592000 / 1_000_000
 
 def run_one(loop: str, trace: Path, cpu_budget: float) -> dict:
     code = f"""
-import json, resource, signal, time
+import json, resource, signal, sys, time
 from harness.config import compose
 from harness.replay import build
 from harness.status import DONE, RUNNING
@@ -51,6 +51,12 @@ def ran_out(e):  # the budget's signal may land inside a compiled call, which wr
     while e is not None and not isinstance(e, OutOfBudget):
         e = e.__cause__ or e.__context__
     return e is not None
+def swallowed(u):  # or in a finaliser, where Python only reports it: the budget's signal again, at once
+    if u.exc_type is OutOfBudget:
+        signal.setitimer(signal.ITIMER_PROF, 0.001)
+    else:
+        sys.__unraisablehook__(u)
+sys.unraisablehook = swallowed
 cfg = compose("config", ["loop={loop}", "cluster=scale", "trace.path={trace}"])
 t0 = time.perf_counter(); sim, lp = build(cfg); t1 = time.perf_counter()
 signal.signal(signal.SIGPROF, stop)
