@@ -102,8 +102,7 @@ class Accounting:
         self.slot_milli = st.gpu_cap.astype(np.int64) * WHOLE
         self._counted = np.zeros(st.n_slots, np.int64)  # each slot's idle GPU milli as its class counts it
         self._class_idle = np.zeros(len(self.class_weights), np.int64)  # idle GPU milli per class, now
-        recount(np.arange(st.n_slots), st.status, phantom, st.slot_committed, self.slot_milli, st.gpu_used,
-                self.ledger.held, self.ledger.buffer_on, self.slot_class, self._counted, self._class_idle)
+        recount(*self._recount_args(np.arange(st.n_slots)))
         # every integral in one vector (`TOTALS`, pending seconds, idle per class): a step adds
         # rate x dt / per to it at once; `per` divides the cost only (USD per hour)
         self._acc = np.zeros(CLASS_AT + len(self.class_weights))
@@ -242,15 +241,24 @@ class Accounting:
 
     def idle_by_class(self) -> np.ndarray:
         """Idle GPU milli per price class now, the nodes the ledger's transitions touched since
-        the last step recounted (`idle_rates.recount`). Metrics integrate between a loop's steps,
-        never inside a trial, whose changes are undone without a transition."""
-        changed = self.ledger.take_changed()
-        if changed:
-            st, ledger = self.sim.state, self.ledger
-            assert not st.in_trial, "the accounting reads the state between trials"
-            recount(np.array(changed, np.int64), st.status, self.phantom, st.slot_committed, self.slot_milli,
-                    st.gpu_used, ledger.held, ledger.buffer_on, self.slot_class, self._counted, self._class_idle)
+        the last step recounted (`idle_rates.recount`)."""
+        touched = self._touched()
+        if len(touched):
+            recount(*self._recount_args(touched))
         return self._class_idle
+
+    def _touched(self) -> np.ndarray:
+        """The nodes the ledger's transitions touched since last asked. Metrics integrate between
+        a loop's steps, never inside a trial, whose changes are undone without a transition."""
+        changed = self.ledger.take_changed()
+        assert not (changed and self.sim.state.in_trial), "the accounting reads the state between trials"
+        return np.array(changed, np.int64) if changed else NO_NODES
+
+    def _recount_args(self, nodes: np.ndarray) -> tuple[np.ndarray, ...]:
+        """`idle_rates.recount`'s arguments to recount the idle milli per class on `nodes`."""
+        st, ledger = self.sim.state, self.ledger
+        return (nodes, st.status, self.phantom, st.slot_committed, self.slot_milli, st.gpu_used, ledger.held,
+                ledger.buffer_on, self.slot_class, self._counted, self._class_idle)
 
     def advance(self, t: float) -> None:
         """Integrate the current (constant) state from the last instant up to t. Timeline
@@ -261,13 +269,8 @@ class Accounting:
         r = self.rates()
         if self.next_sample < t:
             self._sample_until(min(t, self.sim.horizon), r, inclusive=False)
-        st, ledger = self.sim.state, self.ledger
-        changed = ledger.take_changed()
-        assert not (changed and st.in_trial), "the accounting reads the state between trials"
-        recount_then_add(np.array(changed, np.int64) if changed else NO_NODES, st.status, self.phantom,
-                         st.slot_committed, self.slot_milli, st.gpu_used, ledger.held, ledger.buffer_on,
-                         self.slot_class, self._counted, self._class_idle, self._acc, self._per, self.reason_count,
-                         t - self.last, *r)
+        step = (self._acc, self._per, self.reason_count, t - self.last, *r)
+        recount_then_add(*self._recount_args(self._touched()), *step)
         for ext in self.extensions:
             ext.advance(self.last, t - self.last)
         self.last = t
